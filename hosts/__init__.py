@@ -1,0 +1,1 @@
+"""What runs on testbed hosts: DPDK programs (C) and the Python agents."""

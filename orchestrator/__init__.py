@@ -1,0 +1,1 @@
+"""rainmaker's orchestrator: runs on the researcher's machine and drives a testbed."""

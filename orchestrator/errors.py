@@ -1,0 +1,135 @@
+"""One exception root for rainmaker. Errors carry data, not just text.
+
+Exit codes of the CLI follow the error's kind: input a person wrote that is wrong
+(an inventory, a spec, a command line) exits 2; everything else that fails exits 1.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+class RainmakerError(Exception):
+    """Root of every error rainmaker raises on purpose."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, fix: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.fix = fix
+
+    def render(self) -> str:
+        text = self.message
+        if self.fix:
+            text += f"\n  fix: {self.fix}"
+        return text
+
+
+class UsageError(RainmakerError):
+    """Bad input from a person: a command line, a missing file."""
+
+    exit_code = 2
+
+
+@dataclass
+class Problem:
+    """One thing wrong in an input file, located by field path (and line when known)."""
+
+    path: str
+    message: str
+    fix: str | None = None
+    line: int | None = None
+
+    def render(self, file: str) -> str:
+        where = f"{file}:{self.line}" if self.line else file
+        text = f"{where}: {self.path or '(top level)'}: {self.message}"
+        if self.fix:
+            text += f"\n    fix: {self.fix}"
+        return text
+
+
+class InputFileError(UsageError):
+    """An input file (inventory, experiment spec) failed validation."""
+
+    kind = "input"
+
+    def __init__(self, file: str, problems: list[Problem]):
+        self.file = file
+        self.problems = problems
+        n = len(problems)
+        head = f"{file}: {n} problem{'s' if n != 1 else ''} in this {self.kind} file"
+        super().__init__(head + "\n" + "\n".join("  " + p.render(file) for p in problems))
+
+    def render(self) -> str:
+        return self.message
+
+
+class InventoryError(InputFileError):
+    kind = "inventory"
+
+
+class TestbedError(RainmakerError):
+    """The emulated testbed could not be built, inspected or torn down."""
+
+    __test__ = False  # not a pytest class
+
+
+@dataclass
+class HostResult:
+    """What one command did on one host."""
+
+    host: str
+    command: str
+    exit_code: int | None
+    stdout: str = ""
+    stderr: str = ""
+    error: str | None = None  # connection-level failure (unreachable, timeout), if any
+    duration_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.exit_code == 0
+
+
+class RemoteError(RainmakerError):
+    """A remote command failed. Carries the host, the command, the exit status and stderr."""
+
+    def __init__(self, result: HostResult, message: str | None = None):
+        self.result = result
+        if message is None:
+            why = result.error or f"exited with status {result.exit_code}"
+            message = f"{result.host}: `{result.command}` {why}"
+            tail = result.stderr.strip().splitlines()[-5:]
+            if tail:
+                message += "\n  stderr: " + "\n          ".join(tail)
+        super().__init__(message)
+
+
+class GroupError(RainmakerError):
+    """A command failed on some hosts of a group. The results of every host are attached."""
+
+    def __init__(self, results: dict[str, HostResult]):
+        self.results = results
+        failed = [r for r in results.values() if not r.ok]
+        lines = [f"{len(failed)} of {len(results)} hosts failed:"]
+        for r in failed:
+            lines.append("  " + RemoteError(r).message.replace("\n", "\n  "))
+        super().__init__("\n".join(lines))
+
+
+@dataclass
+class TaskFailure:
+    host: str
+    task: str
+    message: str
+
+
+class ProvisionError(RainmakerError):
+    """An Ansible run failed; names every host and task that failed."""
+
+    def __init__(self, message: str, failures: list[TaskFailure] = field(default_factory=list)):
+        self.failures = list(failures)
+        lines = [message]
+        for f in self.failures:
+            lines.append(f"  {f.host}: task '{f.task}': {f.message}")
+        super().__init__("\n".join(lines))

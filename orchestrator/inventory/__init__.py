@@ -1,0 +1,67 @@
+"""The testbed inventory: load, validate, export."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from ..errors import InventoryError, Problem
+from .. import yamlfile
+from .model import Emulation, Host, Hugepages, Inventory, Mgmt, Nic, Ssh, Switch, SwitchPort
+from .validate import check
+
+__all__ = ["Emulation", "Host", "Hugepages", "Inventory", "Mgmt", "Nic", "Ssh", "Switch", "SwitchPort",
+           "load", "resolve_path"]
+
+
+def load(path: str | os.PathLike) -> Inventory:
+    """Load and validate an inventory file; raise InventoryError listing every problem."""
+    path = Path(path)
+    problems: list[Problem] = []
+    located = yamlfile.load(path, problems)
+    if located is None:
+        raise InventoryError(str(path), problems)
+    if not isinstance(located.data, dict):
+        problems.append(Problem("", "an inventory is a mapping with name, switch and hosts",
+                                "start from examples/inventory-hardware.yaml", 1))
+        raise InventoryError(str(path), problems)
+    try:
+        inv = Inventory.model_validate(located.data)
+    except ValidationError as e:
+        problems += yamlfile.pydantic_problems(e, located, Inventory)
+        raise InventoryError(str(path), problems) from None
+    for prob in check(inv, path.parent):
+        prob.line = prob.line or located.line_of(prob.path)
+        problems.append(prob)
+    if problems:
+        raise InventoryError(str(path), problems)
+    return _absolute(inv, path.parent)
+
+
+def _absolute(inv: Inventory, base: Path) -> Inventory:
+    """Resolve relative key paths against the inventory's folder."""
+    def fix(p: Path | None) -> Path | None:
+        return p if p is None or p.is_absolute() else (base / p).resolve()
+
+    ssh = inv.ssh.model_copy(update={"key": fix(inv.ssh.key), "known_hosts": fix(inv.ssh.known_hosts)})
+    sw = inv.switch.model_copy(update={"mgmt": inv.switch.mgmt.model_copy(update={"key": fix(inv.switch.mgmt.key)})})
+    hosts = [h.model_copy(update={"mgmt": h.mgmt.model_copy(update={"key": fix(h.mgmt.key)})}) for h in inv.hosts]
+    return inv.model_copy(update={"ssh": ssh, "switch": sw, "hosts": hosts})
+
+
+def resolve_path(explicit: str | None) -> Path:
+    """Which inventory a command uses: -i, then $RAINMAKER_INVENTORY, then the emulated testbed that is up."""
+    from ..errors import UsageError
+    from ..testbed import state
+
+    if explicit:
+        return Path(explicit)
+    env = os.environ.get("RAINMAKER_INVENTORY")
+    if env:
+        return Path(env)
+    current = state.current_inventory()
+    if current is not None:
+        return current
+    raise UsageError("no inventory given and no emulated testbed is up",
+                     fix="bring one up with `rainmaker testbed up`, or pass -i FILE (or set RAINMAKER_INVENTORY)")

@@ -1,0 +1,78 @@
+"""Export an inventory to Ansible's YAML inventory format (for provisioning).
+
+Groups: `switch`, `clients`, `workers` (and `hosts` = clients + workers). Host keys
+are pinned: ssh is told to use the testbed's known_hosts and to refuse unknown keys.
+"""
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+import yaml
+
+from .model import Host, Inventory, Mgmt
+
+
+def _conn(inv: Inventory, mgmt: Mgmt) -> dict[str, Any]:
+    v: dict[str, Any] = {"ansible_host": mgmt.address, "ansible_port": mgmt.port, "ansible_user": mgmt.user}
+    key = inv.key_for(mgmt)
+    if key is not None:
+        v["ansible_ssh_private_key_file"] = str(key)
+    return v
+
+
+def _host_vars(inv: Inventory, h: Host) -> dict[str, Any]:
+    v = _conn(inv, h.mgmt)
+    v.update({
+        "rainmaker_role": h.role,
+        "rainmaker_deploy_root": str(h.deploy_root),
+        "rainmaker_numa_node": h.numa_node,
+        "rainmaker_cores": list(h.cores),
+        "rainmaker_hugepages_size_kb": h.hugepages.size_kb,
+        "rainmaker_hugepages_count": h.hugepages.count,
+        "rainmaker_nic": h.nic.model_dump(),
+        "rainmaker_nic_kind": "pci" if h.nic.pci else "vdev",
+    })
+    return v
+
+
+def export(inv: Inventory) -> dict[str, Any]:
+    common = ["-o StrictHostKeyChecking=yes", "-o IdentitiesOnly=yes", "-o BatchMode=yes"]
+    if inv.ssh.known_hosts is not None:
+        common.append("-o UserKnownHostsFile=" + shlex.quote(str(inv.ssh.known_hosts)))
+        common.append("-o GlobalKnownHostsFile=/dev/null")
+    sw = inv.switch
+    sw_vars = _conn(inv, sw.mgmt)
+    sw_vars.update({
+        "rainmaker_switch_kind": sw.kind,
+        "rainmaker_deploy_root": str(sw.deploy_root),
+        "rainmaker_bfrt": sw.bfrt,
+        "rainmaker_program": sw.program,
+        "rainmaker_ports": [p.model_dump() for p in sw.ports],
+    })
+    if sw.sde is not None:
+        sw_vars["rainmaker_sde"] = str(sw.sde)
+    return {
+        "all": {
+            "vars": {
+                "ansible_ssh_common_args": " ".join(common),
+                "ansible_python_interpreter": "/usr/bin/python3",
+                "rainmaker_testbed": inv.name,
+                "rainmaker_emulated": inv.is_emulated,
+                # Emulated hosts share one file system and one kernel: system-wide
+                # changes (packages, hugepages) must not race between them.
+                "rainmaker_shared_system": inv.is_emulated,
+            },
+            "children": {
+                "switch": {"hosts": {sw.name: sw_vars}},
+                "hosts": {"children": {
+                    "clients": {"hosts": {h.name: _host_vars(inv, h) for h in inv.clients}},
+                    "workers": {"hosts": {h.name: _host_vars(inv, h) for h in inv.workers}},
+                }},
+            },
+        }
+    }
+
+
+def export_yaml(inv: Inventory) -> str:
+    return yaml.safe_dump(export(inv), sort_keys=False)

@@ -1,0 +1,1 @@
+"""Testbeds rainmaker can build itself: the emulated one (namespaces on this machine)."""

@@ -1,0 +1,507 @@
+"""The emulated testbed: a switch and hosts as network namespaces on this machine.
+
+Layout for slot S (several slots can coexist; tests use their own):
+
+    root namespace                     switch namespace rmS-sw0
+      bridge rmSbr 10.79.S.254/24        mgmt0 10.79.S.250 (sshd; BFRuntime later)
+        rmSm-0 ... rmSm-N (mgmt veths)   swp1 .. swpN (data ports, no IP)
+      blackhole 10.64.0.0/10                 |
+                                         host namespaces rmS-client0, rmS-worker0, ...
+                                           mgmt0 10.79.S.i (sshd), data0 (no kernel IP)
+
+Every machine runs its own sshd (own host keys, own hostname through a UTS namespace),
+reached from the root namespace over the management bridge with a key the testbed
+generates; host keys are pinned in the testbed's known_hosts. Data interfaces carry
+no kernel IP (the kernel would answer DPDK's UDP with ICMP port-unreachable).
+The blackhole route keeps stray testbed packets on this machine once the bridge is gone.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from ..errors import TestbedError
+from . import state
+
+BLACKHOLE = "10.64.0.0/10"
+SSHD = "/usr/sbin/sshd"
+SWITCH_NAME = "sw0"
+DATA_IFACE = "data0"
+MGMT_IFACE = "mgmt0"
+MAX_HOSTS = 15
+
+
+@dataclass(frozen=True)
+class Machine:
+    name: str
+    role: str  # switch | client | worker
+    index: int  # 0 for the switch, 1.. for hosts (port number and address)
+
+    def netns(self, slot: int) -> str:
+        return f"rm{slot}-{self.name}"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Names and addresses of one emulated testbed; pure, so `down` can recompute it."""
+
+    slot: int
+    clients: int
+    workers: int
+
+    @property
+    def prefix(self) -> str:
+        return f"rm{self.slot}"
+
+    @property
+    def bridge(self) -> str:
+        return f"{self.prefix}br"
+
+    @property
+    def mgmt_net(self) -> str:
+        return f"10.79.{self.slot}"
+
+    @property
+    def data_net(self) -> str:
+        return f"10.80.{self.slot}"
+
+    @property
+    def hosts(self) -> list[Machine]:
+        out = [Machine(f"client{i}", "client", 1 + i) for i in range(self.clients)]
+        out += [Machine(f"worker{i}", "worker", 1 + self.clients + i) for i in range(self.workers)]
+        return out
+
+    @property
+    def switch(self) -> Machine:
+        return Machine(SWITCH_NAME, "switch", 0)
+
+    @property
+    def machines(self) -> list[Machine]:
+        return [self.switch, *self.hosts]
+
+    def mgmt_ip(self, m: Machine) -> str:
+        return f"{self.mgmt_net}.{250 if m.role == 'switch' else m.index}"
+
+    def mgmt_veth(self, m: Machine) -> str:
+        return f"{self.prefix}m-{m.index}"
+
+    def data_ip(self, m: Machine) -> str:
+        return f"{self.data_net}.{m.index}"
+
+    def mac(self, m: Machine) -> str:
+        # 02: locally administered, unicast; 52:4d = "RM".
+        return f"02:52:4d:{self.slot:02x}:00:{m.index:02x}"
+
+    @staticmethod
+    def switch_port(m: Machine) -> str:
+        return f"{m.index}/0"
+
+    @staticmethod
+    def switch_iface(m: Machine) -> str:
+        return f"swp{m.index}"
+
+    @staticmethod
+    def dev_port(m: Machine) -> int:
+        # The Wedge100BF-32X numbering of ports 1/0..8/0 (132, 140, ...): pipe 1.
+        return 132 + 8 * (m.index - 1)
+
+
+# -- small command helpers ----------------------------------------------------------
+
+def _run(argv: list[str], *, check: bool = True, timeout: float = 30, input: str | None = None) -> subprocess.CompletedProcess:
+    try:
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, input=input)
+    except FileNotFoundError:
+        raise TestbedError(f"`{argv[0]}` is not installed", fix="run `make setup` (it installs iproute2, openssh-server, ethtool)") from None
+    except subprocess.TimeoutExpired:
+        raise TestbedError(f"`{' '.join(argv)}` did not finish in {timeout:.0f} s") from None
+    if check and r.returncode != 0:
+        raise TestbedError(f"`{' '.join(argv)}` failed (status {r.returncode}): {r.stderr.strip() or r.stdout.strip()}")
+    return r
+
+
+def _ns(ns: str, argv: list[str], **kw) -> subprocess.CompletedProcess:
+    return _run(["ip", "netns", "exec", ns, *argv], **kw)
+
+
+def _netns_list() -> list[str]:
+    r = _run(["ip", "-j", "netns", "list"], check=False)
+    try:
+        return [n["name"] for n in json.loads(r.stdout or "[]")]
+    except json.JSONDecodeError:
+        return [line.split()[0] for line in r.stdout.splitlines() if line.strip()]
+
+
+def _links() -> list[str]:
+    r = _run(["ip", "-j", "link", "show"], check=False)
+    return [link["ifname"] for link in json.loads(r.stdout or "[]")]
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _kill_pids(pids: list[int], grace: float = 3.0) -> None:
+    """TERM, wait up to `grace`, then KILL whatever is left."""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(_pid_alive(p) for p in pids):
+        time.sleep(0.05)
+    for pid in pids:
+        if _pid_alive(pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def _ssh_banner(addr: str, port: int = 22, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((addr, port), timeout=timeout) as s:
+            s.settimeout(timeout)
+            return s.recv(64).startswith(b"SSH-2.0-")
+    except OSError:
+        return False
+
+
+# -- the testbed ---------------------------------------------------------------------
+
+class EmulatedTestbed:
+    def __init__(self, slot: int = 0):
+        if not 0 <= slot <= 15:
+            raise TestbedError(f"slot {slot} is out of range", fix="use a slot from 0 to 15")
+        self.slot = slot
+        self.dir = state.slot_dir(slot)
+
+    # Paths ---------------------------------------------------------------------------
+    @property
+    def inventory_path(self) -> Path:
+        return self.dir / "inventory.yaml"
+
+    @property
+    def plan_path(self) -> Path:
+        return self.dir / "plan.json"
+
+    @property
+    def ssh_dir(self) -> Path:
+        return self.dir / "ssh"
+
+    @property
+    def key(self) -> Path:
+        return self.ssh_dir / "id_ed25519"
+
+    @property
+    def known_hosts(self) -> Path:
+        return self.ssh_dir / "known_hosts"
+
+    def machine_dir(self, m: Machine) -> Path:
+        return self.dir / "machines" / m.name
+
+    def deploy_root(self, m: Machine) -> Path:
+        return self.machine_dir(m) / "root"
+
+    def _saved_plan(self) -> Plan | None:
+        try:
+            d = json.loads(self.plan_path.read_text())
+            return Plan(self.slot, d["clients"], d["workers"])
+        except (OSError, ValueError, KeyError):
+            return None
+
+    # Up ------------------------------------------------------------------------------
+    def up(self, clients: int = 1, workers: int = 2, *, log=print) -> Path:
+        if os.geteuid() != 0:
+            raise TestbedError("the emulated testbed needs root (network namespaces, veths, sshd)",
+                               fix="run as root, e.g. with sudo")
+        if clients < 1 or workers < 1 or clients + workers > MAX_HOSTS:
+            raise TestbedError(f"{clients} clients + {workers} workers is not a testbed this can build",
+                               fix=f"use at least 1 client and 1 worker, at most {MAX_HOSTS} hosts in all")
+        for tool in ("ip", "ssh-keygen", "unshare", "ethtool", SSHD):
+            if shutil.which(tool) is None:
+                raise TestbedError(f"`{tool}` is missing", fix="run `make setup` (apt: iproute2 openssh-server ethtool util-linux)")
+        plan = Plan(self.slot, clients, workers)
+        existing = self._saved_plan()
+        if existing is not None:
+            if existing == plan and self.healthy(existing):
+                log(f"testbed slot {self.slot} is already up ({clients} client(s), {workers} worker(s))")
+                return self.inventory_path
+            raise TestbedError(f"a testbed already exists in slot {self.slot} ({existing.clients} client(s), "
+                               f"{existing.workers} worker(s){'' if self.healthy(existing) else ', not healthy'})",
+                               fix=f"take it down first: rainmaker testbed down --slot {self.slot}")
+        stray = [n for n in _netns_list() if n.startswith(plan.prefix + "-")]
+        if stray or plan.bridge in _links():
+            raise TestbedError(f"leftovers of an earlier testbed in slot {self.slot}: {', '.join(stray + [plan.bridge])}",
+                               fix=f"clean them with: rainmaker testbed down --slot {self.slot}")
+
+        # Record the plan first: a crash from here on leaves enough for `down`.
+        self.dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.dir, 0o755)
+        self.plan_path.write_text(json.dumps({"clients": clients, "workers": workers, "complete": False}))
+        t0 = time.monotonic()
+        self._network(plan, log)
+        self._keys(plan, log)
+        self._sshd(plan, log)
+        self._wait_ssh(plan, log)
+        inv = self._write_inventory(plan)
+        self.plan_path.write_text(json.dumps({"clients": clients, "workers": workers, "complete": True}))
+        state.set_current(inv)
+        log(f"testbed slot {self.slot} up in {time.monotonic() - t0:.1f} s; inventory: {inv}")
+        return inv
+
+    def _network(self, plan: Plan, log) -> None:
+        log(f"network: bridge {plan.bridge} {plan.mgmt_net}.254/24, blackhole {BLACKHOLE}")
+        _run(["ip", "route", "replace", "blackhole", BLACKHOLE])
+        _run(["ip", "link", "add", plan.bridge, "type", "bridge"])
+        _run(["ip", "addr", "add", f"{plan.mgmt_net}.254/24", "dev", plan.bridge])
+        _run(["ip", "link", "set", plan.bridge, "up"])
+        sw_ns = plan.switch.netns(plan.slot)
+        for m in plan.machines:
+            ns = m.netns(plan.slot)
+            _run(["ip", "netns", "add", ns])
+            # No IPv6 anywhere: router solicitations and DAD would be noise on data ports.
+            _ns(ns, ["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"])
+            _ns(ns, ["ip", "link", "set", "lo", "up"])
+            root_end = plan.mgmt_veth(m)
+            _run(["ip", "link", "add", root_end, "type", "veth", "peer", "name", f"{root_end}x"])
+            _run(["ip", "link", "set", f"{root_end}x", "netns", ns])
+            _ns(ns, ["ip", "link", "set", f"{root_end}x", "name", MGMT_IFACE])
+            _ns(ns, ["ip", "addr", "add", f"{plan.mgmt_ip(m)}/24", "dev", MGMT_IFACE])
+            _ns(ns, ["ip", "link", "set", MGMT_IFACE, "up"])
+            _run(["ip", "link", "set", root_end, "master", plan.bridge])
+            _run(["ip", "link", "set", root_end, "up"])
+        for m in plan.hosts:
+            ns = m.netns(plan.slot)
+            tmp_host, tmp_sw = f"{plan.prefix}d{m.index}h", f"{plan.prefix}d{m.index}s"
+            _run(["ip", "link", "add", tmp_host, "type", "veth", "peer", "name", tmp_sw])
+            _run(["ip", "link", "set", tmp_host, "netns", ns])
+            _run(["ip", "link", "set", tmp_sw, "netns", sw_ns])
+            _ns(ns, ["ip", "link", "set", tmp_host, "name", DATA_IFACE])
+            _ns(ns, ["ip", "link", "set", DATA_IFACE, "address", plan.mac(m)])
+            _ns(sw_ns, ["ip", "link", "set", tmp_sw, "name", plan.switch_iface(m)])
+            for nsn, ifc in ((ns, DATA_IFACE), (sw_ns, plan.switch_iface(m))):
+                # Kernel-built UDP would leave veths with a partial checksum (bad on the wire).
+                _ns(nsn, ["ethtool", "-K", ifc, "tx", "off"], check=False)
+                _ns(nsn, ["ip", "link", "set", ifc, "up"])
+        log(f"network: {len(plan.machines)} namespaces, {len(plan.hosts)} data links")
+
+    def _keys(self, plan: Plan, log) -> None:
+        self.ssh_dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.ssh_dir, 0o700)
+        if not self.key.exists():
+            _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"rainmaker-slot{self.slot}", "-f", str(self.key)])
+        (self.ssh_dir / "authorized_keys").write_text(self.key.with_suffix(".pub").read_text())
+        os.chmod(self.ssh_dir / "authorized_keys", 0o600)
+        lines = []
+        for m in plan.machines:
+            d = self.machine_dir(m)
+            d.mkdir(parents=True, exist_ok=True)
+            os.chmod(d, 0o755)
+            self.deploy_root(m).mkdir(exist_ok=True)
+            hk = d / "ssh_host_ed25519_key"
+            if not hk.exists():
+                _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", m.name, "-f", str(hk)])
+            pub = hk.with_suffix(".pub").read_text().split()
+            lines.append(f"{plan.mgmt_ip(m)} {pub[0]} {pub[1]}")
+        self.known_hosts.write_text("\n".join(lines) + "\n")
+        log(f"ssh: orchestrator key and {len(plan.machines)} host keys; pinned in {self.known_hosts}")
+
+    def _sshd(self, plan: Plan, log) -> None:
+        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege-separation dir
+        for m in plan.machines:
+            d = self.machine_dir(m)
+            cfg = d / "sshd_config"
+            cfg.write_text("\n".join([
+                f"ListenAddress {plan.mgmt_ip(m)}",
+                "Port 22",
+                f"HostKey {d / 'ssh_host_ed25519_key'}",
+                f"PidFile {d / 'sshd.pid'}",
+                f"AuthorizedKeysFile {self.ssh_dir / 'authorized_keys'}",
+                "PermitRootLogin prohibit-password",
+                "PubkeyAuthentication yes",
+                "PasswordAuthentication no",
+                "KbdInteractiveAuthentication no",
+                "UsePAM no",
+                "X11Forwarding no",
+                "AllowTcpForwarding no",
+                "PrintMotd no",
+                "Subsystem sftp internal-sftp",
+                # Processes started over SSH see where their deploy root is.
+                f"SetEnv RAINMAKER_HOST={m.name} RAINMAKER_DEPLOY_ROOT={self.deploy_root(m)}",
+                "MaxStartups 64:30:128",
+                "MaxSessions 64",
+                "",
+            ]))
+            os.chmod(cfg, 0o600)
+            _run([SSHD, "-t", "-f", str(cfg)])
+            # A UTS namespace gives each machine its own hostname (Ansible's ansible_hostname).
+            _run(["ip", "netns", "exec", m.netns(plan.slot), "unshare", "--uts", "sh", "-c",
+                  'hostname "$1" && exec "$2" -f "$3" -E "$4"', "sh", m.name, SSHD, str(cfg), str(d / "sshd.log")])
+        log(f"ssh: {len(plan.machines)} sshd started")
+
+    def _wait_ssh(self, plan: Plan, log, timeout: float = 15.0) -> None:
+        deadline = time.monotonic() + timeout
+        pending = {plan.mgmt_ip(m): m.name for m in plan.machines}
+        while pending and time.monotonic() < deadline:
+            for addr in list(pending):
+                if _ssh_banner(addr):
+                    del pending[addr]
+            if pending:
+                time.sleep(0.05)
+        if pending:
+            names = ", ".join(pending.values())
+            raise TestbedError(f"sshd did not answer on {names} within {timeout:.0f} s",
+                               fix=f"see the sshd logs under {self.dir / 'machines'}; then `rainmaker testbed down --slot {self.slot}`")
+
+    def _write_inventory(self, plan: Plan) -> Path:
+        sw = plan.switch
+        inv = {
+            "name": f"emulated{self.slot}",
+            "switch": {
+                "name": sw.name,
+                "kind": "emulated",
+                "mgmt": {"address": plan.mgmt_ip(sw), "user": "root"},
+                "bfrt": f"{plan.mgmt_ip(sw)}:50052",
+                "deploy_root": str(self.deploy_root(sw)),
+                "netns": sw.netns(plan.slot),
+                "ports": [{"port": plan.switch_port(m), "dev_port": plan.dev_port(m), "speed": "100G",
+                           "fec": "none", "iface": plan.switch_iface(m)} for m in plan.hosts],
+            },
+            "hosts": [{
+                "name": m.name,
+                "role": m.role,
+                "mgmt": {"address": plan.mgmt_ip(m), "user": "root"},
+                "nic": {"vdev": f"net_af_packet0,iface={DATA_IFACE}", "mac": plan.mac(m), "ip": plan.data_ip(m),
+                        "switch_port": plan.switch_port(m)},
+                "cores": [0, 1] if m.role == "worker" else [0],
+                "hugepages": {"size": "2M", "count": 64},
+                "deploy_root": str(self.deploy_root(m)),
+                "netns": m.netns(plan.slot),
+            } for m in plan.hosts],
+            "ssh": {"key": str(self.key), "known_hosts": str(self.known_hosts)},
+            "emulation": {"state_dir": str(self.dir), "slot": self.slot},
+        }
+        header = (f"# Written by `rainmaker testbed up --slot {self.slot}`: the emulated testbed on this machine.\n"
+                  f"# It is the default inventory while the testbed is up; `rainmaker testbed down` removes it.\n")
+        self.inventory_path.write_text(header + yaml.safe_dump(inv, sort_keys=False))
+        from ..inventory import load  # validate what we wrote, as any user file
+        load(self.inventory_path)
+        return self.inventory_path
+
+    # Status --------------------------------------------------------------------------
+    def healthy(self, plan: Plan | None = None) -> bool:
+        plan = plan or self._saved_plan()
+        if plan is None:
+            return False
+        return all(row["sshd"] == "up" for row in self.status(plan)["machines"])
+
+    def status(self, plan: Plan | None = None) -> dict:
+        plan = plan or self._saved_plan()
+        if plan is None:
+            return {"slot": self.slot, "up": False, "machines": []}
+        names = set(_netns_list())
+        rows = []
+        for m in plan.machines:
+            pidf = self.machine_dir(m) / "sshd.pid"
+            try:
+                pid = int(pidf.read_text().strip())
+                alive = _pid_alive(pid)
+            except (OSError, ValueError):
+                alive = False
+            ns = m.netns(plan.slot)
+            rows.append({
+                "name": m.name, "role": m.role, "netns": ns if ns in names else "missing",
+                "mgmt": plan.mgmt_ip(m),
+                "sshd": "up" if alive and _ssh_banner(plan.mgmt_ip(m)) else "down",
+                "data": "-" if m.role == "switch" else f"{plan.data_ip(m)} via {plan.switch_port(m)}",
+            })
+        try:
+            complete = json.loads(self.plan_path.read_text()).get("complete", False)
+        except (OSError, ValueError):
+            complete = False
+        return {"slot": self.slot, "up": True, "complete": complete, "inventory": str(self.inventory_path),
+                "machines": rows}
+
+    # Down ----------------------------------------------------------------------------
+    def down(self, *, log=print) -> list[str]:
+        """Remove everything this slot made, in the order that leaves nothing behind.
+
+        Works from what exists (namespaces and links with this slot's prefix), not only
+        from the recorded plan, so it also cleans a half-built or crashed `up`.
+        """
+        if os.geteuid() != 0:
+            raise TestbedError("taking the emulated testbed down needs root", fix="run as root")
+        plan = Plan(self.slot, 0, 0)
+        prefix = plan.prefix
+        removed: list[str] = []
+        # 1. Ansible's ControlPersist masters would keep sessions (and namespaces) alive.
+        for sock in self._control_sockets():
+            _run(["ssh", "-o", f"ControlPath={sock}", "-O", "exit", "rainmaker-testbed"], check=False, timeout=5)
+        # 2. Every process inside our namespaces (sshd, programs started over SSH).
+        mine = [n for n in _netns_list() if n.startswith(prefix + "-")]
+        pids: list[int] = []
+        for ns in mine:
+            r = _run(["ip", "netns", "pids", ns], check=False)
+            pids += [int(p) for p in r.stdout.split() if p.isdigit()]
+        for pidf in self.dir.glob("machines/*/sshd.pid"):
+            try:
+                pids.append(int(pidf.read_text().strip()))
+            except (OSError, ValueError):
+                pass
+        pids = sorted(set(p for p in pids if p != os.getpid()))
+        if pids:
+            _kill_pids(pids)
+            removed.append(f"{len(pids)} processes")
+        # 3. Sockets still open in the namespaces; 4. the namespaces (their veths go with them).
+        for ns in mine:
+            _ns(ns, ["ss", "-K", "state", "all"], check=False)
+            _run(["ip", "netns", "del", ns], check=False)
+            removed.append(f"netns {ns}")
+        # 5. The bridge and any root-side veth a half-built `up` left behind.
+        for link in _links():
+            if link == plan.bridge or link.startswith(f"{prefix}m-") or link.startswith(f"{prefix}d"):
+                _run(["ip", "link", "del", link], check=False)
+                removed.append(f"link {link}")
+        # 6. Orphaned TCP sockets towards the management network.
+        _run(["ss", "-K", "dst", f"{plan.mgmt_net}.0/24"], check=False)
+        # DPDK runtime dirs of programs that ran on this slot's hosts.
+        for d in Path("/var/run/dpdk").glob(f"{prefix}-*") if Path("/var/run/dpdk").is_dir() else []:
+            shutil.rmtree(d, ignore_errors=True)
+            removed.append(f"dpdk runtime {d.name}")
+        # The blackhole stays while another slot still uses the range.
+        others = [n for n in _netns_list() if n.startswith("rm") and "-" in n and not n.startswith(prefix + "-")]
+        if not others:
+            if _run(["ip", "route", "del", "blackhole", BLACKHOLE], check=False).returncode == 0:
+                removed.append(f"route blackhole {BLACKHOLE}")
+        cur = state.current_inventory()
+        if cur is not None and cur.resolve() == self.inventory_path.resolve():
+            state.set_current(None)
+        if self.dir.exists():
+            shutil.rmtree(self.dir)
+            removed.append(f"state {self.dir}")
+        log(f"testbed slot {self.slot} down" + (f": removed {', '.join(removed)}" if removed else ": nothing to remove"))
+        return removed
+
+    def _control_sockets(self) -> list[Path]:
+        out = []
+        for d in (self.dir / "ansible" / "cp", self.dir / "cp"):
+            if d.is_dir():
+                out += [p for p in d.iterdir() if p.is_socket()]
+        return out

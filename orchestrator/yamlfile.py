@@ -1,0 +1,159 @@
+"""Load a YAML input file and remember where every field came from.
+
+Validation errors name the field path (``hosts[1].nic.mac``); this module maps such a
+path back to the line it was written on, and refuses duplicate keys, which plain
+YAML loaders silently resolve to the last one (a classic way to lose a setting).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import Problem
+
+
+class Located:
+    """Parsed YAML data plus a map from field path to line number (1-based)."""
+
+    def __init__(self, data: Any, lines: dict[str, int]):
+        self.data = data
+        self.lines = lines
+
+    def line_of(self, path: str) -> int | None:
+        # Walk up the path until something is known: a missing field is reported on
+        # the line of the object that should have held it.
+        while True:
+            if path in self.lines:
+                return self.lines[path]
+            if not path:
+                return None
+            cut = max(path.rfind("."), path.rfind("["))
+            path = path[:cut] if cut > 0 else ""
+
+
+def join(path: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    return f"{path}.{key}" if path else str(key)
+
+
+def _walk(node: yaml.Node, path: str, lines: dict[str, int], problems: list[Problem]) -> None:
+    lines.setdefault(path, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[str, int] = {}
+        for key_node, value_node in node.value:
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else str(key_node)
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                problems.append(Problem(join(path, key), f"key '{key}' appears twice (first on line {seen[key]})",
+                                        "keep one of them: YAML would silently use the last", line))
+            seen[key] = line
+            child = join(path, key)
+            lines[child] = line
+            _walk(value_node, child, lines, problems)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _walk(item, join(path, i), lines, problems)
+
+
+def load(path: Path, problems: list[Problem]) -> Located | None:
+    """Parse ``path``; syntax errors and duplicate keys go to ``problems``."""
+    try:
+        text = path.read_text()
+    except OSError as e:
+        problems.append(Problem("", f"cannot read the file: {e.strerror}", "check the path"))
+        return None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line = mark.line + 1 if mark else None
+        what = getattr(e, "problem", None) or str(e)
+        problems.append(Problem("", f"not valid YAML: {what}", "fix the syntax at that line (indentation, a missing ':' or quote)", line))
+        return None
+    lines: dict[str, int] = {}
+    if node is not None:
+        _walk(node, "", lines, problems)
+    return Located(data, lines)
+
+
+def pydantic_problems(exc: Any, located: Located, root_model: type | None = None) -> list[Problem]:
+    """Turn a pydantic ValidationError into Problems with paths, lines and fixes."""
+    out: list[Problem] = []
+    for err in exc.errors():
+        loc = [p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-"))]
+        path = ""
+        for part in loc:
+            path = join(path, part)
+        kind = err["type"]
+        ctx = err.get("ctx") or {}
+        fix = ctx.get("fix") if isinstance(ctx, dict) else None
+        msg = err["msg"]
+        if kind == "extra_forbidden":
+            key = str(loc[-1])
+            msg = f"unknown field '{key}'"
+            fix = _typo_fix(key, _fields_at(root_model, loc[:-1]))
+        elif kind == "missing":
+            msg = "this field is required"
+            fix = fix or "add it"
+        elif msg.startswith("Value error, "):
+            msg = msg[len("Value error, "):]
+        if "input" in err and kind not in ("missing", "extra_forbidden") and not isinstance(err["input"], (dict, list)):
+            msg += f" (got {err['input']!r})"
+        out.append(Problem(path, msg, fix, located.line_of(path)))
+    return out
+
+
+def _fields_at(model: Any, loc: list) -> list[str]:
+    """Names of the fields allowed at ``loc`` in the pydantic model tree (for typo hints)."""
+    import typing
+
+    from pydantic import BaseModel
+
+    current: Any = model
+    for part in loc:
+        current = _unwrap(current, typing)
+        if isinstance(part, int):
+            args = typing.get_args(current)
+            current = args[0] if args else None
+        elif isinstance(current, type) and issubclass(current, BaseModel):
+            f = current.model_fields.get(str(part))
+            current = f.annotation if f else None
+        else:
+            return []
+    current = _unwrap(current, typing)
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return [f.alias or n for n, f in current.model_fields.items()]
+    return []
+
+
+def _unwrap(tp: Any, typing: Any) -> Any:
+    from pydantic import BaseModel
+
+    # Optional[X] / X | None / Annotated[X, ...] -> X
+    for _ in range(4):
+        origin = typing.get_origin(tp)
+        if origin is typing.Annotated:
+            tp = typing.get_args(tp)[0]
+            continue
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if origin is not None and origin not in (list, dict, tuple) and args:
+            models = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
+            tp = models[0] if models else args[0]
+            continue
+        break
+    return tp
+
+
+def _typo_fix(key: str, allowed: list[str]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+    if close:
+        return f"did you mean '{close[0]}'?"
+    if allowed:
+        return "remove it; the fields allowed here are " + ", ".join(allowed)
+    return "remove it"

@@ -1,0 +1,1 @@
+"""The switch: TNA programs, BFRuntime client, controller and the software-switch emulator."""
