@@ -20,7 +20,7 @@ from rich.text import Text
 from .errors import RainmakerError
 
 console = Console(highlight=False, soft_wrap=True)
-err_console = Console(stderr=True, highlight=False)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 INVENTORY_HELP = ("testbed inventory (YAML). Default: $RAINMAKER_INVENTORY, else the emulated "
                   "testbed that is up")
@@ -127,9 +127,11 @@ def inventory() -> None:
 def inventory_check(file: str) -> None:
     """Validate FILE: types, unknown keys, duplicates (names, MACs, IPs, ports), cabling,
     workers without cores. Every problem is named by file, line and field, with a fix."""
-    from .inventory import load
+    from .inventory import load, warnings
 
     inv = load(file)
+    for w in warnings(inv, Path(file).parent):
+        err_console.print(Text("warning: ", style="yellow") + Text(w.render(file)))
     console.print(f"{file}: ok: switch {inv.switch.name} ({inv.switch.kind}, {len(inv.switch.ports)} ports), "
                   f"{len(inv.clients)} client(s), {len(inv.workers)} worker(s)")
 

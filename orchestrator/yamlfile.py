@@ -101,10 +101,28 @@ def pydantic_problems(exc: Any, located: Located, root_model: type | None = None
             fix = fix or "add it"
         elif msg.startswith("Value error, "):
             msg = msg[len("Value error, "):]
-        if "input" in err and kind not in ("missing", "extra_forbidden") and not isinstance(err["input"], (dict, list)):
-            msg += f" (got {err['input']!r})"
+        if kind != "rainmaker" and kind not in ("missing", "extra_forbidden"):
+            if "input" in err and not isinstance(err["input"], (dict, list)):
+                msg += f" (got {err['input']!r})"
+            fix = fix or _DEFAULT_FIXES.get(kind.split("_")[0], "correct the value")
         out.append(Problem(path, msg, fix, located.line_of(path)))
     return out
+
+
+_DEFAULT_FIXES = {
+    "literal": "use one of the values listed",
+    "greater": "use a value in the range given",
+    "less": "use a value in the range given",
+    "int": "write a whole number",
+    "string": "write a string (quote it)",
+    "list": "write a list, e.g. [1, 2]",
+    "model": "write a mapping with the fields of this section",
+    "dict": "write a mapping with the fields of this section",
+    "too": "add or remove items to fit the size given",
+    "bool": "write true or false",
+    "float": "write a number",
+    "path": "write a file path",
+}
 
 
 def _fields_at(model: Any, loc: list) -> list[str]:

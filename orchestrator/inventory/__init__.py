@@ -9,10 +9,10 @@ from pydantic import ValidationError
 from ..errors import InventoryError, Problem
 from .. import yamlfile
 from .model import Emulation, Host, Hugepages, Inventory, Mgmt, Nic, Ssh, Switch, SwitchPort
-from .validate import check
+from .validate import check, warnings
 
 __all__ = ["Emulation", "Host", "Hugepages", "Inventory", "Mgmt", "Nic", "Ssh", "Switch", "SwitchPort",
-           "load", "resolve_path"]
+           "load", "resolve_path", "warnings"]
 
 
 def load(path: str | os.PathLike) -> Inventory:
@@ -31,7 +31,7 @@ def load(path: str | os.PathLike) -> Inventory:
     except ValidationError as e:
         problems += yamlfile.pydantic_problems(e, located, Inventory)
         raise InventoryError(str(path), problems) from None
-    for prob in check(inv, path.parent):
+    for prob in check(inv):
         prob.line = prob.line or located.line_of(prob.path)
         problems.append(prob)
     if problems:
@@ -42,7 +42,10 @@ def load(path: str | os.PathLike) -> Inventory:
 def _absolute(inv: Inventory, base: Path) -> Inventory:
     """Resolve relative key paths against the inventory's folder."""
     def fix(p: Path | None) -> Path | None:
-        return p if p is None or p.is_absolute() else (base / p).resolve()
+        if p is None:
+            return None
+        p = p.expanduser()
+        return p if p.is_absolute() else (base / p).resolve()
 
     ssh = inv.ssh.model_copy(update={"key": fix(inv.ssh.key), "known_hosts": fix(inv.ssh.known_hosts)})
     sw = inv.switch.model_copy(update={"mgmt": inv.switch.mgmt.model_copy(update={"key": fix(inv.switch.mgmt.key)})})

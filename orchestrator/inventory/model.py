@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 from typing import Annotated, Literal
 
+from pydantic_core import PydanticCustomError
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 _PORT_RE = re.compile(r"^(\d{1,2})/(\d)$")
@@ -24,6 +25,11 @@ SPEEDS = ("1G", "10G", "25G", "40G", "50G", "100G", "200G", "400G")
 FECS = ("none", "fc", "rs")
 
 
+def bad(message: str, fix: str) -> PydanticCustomError:
+    """A validation error that carries its fix (shown to the user under the message)."""
+    return PydanticCustomError("rainmaker", "{message}", {"message": message, "fix": fix})
+
+
 class Strict(BaseModel):
     """Unknown keys are typos, and typos are errors."""
 
@@ -32,7 +38,7 @@ class Strict(BaseModel):
 
 def _name(v: str) -> str:
     if not _NAME_RE.match(v):
-        raise ValueError(f"'{v}' is not a valid name: use lower-case letters, digits and '-', starting with a letter (at most 31 characters)")
+        raise bad(f"'{v}' is not a valid name", "use lower-case letters, digits and '-', starting with a letter (at most 31 characters)")
     return v
 
 
@@ -54,14 +60,14 @@ class Mgmt(Strict):
             ipaddress.ip_address(v)
         except ValueError:
             if not re.match(r"^[A-Za-z0-9][A-Za-z0-9.-]*$", v):
-                raise ValueError(f"'{v}' is neither an IP address nor a host name") from None
+                raise bad(f"'{v}' is neither an IP address nor a host name", "give the machine's management address") from None
         return v
 
     @field_validator("user")
     @classmethod
     def _user(cls, v: str) -> str:
         if not re.match(r"^[a-z_][a-z0-9_-]*$", v):
-            raise ValueError(f"'{v}' is not a valid user name")
+            raise bad(f"'{v}' is not a valid user name", "use the login name on that machine, e.g. root")
         return v
 
 
@@ -79,13 +85,13 @@ class SwitchPort(Strict):
     @classmethod
     def _port(cls, v: str) -> str:
         if not _PORT_RE.match(v):
-            raise ValueError(f"'{v}' is not a front-panel port name like '1/0' (port/lane)")
+            raise bad(f"'{v}' is not a front-panel port name", "write it as port/lane, like '1/0' (quote it in YAML)")
         return v
 
     @model_validator(mode="after")
     def _fec_fits_speed(self) -> "SwitchPort":
         if self.speed in ("100G", "200G", "400G") and self.fec == "fc":
-            raise ValueError(f"FEC 'fc' (Firecode) does not exist at {self.speed}: use 'rs' or 'none'")
+            raise bad(f"FEC 'fc' (Firecode) does not exist at {self.speed}", "use fec: rs (or none)")
         return self
 
 
@@ -105,13 +111,13 @@ class Switch(Strict):
     def _bfrt(cls, v: str) -> str:
         host, sep, port = v.rpartition(":")
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(f"'{v}' is not host:port (BFRuntime listens on port 50052 by default)")
+            raise bad(f"'{v}' is not host:port", "write the switch's BFRuntime address, e.g. 192.0.2.10:50052")
         return v
 
     @model_validator(mode="after")
     def _tofino_needs_sde(self) -> "Switch":
         if self.kind == "tofino" and self.sde is None:
-            raise ValueError("a tofino switch needs 'sde': the SDE install path on the switch (e.g. /opt/bf-sde-9.13.0)")
+            raise bad("a tofino switch needs 'sde', the SDE install path on the switch", "add sde: /opt/bf-sde-9.13.0 (your $SDE_INSTALL)")
         return self
 
     def port(self, name: str) -> SwitchPort | None:
@@ -141,14 +147,14 @@ class Nic(Strict):
         if v is not None:
             v = v.lower()
             if not _PCI_RE.match(v):
-                raise ValueError(f"'{v}' is not a PCI address like 0000:3b:00.0 (see `lspci -D`)")
+                raise bad(f"'{v}' is not a PCI address", "write domain:bus:device.function, like 0000:3b:00.0 (see `lspci -D`)")
         return v
 
     @field_validator("vdev")
     @classmethod
     def _vdev(cls, v: str | None) -> str | None:
         if v is not None and not _VDEV_RE.match(v):
-            raise ValueError(f"'{v}' is not a DPDK vdev like net_af_packet0,iface=data0")
+            raise bad(f"'{v}' is not a DPDK vdev", "write a virtual device, like net_af_packet0,iface=data0")
         return v
 
     @field_validator("mac")
@@ -156,9 +162,9 @@ class Nic(Strict):
     def _mac(cls, v: str) -> str:
         v = v.lower().replace("-", ":")
         if not _MAC_RE.match(v):
-            raise ValueError(f"'{v}' is not a MAC address like 0c:42:a1:dd:5f:3a")
+            raise bad(f"'{v}' is not a MAC address", "write six hex bytes, like 0c:42:a1:dd:5f:3a (see `ip link`)")
         if int(v[:2], 16) & 1:
-            raise ValueError(f"'{v}' is a multicast MAC address; a NIC needs a unicast one")
+            raise bad(f"'{v}' is a multicast MAC address", "a NIC has a unicast MAC (first byte even): copy it from `ip link`")
         return v
 
     @field_validator("ip")
@@ -167,22 +173,22 @@ class Nic(Strict):
         try:
             a = ipaddress.IPv4Address(v)
         except ValueError:
-            raise ValueError(f"'{v}' is not an IPv4 address") from None
+            raise bad(f"'{v}' is not an IPv4 address", "write the data-plane address, like 10.10.1.2") from None
         if a.is_multicast or a.is_unspecified or a.is_loopback:
-            raise ValueError(f"'{v}' cannot be a NIC's address")
+            raise bad(f"'{v}' cannot be a NIC's address", "use a unicast address of the data network")
         return v
 
     @field_validator("switch_port")
     @classmethod
     def _sp(cls, v: str) -> str:
         if not _PORT_RE.match(v):
-            raise ValueError(f"'{v}' is not a front-panel port name like '1/0'")
+            raise bad(f"'{v}' is not a front-panel port name", "write port/lane as in switch.ports, like '1/0' (quoted)")
         return v
 
     @model_validator(mode="after")
     def _one_device(self) -> "Nic":
         if (self.pci is None) == (self.vdev is None):
-            raise ValueError("give exactly one of 'pci' (a real NIC) or 'vdev' (a DPDK virtual device)")
+            raise bad("a NIC needs exactly one of 'pci' and 'vdev'", "keep 'pci' for a real NIC, or 'vdev' for a DPDK virtual device")
         return self
 
     @property
@@ -215,10 +221,10 @@ class Host(Strict):
     @classmethod
     def _cores(cls, v: list[int]) -> list[int]:
         if any(c < 0 or c > 4095 for c in v):
-            raise ValueError("core ids are CPU numbers from 0 to 4095 (see `lscpu`)")
+            raise bad("core ids are CPU numbers from 0 to 4095", "list CPUs that exist on the host (see `lscpu`)")
         if len(set(v)) != len(v):
             dup = sorted({c for c in v if v.count(c) > 1})
-            raise ValueError(f"core {dup[0]} is listed twice")
+            raise bad(f"core {dup[0]} is listed twice", "list each core once")
         return v
 
 

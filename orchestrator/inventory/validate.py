@@ -19,7 +19,7 @@ def _dups(items: list[tuple[str, str]], what: str, fix: str) -> list[Problem]:
     return out
 
 
-def check(inv: Inventory, base_dir: Path | None = None) -> list[Problem]:
+def check(inv: Inventory) -> list[Problem]:
     p: list[Problem] = []
     sw = inv.switch
 
@@ -75,21 +75,28 @@ def check(inv: Inventory, base_dir: Path | None = None) -> list[Problem]:
         p.append(Problem("hosts", "no host has role 'worker': nothing would serve tasks",
                          "give at least one host role: worker"))
 
-    # Key files are checked where they are named (relative paths resolve against the file).
-    def key_problem(path: str, key: Path | None) -> None:
-        if key is not None and base_dir is not None:
-            k = key if key.is_absolute() else base_dir / key
-            if not k.is_file():
-                p.append(Problem(path, f"SSH key {k} does not exist", "point it at the private key the orchestrator should use"))
-
-    key_problem("ssh.key", inv.ssh.key)
-    key_problem("switch.mgmt.key", sw.mgmt.key)
-    for i, h in enumerate(inv.hosts):
-        key_problem(f"hosts[{i}].mgmt.key", h.mgmt.key)
-    if inv.ssh.known_hosts is not None and base_dir is not None:
-        kh = inv.ssh.known_hosts if inv.ssh.known_hosts.is_absolute() else base_dir / inv.ssh.known_hosts
-        if not kh.is_file():
-            p.append(Problem("ssh.known_hosts", f"known_hosts file {kh} does not exist",
-                             "create it with the hosts' keys, e.g. `ssh-keyscan -H HOST >> FILE` after checking fingerprints"))
-
     return p
+
+
+def warnings(inv: Inventory, base_dir: Path) -> list[Problem]:
+    """Things that may be fine on another machine (key files), reported but not fatal."""
+    out: list[Problem] = []
+
+    def need(path: str, f: Path | None, what: str, fix: str) -> None:
+        if f is not None:
+            f = f.expanduser()
+            f = f if f.is_absolute() else base_dir / f
+            if not f.is_file():
+                out.append(Problem(path, f"{what} {f} does not exist (on this machine)", fix))
+
+    key_fix = "point it at the private key the orchestrator uses to log in"
+    need("ssh.key", inv.ssh.key, "SSH key", key_fix)
+    need("switch.mgmt.key", inv.switch.mgmt.key, "SSH key", key_fix)
+    for i, h in enumerate(inv.hosts):
+        need(f"hosts[{i}].mgmt.key", h.mgmt.key, "SSH key", key_fix)
+    need("ssh.known_hosts", inv.ssh.known_hosts, "known_hosts file",
+         "collect the keys with `ssh-keyscan HOST >> FILE` and check their fingerprints")
+    if inv.ssh.known_hosts is None:
+        out.append(Problem("ssh.known_hosts", "no known_hosts file: host keys cannot be verified, so SSH will refuse every host",
+                           "add ssh.known_hosts with the machines' pinned host keys"))
+    return out

@@ -1,0 +1,63 @@
+# rainmaker: the two commands of the README are `make demo` and `make test`.
+# Every target is idempotent; stamps under .stamps/ skip work already done.
+
+SHELL       := /bin/bash
+PYTHON      ?= python3
+VENV        := .venv
+BIN         := $(VENV)/bin
+RM_CLI      := $(BIN)/rainmaker
+STAMPS      := .stamps
+
+# Debian packages: network namespaces and veths (iproute2, ethtool), one sshd per
+# emulated host (openssh-server), DPDK 22.11 (runtime, headers, testpmd), a C toolchain.
+APT_PACKAGES := iproute2 ethtool openssh-server openssh-client procps psmisc util-linux \
+                iputils-ping tcpdump python3 python3-venv python3-dev gcc make pkg-config \
+                dpdk dpdk-dev libdpdk-dev
+
+.PHONY: setup demo test lint clean help
+
+help:
+	@echo "make setup  - install Debian packages (as root), create $(VENV), install rainmaker"
+	@echo "make demo   - the main job on an emulated testbed (runs setup first)"
+	@echo "make test   - the test suite; integration tests need root (runs setup first)"
+	@echo "make lint   - ansible-lint (production profile)"
+
+setup: $(STAMPS)/apt $(STAMPS)/venv
+
+$(STAMPS)/apt: Makefile
+	@mkdir -p $(STAMPS)
+	@if [ "$$(id -u)" = 0 ]; then \
+	  missing=$$(for p in $(APT_PACKAGES); do \
+	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	  if [ -n "$$missing" ]; then \
+	    echo "apt: installing $$(echo $$missing | tr '\n' ' ')"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	  fi; \
+	else echo "apt: not root, skipping Debian packages (integration tests will be skipped)"; fi
+	@touch $@
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(STAMPS)/venv: pyproject.toml $(BIN)/python
+	@mkdir -p $(STAMPS)
+	$(BIN)/python -m pip install -q -e '.[test]'
+	@touch $@
+
+demo: setup
+	@echo "== rainmaker demo: an emulated testbed (1 client, 2 workers, a switch), provisioned"
+	@echo "   with Ansible, a command on every host over SSH, then torn down. About a minute."
+	@$(RM_CLI) testbed up --clients 1 --workers 2 && \
+	{ $(RM_CLI) provision && \
+	  $(RM_CLI) exec -- 'echo "$$(hostname): kernel $$(uname -r), deploy root $$RAINMAKER_DEPLOY_ROOT, DPDK $$(dpkg-query -W -f="\$${Version}" dpdk)"'; \
+	  rc=$$?; $(RM_CLI) testbed down; exit $$rc; }
+
+test: setup
+	$(BIN)/python -m pytest
+
+lint: setup
+	$(BIN)/ansible-lint
+
+clean:
+	rm -rf $(VENV) $(STAMPS) build *.egg-info

@@ -1,0 +1,180 @@
+"""Inventory validation: every mistake a person makes is named by field, line and fix."""
+from __future__ import annotations
+
+import copy
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from orchestrator.errors import InventoryError
+from orchestrator.inventory import load
+from orchestrator.inventory.ansible import export
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "orchestrator/inventory/examples/rack1.yaml"
+
+
+def base() -> dict:
+    return {
+        "name": "rack1",
+        "switch": {
+            "name": "tofino1", "kind": "tofino", "mgmt": {"address": "192.0.2.10"},
+            "bfrt": "192.0.2.10:50052", "sde": "/opt/bf-sde-9.13.0",
+            "ports": [{"port": "1/0", "dev_port": 132, "fec": "rs"},
+                      {"port": "2/0", "dev_port": 140, "fec": "rs"},
+                      {"port": "3/0", "dev_port": 148, "fec": "rs"}],
+        },
+        "hosts": [
+            {"name": "client0", "role": "client", "mgmt": {"address": "192.0.2.21"},
+             "nic": {"pci": "0000:3b:00.0", "mac": "0c:42:a1:dd:5f:3a", "ip": "10.10.1.1", "switch_port": "1/0"},
+             "cores": [2, 3]},
+            {"name": "worker0", "role": "worker", "mgmt": {"address": "192.0.2.22"},
+             "nic": {"pci": "0000:3b:00.0", "mac": "0c:42:a1:dd:60:10", "ip": "10.10.1.2", "switch_port": "2/0"},
+             "cores": [2, 3]},
+            {"name": "worker1", "role": "worker", "mgmt": {"address": "192.0.2.23"},
+             "nic": {"pci": "0000:3b:00.0", "mac": "0c:42:a1:dd:60:11", "ip": "10.10.1.3", "switch_port": "3/0"},
+             "cores": [2, 3]},
+        ],
+    }
+
+
+def write(tmp_path: Path, data) -> Path:
+    p = tmp_path / "inv.yaml"
+    p.write_text(yaml.safe_dump(data, sort_keys=False) if not isinstance(data, str) else data)
+    return p
+
+
+def problems_of(tmp_path: Path, data) -> InventoryError:
+    with pytest.raises(InventoryError) as ei:
+        load(write(tmp_path, data))
+    return ei.value
+
+
+def test_valid_inventory_loads(tmp_path):
+    inv = load(write(tmp_path, base()))
+    assert [h.name for h in inv.workers] == ["worker0", "worker1"]
+    assert inv.links == [("client0", "1/0"), ("worker0", "2/0"), ("worker1", "3/0")]
+    assert inv.switch.bfrt_port == 50052
+
+
+def test_shipped_example_is_valid():
+    inv = load(EXAMPLE)
+    assert inv.switch.kind == "tofino" and len(inv.hosts) == 3
+
+
+def mutate(fn):
+    d = copy.deepcopy(base())
+    fn(d)
+    return d
+
+
+CASES = [
+    # (id, mutation, field path named, words in the message)
+    ("typo-in-key", lambda d: d["hosts"][0].update(coress=[1]), "hosts[0].coress", "unknown field"),
+    ("duplicate-host-name", lambda d: d["hosts"][2].update(name="worker0"), "hosts[2].name", "already used"),
+    ("host-named-like-switch", lambda d: d["hosts"][0].update(name="tofino1"), "hosts[0].name", "already used"),
+    ("duplicate-mac", lambda d: d["hosts"][2]["nic"].update(mac="0C:42:A1:DD:60:10"), "hosts[2].nic.mac", "already used"),
+    ("duplicate-ip", lambda d: d["hosts"][1]["nic"].update(ip="10.10.1.1"), "hosts[1].nic.ip", "already used"),
+    ("duplicate-port", lambda d: d["switch"]["ports"][1].update(port="1/0"), "switch.ports[1].port", "already used"),
+    ("duplicate-dev-port", lambda d: d["switch"]["ports"][2].update(dev_port=132), "switch.ports[2].dev_port", "already used"),
+    ("cabled-to-missing-port", lambda d: d["hosts"][1]["nic"].update(switch_port="9/0"), "hosts[1].nic.switch_port", "does not have"),
+    ("two-hosts-one-port", lambda d: d["hosts"][2]["nic"].update(switch_port="2/0"), "hosts[2].nic.switch_port", "already cabled"),
+    ("worker-without-cores", lambda d: d["hosts"][1].update(cores=[]), "hosts[1].cores", "no cores"),
+    ("bad-mac", lambda d: d["hosts"][0]["nic"].update(mac="0c:42:a1:dd:5f"), "hosts[0].nic.mac", "not a MAC"),
+    ("multicast-mac", lambda d: d["hosts"][0]["nic"].update(mac="01:00:5e:00:00:01"), "hosts[0].nic.mac", "multicast"),
+    ("bad-ip", lambda d: d["hosts"][0]["nic"].update(ip="10.10.1.300"), "hosts[0].nic.ip", "not an IPv4"),
+    ("bad-pci", lambda d: d["hosts"][0]["nic"].update(pci="3b:00.0"), "hosts[0].nic.pci", "PCI address"),
+    ("pci-and-vdev", lambda d: d["hosts"][0]["nic"].update(vdev="net_af_packet0,iface=data0"), "hosts[0].nic", "exactly one"),
+    ("unknown-role", lambda d: d["hosts"][0].update(role="server"), "hosts[0].role", "client"),
+    ("missing-mgmt", lambda d: d["hosts"][0].pop("mgmt"), "hosts[0].mgmt", "required"),
+    ("bad-speed", lambda d: d["switch"]["ports"][0].update(speed="100g"), "switch.ports[0].speed", "100G"),
+    ("firecode-at-100g", lambda d: d["switch"]["ports"][0].update(fec="fc"), "switch.ports[0]", "Firecode"),
+    ("bad-port-name", lambda d: d["switch"]["ports"][0].update(port="Ethernet1"), "switch.ports[0].port", "port name"),
+    ("tofino-without-sde", lambda d: d["switch"].pop("sde"), "switch", "SDE"),
+    ("bad-bfrt", lambda d: d["switch"].update(bfrt="192.0.2.10"), "switch.bfrt", "host:port"),
+    ("dev-port-range", lambda d: d["switch"]["ports"][0].update(dev_port=600), "switch.ports[0].dev_port", "511"),
+    ("no-workers", lambda d: [h.update(role="client") for h in d["hosts"]], "hosts", "no host has role 'worker'"),
+    ("core-twice", lambda d: d["hosts"][1].update(cores=[2, 2]), "hosts[1].cores", "twice"),
+    ("vdev-on-tofino", lambda d: d["hosts"][1].update(nic={**d["hosts"][1]["nic"], "pci": None, "vdev": "net_af_packet0,iface=data0"}),
+     "hosts[1].nic.vdev", "virtual device"),
+    ("bad-hugepage-size", lambda d: d["hosts"][1].update(hugepages={"size": "4K", "count": 10}), "hosts[1].hugepages.size", "2M"),
+    ("bad-name", lambda d: d["hosts"][1].update(name="Worker_0"), "hosts[1].name", "not a valid name"),
+    ("duplicate-mgmt", lambda d: d["hosts"][1]["mgmt"].update(address="192.0.2.21"), "hosts[1].mgmt", "management address"),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_malformed_inventory_names_field(tmp_path, case):
+    _, fn, path, words = case
+    err = problems_of(tmp_path, mutate(fn))
+    rendered = err.render()
+    match = [p for p in err.problems if p.path == path]
+    assert match, f"no problem at {path}; got: {[p.path for p in err.problems]}\n{rendered}"
+    assert any(words.lower() in p.message.lower() for p in match), rendered
+    assert all(p.fix for p in match), f"every problem carries a fix:\n{rendered}"
+    assert str(tmp_path / "inv.yaml") in rendered and path in rendered
+
+
+def test_typo_suggests_the_right_field(tmp_path):
+    err = problems_of(tmp_path, mutate(lambda d: d["hosts"][0]["nic"].update(switchport="1/0")))
+    p = next(p for p in err.problems if p.path == "hosts[0].nic.switchport")
+    assert "switch_port" in p.fix
+
+
+def test_problems_carry_line_numbers(tmp_path):
+    text = textwrap.dedent(yaml.safe_dump(mutate(lambda d: d["hosts"][2]["nic"].update(mac="0c:42:a1:dd:60:10")), sort_keys=False))
+    p = write(tmp_path, text)
+    with pytest.raises(InventoryError) as ei:
+        load(p)
+    prob = next(x for x in ei.value.problems if x.path == "hosts[2].nic.mac")
+    assert "0c:42:a1:dd:60:10" in p.read_text().splitlines()[prob.line - 1]
+
+
+def test_duplicate_yaml_key_is_refused(tmp_path):
+    text = yaml.safe_dump(base(), sort_keys=False).replace("name: rack1\n", "name: rack1\nname: rack2\n", 1)
+    err = problems_of(tmp_path, text)
+    assert any("appears twice" in p.message and p.line == 2 for p in err.problems), err.render()
+
+
+def test_syntax_error_names_line(tmp_path):
+    err = problems_of(tmp_path, "name: x\nswitch: {name: a\nhosts: []\n")
+    assert err.problems[0].line is not None and "YAML" in err.problems[0].message
+
+
+def test_not_a_mapping(tmp_path):
+    err = problems_of(tmp_path, "- just\n- a list\n")
+    assert "mapping" in err.problems[0].message
+
+
+def test_all_problems_reported_at_once(tmp_path):
+    def many(d):
+        d["hosts"][1]["cores"] = []
+        d["hosts"][2]["nic"]["switch_port"] = "7/0"
+        d["hosts"][2]["nic"]["ip"] = "10.10.1.1"
+    err = problems_of(tmp_path, mutate(many))
+    assert {p.path for p in err.problems} >= {"hosts[1].cores", "hosts[2].nic.switch_port", "hosts[2].nic.ip"}
+
+
+def test_missing_file_is_a_clear_error(tmp_path):
+    with pytest.raises(InventoryError) as ei:
+        load(tmp_path / "nope.yaml")
+    assert "cannot read" in ei.value.render()
+
+
+def test_relative_key_paths_resolve_against_the_file(tmp_path):
+    (tmp_path / "k").write_text("x")
+    inv = load(write(tmp_path, {**base(), "ssh": {"key": "k"}}))
+    assert inv.ssh.key == (tmp_path / "k").resolve()
+
+
+def test_ansible_export_groups_and_pins_keys(tmp_path):
+    inv = load(write(tmp_path, {**base(), "ssh": {"known_hosts": "/etc/kh"}}))
+    a = export(inv)["all"]
+    assert "StrictHostKeyChecking=yes" in a["vars"]["ansible_ssh_common_args"]
+    assert "UserKnownHostsFile=/etc/kh" in a["vars"]["ansible_ssh_common_args"]
+    kids = a["children"]
+    assert list(kids["switch"]["hosts"]) == ["tofino1"]
+    assert list(kids["hosts"]["children"]["workers"]["hosts"]) == ["worker0", "worker1"]
+    w0 = kids["hosts"]["children"]["workers"]["hosts"]["worker0"]
+    assert w0["ansible_host"] == "192.0.2.22" and w0["rainmaker_hugepages_size_kb"] == 2048
