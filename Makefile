@@ -12,9 +12,9 @@ STAMPS      := .stamps
 # emulated host (openssh-server), DPDK 22.11 (runtime, headers, testpmd), a C toolchain.
 APT_PACKAGES := iproute2 ethtool openssh-server openssh-client procps psmisc util-linux \
                 iputils-ping tcpdump python3 python3-venv python3-dev gcc make pkg-config \
-                dpdk dpdk-dev libdpdk-dev
+                dpdk dpdk-dev libdpdk-dev zlib1g-dev
 
-.PHONY: setup demo test lint clean help
+.PHONY: setup build demo test lint clean help
 
 help:
 	@echo "make setup  - install Debian packages (as root), create $(VENV), install rainmaker"
@@ -22,7 +22,11 @@ help:
 	@echo "make test   - the test suite; integration tests need root (runs setup first)"
 	@echo "make lint   - ansible-lint (production profile)"
 
-setup: $(STAMPS)/apt $(STAMPS)/venv
+setup: $(STAMPS)/apt $(STAMPS)/venv build
+
+# The DPDK programs (hosts/dpdk): rain-client, rain-worker.
+build: $(STAMPS)/apt
+	@$(MAKE) --no-print-directory -s -C hosts/dpdk
 
 $(STAMPS)/apt: Makefile
 	@mkdir -p $(STAMPS)
@@ -42,7 +46,8 @@ $(BIN)/python:
 
 $(STAMPS)/venv: pyproject.toml $(BIN)/python
 	@mkdir -p $(STAMPS)
-	$(BIN)/python -m pip install -q -e '.[test]'
+	@echo "pip: installing rainmaker and its test extras into $(VENV)"
+	@$(BIN)/python -m pip install -q -e '.[test]' > $(STAMPS)/pip.log 2>&1 || { cat $(STAMPS)/pip.log; exit 1; }
 	@touch $@
 
 demo: setup
@@ -60,4 +65,5 @@ lint: setup
 	$(BIN)/ansible-lint
 
 clean:
-	rm -rf $(VENV) $(STAMPS) build *.egg-info
+	rm -rf $(VENV) $(STAMPS) *.egg-info
+	$(MAKE) -C hosts/dpdk clean
