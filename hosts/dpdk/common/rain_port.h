@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * Port and memory set-up shared by the DPDK programs, and the idle strategy.
+ * Only initialisation may rte_exit(); the hot path counts and goes on.
+ */
+#ifndef RAIN_PORT_H
+#define RAIN_PORT_H
+
+#include <stdint.h>
+#include <time.h>
+
+#include <rte_ethdev.h>
+#include <rte_mempool.h>
+
+struct rain_port_conf {
+	uint16_t port_id;
+	uint16_t nb_rxq;
+	uint16_t nb_txq;
+	uint16_t nb_desc;      /* per queue */
+	uint32_t nb_mbufs;
+	const char *pool_name;
+};
+
+/* Configure and start the port with nb_rxq/nb_txq queues; promiscuous so frames
+ * addressed to the switch's or another MAC on a virtual port still arrive.
+ * Returns the mbuf pool. rte_exit()s with a clear message on failure (init only). */
+struct rte_mempool *rain_port_init(const struct rain_port_conf *c);
+
+/* How a polling thread behaves when it finds nothing to do. On a testbed whose
+ * cores are shared (the emulated one), spinning steals the CPU the switch and the
+ * peers need, so the default there is to yield, and to sleep after a longer idle
+ * spell (with 1 us timer slack set per thread, not the default 50 us). */
+enum rain_idle_mode { RAIN_IDLE_SPIN, RAIN_IDLE_YIELD, RAIN_IDLE_SLEEP };
+
+struct rain_idle {
+	enum rain_idle_mode mode;
+	uint32_t empty;        /* consecutive empty polls */
+	uint32_t sleep_after;  /* empty polls before sleeping (RAIN_IDLE_SLEEP) */
+	uint32_t sleep_ns;
+};
+
+int rain_idle_parse(const char *s, struct rain_idle *idle); /* "spin" | "yield" | "sleep[:NS]" */
+void rain_idle_thread_init(void);                             /* timer slack for this thread */
+void rain_idle_wait(struct rain_idle *idle);                  /* call after an empty poll */
+
+static inline void rain_idle_reset(struct rain_idle *idle) { idle->empty = 0; }
+
+static inline uint64_t rain_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline uint64_t rain_unix_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+#endif /* RAIN_PORT_H */
