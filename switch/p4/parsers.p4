@@ -1,0 +1,124 @@
+/* Parsers and deparsers. Only IPv4/UDP to RAIN_UDP_PORT carries a rain header;
+ * everything else is forwarded by address. Truncated frames raise a parser error,
+ * which ingress counts and drops (EV_PARSER_ERROR). */
+#ifndef _PARSERS_P4_
+#define _PARSERS_P4_
+
+parser SwitchIngressParser(packet_in pkt,
+                           out headers_t hdr,
+                           out ingress_md_t ig_md,
+                           out ingress_intrinsic_metadata_t ig_intr_md) {
+    state start {
+        pkt.extract(ig_intr_md);
+        pkt.advance(PORT_METADATA_SIZE);
+        /* Fields read before any control writes them start defined. */
+        ig_md.event = EV_NO_ROUTE;
+        ig_md.queue_op = QOP_NONE;
+        ig_md.stamp_int = false;
+        ig_md.mgid = 0;
+        ig_md.slot = 0;
+        ig_md.desc_len = 0;
+        transition parse_ethernet;
+    }
+    state parse_ethernet {
+        pkt.extract(hdr.ethernet);
+        transition select(hdr.ethernet.ether_type) {
+            ETHERTYPE_IPV4: parse_ipv4;
+            default: accept;
+        }
+    }
+    state parse_ipv4 {
+        pkt.extract(hdr.ipv4);
+        transition select(hdr.ipv4.ihl, hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
+            (5, 0, IP_PROTO_UDP): parse_udp;
+            default: accept;
+        }
+    }
+    state parse_udp {
+        pkt.extract(hdr.udp);
+        transition select(hdr.udp.dst_port) {
+            RAIN_UDP_PORT: parse_rain;
+            default: accept;
+        }
+    }
+    state parse_rain {
+        pkt.extract(hdr.rain);
+        transition accept;
+    }
+}
+
+control SwitchIngressDeparser(packet_out pkt,
+                              inout headers_t hdr,
+                              in ingress_md_t ig_md,
+                              in ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md) {
+    Checksum() ipv4_checksum;
+    apply {
+        hdr.ipv4.hdr_checksum = ipv4_checksum.update({
+            hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.total_len,
+            hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset, hdr.ipv4.ttl,
+            hdr.ipv4.protocol, hdr.ipv4.src_addr, hdr.ipv4.dst_addr});
+        pkt.emit(hdr.bridged);
+        pkt.emit(hdr.ethernet);
+        pkt.emit(hdr.ipv4);
+        pkt.emit(hdr.udp);
+        pkt.emit(hdr.rain);
+    }
+}
+
+parser SwitchEgressParser(packet_in pkt,
+                          out headers_t hdr,
+                          out egress_md_t eg_md,
+                          out egress_intrinsic_metadata_t eg_intr_md) {
+    state start {
+        pkt.extract(eg_intr_md);
+        eg_md.offset = 0;
+        pkt.extract(hdr.bridged);
+        pkt.extract(hdr.ethernet);
+        transition select(hdr.ethernet.ether_type) {
+            ETHERTYPE_IPV4: parse_ipv4;
+            default: accept;
+        }
+    }
+    state parse_ipv4 {
+        pkt.extract(hdr.ipv4);
+        transition select(hdr.ipv4.ihl, hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
+            (5, 0, IP_PROTO_UDP): parse_udp;
+            default: accept;
+        }
+    }
+    state parse_udp {
+        pkt.extract(hdr.udp);
+        transition select(hdr.udp.dst_port) {
+            RAIN_UDP_PORT: parse_rain;
+            default: accept;
+        }
+    }
+    state parse_rain {
+        pkt.extract(hdr.rain);
+        transition accept;
+    }
+}
+
+control SwitchEgressDeparser(packet_out pkt,
+                             inout headers_t hdr,
+                             in egress_md_t eg_md,
+                             in egress_intrinsic_metadata_for_deparser_t eg_dprsr_md) {
+    Checksum() ipv4_checksum;
+    apply {
+        hdr.ipv4.hdr_checksum = ipv4_checksum.update({
+            hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.total_len,
+            hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset, hdr.ipv4.ttl,
+            hdr.ipv4.protocol, hdr.ipv4.src_addr, hdr.ipv4.dst_addr});
+        /* The bridged header is not emitted: it lives only between the pipes. A
+         * pre-written task leaves as Ethernet/IPv4/UDP/BTH/RETH/payload (rain_h is
+         * invalid by then), the payload's last 4 bytes standing as the iCRC. */
+        pkt.emit(hdr.ethernet);
+        pkt.emit(hdr.ipv4);
+        pkt.emit(hdr.udp);
+        pkt.emit(hdr.rain);
+        pkt.emit(hdr.bth);
+        pkt.emit(hdr.reth);
+    }
+}
+
+#endif

@@ -1,0 +1,79 @@
+/* RdmaWriter (egress half of the RDMA engine): each multicast replica of a
+ * pre-written task becomes one RoCEv2 RDMA WRITE ONLY to one worker. The PRE gives
+ * every replica the rid of its node (= the worker id); tables keyed on it hold the
+ * worker's MAC/IP, QPN, rkey and ring base, and a register its next PSN (one cell
+ * per QP, returned then incremented; the BTH keeps its low 24 bits).
+ * VA = ring base + slot << RDMA_SLOT_SHIFT; only the low 32 bits are added, so a
+ * worker's ring must not cross a 4 GiB boundary (the controller checks). The iCRC
+ * is not computed: the client's 4-byte pad stands in for it and the NICs are set
+ * to ignore it (tofino facts; paper 3.2.2). */
+#ifndef _RDMA_WRITER_P4_
+#define _RDMA_WRITER_P4_
+
+control RdmaWriter(inout headers_t hdr,
+                   inout egress_md_t eg_md,
+                   in egress_intrinsic_metadata_t eg_intr_md,
+                   inout egress_intrinsic_metadata_for_deparser_t eg_dprsr_md) {
+    Counter<bit<32>, worker_id_t>(MAX_WORKERS, CounterType_t.PACKETS_AND_BYTES) writes;
+
+    Register<bit<32>, worker_id_t>(MAX_WORKERS, 0) psn;
+    RegisterAction<bit<32>, worker_id_t, bit<32>>(psn) next_psn = {
+        void apply(inout bit<32> value, out bit<32> rv) {
+            rv = value;
+            value = value + 1;
+        }
+    };
+
+    action make_write(mac_addr_t smac, mac_addr_t dmac, ipv4_addr_t sip, ipv4_addr_t dip,
+                      bit<8> opcode, bit<24> qpn, bit<32> rkey, bit<32> va_hi, bit<32> va_lo) {
+        hdr.ethernet.src_addr = smac;
+        hdr.ethernet.dst_addr = dmac;
+        hdr.ipv4.src_addr = sip;
+        hdr.ipv4.dst_addr = dip;
+        hdr.ipv4.total_len = hdr.ipv4.total_len - (RAIN_HDR_BYTES - ROCE_HDR_BYTES);
+        hdr.udp.length = hdr.udp.length - (RAIN_HDR_BYTES - ROCE_HDR_BYTES);
+        hdr.udp.src_port = ROCE_SRC_PORT;
+        hdr.udp.dst_port = ROCE_UDP_PORT;
+        hdr.udp.checksum = 0;
+        hdr.rain.setInvalid();
+        hdr.bth.setValid();
+        hdr.bth.opcode = opcode;
+        hdr.bth.se = 0;
+        hdr.bth.migreq = 1;
+        hdr.bth.pad_count = 0;
+        hdr.bth.tver = 0;
+        hdr.bth.pkey = 0xffff;
+        hdr.bth.resv8 = 0;
+        hdr.bth.dst_qp = qpn;
+        hdr.bth.ack_req = 0;
+        hdr.bth.resv7 = 0;
+        hdr.reth.setValid();
+        hdr.reth.va_hi = va_hi;
+        hdr.reth.va_lo = va_lo;
+        hdr.reth.rkey = rkey;
+        hdr.reth.dma_len = hdr.bridged.desc_len;
+    }
+    /* A replica for a worker without RDMA state: drop it. */
+    action skip_replica() {
+        eg_dprsr_md.drop_ctl = 1;
+    }
+    table build_write {
+        key = { eg_intr_md.egress_rid : exact; }
+        actions = { make_write; skip_replica; }
+        default_action = skip_replica();
+        size = MAX_WORKERS;
+    }
+
+    apply {
+        if (hdr.bridged.prewrite == 1) {
+            eg_md.offset = hdr.bridged.slot << RDMA_SLOT_SHIFT;
+            if (build_write.apply().hit) {
+                hdr.reth.va_lo = hdr.reth.va_lo + eg_md.offset;
+                hdr.bth.psn = (bit<24>)next_psn.execute(eg_intr_md.egress_rid);
+                writes.count(eg_intr_md.egress_rid);
+            }
+        }
+    }
+}
+
+#endif
