@@ -202,7 +202,7 @@ def provision(inv_path: str | None, check: bool, tags: str | None, limit: str | 
 
     inv = _inventory(inv_path)
     report = run_provision(inv, check=check, tags=tags.split(",") if tags else None, limit=limit)
-    console.print(report.summary())
+    console.print(Text(report.summary()))
 
 
 def main() -> None:

@@ -5,7 +5,7 @@ Exit codes of the CLI follow the error's kind: input a person wrote that is wron
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 class RainmakerError(Exception):
@@ -127,8 +127,8 @@ class TaskFailure:
 class ProvisionError(RainmakerError):
     """An Ansible run failed; names every host and task that failed."""
 
-    def __init__(self, message: str, failures: list[TaskFailure] = field(default_factory=list)):
-        self.failures = list(failures)
+    def __init__(self, message: str, failures: list[TaskFailure] | None = None):
+        self.failures = list(failures or [])
         lines = [message]
         for f in self.failures:
             lines.append(f"  {f.host}: task '{f.task}': {f.message}")

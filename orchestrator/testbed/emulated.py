@@ -262,7 +262,8 @@ class EmulatedTestbed:
         self._wait_ssh(plan, log)
         inv = self._write_inventory(plan)
         self.plan_path.write_text(json.dumps({"clients": clients, "workers": workers, "complete": True}))
-        state.set_current(inv)
+        if state.current_inventory() is None:  # the first testbed up is the default one
+            state.set_current(inv)
         log(f"testbed slot {self.slot} up in {time.monotonic() - t0:.1f} s; inventory: {inv}")
         return inv
 
