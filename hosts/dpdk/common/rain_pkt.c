@@ -70,6 +70,7 @@ enum rain_drop rain_parse(struct rte_mbuf *m, struct rain_view *v)
 		if (v->l4_len < RAIN_HDR_LEN + RAIN_SLOT_HDR_LEN)
 			return RAIN_DROP_TRUNCATED;
 		if (rte_be_to_cpu_32(s->magic) != RAIN_SLOT_MAGIC ||
+		    rte_be_to_cpu_32(s->length) < RAIN_SLOT_HDR_LEN ||
 		    rte_be_to_cpu_32(s->length) > v->l4_len - RAIN_HDR_LEN)
 			return RAIN_DROP_BAD_PAYLOAD;
 	}
