@@ -7,6 +7,8 @@ VENV        := .venv
 BIN         := $(VENV)/bin
 RM_CLI      := $(BIN)/rainmaker
 STAMPS      := .stamps
+BFRT_PROTO  := switch/bfrt/proto/bfruntime.proto
+BFRT_STUBS  := switch/bfrt/_gen/.stamp
 
 # Debian packages: network namespaces and veths (iproute2, ethtool), one sshd per
 # emulated host (openssh-server), DPDK 22.11 (runtime, headers, testpmd), a C toolchain.
@@ -24,9 +26,17 @@ help:
 
 setup: $(STAMPS)/apt $(STAMPS)/venv build
 
-# The DPDK programs (hosts/dpdk): rain-client, rain-worker.
-build: $(STAMPS)/apt
+# The DPDK programs (hosts/dpdk): rain-client, rain-worker; the BFRuntime stubs.
+build: $(STAMPS)/apt $(BFRT_STUBS)
 	@$(MAKE) --no-print-directory -s -C hosts/dpdk
+
+# BFRuntime Python stubs (switch/bfrt/_gen, gitignored), generated with the venv's own
+# grpcio-tools so they always match its protobuf runtime (switch/bfrt/_stubs.py says why).
+# Importing switch.bfrt regenerates them too when missing or stale; this rule makes a
+# build produce them up front.
+$(BFRT_STUBS): $(BFRT_PROTO) switch/bfrt/_stubs.py $(STAMPS)/venv
+	@$(BIN)/python -c 'import switch.bfrt'
+	@touch $@
 
 $(STAMPS)/apt: Makefile
 	@mkdir -p $(STAMPS)
@@ -65,5 +75,5 @@ lint: setup
 	$(BIN)/ansible-lint
 
 clean:
-	rm -rf $(VENV) $(STAMPS) *.egg-info
+	rm -rf $(VENV) $(STAMPS) *.egg-info switch/bfrt/_gen
 	$(MAKE) -C hosts/dpdk clean

@@ -1,0 +1,797 @@
+"""The emulator's BFRuntime gRPC server: bf_switchd's API over a `TableStore`.
+
+Behaves as /work/shared/facts/bfruntime.md says bf_switchd does, so that the SDE's own
+Python client (bfrt_grpc) and rainmaker's client drive the emulator unchanged:
+
+- StreamChannel: a `subscribe` is echoed back with status code 0 (a client id already
+  subscribed on another live stream gets ALREADY_EXISTS); the stream ends when the
+  client half-closes, and the client's binding is released then.
+- GetForwardingPipelineConfig: config[0] = {p4_name, bfruntime_info (bf-rt.json)} and
+  non_p4_config.bfruntime_info (the fixed tables); both are JSON with "tables".
+- SetForwardingPipelineConfig BIND: only subscribed clients, one binder per program.
+- Write: INSERT / MODIFY / DELETE / INSERT_OR_MODIFY (and MODIFY_INC on $pre.mgid);
+  the default entry via is_default_entry; DELETE without a key clears the table;
+  table operations ("Sync") and attributes arrive as INSERT and are accepted.
+  CONTINUE_ON_ERROR tries every update; the other atomicities stop at the first
+  failure and undo the updates before it.
+- Read: one entry, all entries, the default entry (flagged); registers once per pipe.
+- Errors: gRPC UNKNOWN with trailer `grpc-status-details-bin` = google.rpc.Status whose
+  details hold one packed bfrt_proto.Error per update (OK ones pad the gaps).
+
+Nothing a client sends can stop the server: every failure of a request becomes an
+error answer (unexpected ones are logged with their traceback and answered INTERNAL).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator
+
+import grpc
+from google.protobuf import text_format
+from google.rpc import status_pb2
+from grpc_status import rpc_status
+
+from switch.bfrt import bfruntime_pb2 as pb
+from switch.bfrt import bfruntime_pb2_grpc as pb_grpc
+from switch.errors import SwitchError
+
+from .schema import Kind, Match, Program, TableSpec, FieldSpec, MATCH_PRIORITY_ID
+from .tables import Code, InvalidArgument, NotFound, TableError, TableStore, Unsupported
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PORT = 50052
+ALL_PIPES = 0xFFFF
+READ_CHUNK = 512  # entities per ReadResponse
+
+_ONEOF_OF_MATCH = {Match.EXACT: "exact", Match.TERNARY: "ternary", Match.LPM: "lpm",
+                   Match.RANGE: "range", Match.OPTIONAL: "optional"}
+
+Undo = Callable[[], None]
+
+
+class BfrtServerError(SwitchError):
+    """The server could not start (e.g. the address is taken)."""
+
+
+@dataclass
+class _Subscriber:
+    client_id: int
+    stream: object  # the StreamChannel call that subscribed it
+    notifications: Any = None
+
+
+def _brief(msg: Any, limit: int = 400) -> str:
+    text = text_format.MessageToString(msg, as_one_line=True)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} chars)"
+
+
+class BfrtServicer(pb_grpc.BfRuntimeServicer):
+    """Serves one program (a `TableStore`) as device 0."""
+
+    def __init__(self, store: TableStore):
+        self.store = store
+        self.layout = store.layout
+        self.program = store.program
+        self._p4_info = json.dumps(self.layout.p4_json(), indent=1).encode()
+        self._non_p4_info = json.dumps(self.layout.non_p4_json(), indent=1).encode()
+        self._objects = {t.name: (t, self._object_of(t)) for t in (*self.layout.p4, *self.layout.fixed)}
+        self._lock = threading.Lock()  # subscribers and the binding
+        self._subscribers: dict[int, _Subscriber] = {}
+        self._binder: int | None = None
+
+    def _object_of(self, spec: TableSpec) -> Any:
+        if spec.kind is Kind.MATCH:
+            return self.store.tables[spec.name]
+        if spec.kind is Kind.REGISTER:
+            return self.store.registers[spec.name]
+        if spec.kind is Kind.COUNTER:
+            return self.store.counters[spec.name]
+        if spec.kind in (Kind.PRE_MGID, Kind.PRE_NODE):
+            return self.store.pre
+        return self.store.ports
+
+    # ------------------------------------------------------------ stream and binding
+
+    def StreamChannel(self, request_iterator: Iterable, context: grpc.ServicerContext) -> Iterator:
+        stream = object()
+        mine: set[int] = set()
+        try:
+            for request in request_iterator:
+                log.debug("StreamChannel <- %s", _brief(request))
+                if request.WhichOneof("update") != "subscribe":
+                    continue  # digest acks: no digests are ever sent
+                reply = pb.Subscribe()
+                reply.CopyFrom(request.subscribe)
+                reply.status.CopyFrom(self._subscribe(request.client_id, request.subscribe, stream, mine))
+                yield pb.StreamMessageResponse(subscribe=reply)
+        except Exception as e:  # the peer went away; nothing to answer
+            log.debug("StreamChannel ended: %s", e)
+        finally:
+            with self._lock:
+                for cid in mine:
+                    if self._subscribers.get(cid) and self._subscribers[cid].stream is stream:
+                        del self._subscribers[cid]
+                        if self._binder == cid:
+                            self._binder = None
+                            log.info("client %d disconnected; %s is unbound", cid, self.program.name)
+            log.debug("StreamChannel closed for clients %s", sorted(mine))
+
+    def _subscribe(self, client_id: int, sub: Any, stream: object, mine: set[int]) -> status_pb2.Status:
+        if sub.device_id != 0:
+            return status_pb2.Status(code=Code.NOT_FOUND, message=f"no device {sub.device_id} (the emulator is device 0)")
+        with self._lock:
+            current = self._subscribers.get(client_id)
+            if current is not None and current.stream is not stream:
+                return status_pb2.Status(code=Code.ALREADY_EXISTS,
+                                         message=f"client id {client_id} is already subscribed on another stream")
+            self._subscribers[client_id] = _Subscriber(client_id, stream, sub.notifications)
+            mine.add(client_id)
+        log.info("client %d subscribed", client_id)
+        return status_pb2.Status(code=Code.OK)
+
+    def SetForwardingPipelineConfig(self, request: Any, context: grpc.ServicerContext) -> Any:
+        log.debug("SetForwardingPipelineConfig <- %s", _brief(request))
+        if request.device_id != 0:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"no device {request.device_id} (the emulator is device 0)")
+        names = [c.p4_name for c in request.config]
+        if len(names) != 1:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"expected one config with a p4_name, got {names}")
+        if names[0] != self.program.name:
+            context.abort(grpc.StatusCode.NOT_FOUND,
+                          f"no program {names[0]!r} on device 0 (it runs {self.program.name!r})")
+        Action = pb.SetForwardingPipelineConfigRequest
+        if request.action == Action.VERIFY:
+            return pb.SetForwardingPipelineConfigResponse()
+        if request.action != Action.BIND:
+            context.abort(grpc.StatusCode.UNIMPLEMENTED,
+                          "the emulator cannot load a pipeline: start it with the program instead")
+        with self._lock:
+            if request.client_id not in self._subscribers:
+                context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                              f"client {request.client_id} has not subscribed (send a subscribe on StreamChannel first)")
+            if self._binder not in (None, request.client_id):
+                context.abort(grpc.StatusCode.ALREADY_EXISTS,
+                              f"{self.program.name} is already bound to client {self._binder}")
+            self._binder = request.client_id
+        log.info("client %d bound to %s", request.client_id, self.program.name)
+        return pb.SetForwardingPipelineConfigResponse()
+
+    def GetForwardingPipelineConfig(self, request: Any, context: grpc.ServicerContext) -> Any:
+        log.debug("GetForwardingPipelineConfig <- %s", _brief(request))
+        if request.device_id != 0:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"no device {request.device_id} (the emulator is device 0)")
+        reply = pb.GetForwardingPipelineConfigResponse()
+        config = reply.config.add(p4_name=self.program.name, bfruntime_info=self._p4_info)
+        config.profiles.add(profile_name="pipe", pipe_scope=range(self.store.pipes))
+        reply.non_p4_config.bfruntime_info = self._non_p4_info
+        return reply
+
+    # ------------------------------------------------------------ Write
+
+    def Write(self, request: Any, context: grpc.ServicerContext) -> Any:
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("Write <- %s", _brief(request))
+        n = len(request.updates)
+        errors: list[pb.Error | None] = [None] * n
+        stop_at_first = request.atomicity != pb.WriteRequest.CONTINUE_ON_ERROR
+        with self.store.lock:
+            undo: list[Undo] = []
+            for i, update in enumerate(request.updates):
+                try:
+                    self._check_request(request.target.device_id, request.p4_name)
+                    step = self._write(update, request.target)
+                    if step is not None:
+                        undo.append(step)
+                except Exception as e:  # noqa: BLE001 - a request must never take the server down
+                    errors[i] = self._error(e, f"update {i}")
+                if errors[i] is not None and stop_at_first:
+                    for step in reversed(undo):
+                        step()
+                    for j in range(n):
+                        if errors[j] is None:
+                            why = "rolled back" if j < i else "not applied"
+                            errors[j] = pb.Error(canonical_code=Code.ABORTED, message=f"{why}: update {i} failed")
+                    break
+        if any(errors):
+            self._abort(context, errors, "update", n)
+        return pb.WriteResponse()
+
+    def _check_request(self, device_id: int, p4_name: str) -> None:
+        if device_id != 0:
+            raise NotFound(f"no device {device_id} (the emulator is device 0)")
+        if p4_name and p4_name != self.program.name:
+            raise NotFound(f"no program {p4_name!r} on device 0 (it runs {self.program.name!r})")
+
+    def _error(self, e: Exception, where: str) -> pb.Error:
+        if isinstance(e, TableError):
+            log.debug("%s refused: %s", where, e.message)
+            return pb.Error(canonical_code=e.code, message=e.message, code=_BF_STATUS.get(e.code, 0))
+        log.exception("%s: unexpected failure", where)
+        return pb.Error(canonical_code=Code.INTERNAL, message=f"internal error: {type(e).__name__}: {e}")
+
+    def _abort(self, context: grpc.ServicerContext, errors: list, what: str, n: int) -> None:
+        failed = [(i, e) for i, e in enumerate(errors) if e is not None and e.canonical_code != Code.ABORTED]
+        failed = failed or [(i, e) for i, e in enumerate(errors) if e is not None]
+        first_i, first = failed[0]
+        status = status_pb2.Status(code=grpc.StatusCode.UNKNOWN.value[0],
+                                   message=f"{len(failed)} of {n} failed; {what} {first_i}: "
+                                           f"{Code(first.canonical_code).name}: {first.message}")
+        for e in errors:
+            status.details.add().Pack(e if e is not None else pb.Error(canonical_code=Code.OK))
+        context.abort_with_status(rpc_status.to_status(status))
+
+    def _table(self, table_id: int) -> tuple[TableSpec, Any]:
+        spec = self.layout.by_id.get(table_id)
+        if spec is None:
+            raise NotFound(f"no table with id {table_id} (0x{table_id:x})")
+        return self._objects[spec.name]
+
+    def _write(self, update: Any, target: Any) -> Undo | None:
+        kind = update.entity.WhichOneof("entity")
+        U = pb.Update
+        if update.type == U.UNSPECIFIED:
+            raise InvalidArgument("update type is not set")
+        if kind == "table_operation":
+            op = update.entity.table_operation
+            spec, _ = self._table(op.table_id)
+            if op.table_operations_type not in spec.operations:
+                raise InvalidArgument(f"operation {op.table_operations_type!r} is not supported; "
+                                      f"supported: {list(spec.operations)}", table=spec.name)
+            return None  # the emulator's state is always in sync
+        if kind == "table_attribute":
+            self._table(update.entity.table_attribute.table_id)
+            return None  # accepted, not modelled
+        if kind != "table_entry":
+            raise (InvalidArgument("empty entity") if kind is None else Unsupported(f"{kind} writes are not supported"))
+        entry = update.entity.table_entry
+        spec, obj = self._table(entry.table_id)
+        if entry.WhichOneof("value") == "handle_id":
+            raise Unsupported("entry handles are not supported", table=spec.name)
+        has_key = entry.HasField("key") and len(entry.key.fields) > 0
+        if entry.is_default_entry and spec.kind is not Kind.MATCH:
+            raise InvalidArgument("this table has no default entry", table=spec.name)
+        if not has_key and not entry.is_default_entry:
+            if update.type != U.DELETE:
+                raise InvalidArgument(f"{U.Type.Name(update.type)} needs a key", table=spec.name)
+            return self._clear(spec, obj, target)
+        handler = getattr(self, f"_write_{spec.kind.value}")
+        return handler(update.type, spec, obj, entry, target)
+
+    # -- match-action tables
+
+    def _write_match(self, utype: int, spec: TableSpec, table: Any, entry: Any, target: Any) -> Undo | None:
+        U = pb.Update
+        if entry.is_default_entry:
+            if entry.HasField("key") and entry.key.fields:
+                raise InvalidArgument("the default entry has no key", table=spec.name)
+            if utype in (U.MODIFY, U.INSERT_OR_MODIFY):
+                action, params = self._action_data(spec, entry)
+                old = table.set_default(action, params)
+            elif utype in (U.DELETE, U.RESET):
+                old = table.reset_default()
+            elif utype == U.INSERT:
+                raise InvalidArgument("INSERT on the default entry: use MODIFY to set it, DELETE to reset it",
+                                      table=spec.name)
+            else:
+                raise Unsupported(f"{U.Type.Name(utype)} on the default entry", table=spec.name)
+            return lambda: table.restore_default(*old)
+        key, priority = self._match_key(spec, entry.key)
+        if utype == U.INSERT_OR_MODIFY:
+            try:
+                table.get(key, priority=priority)
+                utype = U.MODIFY
+            except NotFound:
+                utype = U.INSERT
+        if utype == U.INSERT:
+            action, params = self._action_data(spec, entry)
+            new = table.add(key, action, params, priority=priority)
+            return lambda: table.delete(new.key, priority=priority)
+        if utype == U.MODIFY:
+            action, params = self._action_data(spec, entry)
+            old = table.modify(key, action, params, priority=priority)
+            return lambda: table.modify(old.key, old.action, old.params, priority=priority)
+        if utype == U.DELETE:
+            old = table.delete(key, priority=priority)
+            return lambda: table.add(old.key, old.action, old.params, priority=priority)
+        raise Unsupported(f"{U.Type.Name(utype)} on a match-action table", table=spec.name)
+
+    def _match_key(self, spec: TableSpec, key: Any) -> tuple[tuple, int | None]:
+        values = self._key(spec, key)
+        items = []
+        for f in spec.keys:
+            if f.id == MATCH_PRIORITY_ID:
+                continue
+            if f.id not in values and f.mandatory:
+                raise InvalidArgument(f"key field {f.name} is missing", table=spec.name)
+            items.append(values.get(f.id))
+        return tuple(items), values.get(MATCH_PRIORITY_ID)
+
+    def _action_data(self, spec: TableSpec, entry: Any) -> tuple[str, dict[str, int]]:
+        action_id = entry.data.action_id
+        if action_id == 0:
+            raise InvalidArgument("no action_id: the entry needs an action", table=spec.name)
+        action = spec.action_by_id.get(action_id)
+        if action is None:
+            raise InvalidArgument(f"action id {action_id} is not an action of this table", table=spec.name)
+        values = self._data(spec, action.param_by_id, entry.data.fields, f"action {action.name}")
+        return action.name, {action.param_by_id[i].name: v for i, v in values.items()}
+
+    # -- registers and counters
+
+    def _pipe(self, target: Any, entry: Any) -> int | None:
+        pipe = entry.entry_tgt.pipe_id if entry.HasField("entry_tgt") else target.pipe_id
+        return None if pipe == ALL_PIPES else pipe
+
+    def _index(self, spec: TableSpec, entry: Any) -> int:
+        (index,) = self._key(spec, entry.key, all_mandatory=True).values()
+        return index
+
+    def _write_register(self, utype: int, spec: TableSpec, reg: Any, entry: Any, target: Any) -> Undo:
+        U = pb.Update
+        index, pipe = self._index(spec, entry), self._pipe(target, entry)
+        if utype == U.DELETE:
+            value = 0
+        elif utype in (U.INSERT, U.MODIFY, U.INSERT_OR_MODIFY):
+            values = self._data(spec, spec.data_by_id, entry.data.fields, "register data")
+            if 1 not in values:
+                raise InvalidArgument(f"data field {spec.data[0].name} is missing", table=spec.name)
+            value = values[1]
+        else:
+            raise Unsupported(f"{U.Type.Name(utype)} on a register", table=spec.name)
+        cells = reg.cells_of(pipe)
+        old = reg.write(index, value, pipe)
+
+        def undo() -> None:
+            for c, v in zip(cells, old):
+                c[index] = v
+        return undo
+
+    def _write_counter(self, utype: int, spec: TableSpec, ctr: Any, entry: Any, target: Any) -> Undo:
+        U = pb.Update
+        index = self._index(spec, entry)
+        if utype == U.DELETE:
+            values = {}
+        elif utype in (U.INSERT, U.MODIFY, U.INSERT_OR_MODIFY):
+            values = self._data(spec, spec.data_by_id, entry.data.fields, "counter data")
+        else:
+            raise Unsupported(f"{U.Type.Name(utype)} on a counter", table=spec.name)
+        by_name = {spec.data_by_id[i].name: v for i, v in values.items()}
+        old = ctr.write(index, by_name.get("$COUNTER_SPEC_PKTS", 0), by_name.get("$COUNTER_SPEC_BYTES", 0))
+        return lambda: ctr.write(index, *old)
+
+    # -- PRE
+
+    def _write_pre_mgid(self, utype: int, spec: TableSpec, pre: Any, entry: Any, target: Any) -> Undo:
+        U = pb.Update
+        (mgid,) = self._key(spec, entry.key, all_mandatory=True).values()
+        d = self._named_data(spec, entry)
+        if any(d.get(n) for n in ("$MULTICAST_ECMP_ID", "$MULTICAST_ECMP_L1_XID_VALID", "$MULTICAST_ECMP_L1_XID")):
+            raise Unsupported("ECMP members are not supported by the emulator", table=spec.name)
+        members = (d.get("$MULTICAST_NODE_ID", []), d.get("$MULTICAST_NODE_L1_XID_VALID"),
+                   d.get("$MULTICAST_NODE_L1_XID"))
+        old = pre.groups.get(mgid)
+        if utype == U.INSERT_OR_MODIFY:
+            utype = U.MODIFY if old is not None else U.INSERT
+        if utype == U.INSERT:
+            pre.add_group(mgid, *members)
+        elif utype == U.MODIFY:
+            pre.modify_group(mgid, *members)
+        elif utype == U.MODIFY_INC:
+            if entry.table_flags.mod_del:
+                pre.remove_members(mgid, members[0])
+            else:
+                pre.add_members(mgid, *members)
+        elif utype == U.DELETE:
+            pre.delete_group(mgid)
+        else:
+            raise Unsupported(f"{U.Type.Name(utype)} on $pre.mgid", table=spec.name)
+        return lambda: pre.restore_group(mgid, old)
+
+    def _write_pre_node(self, utype: int, spec: TableSpec, pre: Any, entry: Any, target: Any) -> Undo:
+        U = pb.Update
+        (node_id,) = self._key(spec, entry.key, all_mandatory=True).values()
+        d = self._named_data(spec, entry)
+        old = pre.nodes.get(node_id)
+        if utype == U.INSERT_OR_MODIFY:
+            utype = U.MODIFY if old is not None else U.INSERT
+        if utype == U.INSERT:
+            if "$MULTICAST_RID" not in d:
+                raise InvalidArgument("data field $MULTICAST_RID is missing", table=spec.name)
+            pre.add_node(node_id, d["$MULTICAST_RID"], d.get("$DEV_PORT", ()), d.get("$MULTICAST_LAG_ID", ()))
+        elif utype == U.MODIFY:
+            pre.modify_node(node_id, d.get("$MULTICAST_RID"), d.get("$DEV_PORT"), d.get("$MULTICAST_LAG_ID"))
+        elif utype == U.DELETE:
+            pre.delete_node(node_id)
+        else:
+            raise Unsupported(f"{U.Type.Name(utype)} on $pre.node", table=spec.name)
+        return lambda: pre.restore_node(node_id, old)
+
+    # -- ports
+
+    _PORT_ARGS = {"$SPEED": "speed", "$FEC": "fec", "$N_LANES": "n_lanes", "$PORT_ENABLE": "enable",
+                  "$AUTO_NEGOTIATION": "autoneg"}
+
+    def _write_port(self, utype: int, spec: TableSpec, ports: Any, entry: Any, target: Any) -> Undo:
+        U = pb.Update
+        (dev_port,) = self._key(spec, entry.key, all_mandatory=True).values()
+        args = {self._PORT_ARGS[n]: v for n, v in self._named_data(spec, entry).items()}
+        old = ports.get(dev_port)
+        if utype == U.INSERT_OR_MODIFY:
+            utype = U.MODIFY if old is not None else U.INSERT
+        if utype == U.INSERT:
+            missing = [n for n in ("$SPEED", "$FEC") if self._PORT_ARGS[n] not in args]
+            if missing:
+                raise InvalidArgument(f"data field(s) {', '.join(missing)} missing", table=spec.name)
+            ports.add(dev_port, args.pop("speed"), args.pop("fec"), **args)
+        elif utype == U.MODIFY:
+            ports.modify(dev_port, **args)
+        elif utype == U.DELETE:
+            ports.delete(dev_port)
+        else:
+            raise Unsupported(f"{U.Type.Name(utype)} on $PORT", table=spec.name)
+        return lambda: ports.restore(dev_port, old)
+
+    def _write_port_stat(self, utype: int, spec: TableSpec, ports: Any, entry: Any, target: Any) -> Undo:
+        U = pb.Update
+        (dev_port,) = self._key(spec, entry.key, all_mandatory=True).values()
+        if utype not in (U.MODIFY, U.INSERT_OR_MODIFY, U.DELETE):
+            raise Unsupported(f"{U.Type.Name(utype)} on $PORT_STAT (MODIFY sets counters, DELETE zeroes them)",
+                              table=spec.name)
+        values = {} if utype == U.DELETE else self._named_data(spec, entry)
+        if not values:
+            values = {f.name: 0 for f in spec.data}
+        old = ports.set_stats(dev_port, values)
+        return lambda: ports.set_stats(dev_port, old)
+
+    # -- DELETE without a key
+
+    def _clear(self, spec: TableSpec, obj: Any, target: Any) -> Undo:
+        if spec.kind is Kind.MATCH:
+            old = obj.clear()
+            prio = obj.has_priority
+            return lambda: [obj.add(e.key, e.action, e.params, priority=e.priority if prio else None) for e in old]
+        if spec.kind is Kind.REGISTER:
+            pipe = None if target.pipe_id == ALL_PIPES else target.pipe_id
+            snapshot = [list(c) for c in obj.cells_of(pipe)]
+            cells = obj.cells_of(pipe)
+            obj.clear(pipe)
+
+            def undo() -> None:
+                for c, saved in zip(cells, snapshot):
+                    c[:] = saved
+            return undo
+        if spec.kind is Kind.COUNTER:
+            saved = list(obj.packets), list(obj.bytes)
+            obj.clear()
+
+            def undo_counter() -> None:
+                obj.packets[:], obj.bytes[:] = saved
+            return undo_counter
+        if spec.kind is Kind.PRE_MGID:
+            groups = obj.clear_groups()
+            return lambda: [obj.restore_group(m, g) for m, g in groups.items()]
+        if spec.kind is Kind.PRE_NODE:
+            nodes = obj.clear_nodes()
+            return lambda: [obj.restore_node(n, x) for n, x in nodes.items()]
+        if spec.kind is Kind.PORT:
+            old = obj.clear()
+            return lambda: [obj.restore(c.dev_port, c) for c in old]
+        raise Unsupported("DELETE without a key", table=spec.name)
+
+    # ------------------------------------------------------------ decoding
+
+    def _key(self, spec: TableSpec, key: Any, *, all_mandatory: bool = False) -> dict[int, Any]:
+        """Key fields by id, as ints or (a, b) pairs, checked against the schema."""
+        out: dict[int, Any] = {}
+        for kf in key.fields:
+            f = spec.key_by_id.get(kf.field_id)
+            if f is None:
+                raise InvalidArgument(f"no key field with id {kf.field_id}", table=spec.name)
+            if kf.field_id in out:
+                raise InvalidArgument(f"key field {f.name} appears twice", table=spec.name)
+            sent, wanted = kf.WhichOneof("match_type"), _ONEOF_OF_MATCH[f.match]
+            if sent != wanted:
+                raise InvalidArgument(f"key field {f.name} is {f.match.value}; the request sent "
+                                      f"{sent or 'no match value'}", table=spec.name)
+            m = getattr(kf, sent)
+            if sent == "exact":
+                out[f.id] = _uint(spec, f, m.value)
+            elif sent == "ternary":
+                out[f.id] = (_uint(spec, f, m.value), _uint(spec, f, m.mask, "mask"))
+            elif sent == "lpm":
+                out[f.id] = (_uint(spec, f, m.value), m.prefix_len)
+            elif sent == "range":
+                out[f.id] = (_uint(spec, f, m.low, "low"), _uint(spec, f, m.high, "high"))
+            else:
+                out[f.id] = (_uint(spec, f, m.value), m.is_valid)
+        if all_mandatory:
+            missing = [f.name for f in spec.keys if f.id not in out]
+            if missing:
+                raise InvalidArgument(f"key field(s) {', '.join(missing)} missing", table=spec.name)
+        return out
+
+    def _data(self, spec: TableSpec, fields: dict[int, FieldSpec], data: Iterable, what: str) -> dict[int, Any]:
+        """Data fields by id, decoded by their declared type."""
+        out: dict[int, Any] = {}
+        for df in data:
+            f = fields.get(df.field_id)
+            if f is None:
+                raise InvalidArgument(f"{what}: no data field with id {df.field_id}", table=spec.name)
+            if df.field_id in out:
+                raise InvalidArgument(f"{what}: data field {f.name} appears twice", table=spec.name)
+            if f.read_only:
+                raise InvalidArgument(f"{what}: data field {f.name} is read-only", table=spec.name)
+            out[f.id] = _data_value(spec, f, df, what)
+        return out
+
+    def _named_data(self, spec: TableSpec, entry: Any) -> dict[str, Any]:
+        return {spec.data_by_id[i].name: v for i, v in self._data(spec, spec.data_by_id, entry.data.fields, "data").items()}
+
+    # ------------------------------------------------------------ Read
+
+    def Read(self, request: Any, context: grpc.ServicerContext) -> Iterator:
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("Read <- %s", _brief(request))
+        n = len(request.entities)
+        errors: list[pb.Error | None] = [None] * n
+        plans: list[Iterable] = []
+        for i, entity in enumerate(request.entities):
+            try:
+                self._check_request(request.target.device_id, request.p4_name)
+                plans.append(self._read(entity, request.target))
+            except Exception as e:  # noqa: BLE001
+                errors[i] = self._error(e, f"read {i}")
+        if any(errors):
+            self._abort(context, errors, "entity", n)
+        chunk: list = []
+        for plan in plans:
+            for entity in plan:
+                chunk.append(entity)
+                if len(chunk) >= READ_CHUNK:
+                    yield pb.ReadResponse(entities=chunk)
+                    chunk = []
+        if chunk or not plans:
+            yield pb.ReadResponse(entities=chunk)
+
+    def _read(self, entity: Any, target: Any) -> Iterable:
+        """Validate one read request entity now; return a (lazy) iterable of answer entities."""
+        kind = entity.WhichOneof("entity")
+        if kind == "table_usage":
+            spec, obj = self._table(entity.table_usage.table_id)
+            usage = {Kind.MATCH: lambda: len(obj), Kind.PRE_MGID: lambda: len(obj.groups),
+                     Kind.PRE_NODE: lambda: len(obj.nodes), Kind.PORT: lambda: len(obj.all())}.get(spec.kind, lambda: spec.size)()
+            return [pb.Entity(table_usage=pb.TableUsage(table_id=spec.id, usage=usage))]
+        if kind != "table_entry":
+            raise (InvalidArgument("empty entity") if kind is None else Unsupported(f"reading {kind} is not supported"))
+        req = entity.table_entry
+        spec, obj = self._table(req.table_id)
+        if req.WhichOneof("value") == "handle_id":
+            raise Unsupported("entry handles are not supported", table=spec.name)
+        tgt = req.entry_tgt if req.HasField("entry_tgt") else None
+        has_key = req.HasField("key") and len(req.key.fields) > 0
+        wanted = {f.field_id for f in req.data.fields}
+        if spec.kind is Kind.MATCH:
+            return self._read_match(spec, obj, req, has_key, tgt)
+        if req.is_default_entry:
+            raise InvalidArgument("this table has no default entry", table=spec.name)
+        keys = [self._single_key(spec, req)] if has_key else None
+        reader = getattr(self, f"_read_{spec.kind.value}")
+        return reader(spec, obj, keys, self._pipe(target, req), wanted, tgt)
+
+    def _single_key(self, spec: TableSpec, req: Any) -> int:
+        (value,) = self._key(spec, req.key, all_mandatory=True).values()
+        return value
+
+    def _answer(self, spec: TableSpec, key_items: Iterable[tuple[FieldSpec, Any]], fields: list, *,
+                action_id: int = 0, default: bool = False, tgt: Any = None, wanted: set[int] = frozenset()) -> Any:
+        e = pb.TableEntry(table_id=spec.id, is_default_entry=default)
+        if tgt is not None:
+            e.entry_tgt.CopyFrom(tgt)
+        for f, value in key_items:
+            _encode_key(e.key.fields.add(field_id=f.id), f, value)
+        e.data.action_id = action_id
+        e.data.fields.extend(df for df in fields if not wanted or df.field_id in wanted)
+        return pb.Entity(table_entry=e)
+
+    def _read_match(self, spec: TableSpec, table: Any, req: Any, has_key: bool, tgt: Any) -> Iterable:
+        def data(action: str, params: dict) -> tuple[int, list]:
+            a = spec.action_by_name[action]
+            return a.id, [_data_field(p, params[p.name]) for p in a.params]
+
+        if req.is_default_entry:
+            action_id, fields = data(*table.default_entry())
+            return [self._answer(spec, (), fields, action_id=action_id, default=True, tgt=tgt)]
+        key_fields = [f for f in spec.keys if f.id != MATCH_PRIORITY_ID]
+        prio_field = spec.key_by_id.get(MATCH_PRIORITY_ID)
+
+        def answer(e: Any) -> Any:
+            items = list(zip(key_fields, e.key))
+            if prio_field is not None:
+                items.append((prio_field, e.priority))
+            action_id, fields = data(e.action, e.params)
+            return self._answer(spec, items, fields, action_id=action_id, tgt=tgt)
+
+        if has_key:
+            key, priority = self._match_key(spec, req.key)
+            return [answer(table.get(key, priority=priority))]
+        return (answer(e) for e in table.entries())
+
+    def _read_register(self, spec, reg, keys, pipe, wanted, tgt) -> Iterable:
+        reg.cells_of(pipe)  # validates the pipe now
+        f, index_field = spec.data[0], spec.keys[0]
+
+        def answer(i: int) -> Any:
+            fields = [_data_field(f, reg.unsigned(v)) for v in reg.read(i, pipe)]
+            return self._answer(spec, [(index_field, i)], fields, tgt=tgt, wanted=wanted)
+        if keys is not None:
+            reg.read(keys[0], pipe)  # raises OutOfRange now, not mid-stream
+            return [answer(keys[0])]
+        return (answer(i) for i in range(reg.size))
+
+    def _read_counter(self, spec, ctr, keys, pipe, wanted, tgt) -> Iterable:
+        by_name = {f.name: f for f in spec.data}
+
+        def answer(i: int) -> Any:
+            packets, nbytes = ctr.read(i)
+            fields = [_data_field(by_name["$COUNTER_SPEC_BYTES"], nbytes & (2**64 - 1)),
+                      _data_field(by_name["$COUNTER_SPEC_PKTS"], packets & (2**64 - 1))]
+            return self._answer(spec, [(spec.keys[0], i)], fields, tgt=tgt, wanted=wanted)
+        if keys is not None:
+            ctr.read(keys[0])
+            return [answer(keys[0])]
+        return (answer(i) for i in range(ctr.size))
+
+    def _read_pre_mgid(self, spec, pre, keys, pipe, wanted, tgt) -> Iterable:
+        f = spec.data_by_name
+        with self.store.lock:
+            groups = {m: pre.group_entry(m) for m in keys} if keys is not None else dict(sorted(pre.groups.items()))
+        return [self._answer(spec, [(spec.keys[0], m)], [
+            _data_field(f["$MULTICAST_NODE_ID"], list(g.node_ids)),
+            _data_field(f["$MULTICAST_NODE_L1_XID_VALID"], list(g.l1_xid_valid)),
+            _data_field(f["$MULTICAST_NODE_L1_XID"], list(g.l1_xids)),
+            _data_field(f["$MULTICAST_ECMP_ID"], list(g.ecmp_ids)),
+            _data_field(f["$MULTICAST_ECMP_L1_XID_VALID"], list(g.ecmp_xid_valid)),
+            _data_field(f["$MULTICAST_ECMP_L1_XID"], list(g.ecmp_xids)),
+        ], tgt=tgt, wanted=wanted) for m, g in groups.items()]
+
+    def _read_pre_node(self, spec, pre, keys, pipe, wanted, tgt) -> Iterable:
+        f = spec.data_by_name
+        with self.store.lock:
+            nodes = {n: pre.node(n) for n in keys} if keys is not None else dict(sorted(pre.nodes.items()))
+        return [self._answer(spec, [(spec.keys[0], n)], [
+            _data_field(f["$MULTICAST_RID"], x.rid),
+            _data_field(f["$MULTICAST_LAG_ID"], list(x.lag_ids)),
+            _data_field(f["$DEV_PORT"], list(x.dev_ports)),
+        ], tgt=tgt, wanted=wanted) for n, x in nodes.items()]
+
+    def _read_port(self, spec, ports, keys, pipe, wanted, tgt) -> Iterable:
+        f = spec.data_by_name
+        configs = [ports.config(p) for p in keys] if keys is not None else ports.all()
+        return [self._answer(spec, [(spec.keys[0], c.dev_port)], [
+            _data_field(f["$SPEED"], c.speed), _data_field(f["$FEC"], c.fec),
+            _data_field(f["$N_LANES"], c.n_lanes), _data_field(f["$PORT_ENABLE"], c.enable),
+            _data_field(f["$AUTO_NEGOTIATION"], c.autoneg), _data_field(f["$PORT_UP"], ports.is_up(c.dev_port)),
+        ], tgt=tgt, wanted=wanted) for c in configs]
+
+    def _read_port_stat(self, spec, ports, keys, pipe, wanted, tgt) -> Iterable:
+        dev_ports = keys if keys is not None else [c.dev_port for c in ports.all()]
+        stats = [(p, ports.stats(p)) for p in dev_ports]
+        return [self._answer(spec, [(spec.keys[0], p)], [_data_field(f, s[f.name] & (2**64 - 1)) for f in spec.data],
+                             tgt=tgt, wanted=wanted) for p, s in stats]
+
+
+# BF status codes (bf_status_t) reported in Error.code next to the canonical code.
+_BF_STATUS = {Code.INVALID_ARGUMENT: 3, Code.ALREADY_EXISTS: 4, Code.NOT_FOUND: 6, Code.RESOURCE_EXHAUSTED: 9,
+              Code.OUT_OF_RANGE: 3, Code.FAILED_PRECONDITION: 24, Code.UNIMPLEMENTED: 17}
+
+
+def _uint(spec: TableSpec, f: FieldSpec, data: bytes, part: str = "value") -> int:
+    if len(data) != f.nbytes:
+        raise InvalidArgument(f"field {f.name} {part}: {len(data)} bytes, expected {f.nbytes} "
+                              f"(width {f.width} bits)", table=spec.name)
+    value = int.from_bytes(data, "big")
+    if value >> f.width:
+        raise InvalidArgument(f"field {f.name} {part}: {value:#x} does not fit in {f.width} bits", table=spec.name)
+    return value
+
+
+def _data_value(spec: TableSpec, f: FieldSpec, df: Any, what: str) -> Any:
+    sent = df.WhichOneof("value")
+    if f.type == "bytes" or (f.is_int and not f.repeated):
+        wanted = "stream"
+    elif f.is_int:
+        wanted = "int_arr_val"
+    elif f.type == "bool":
+        wanted = "bool_arr_val" if f.repeated else "bool_val"
+    elif f.type == "string":
+        wanted = "str_arr_val" if f.repeated else "str_val"
+    else:
+        wanted = "float_val"
+    if sent != wanted:
+        raise InvalidArgument(f"{what}: data field {f.name} ({f.type}) must be sent as {wanted}, not "
+                              f"{sent or 'nothing'}", table=spec.name)
+    if wanted == "stream":
+        return _uint(spec, f, df.stream)
+    if wanted == "int_arr_val":
+        values = list(df.int_arr_val.val)
+        for v in values:
+            if v >> f.width:
+                raise InvalidArgument(f"{what}: {f.name} value {v} does not fit in {f.width} bits", table=spec.name)
+        return values
+    if wanted == "bool_arr_val":
+        return list(df.bool_arr_val.val)
+    if wanted == "str_arr_val":
+        return list(df.str_arr_val.val)
+    return getattr(df, wanted)
+
+
+def _data_field(f: FieldSpec, value: Any) -> Any:
+    df = pb.DataField(field_id=f.id)
+    if f.type == "bool":
+        if f.repeated:
+            df.bool_arr_val.val.extend(value)
+        else:
+            df.bool_val = bool(value)
+    elif f.type == "string":
+        if f.repeated:
+            df.str_arr_val.val.extend(value)
+        else:
+            df.str_val = value
+    elif f.type == "float":
+        df.float_val = value
+    elif f.repeated and f.type != "bytes":
+        df.int_arr_val.val.extend(value)
+    else:
+        df.stream = value.to_bytes(f.nbytes, "big")
+    return df
+
+
+def _encode_key(kf: Any, f: FieldSpec, value: Any) -> None:
+    n = f.nbytes
+    if f.match is Match.EXACT:
+        kf.exact.value = value.to_bytes(n, "big")
+    elif f.match is Match.TERNARY:
+        kf.ternary.value, kf.ternary.mask = value[0].to_bytes(n, "big"), value[1].to_bytes(n, "big")
+    elif f.match is Match.LPM:
+        kf.lpm.value, kf.lpm.prefix_len = value[0].to_bytes(n, "big"), value[1]
+    elif f.match is Match.RANGE:
+        kf.range.low, kf.range.high = value[0].to_bytes(n, "big"), value[1].to_bytes(n, "big")
+    else:
+        kf.optional.value, kf.optional.is_valid = value[0].to_bytes(n, "big"), bool(value[1])
+
+
+def serve(program: Program | TableStore, address: str = "127.0.0.1", port: int = DEFAULT_PORT, *,
+          pipes: int = 1, max_workers: int = 16) -> grpc.Server:
+    """Start a BFRuntime server for `program` on address:port only; returns the running server.
+
+    Pass a `TableStore` instead of a program to share it with a data plane. Port 0 picks
+    a free port. The returned server also carries `.port` (the bound port) and `.store`.
+    Each open StreamChannel holds one of the `max_workers` threads.
+    """
+    store = program if isinstance(program, TableStore) else TableStore(program, pipes=pipes)
+    server = grpc.server(ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="bfrt"),
+                         options=[("grpc.so_reuseport", 0),
+                                  ("grpc.max_receive_message_length", 64 << 20),
+                                  ("grpc.max_send_message_length", 64 << 20)])
+    pb_grpc.add_BfRuntimeServicer_to_server(BfrtServicer(store), server)
+    host = f"[{address}]" if ":" in address and not address.startswith("[") else address
+    try:
+        bound = server.add_insecure_port(f"{host}:{port}")
+    except RuntimeError as e:
+        bound = 0
+        cause = e
+    else:
+        cause = None
+    if not bound:
+        raise BfrtServerError(f"cannot listen on {host}:{port}" + (f": {cause}" if cause else ""),
+                              fix="is another switch (or emulator) using that port?")
+    server.start()
+    server.port = bound
+    server.store = store
+    log.info("BFRuntime server for %s on %s:%d", store.program.name, host, bound)
+    return server

@@ -1,0 +1,484 @@
+"""A P4 program declared as data, and the bf-rt.json that describes it.
+
+The emulator runs programs written in Python, but it must look to a BFRuntime client
+exactly like bf_switchd running the bf-p4c output of the same P4. So a program is
+declared once, here, with the names bf-p4c gives (tables and registers under
+`pipe.<control>...`, actions without `pipe.`), and everything else derives from it:
+
+- `Program` (tables, registers, counters) is what a pipeline author writes;
+- `layout(program)` assigns BF-RT ids and field types (`TableSpec`, `FieldSpec`) to it
+  and to the fixed non-P4 tables ($pre.mgid, $pre.node, $PORT, $PORT_STAT);
+- `Layout.p4_json()` / `Layout.non_p4_json()` render the two bf-rt.json documents.
+
+The server decodes requests with the same `TableSpec`s it renders, so the JSON a client
+reads and the checks the server applies cannot drift. IDs are the emulator's own (a
+client resolves names); names, field types and the fixed-table ids follow the SDE.
+
+Example:
+
+    FORWARD = Table(
+        "pipe.SwitchIngress.forward.forward",
+        keys=[Key("hdr.ethernet.dst_addr", 48)],
+        actions=[Action("SwitchIngress.forward.set_egress", [Param("port", 9)]),
+                 Action("SwitchIngress.forward.drop")],
+        size=1024, default_action="drop")
+    PROGRAM = Program("rain", tables=[FORWARD],
+                      registers=[Register("pipe.SwitchIngress.bidir_queue.balance", 32, 64, signed=True)])
+"""
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from switch.errors import SwitchError
+
+
+class SchemaError(SwitchError):
+    """A program declaration is inconsistent (names the program, table and field)."""
+
+
+class Match(str, enum.Enum):
+    """Match kinds, spelled as bf-rt.json spells them."""
+
+    EXACT = "Exact"
+    TERNARY = "Ternary"
+    LPM = "LPM"
+    RANGE = "Range"
+    OPTIONAL = "Optional"
+
+
+# Kinds that make a table a TCAM table, ordered by `$MATCH_PRIORITY`.
+PRIORITY_MATCHES = frozenset({Match.TERNARY, Match.RANGE, Match.OPTIONAL})
+
+# ---------------------------------------------------------------- the declaration
+
+
+@dataclass(frozen=True)
+class Key:
+    """One key field of a table: bf-p4c's name (e.g. `hdr.ipv4.dst_addr`), width in bits."""
+
+    name: str
+    width: int
+    match: Match = Match.EXACT
+
+    def __post_init__(self):
+        object.__setattr__(self, "match", Match(self.match))
+
+
+@dataclass(frozen=True)
+class Param:
+    """One action parameter: its P4 name and width in bits."""
+
+    name: str
+    width: int
+
+
+@dataclass(frozen=True)
+class Action:
+    """An action as bf-p4c names it (`SwitchIngress.forward.set_egress`).
+
+    `scope` is bf-rt's action_scope: "TableAndDefault", "TableOnly" or "DefaultOnly".
+    """
+
+    name: str
+    params: tuple[Param, ...] = ()
+    scope: str = "TableAndDefault"
+
+    def __post_init__(self):
+        object.__setattr__(self, "params", tuple(self.params))
+
+    @property
+    def short(self) -> str:
+        return self.name.rsplit(".", 1)[-1]
+
+
+NO_ACTION = Action("NoAction", (), "DefaultOnly")
+
+
+@dataclass(frozen=True)
+class Table:
+    """A match-action table. Without `default_action` the default is NoAction, as in P4."""
+
+    name: str
+    keys: tuple[Key, ...]
+    actions: tuple[Action, ...]
+    size: int
+    default_action: str | None = None
+    default_params: Mapping[str, int] = field(default_factory=dict)
+    const_default: bool = False
+
+    def __post_init__(self):
+        object.__setattr__(self, "keys", tuple(self.keys))
+        actions = tuple(self.actions)
+        if self.default_action is None:
+            if all(a.name != NO_ACTION.name for a in actions):
+                actions += (NO_ACTION,)
+            object.__setattr__(self, "default_action", NO_ACTION.name)
+        object.__setattr__(self, "actions", actions)
+        object.__setattr__(self, "default_params", dict(self.default_params))
+
+    @property
+    def has_priority(self) -> bool:
+        """TCAM tables carry `$MATCH_PRIORITY` in their key."""
+        return any(k.match in PRIORITY_MATCHES for k in self.keys)
+
+    def action(self, name: str) -> Action:
+        """The action called `name` (full or short name)."""
+        for a in self.actions:
+            if name in (a.name, a.short):
+                return a
+        raise SchemaError(f"table {self.name}: no action {name!r}; it has {', '.join(a.name for a in self.actions)}")
+
+
+@dataclass(frozen=True)
+class Register:
+    """A register array (`pipe.SwitchIngress.bidir_queue.balance`): cell width, cell count."""
+
+    name: str
+    width: int
+    size: int
+    signed: bool = False
+
+    @property
+    def data_field(self) -> str:
+        """The data field's name in bf-rt.json: the name without `pipe.`, then `.f1`."""
+        return _without_pipe(self.name) + ".f1"
+
+
+@dataclass(frozen=True)
+class Counter:
+    """An indirect packets-and-bytes counter array."""
+
+    name: str
+    size: int
+
+
+@dataclass(frozen=True)
+class Program:
+    """A P4 program as data: its name (the p4_name clients bind to) and its objects."""
+
+    name: str
+    tables: tuple[Table, ...] = ()
+    registers: tuple[Register, ...] = ()
+    counters: tuple[Counter, ...] = ()
+
+    def __post_init__(self):
+        for attr in ("tables", "registers", "counters"):
+            object.__setattr__(self, attr, tuple(getattr(self, attr)))
+        self._validate()
+
+    def _validate(self) -> None:
+        where = f"program {self.name}"
+        names = [o.name for o in (*self.tables, *self.registers, *self.counters)]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise SchemaError(f"{where}: declared twice: {', '.join(dupes)}")
+        for t in self.tables:
+            at = f"{where}, table {t.name}"
+            if t.size <= 0:
+                raise SchemaError(f"{at}: size must be positive, not {t.size}")
+            keys = [k.name for k in t.keys]
+            if len(set(keys)) != len(keys):
+                raise SchemaError(f"{at}: a key field appears twice")
+            for k in t.keys:
+                if k.width <= 0:
+                    raise SchemaError(f"{at}: key {k.name} has width {k.width}")
+            if sum(k.match is Match.LPM for k in t.keys) > 1:
+                raise SchemaError(f"{at}: more than one LPM key field", fix="P4 allows one lpm field per table")
+            shorts = [a.short for a in t.actions]
+            if len(set(shorts)) != len(shorts):
+                raise SchemaError(f"{at}: two actions share a short name ({shorts})")
+            for a in t.actions:
+                pnames = [p.name for p in a.params]
+                if len(set(pnames)) != len(pnames) or any(p.width <= 0 for p in a.params):
+                    raise SchemaError(f"{at}, action {a.name}: duplicate or zero-width parameter")
+                if a.scope not in ("TableAndDefault", "TableOnly", "DefaultOnly"):
+                    raise SchemaError(f"{at}, action {a.name}: unknown scope {a.scope!r}")
+            default = t.action(t.default_action)
+            if default.scope == "TableOnly":
+                raise SchemaError(f"{at}: default action {default.name} is TableOnly")
+            if set(t.default_params) != {p.name for p in default.params}:
+                raise SchemaError(f"{at}: default_params {sorted(t.default_params)} do not match "
+                                  f"the parameters of {default.name}: {[p.name for p in default.params]}")
+        for r in self.registers:
+            if r.width not in (8, 16, 32, 64) or r.size <= 0:
+                raise SchemaError(f"{where}, register {r.name}: width must be 8, 16, 32 or 64 and size positive")
+        for c in self.counters:
+            if c.size <= 0:
+                raise SchemaError(f"{where}, counter {c.name}: size must be positive")
+
+
+def _without_pipe(name: str) -> str:
+    return name[len("pipe."):] if name.startswith("pipe.") else name
+
+
+def aliases(names: Iterable[str]) -> dict[str, str]:
+    """Every full name and every unique dot-suffix of it -> the full name.
+
+    `pipe.SwitchIngress.forward.forward` is also `SwitchIngress.forward.forward`,
+    `forward.forward` and `forward`, unless another name ends the same way.
+    """
+    names = list(names)
+    owners: dict[str, set[str]] = {}
+    for full in names:
+        parts = full.split(".")
+        for i in range(1, len(parts)):
+            owners.setdefault(".".join(parts[i:]), set()).add(full)
+    out = {suffix: next(iter(fulls)) for suffix, fulls in owners.items() if len(fulls) == 1}
+    out.update({n: n for n in names})  # a full name always wins over another's suffix
+    return out
+
+
+# ---------------------------------------------------------------- the BF-RT layout
+
+# Reserved field ids of bf-rt.json (the SDE's values).
+MATCH_PRIORITY_ID = 65537
+ACTION_MEMBER_ID = 65539
+SELECTOR_GROUP_ID = 65540
+ENTRY_TTL_ID = 65543
+COUNTER_SPEC_BYTES_ID = 65553
+COUNTER_SPEC_PKTS_ID = 65554
+COUNTER_INDEX_ID = 65556
+REGISTER_INDEX_ID = 65557
+
+# Fixed (non-P4) table ids of Tofino1.
+PORT_TABLE_ID = 0xFF010001
+PORT_STAT_TABLE_ID = 0xFF010002
+PRE_MGID_TABLE_ID = 0xFF020001
+PRE_NODE_TABLE_ID = 0xFF020002
+
+# The emulator's own id spaces for P4 objects (P4Info-like prefixes).
+_ACTION_BASE = 0x01000000
+_TABLE_BASE = 0x02000000
+_COUNTER_BASE = 0x12000000
+_REGISTER_BASE = 0x13000000
+
+SPEEDS = ("BF_SPEED_NONE", "BF_SPEED_1G", "BF_SPEED_10G", "BF_SPEED_25G", "BF_SPEED_40G",
+          "BF_SPEED_50G", "BF_SPEED_100G", "BF_SPEED_200G", "BF_SPEED_400G")
+FECS = ("BF_FEC_TYP_NONE", "BF_FEC_TYP_FIRECODE", "BF_FEC_TYP_REED_SOLOMON")
+AUTONEG = ("PM_AN_DEFAULT", "PM_AN_FORCE_ENABLE", "PM_AN_FORCE_DISABLE")
+PORT_STAT_FIELDS = ("$FramesReceivedOK", "$FramesReceivedAll", "$OctetsReceivedinGoodFrames",
+                    "$OctetsReceived", "$FramesTransmittedOK", "$FramesTransmittedAll",
+                    "$OctetsTransmittedwithouterror", "$OctetsTransmittedTotal")
+
+_UINT_WIDTH = {"uint8": 8, "uint16": 16, "uint32": 32, "uint64": 64}
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """A key or data field as bf-rt.json describes it.
+
+    `type` is bf-rt's: "bytes" (with `width`), "uint8/16/32/64", "bool", "string", "float".
+    On the wire a bytes or uint field is a big-endian `stream` of exactly `nbytes` bytes
+    (or an `int_arr_val` when repeated), a bool a `bool_val`, a string a `str_val`.
+    """
+
+    id: int
+    name: str
+    type: str = "bytes"
+    width: int = 0
+    match: Match | None = None  # key fields only
+    mandatory: bool = True
+    read_only: bool = False
+    repeated: bool = False
+    annotations: tuple[tuple[str, str], ...] = ()
+    choices: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        if self.type in _UINT_WIDTH:
+            object.__setattr__(self, "width", _UINT_WIDTH[self.type])
+        elif self.type == "bool":
+            object.__setattr__(self, "width", 1)
+
+    @property
+    def is_int(self) -> bool:
+        return self.type == "bytes" or self.type in _UINT_WIDTH
+
+    @property
+    def nbytes(self) -> int:
+        return math.ceil(self.width / 8)
+
+    def type_json(self) -> dict[str, Any]:
+        if self.type == "bytes":
+            return {"type": "bytes", "width": self.width}
+        out: dict[str, Any] = {"type": self.type}
+        if self.choices:
+            out["choices"] = list(self.choices)
+        if self.type in _UINT_WIDTH:
+            out["default_value"] = 0
+        return out
+
+    def _annotations_json(self) -> list[dict[str, str]]:
+        return [{"name": n, "value": v} for n, v in self.annotations]
+
+    def key_json(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "repeated": False, "annotations": self._annotations_json(),
+                "mandatory": self.mandatory, "match_type": self.match.value, "type": self.type_json()}
+
+    def data_json(self) -> dict[str, Any]:
+        return {"mandatory": self.mandatory, "read_only": self.read_only,
+                "singleton": {"id": self.id, "name": self.name, "repeated": self.repeated,
+                              "annotations": self._annotations_json(), "type": self.type_json()}}
+
+    def param_json(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "repeated": False, "mandatory": self.mandatory,
+                "read_only": False, "annotations": self._annotations_json(), "type": self.type_json()}
+
+
+@dataclass(frozen=True)
+class ActionSpec:
+    id: int
+    name: str
+    scope: str
+    params: tuple[FieldSpec, ...]
+
+    def __post_init__(self):
+        object.__setattr__(self, "param_by_id", {p.id: p for p in self.params})
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "action_scope": self.scope, "annotations": [],
+                "data": [p.param_json() for p in self.params]}
+
+
+class Kind(str, enum.Enum):
+    """What runtime object a table is backed by in the emulator."""
+
+    MATCH = "match"
+    REGISTER = "register"
+    COUNTER = "counter"
+    PRE_MGID = "pre_mgid"
+    PRE_NODE = "pre_node"
+    PORT = "port"
+    PORT_STAT = "port_stat"
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """One table of bf-rt.json, with id indexes for decoding requests."""
+
+    id: int
+    name: str
+    table_type: str
+    kind: Kind
+    size: int
+    keys: tuple[FieldSpec, ...] = ()
+    data: tuple[FieldSpec, ...] = ()
+    actions: tuple[ActionSpec, ...] = ()
+    operations: tuple[str, ...] = ()
+    attributes: tuple[str, ...] = ()
+    const_default: bool = False
+
+    def __post_init__(self):
+        object.__setattr__(self, "key_by_id", {f.id: f for f in self.keys})
+        object.__setattr__(self, "data_by_id", {f.id: f for f in self.data})
+        object.__setattr__(self, "data_by_name", {f.name: f for f in self.data})
+        object.__setattr__(self, "action_by_id", {a.id: a for a in self.actions})
+        object.__setattr__(self, "action_by_name", {a.name: a for a in self.actions})
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "id": self.id, "table_type": self.table_type, "size": self.size,
+            "annotations": [], "depends_on": [], "has_const_default_action": self.const_default,
+            "key": [k.key_json() for k in self.keys],
+            "action_specs": [a.to_json() for a in self.actions],
+            "data": [d.data_json() for d in self.data],
+            "supported_operations": list(self.operations), "attributes": list(self.attributes),
+        }
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The BF-RT view of a program plus the fixed tables: what GetForwardingPipelineConfig returns."""
+
+    program: Program
+    p4: tuple[TableSpec, ...]
+    fixed: tuple[TableSpec, ...]
+
+    def __post_init__(self):
+        object.__setattr__(self, "by_id", {t.id: t for t in (*self.p4, *self.fixed)})
+        object.__setattr__(self, "by_name", {t.name: t for t in (*self.p4, *self.fixed)})
+
+    def p4_json(self) -> dict[str, Any]:
+        return {"schema_version": "1.0.0", "tables": [t.to_json() for t in self.p4], "learn_filters": []}
+
+    def non_p4_json(self) -> dict[str, Any]:
+        return {"schema_version": "1.0.0", "tables": [t.to_json() for t in self.fixed], "learn_filters": []}
+
+
+def _bytes_field(id: int, name: str, width: int, **kw) -> FieldSpec:
+    return FieldSpec(id=id, name=name, type="bytes", width=width, **kw)
+
+
+def _match_table(t: Table, table_id: int, action_ids: dict[str, int]) -> TableSpec:
+    keys = [_bytes_field(i, k.name, k.width, match=k.match, mandatory=k.match is Match.EXACT)
+            for i, k in enumerate(t.keys, start=1)]
+    if t.has_priority:
+        keys.append(FieldSpec(MATCH_PRIORITY_ID, "$MATCH_PRIORITY", "uint32", match=Match.EXACT))
+    actions = [ActionSpec(action_ids[a.name], a.name, a.scope,
+                          tuple(_bytes_field(i, p.name, p.width) for i, p in enumerate(a.params, start=1)))
+               for a in t.actions]
+    return TableSpec(table_id, t.name, "MatchAction_Direct", Kind.MATCH, t.size, tuple(keys),
+                     actions=tuple(actions), attributes=("EntryScope",), const_default=t.const_default)
+
+
+def _register_table(r: Register, table_id: int) -> TableSpec:
+    index = FieldSpec(REGISTER_INDEX_ID, "$REGISTER_INDEX", "uint32", match=Match.EXACT)
+    cell = _bytes_field(1, r.data_field, r.width, mandatory=False, repeated=True,
+                        annotations=(("$bfrt_field_class", "register_data"),))
+    return TableSpec(table_id, r.name, "Register", Kind.REGISTER, r.size, (index,), (cell,), operations=("Sync",))
+
+
+def _counter_table(c: Counter, table_id: int) -> TableSpec:
+    index = FieldSpec(COUNTER_INDEX_ID, "$COUNTER_INDEX", "uint32", match=Match.EXACT)
+    data = (FieldSpec(COUNTER_SPEC_BYTES_ID, "$COUNTER_SPEC_BYTES", "uint64", mandatory=False),
+            FieldSpec(COUNTER_SPEC_PKTS_ID, "$COUNTER_SPEC_PKTS", "uint64", mandatory=False))
+    return TableSpec(table_id, c.name, "Counter", Kind.COUNTER, c.size, (index,), data, operations=("Sync",))
+
+
+def fixed_tables(max_ports: int = 512) -> tuple[TableSpec, ...]:
+    """The non-P4 tables the emulator serves (Tofino1 ids and field names)."""
+    exact = Match.EXACT
+    opt = dict(mandatory=False)
+    rep = dict(mandatory=False, repeated=True)
+    dev_port = FieldSpec(1, "$DEV_PORT", "uint32", match=exact)
+    return (
+        TableSpec(PORT_TABLE_ID, "$PORT", "PortConfigure", Kind.PORT, max_ports, (dev_port,), (
+            FieldSpec(1, "$SPEED", "string", choices=SPEEDS),
+            FieldSpec(2, "$FEC", "string", choices=FECS),
+            FieldSpec(3, "$N_LANES", "uint32", **opt),
+            FieldSpec(4, "$PORT_ENABLE", "bool", **opt),
+            FieldSpec(5, "$AUTO_NEGOTIATION", "string", choices=AUTONEG, **opt),
+            FieldSpec(25, "$PORT_UP", "bool", mandatory=False, read_only=True),
+        )),
+        TableSpec(PORT_STAT_TABLE_ID, "$PORT_STAT", "PortStat", Kind.PORT_STAT, max_ports, (dev_port,),
+                  tuple(FieldSpec(i, n, "uint64", **opt) for i, n in enumerate(PORT_STAT_FIELDS, start=1))),
+        TableSpec(PRE_MGID_TABLE_ID, "$pre.mgid", "PreMgid", Kind.PRE_MGID, 65536,
+                  (FieldSpec(1, "$MGID", "uint16", match=exact),), (
+            FieldSpec(1, "$MULTICAST_NODE_ID", "uint32", **rep),
+            FieldSpec(2, "$MULTICAST_NODE_L1_XID_VALID", "bool", **rep),
+            FieldSpec(3, "$MULTICAST_NODE_L1_XID", "uint16", **rep),
+            FieldSpec(4, "$MULTICAST_ECMP_ID", "uint32", **rep),
+            FieldSpec(5, "$MULTICAST_ECMP_L1_XID_VALID", "bool", **rep),
+            FieldSpec(6, "$MULTICAST_ECMP_L1_XID", "uint16", **rep),
+        )),
+        TableSpec(PRE_NODE_TABLE_ID, "$pre.node", "PreNode", Kind.PRE_NODE, 65536,
+                  (FieldSpec(1, "$MULTICAST_NODE_ID", "uint32", match=exact),), (
+            FieldSpec(1, "$MULTICAST_RID", "uint16"),
+            FieldSpec(2, "$MULTICAST_LAG_ID", "uint8", **rep),
+            FieldSpec(3, "$DEV_PORT", "uint32", **rep),
+        )),
+    )
+
+
+def layout(program: Program) -> Layout:
+    """Assign BF-RT ids to a program (declaration order) and add the fixed tables."""
+    action_ids: dict[str, int] = {}
+    for t in program.tables:
+        for a in t.actions:
+            action_ids.setdefault(a.name, _ACTION_BASE + len(action_ids) + 1)
+    p4 = [_match_table(t, _TABLE_BASE + i, action_ids) for i, t in enumerate(program.tables, start=1)]
+    p4 += [_register_table(r, _REGISTER_BASE + i) for i, r in enumerate(program.registers, start=1)]
+    p4 += [_counter_table(c, _COUNTER_BASE + i) for i, c in enumerate(program.counters, start=1)]
+    return Layout(program, tuple(p4), fixed_tables())
