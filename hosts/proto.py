@@ -230,6 +230,8 @@ class Message:
             s = SlotHeader.unpack(payload)
             if s.magic != SLOT_MAGIC:
                 raise ProtoError("bad_slot_magic", hex(s.magic))
+            if s.length < SLOT_HDR_LEN:
+                raise ProtoError("bad_payload", f"slot header says {s.length} bytes, less than itself")
             if s.length > len(payload):
                 raise ProtoError("truncated", f"payload says {s.length} bytes, has {len(payload)}")
         return cls(h, payload)

@@ -1,0 +1,291 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * rain-worker: the server side of Rain (paper 3.2, 3.3) and of its baselines.
+ *
+ * Threads (data-plane loops), each on an EAL lcore when there are enough of them,
+ * otherwise on a pthread registered with EAL that shares the main lcore's CPUs:
+ *   - one RX/TX loop: receives frames, applies emulated RoCEv2 WRITEs to the ring,
+ *     hands DISPATCHes to the FIFO (rte_ring, SP/SC) of the thread named by
+ *     rain_hdr.worker_id, and drains the shared TX ring (MP/SC) onto the port;
+ *   - N worker threads ("workers" in the paper's sense): run their FIFO's tasks to
+ *     completion and queue responses and tokens on the TX ring.
+ * The main thread only waits for signals and writes the statistics.
+ *
+ * Three variants are chosen at parse time through function-pointer tables:
+ *   rw_mode_ops    scheduling behaviour (rain tokens, push, report, pull)
+ *   rw_handler_ops what running a task means (spin, sleep, echo)
+ *   rw_rdma_ops    how the RDMA ring is filled (emulated RoCEv2 now; ibverbs later)
+ */
+#ifndef RAIN_WORKER_H
+#define RAIN_WORKER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <rte_atomic.h>
+#include <rte_cycles.h>
+#include <rte_mbuf.h>
+#include <rte_ring.h>
+
+#include "rain_ctl.h"
+#include "rain_pkt.h"
+#include "rain_port.h"
+#include "rain_proto.h"
+
+#define RW_MAX_THREADS  RAIN_CTL_MAX_WORKERS
+#define RW_RX_BURST     32
+#define RW_TASK_BURST   8
+#define RW_RESULT_MAX   1024 /* bytes a handler may return after the response header */
+
+/* Counters with one writer and concurrent readers (stats, agent): relaxed atomics
+ * keep them tear-free without a locked instruction. */
+#define RW_LOAD(x)     __atomic_load_n(&(x), __ATOMIC_RELAXED)
+#define RW_STORE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
+#define RW_ADD(x, v)   RW_STORE(x, (x) + (v))
+#define RW_INC(x)      RW_ADD(x, 1)
+
+struct rw_ctx;
+struct rw_thread;
+
+/* A task as a handler sees it. */
+struct rw_task {
+	const struct rain_hdr *rh;
+	uint64_t service_ns;    /* synthetic workloads: inline data, or the slot header's arg */
+	const uint8_t *payload; /* large tasks: bytes after the rain_slot_hdr (frame or ring) */
+	uint32_t payload_len;
+	uint8_t task_type;
+};
+
+/* Where a handler may put a result; copied after the response header. */
+struct rw_result {
+	uint8_t *buf;
+	uint32_t cap;
+	uint32_t len;
+};
+
+struct rw_handler_ops {
+	const char *name;
+	int (*init)(struct rw_ctx *w); /* optional, at start-up; < 0 fails start-up */
+	/* 0: done; otherwise the task failed (answered RAIN_F_FAILED). Never aborts. */
+	int (*run)(struct rw_thread *t, const struct rw_task *task, struct rw_result *out);
+};
+
+struct rw_mode_ops {
+	const char *name;
+	uint32_t rx_kinds;                     /* (1u << kind) the RX loop hands to threads */
+	void (*start)(struct rw_thread *t);    /* once, when the thread starts */
+	void (*poll)(struct rw_thread *t);     /* every loop iteration, before polling the FIFO */
+	void (*done)(struct rw_thread *t);     /* after a task was answered */
+	/* a non-DISPATCH message routed to this thread (e.g. RAIN_EMPTY); consumes m */
+	void (*msg)(struct rw_thread *t, struct rte_mbuf *m, const struct rain_hdr *rh);
+};
+
+/* The RDMA ring: one allocation per server, thread i owns region i. */
+struct rw_ring {
+	uint8_t *base;
+	uint64_t size;        /* threads * region_size */
+	uint64_t region_size; /* slots * slot_size */
+	uint32_t slots;
+	uint32_t slot_size;   /* a power of two */
+	uint32_t rkey;
+	uint32_t qpn_base;
+	uint32_t psn;         /* initial PSN of every QP */
+};
+
+/* Emulated QP receive state (RX loop); reset_req is bumped by the owning thread. */
+struct rw_qp {
+	uint32_t expected_psn;
+	uint32_t reset_seen;
+	uint32_t reset_req;
+} __rte_cache_aligned;
+
+struct rw_rdma_ops {
+	const char *name;
+	int (*init)(struct rw_ctx *w); /* allocate/register the ring, set up QPs */
+	/* Apply one RoCEv2 datagram received on the port (emulation); NULL when the
+	 * NIC applies WRITEs itself (ibverbs), then RoCE frames never reach us. */
+	enum rain_drop (*rx)(struct rw_ctx *w, const struct rain_view *v);
+	void (*reset_qp)(struct rw_ctx *w, uint32_t thread); /* re-registration: fresh PSN */
+	void (*fini)(struct rw_ctx *w);
+};
+
+struct rw_thread {
+	/* read-mostly */
+	struct rw_ctx *w;
+	uint32_t idx;
+	uint16_t worker_id;
+	struct rte_ring *fifo;          /* RX loop -> this thread, SP/SC */
+	struct rain_ctl_worker *ctl;    /* knobs, stats, samples in the control block */
+	uint8_t *region;                /* this thread's slice of the RDMA ring */
+	uint32_t qpn;
+	char where[32];                 /* "lcore 2" or "pthread (lcore 5)", for logs */
+
+	/* written by the RX loop (and parked by this thread) */
+	uint64_t rx_dispatched __rte_cache_aligned; /* DISPATCHes put in the FIFO */
+	uint32_t parked;                            /* futex: 1 while this thread sleeps for work */
+	uint64_t wakeups;                           /* futex wakes the RX loop issued */
+	uint64_t rx_lost;                           /* DISPATCHes that found the FIFO full */
+
+	/* written by this thread only */
+	uint64_t tokens_sent __rte_cache_aligned;
+	uint64_t tokens_forgotten; /* tokens dropped by a re-registration (enable 0 -> 1) */
+	uint64_t finished;         /* DISPATCHes answered (ok or failed) */
+	uint64_t reports_sent;
+	uint64_t pulls_sent;
+	uint64_t tx_dropped;
+	uint64_t loop_busy_cycles; /* time in loop iterations that ran tasks (overhead included) */
+	uint64_t cpu_ns;           /* thread CPU time, at exit */
+	uint32_t last_enabled;
+	uint32_t pull_pending;
+	int32_t txq;               /* >= 0: transmit on this port queue directly; -1: TX ring */
+	uint64_t polls, empty_polls;
+	struct rain_idle idle;
+	uint64_t last_start, last_end; /* TSC around the last handler run */
+	uint64_t batch_start;
+	uint8_t ctl_frame[RAIN_FRAME_MIN]; /* TOKEN/REPORT/PULL template: only rain_hdr fields vary */
+	uint16_t ntx;
+	struct rte_mbuf *txb[2 * RW_TASK_BURST + 4];
+	uint8_t result[RW_RESULT_MAX];
+} __rte_cache_aligned;
+
+/* RX loop counters (single writer: the RX loop). */
+struct rw_rx_stats {
+	uint64_t rx_packets;
+	uint64_t rx_bursts;
+	uint64_t polls;
+	uint64_t empty_polls;
+	uint64_t tx_packets;
+	uint64_t tx_dropped;
+	uint64_t drops[RAIN_DROP_MAX];
+	uint64_t roce_applied;
+	uint64_t roce_bytes;
+	uint64_t roce_psn_gaps;   /* WRITEs that arrived after a PSN gap (resynchronised) */
+	uint64_t roce_psn_skipped;/* PSNs skipped over by those gaps (lost WRITEs) */
+	uint64_t bench_responses; /* --bench: RESPONSEs that came back through the loop */
+	uint64_t bench_dispatches;/* --bench: TOKENs turned into DISPATCHes */
+	uint64_t busy_cycles;     /* iterations that moved packets */
+	uint64_t cpu_ns;
+} __rte_cache_aligned;
+
+struct rw_conf {
+	uint16_t port_id;
+	uint32_t threads;
+	uint32_t worker_base;
+	const struct rw_mode_ops *mode;
+	const struct rw_handler_ops *handler;
+	const struct rw_rdma_ops *rdma;
+	struct rte_ether_addr switch_mac;
+	rte_be32_t switch_ip;
+	rte_be32_t src_ip;
+	uint32_t quota;
+	uint32_t slice;
+	bool start_disabled;
+	uint32_t ring_slots;
+	uint32_t slot_size;
+	uint32_t rkey;
+	uint32_t qpn_base;
+	uint32_t psn;
+	uint32_t fifo_size;
+	uint32_t nb_mbufs;
+	uint64_t max_service_ns;
+	const char *ctl_path;
+	const char *reg_path;
+	const char *stats_path;
+	double stats_period_s;
+	struct rain_idle idle;
+	bool inline_rx;        /* one thread polls the port itself (run to completion) */
+	double bench_s;        /* > 0: built-in benchmark on a loopback port (net_ring) */
+	double bench_warmup_s;
+};
+
+struct rw_ctx {
+	struct rw_conf c;
+	struct rte_mempool *mp;
+	struct rain_addr self;   /* our MAC/IP/port */
+	struct rain_addr sw;     /* the switch */
+	struct rain_ctl *ctl;
+	uint64_t ctl_size;
+	uint64_t tsc_hz;
+	uint64_t start_tsc;
+	uint32_t quota_cap;      /* quotas above this are clamped (FIFO and ring capacity) */
+	struct rte_ring *tx_ring;/* worker threads -> RX/TX loop */
+	struct rw_ring ring;
+	struct rw_qp *qps;       /* one per thread */
+	struct rw_thread *th;    /* threads[] */
+	struct rw_rx_stats rx;
+	volatile int quit;
+	uint32_t started;        /* data-plane loops started (RX loop included) */
+	uint32_t running;        /* worker threads still running */
+	uint32_t rx_as_thread;   /* 1 when the RX loop runs as a pthread */
+	char rx_where[48];
+	int arrival_off;         /* mbuf dynfield: struct rw_meta */
+};
+
+/* Per-mbuf metadata the RX loop leaves for the worker thread. */
+struct rw_meta {
+	uint64_t arrival_tsc;
+	uint16_t udp_off; /* from the frame start */
+	uint16_t rh_off;
+};
+
+static inline struct rw_meta *rw_meta(const struct rw_ctx *w, struct rte_mbuf *m)
+{
+	return RTE_MBUF_DYNFIELD(m, w->arrival_off, struct rw_meta *);
+}
+
+static inline uint64_t rw_cycles_to_ns(const struct rw_ctx *w, uint64_t cyc)
+{
+	return (uint64_t)((double)cyc * 1e9 / (double)w->tsc_hz);
+}
+
+static inline bool rw_quitting(const struct rw_ctx *w)
+{
+	return __atomic_load_n(&w->quit, __ATOMIC_RELAXED) != 0;
+}
+
+/* modes.c, handlers.c, rdma_emu.c */
+const struct rw_mode_ops *rw_mode_find(const char *name);
+const struct rw_handler_ops *rw_handler_find(const char *name);
+const struct rw_rdma_ops *rw_rdma_find(const char *name);
+const char *rw_mode_names(void);
+const char *rw_handler_names(void);
+
+/* RX/TX loop state (rx.c). */
+struct rw_rx_state {
+	uint32_t npend;
+	uint32_t stuck;
+	struct rte_mbuf *pend[4 * RW_RX_BURST];
+};
+
+/* thread.c */
+int rw_thread_main(void *arg);
+uint32_t rw_thread_iter(struct rw_thread *t); /* one FIFO poll; returns messages handled */
+int rw_inline_main(void *arg);                /* --inline-rx: RX/TX and thread 0 in one loop */
+void rw_tx_add(struct rw_thread *t, struct rte_mbuf *m);
+void rw_tx_flush(struct rw_thread *t);
+/* Build a header-only message from this thread to the switch (TOKEN, REPORT, PULL);
+ * returns 0 if queued, -1 if no mbuf. */
+int rw_send_ctl(struct rw_thread *t, uint8_t kind, uint16_t report);
+uint64_t rw_held(const struct rw_thread *t);
+
+#define RW_PARK_NS 1000000 /* a parked thread looks at its knobs at least this often */
+
+/* RX loop side of parking: after handing work to a thread, wake it if it sleeps. The
+ * fence orders the FIFO enqueue before the `parked` load (the thread does the mirror:
+ * store parked, fence, look at the FIFO), so a wake-up is never lost. */
+void rw_wake(struct rw_thread *t);
+
+/* rx.c */
+int rw_rx_main(void *arg);
+uint32_t rw_rx_iter(struct rw_ctx *w, struct rw_rx_state *st); /* one poll; returns frames moved */
+uint64_t rw_thread_cpu_ns(void);
+
+/* ctl.c */
+void rw_ctl_create(struct rw_ctx *w);
+void rw_ctl_ready(struct rw_ctx *w);
+
+/* report.c */
+int rw_write_registration(const struct rw_ctx *w);
+int rw_write_stats(const struct rw_ctx *w, bool final);
+
+#endif /* RAIN_WORKER_H */
