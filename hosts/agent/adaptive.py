@@ -1,0 +1,102 @@
+"""Adaptive scheduling, Algorithm 1 of the Rain paper (section 3.3), over the workers
+an agent manages. Pure logic: fed with each worker's samples and idleness for one
+control interval, it returns the new token quotas and slices. The worker agent reads
+the samples from the control block and writes the decisions back to it.
+
+Per sample (one finished task): slowdown (L_w + L_sw + T_w) / T_w, the worker-side
+share of queuing L_w / (L_w + L_sw), and the switch queue length Q_sw seen at dispatch.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Params:
+    s_th: float = 10.0   # slowdown threshold S_th
+    r_th: float = 0.5    # HoL-blocking threshold R_th
+    n_max: int = 8       # quota cap
+
+
+@dataclass
+class WorkerState:
+    wid: int             # index in the control block
+    quota: int           # n_w
+    slice: int
+    samples: list[tuple[int, int, int, int]] = field(default_factory=list)  # (L_w, T_w, L_sw, Q_sw) ns/ns/ns/tasks
+    idleness: float = 0.0  # I_w over the interval, 0..1
+
+
+@dataclass
+class Decision:
+    wid: int
+    quota: int
+    slice: int
+    why: str
+
+
+def _p99(values: list[float]) -> float:
+    if not values:
+        return 0.0
+    s = sorted(values)
+    return s[min(len(s) - 1, int(0.99 * len(s)))]
+
+
+def decide(workers: list[WorkerState], p: Params) -> tuple[list[Decision], dict]:
+    """One control interval of Algorithm 1 (lines 7-37). Returns the decisions for the
+    workers whose quota or slice changed, and per-slice labels for the log."""
+    by_slice: dict[int, list[WorkerState]] = {}
+    for w in workers:
+        by_slice.setdefault(w.slice, []).append(w)
+    quota = {w.wid: w.quota for w in workers}
+    slice_of = {w.wid: w.slice for w in workers}
+    why: dict[int, str] = {}
+    over: dict[int, int] = {}
+    idle: dict[int, float] = {}
+    labels: dict[int, str] = {}
+    for s, members in by_slice.items():
+        o_s, i_s = 0, 0.0
+        for w in members:
+            slow = [(lw + lsw + tw) / tw for lw, tw, lsw, _ in w.samples if tw > 0]
+            ratios = [lw / (lw + lsw) for lw, _, lsw, _ in w.samples if lw + lsw > 0]
+            s_p99 = _p99(slow)
+            r_q = sum(ratios) / len(ratios) if ratios else 0.0
+            q_p99 = _p99([q for *_, q in w.samples])
+            if s_p99 > p.s_th:
+                if quota[w.wid] > 1 and r_q > p.r_th and q_p99 == 0:
+                    quota[w.wid] -= 1
+                    why[w.wid] = f"HoL blocking: S99={s_p99:.1f} R={r_q:.2f} Qsw99=0 -> quota {quota[w.wid]}"
+                elif quota[w.wid] < p.n_max and r_q < p.r_th:
+                    quota[w.wid] += 1
+                    why[w.wid] = f"switch queue dominates: S99={s_p99:.1f} R={r_q:.2f} -> quota {quota[w.wid]}"
+                else:
+                    o_s += 1
+            else:
+                i_s += w.idleness
+        if o_s > 0 and i_s > 1:
+            n_bar = max(1, round(sum(quota[w.wid] for w in members) / len(members)))
+            for w in members:
+                if quota[w.wid] != n_bar:
+                    quota[w.wid] = n_bar
+                    why[w.wid] = f"slice {s} overloaded and idle at once: equalise quota to {n_bar}"
+        elif o_s > 0:
+            labels[s] = "overloaded"
+        elif i_s > 1:
+            labels[s] = "underloaded"
+        over[s], idle[s] = o_s, i_s
+    s_o = {s for s, lab in labels.items() if lab == "overloaded"}
+    s_u = {s for s, lab in labels.items() if lab == "underloaded"}
+    while s_o and s_u:
+        so = max(s_o, key=lambda s: over[s])
+        su = max(s_u, key=lambda s: idle[s])
+        donors = [w for w in by_slice[su] if slice_of[w.wid] == su]
+        if len(donors) > 1:  # never empty a slice
+            w_star = min(donors, key=lambda w: quota[w.wid])
+            slice_of[w_star.wid] = so
+            quota[w_star.wid] = 1
+            why[w_star.wid] = f"moved from underloaded slice {su} to overloaded slice {so}, quota 1"
+        s_o.discard(so)
+        s_u.discard(su)
+    out = [Decision(w.wid, quota[w.wid], slice_of[w.wid], why[w.wid]) for w in workers
+           if quota[w.wid] != w.quota or slice_of[w.wid] != w.slice]
+    return out, {"labels": labels, "overload": over, "idleness": idle}

@@ -1,0 +1,114 @@
+"""What both agents share: configuration, EAL arguments, running a child program."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+READY = "rain-agent ready"
+DONE = "rain-agent done"
+
+
+class AgentError(Exception):
+    """Bad configuration or a child that failed; printed, exit status 2 or 1."""
+
+
+def say(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def load_config(path: str) -> dict:
+    try:
+        cfg = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise AgentError(f"cannot read agent config {path}: {e}") from None
+    for key in ("binary", "eal", "out_dir"):
+        if key not in cfg:
+            raise AgentError(f"agent config {path} lacks '{key}'")
+    return cfg
+
+
+def eal_args(eal: dict) -> list[str]:
+    """EAL arguments from the orchestrator's description of this host's NIC and cores."""
+    args = ["-l", str(eal.get("lcores", "0")), f"--file-prefix={eal['file_prefix']}", "--no-telemetry",
+            "--log-level=lib.eal:error"]
+    if eal.get("no_huge", False):
+        args.append("--no-huge")
+    args += list(eal.get("devices", []))
+    return args
+
+
+def write_json(path: Path, data: dict) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    os.replace(tmp, path)
+
+
+class Child:
+    """A program run by an agent: output to a log file, readiness from a log line."""
+
+    def __init__(self, argv: list[str], log: Path):
+        self.argv = argv
+        self.log_path = log
+        self._log = open(log, "ab", buffering=0)
+        self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+    def wait_line(self, text: str, timeout: float) -> None:
+        """Block until `text` appears in the log; fail if the child dies or time runs out."""
+        deadline = time.monotonic() + timeout
+        pos = 0
+        while True:
+            with open(self.log_path, "rb") as f:
+                f.seek(pos)
+                chunk = f.read()
+            if text.encode() in chunk:
+                return
+            pos = max(0, pos + len(chunk) - len(text))
+            if self.proc.poll() is not None:
+                raise AgentError(f"{Path(self.argv[0]).name} exited with status {self.proc.returncode} before "
+                                 f"'{text}':\n{self.tail()}")
+            if time.monotonic() > deadline:
+                raise AgentError(f"{Path(self.argv[0]).name} did not print '{text}' within {timeout:.0f} s:\n{self.tail()}")
+            time.sleep(0.02)
+
+    def tail(self, n: int = 15) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return ""
+
+    def stop(self, grace: float = 10.0) -> int:
+        """TERM, then KILL after `grace` seconds; returns the exit status."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+        return self.proc.returncode
+
+
+class Stop:
+    """Turns SIGTERM/SIGINT into a flag the agent's loop checks."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        signal.signal(signal.SIGTERM, self._set)
+        signal.signal(signal.SIGINT, self._set)
+
+    def _set(self, *_: object) -> None:
+        self.requested = True
+
+
+def main_guard(fn) -> None:
+    try:
+        sys.exit(fn())
+    except AgentError as e:
+        print(f"rain-agent error: {e}", file=sys.stderr, flush=True)
+        sys.exit(1)

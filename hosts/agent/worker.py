@@ -1,0 +1,125 @@
+"""The worker agent: runs rain-worker, hands its registration to the orchestrator,
+records the workers' statistics over the run and, when asked, adapts their token
+quotas and slices (Algorithm 1) through the shared-memory control block.
+
+Started by the orchestrator as `python3 -m hosts.agent worker --config FILE`. Prints
+`rain-agent ready` once rain-worker is ready (its registration is then in the output
+folder). Tokens stay off until the orchestrator has programmed the switch and runs
+`python3 -m hosts.agent enable --ctl FILE`. SIGTERM stops rain-worker cleanly and
+writes the final files.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from .. import ctl
+from .adaptive import Params, WorkerState, decide
+from .common import READY, AgentError, Child, Stop, eal_args, load_config, say, write_json
+
+
+def worker_argv(cfg: dict, out: Path) -> list[str]:
+    w = cfg["worker"]
+    argv = [cfg["binary"], *eal_args(cfg["eal"]), "--",
+            "--switch-mac", w["switch_mac"], "--switch-ip", w["switch_ip"], "--src-ip", w["src_ip"],
+            "--threads", str(w["threads"]), "--worker-base", str(w["worker_base"]),
+            "--mode", w.get("mode", "rain"), "--handler", w.get("handler", "sleep"),
+            "--quota", str(w.get("quota", 1)), "--slice", str(w.get("slice", 0)),
+            "--ctl", str(out / "worker.ctl"), "--registration", str(out / "registration.json"),
+            "--stats", str(out / "stats.json")]
+    for opt in ("ring_slots", "slot_size", "rkey", "qpn_base", "psn", "idle", "fifo_size"):
+        if opt in w:
+            argv += [f"--{opt.replace('_', '-')}", str(w[opt])]
+    if w.get("start_disabled", True):
+        argv.append("--start-disabled")
+    return argv
+
+
+def run(config_path: str) -> int:
+    cfg = load_config(config_path)
+    out = Path(cfg["out_dir"])
+    out.mkdir(parents=True, exist_ok=True)
+    stop = Stop()
+    child = Child(worker_argv(cfg, out), out / "worker.log")
+    try:
+        child.wait_line("rain-worker ready", timeout=float(cfg.get("ready_timeout_s", 30)))
+        block = ctl.ControlBlock(out / "worker.ctl")
+    except BaseException:
+        child.stop()
+        raise
+    say(READY)
+    period = float(cfg.get("sample_period_s", 0.1))
+    adaptive = cfg.get("adaptive")
+    params = Params(**{k: adaptive[k] for k in ("s_th", "r_th", "n_max") if k in adaptive}) if adaptive else None
+    control_s = float(adaptive.get("control_interval_s", 1.0)) if adaptive else 0.0
+    n = block.header.n_workers
+    series = open(out / "timeseries.jsonl", "a")
+    decisions = open(out / "decisions.jsonl", "a")
+    t0 = time.monotonic()
+    last_busy = [block.workers[i].stats.busy_ns for i in range(n)]
+    last_ctrl = t0
+    pending: list[list[tuple[int, int, int, int]]] = [[] for _ in range(n)]
+    lost = 0
+    try:
+        while not stop.requested and child.proc.poll() is None:
+            time.sleep(period)
+            now = time.monotonic()
+            row = {"t": round(now - t0, 4), "workers": []}
+            for i in range(n):
+                w = block.workers[i]
+                row["workers"].append({"fifo": w.stats.fifo_len, "outstanding": w.stats.outstanding,
+                                       "done": w.stats.tasks_done, "busy_ns": w.stats.busy_ns,
+                                       "quota": w.knobs.quota, "slice": w.knobs.slice, "enabled": w.knobs.enabled})
+                if params is not None:
+                    new, dropped = block.new_samples(i)
+                    pending[i] += new
+                    lost += dropped
+            series.write(json.dumps(row) + "\n")
+            if params is not None and now - last_ctrl >= control_s:
+                elapsed_ns = (now - last_ctrl) * 1e9
+                states = []
+                for i in range(n):
+                    k = block.workers[i].knobs
+                    busy = block.workers[i].stats.busy_ns
+                    idleness = max(0.0, 1.0 - (busy - last_busy[i]) / elapsed_ns)
+                    last_busy[i] = busy
+                    states.append(WorkerState(i, k.quota, k.slice, pending[i], idleness))
+                changes, info = decide(states, params)
+                for d in changes:
+                    if d.quota != block.workers[d.wid].knobs.quota:
+                        block.set_quota(d.wid, d.quota)
+                    if d.slice != block.workers[d.wid].knobs.slice:
+                        block.set_slice(d.wid, d.slice)
+                decisions.write(json.dumps({"t": round(now - t0, 4), "changes": [d.__dict__ for d in changes],
+                                            "quotas": [block.workers[i].knobs.quota for i in range(n)],
+                                            "samples": [len(p) for p in pending], "lost_samples": lost,
+                                            **info}, default=str) + "\n")
+                decisions.flush()
+                pending = [[] for _ in range(n)]
+                last_ctrl = now
+    finally:
+        series.close()
+        decisions.close()
+        status = child.stop()
+        block.close()
+        write_json(out / "agent.json", {"worker_exit": status, "lost_samples": lost, "stopped_by": "signal" if stop.requested else "worker exit"})
+    if status not in (0, None) and not stop.requested:
+        raise AgentError(f"rain-worker exited with status {status}:\n{child.tail()}")
+    return 0
+
+
+def enable(ctl_path: str, quota: int | None, slice_: int | None, disable: bool) -> int:
+    """One-shot: set every worker's knobs (run by the orchestrator over SSH)."""
+    try:
+        block = ctl.ControlBlock(ctl_path)
+    except (OSError, ValueError) as e:
+        raise AgentError(str(e)) from None
+    for i in range(block.header.n_workers):
+        if quota is not None:
+            block.set_quota(i, quota)
+        if slice_ is not None:
+            block.set_slice(i, slice_)
+        block.set_enabled(i, not disable)
+    block.close()
+    return 0

@@ -1,0 +1,1 @@
+"""Experiments: specs, planning, the sweeper, validity checks, analysis and plots."""

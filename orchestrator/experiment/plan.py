@@ -1,0 +1,89 @@
+"""Planning: a spec and a testbed's shape expand into points. A pure function: no
+files, no connections (DESIGN.md rule 5). Points are ordered so that a sweep
+interleaves repetitions (all loads of repetition 1, then of repetition 2) and a
+partial run still covers every load.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+
+from .spec import Spec, capacity_krps, fmt_load
+
+
+@dataclass(frozen=True)
+class TestbedShape:
+    """What planning needs to know about a testbed."""
+
+    __test__ = False
+
+    worker_hosts: int
+    client_hosts: int
+    emulated: bool
+
+    def worker_threads(self, spec: Spec) -> int:
+        return self.worker_hosts * spec.workers.threads(self.emulated)
+
+
+@dataclass(frozen=True)
+class Point:
+    id: str
+    index: int
+    system: str
+    variant: str | None
+    variant_label: str | None
+    repetition: int
+    load_krps: float                 # offered load in paper time
+    capacity_fraction: float | None  # as the spec gave it, if it did
+    offered_rps: float               # offered load on this testbed (dilated)
+    dilation: float
+    warmup_s: float                  # testbed time
+    measure_s: float
+    handler: str                     # spin | sleep
+    worker_threads: int
+    params: dict = field(default_factory=dict)
+
+    @property
+    def curve(self) -> str:
+        """What a plot draws as one line: the system, or system and variant."""
+        return self.system if not self.variant else f"{self.system} ({self.variant_label})"
+
+    @property
+    def digest(self) -> str:
+        """A fingerprint of everything that defines the point (to refuse a resume
+        whose spec changed underneath it)."""
+        blob = json.dumps(asdict(self), sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def plan(spec: Spec, shape: TestbedShape) -> list[Point]:
+    k = spec.dilation.emulated if shape.emulated else spec.dilation.hardware
+    d = spec.durations(shape.emulated)
+    handler = spec.handler if spec.handler != "auto" else ("sleep" if shape.emulated else "spin")
+    threads = shape.worker_threads(spec)
+    cap = capacity_krps(spec, threads)
+    if spec.load.krps is not None:
+        loads = [(x, x / cap) for x in spec.load.krps]
+        tag = "k"
+    else:
+        loads = [(f * cap, f) for f in spec.load.capacity_fraction or []]
+        tag = "f"
+    points: list[Point] = []
+    for rep in range(1, spec.repetitions + 1):
+        for system in spec.systems:
+            for variant, vlabel, rain, baseline in spec.variant_params():
+                for krps, frac in loads:
+                    label = fmt_load(krps) if tag == "k" else fmt_load(frac)
+                    name = f"{system}.{variant}" if variant else system
+                    points.append(Point(
+                        id=f"{name}-{tag}{label}-r{rep}", index=len(points), system=system,
+                        variant=variant, variant_label=vlabel, repetition=rep,
+                        load_krps=round(krps, 6),
+                        capacity_fraction=round(frac, 6),
+                        offered_rps=round(krps * 1000.0 / k, 3),
+                        dilation=k, warmup_s=d.warmup_s, measure_s=d.measure_s,
+                        handler=handler, worker_threads=threads,
+                        params=(rain if system == "rain" else baseline).model_dump(),
+                    ))
+    return points
