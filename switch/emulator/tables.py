@@ -204,6 +204,13 @@ class MatchTable:
     def default(self) -> ActionCall:
         return self._default
 
+    @property
+    def finder(self) -> Callable[[tuple], Entry | None]:
+        """The fastest lookup for a data plane to bind once: `finder((v1, v2, ...))` ->
+        the matching Entry or None (the key values as one tuple). It stays valid for
+        the table's life (control-plane changes are published behind it)."""
+        return self._find
+
     def _find_lpm_only(self, values: tuple) -> Entry | None:  # the key is one LPM field: probes are ints
         (value,) = values
         for _plen, mask, index in self._lpm:
@@ -836,6 +843,12 @@ class Ports:
     def get(self, dev_port: int) -> PortConfig | None:
         return self._ports.get(dev_port)
 
+    @property
+    def config_getter(self) -> Callable[[int], PortConfig | None]:
+        """`get` without the method call, for a data plane to bind once (dev_port ->
+        PortConfig or None); it stays valid for the store's life."""
+        return self._ports.get
+
     def is_up(self, dev_port: int) -> bool:
         cfg = self._ports.get(dev_port)
         if cfg is None or not cfg.enable:
@@ -858,6 +871,12 @@ class Ports:
         if ok:
             s[4] += 1
             s[6] += nbytes
+
+    def stat_cells(self, dev_port: int) -> list[int]:
+        """The live counters of a port, in `schema.PORT_STAT_FIELDS` order, for a data plane
+        that adds whole batches to them in place. The list stays the port's for the life
+        of the store (deleting and re-adding the port, or zeroing it, keeps it)."""
+        return self._stats.get(dev_port) or self._new_stats(dev_port)
 
     def _new_stats(self, dev_port: int) -> list[int]:
         return self._stats.setdefault(dev_port, [0] * len(schema.PORT_STAT_FIELDS))
@@ -903,7 +922,7 @@ class Ports:
     def clear(self) -> list[PortConfig]:
         with self._lock:
             old = list(self._ports.values())
-            self._ports = {}
+            self._ports.clear()  # in place: `config_getter` stays valid
             return old
 
     def restore(self, dev_port: int, cfg: PortConfig | None) -> None:

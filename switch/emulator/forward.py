@@ -1,0 +1,46 @@
+"""Forward (switch/p4/forward.p4): plain IPv4 delivery by destination address.
+
+Responses (worker -> client), rejects and any non-Rain traffic take this path.
+"""
+from __future__ import annotations
+
+from .headers import FORWARD_ENTRIES
+from .schema import Action, Key, Param, Table
+
+FORWARD = Table(
+    "pipe.SwitchIngress.forward.forward",
+    keys=[Key("hdr.ipv4.dst_addr", 32)],
+    actions=[Action("SwitchIngress.forward.set_egress", [Param("port", 9), Param("dmac", 48)]),
+             Action("SwitchIngress.forward.drop")],
+    size=FORWARD_ENTRIES, default_action="drop")
+
+TABLES = (FORWARD,)
+REGISTERS = ()
+COUNTERS = ()
+
+
+class Forward:
+    """control Forward: `apply` returns the table's hit bit (rain.p4 turns it into the event)."""
+
+    def __init__(self, store):
+        self.table = store.table(FORWARD.name)
+        self._find = self.table.finder
+        self._macs: dict[int, bytes] = {}  # dmac parameter -> its 6 bytes (converted once)
+
+    def apply(self, hdr, ig_md) -> bool:
+        entry = self._find((hdr.ip_dst,))
+        call = self.table.default if entry is None else entry.call
+        if call.action == "set_egress":
+            p = call.params
+            ig_md.ucast_egress_port = p["port"]
+            dmac = p["dmac"]
+            mac = self._macs.get(dmac)
+            if mac is None:
+                if len(self._macs) > 4096:
+                    self._macs.clear()
+                mac = self._macs[dmac] = dmac.to_bytes(6, "big")
+            hdr.eth_dst = mac
+            hdr.ip_ttl = (hdr.ip_ttl - 1) & 0xFF
+        else:  # drop
+            ig_md.drop_ctl = 1
+        return entry is not None

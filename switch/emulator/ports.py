@@ -1,0 +1,491 @@
+"""The switch's ports: AF_PACKET sockets on the switch namespace's interfaces, one per
+dev_port (`--port 132=swp1`), and the single-threaded loop that moves frames between
+them and the pipeline.
+
+I/O is PACKET_MMAP (TPACKET_V2): the kernel writes received frames into an RX ring
+shared with us, and we write frames to send into a TX ring and flush it with one
+send() per batch, so the hot loop makes no system call per frame. Frames are handed
+to the pipeline as a writable memoryview of their RX ring slot (processed in place)
+and copied once into the egress port's TX ring. Our own transmissions are not seen
+again (PACKET_IGNORE_OUTGOING); transmission bypasses the qdisc.
+
+`$PORT_UP` is "added and enabled through $PORT, and the interface has carrier"
+(IFF_RUNNING). Frames arriving on, or sent to, a port that is not added and enabled
+are dropped; so are frames larger than a ring slot, frames the kernel could not put
+in a full RX ring, and copies to a dev_port with no interface. Every such drop is
+counted by reason in `DropStats` (logged, and written to the stats file), and the
+port's `$PORT_STAT` counts what it received (All vs OK) and sent.
+"""
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import logging
+import mmap
+import os
+import select
+import socket
+import struct
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from switch.errors import SwitchError
+
+from .tables import TableStore
+
+log = logging.getLogger(__name__)
+
+SOL_PACKET = 263
+PACKET_RX_RING = 5
+PACKET_STATISTICS = 6
+PACKET_VERSION = 10
+PACKET_LOSS = 14
+PACKET_TX_RING = 13
+PACKET_QDISC_BYPASS = 20
+PACKET_IGNORE_OUTGOING = 23
+TPACKET_V2 = 1
+ETH_P_ALL = 0x0003
+
+TP_STATUS_KERNEL = 0
+TP_STATUS_USER = 0x1
+TP_STATUS_VLAN_VALID = 0x10
+TP_STATUS_VLAN_TPID_VALID = 0x40
+TP_STATUS_AVAILABLE = 0
+TP_STATUS_SEND_REQUEST = 0x1
+TX_DATA_OFF = 32  # TPACKET_ALIGN(sizeof(struct tpacket2_hdr)): where a TX frame's bytes start
+
+SIOCGIFFLAGS = 0x8913
+SIOCGIFMTU = 0x8921
+IFF_UP = 0x1
+IFF_RUNNING = 0x40
+
+_RX_HDR = struct.Struct("=IIIHHIIHH")  # tpacket2_hdr: status len snaplen mac net sec nsec vlan_tci vlan_tpid
+_STATUS = struct.Struct("=I")
+_TX_HDR = struct.Struct("=II")  # status, len
+
+REASONS = (
+    "rx_port_disabled",   # a frame arrived on a port not added/enabled through $PORT
+    "rx_ring_overflow",   # the kernel found the RX ring full (the loop fell behind)
+    "rx_oversize",        # a frame larger than a ring slot
+    "tx_unknown_port",    # the pipeline sent a copy to a dev_port with no interface
+    "tx_port_disabled",   # ... or to a port not added/enabled through $PORT
+    "tx_link_down",       # ... or to a port whose interface has no carrier (checked every housekeeping round)
+    "tx_ring_full",       # the TX ring had no free slot even after a flush
+    "tx_error",           # the kernel refused to send (link down, ...)
+    "internal_error",     # the pipeline raised (logged with its traceback)
+    "egress_skip_replica",  # (P4, uncounted there) a WRITE replica for a rid without build_write entry
+)
+
+
+class PortError(SwitchError):
+    """A port could not be opened (names the dev_port and interface)."""
+
+
+@dataclass(frozen=True)
+class PortSpec:
+    dev_port: int
+    iface: str
+
+    @classmethod
+    def parse(cls, text: str) -> "PortSpec":
+        """`132=swp1` -> PortSpec(132, "swp1")."""
+        dev, sep, iface = text.partition("=")
+        if not sep or not dev.strip().isdigit() or not iface.strip():
+            raise PortError(f"bad port {text!r}", fix="give DEV_PORT=INTERFACE, e.g. --port 132=swp1")
+        dev_port = int(dev)
+        if not 0 <= dev_port < 512:
+            raise PortError(f"dev_port {dev_port} in {text!r} is not 0..511")
+        return cls(dev_port, iface.strip())
+
+
+class DropStats:
+    """Drops outside the P4 program's own `events` counter, by reason (see REASONS)."""
+
+    def __init__(self):
+        self.counts = dict.fromkeys(REASONS, 0)
+        self._logged = dict(self.counts)
+
+    def add(self, reason: str, n: int = 1) -> None:
+        self.counts[reason] += n
+
+    def changes(self) -> dict[str, int]:
+        """Reasons whose count changed since the last call (for the periodic log line)."""
+        out = {r: c - self._logged[r] for r, c in self.counts.items() if c != self._logged[r]}
+        self._logged = dict(self.counts)
+        return out
+
+
+def _ifreq(iface: str) -> bytes:
+    return struct.pack("16s16x", iface.encode()[:15])
+
+
+class RingPort:
+    """One interface: an AF_PACKET socket with TPACKET_V2 RX and TX rings."""
+
+    def __init__(self, spec: PortSpec, *, rx_frames: int = 2048, tx_frames: int = 512, frame_size: int | None = None):
+        self.dev_port, self.iface = spec.dev_port, spec.iface
+        try:
+            self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+        except OSError as e:
+            raise PortError(f"dev_port {self.dev_port}: cannot open a packet socket: {e}",
+                            fix="run as root (CAP_NET_RAW)") from e
+        try:
+            self.sock.bind((self.iface, 0))
+            mtu = struct.unpack_from("=16xi", fcntl.ioctl(self.sock.fileno(), SIOCGIFMTU, _ifreq(self.iface)))[0]
+            if frame_size is None:  # a slot holds tpacket2_hdr + sockaddr_ll + padding + the frame
+                frame_size = 2048
+                while frame_size < mtu + 18 + 128:
+                    frame_size *= 2
+            s = self.sock
+            s.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
+            s.setsockopt(SOL_PACKET, PACKET_QDISC_BYPASS, 1)
+            s.setsockopt(SOL_PACKET, PACKET_LOSS, 1)
+            s.setsockopt(SOL_PACKET, PACKET_VERSION, TPACKET_V2)
+            block = max(frame_size, 1 << 16)
+            per_block = block // frame_size
+            rx_frames = -(-rx_frames // per_block) * per_block
+            tx_frames = -(-tx_frames // per_block) * per_block
+            s.setsockopt(SOL_PACKET, PACKET_RX_RING,
+                         struct.pack("IIII", block, rx_frames // per_block, frame_size, rx_frames))
+            s.setsockopt(SOL_PACKET, PACKET_TX_RING,
+                         struct.pack("IIII", block, tx_frames // per_block, frame_size, tx_frames))
+            self.mm = mmap.mmap(s.fileno(), (rx_frames + tx_frames) * frame_size,
+                                mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except OSError as e:
+            self.sock.close()
+            raise PortError(f"dev_port {self.dev_port}: cannot use interface {self.iface!r}: {e}",
+                            fix="is the interface in this network namespace (ip link show)?") from e
+        s.setblocking(False)
+        self.mv = memoryview(self.mm)
+        self.frame_size = frame_size
+        self.rx_frames, self.tx_frames = rx_frames, tx_frames
+        self.tx_base = rx_frames * frame_size
+        self.max_tx = frame_size - TX_DATA_OFF
+        self.rx_i = 0
+        self.tx_i = 0
+        self.tx_pending = 0
+        # counts not yet added to $PORT_STAT (added per batch)
+        self.tx_packets = self.tx_bytes = 0
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def carrier(self) -> bool:
+        """The interface is up and has carrier (IFF_UP and IFF_RUNNING)."""
+        try:
+            flags = struct.unpack_from("=16xH", fcntl.ioctl(self.sock.fileno(), SIOCGIFFLAGS, _ifreq(self.iface)))[0]
+        except (OSError, ValueError):  # ValueError: the port is closed
+            return False
+        return bool(flags & IFF_UP and flags & IFF_RUNNING)
+
+    def kernel_drops(self) -> int:
+        """Frames the kernel dropped for want of a free RX slot since the last call."""
+        try:
+            _packets, drops = struct.unpack("II", self.sock.getsockopt(SOL_PACKET, PACKET_STATISTICS, 8))
+        except OSError:
+            return 0
+        return drops
+
+    # ------------------------------------------------------------ transmit
+
+    def send(self, data) -> bool:
+        """Queue one frame in the TX ring (sent at the next flush); False if the ring is full."""
+        n = len(data)
+        off = self.tx_base + self.tx_i * self.frame_size
+        mm = self.mm
+        if _STATUS.unpack_from(mm, off)[0] != TP_STATUS_AVAILABLE:
+            self.flush()
+            if _STATUS.unpack_from(mm, off)[0] != TP_STATUS_AVAILABLE:
+                return False
+        start = off + TX_DATA_OFF
+        mm[start:start + n] = data
+        _TX_HDR.pack_into(mm, off, TP_STATUS_SEND_REQUEST, n)
+        i = self.tx_i + 1
+        self.tx_i = 0 if i == self.tx_frames else i
+        self.tx_pending += 1
+        self.tx_bytes += n
+        return True
+
+    def flush(self) -> bool:
+        """Hand every queued frame to the kernel; False if it refused."""
+        if not self.tx_pending:
+            return True
+        self.tx_packets += self.tx_pending
+        self.tx_pending = 0
+        try:
+            self.sock.send(b"", socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            pass
+        except OSError as e:
+            if e.errno not in (errno.ENOBUFS, errno.EAGAIN):
+                log.debug("dev_port %d: send: %s", self.dev_port, e)
+                return False
+        return True
+
+    def close(self) -> None:
+        try:
+            self.mv.release()
+            self.mm.close()
+        except (BufferError, ValueError):
+            pass
+        self.sock.close()
+
+
+Process = Callable[[int, memoryview, int, Callable], int]
+
+
+class PortSet:
+    """The switch's ports and the loop that runs them through a pipeline."""
+
+    def __init__(self, store: TableStore, specs: Iterable[PortSpec], **ring_options):
+        self.store = store
+        self.drops = DropStats()
+        self.ports: dict[int, RingPort] = {}
+        try:
+            for spec in specs:
+                if spec.dev_port in self.ports:
+                    raise PortError(f"dev_port {spec.dev_port} given twice")
+                self.ports[spec.dev_port] = RingPort(spec, **ring_options)
+        except BaseException:
+            self.close()
+            raise
+        self._cfg = store.ports.config_getter  # dev_port -> PortConfig | None (the $PORT table)
+        self._cells = {d: store.ports.stat_cells(d) for d in self.ports}
+        self._down: set[int] = set()  # ports without carrier at the last look (refresh_links)
+        self.refresh_links()
+        store.ports.up_hook = self.is_up
+        self._emit = self.emit  # bound once (the hot loop passes it per frame)
+
+    def is_up(self, dev_port: int) -> bool:
+        port = self.ports.get(dev_port)
+        return port is not None and port.carrier()
+
+    def _enabled(self, dev_port: int) -> bool:
+        cfg = self._cfg(dev_port)
+        return cfg is not None and cfg.enable
+
+    def emit(self, dev_port: int, data) -> None:
+        """Send one frame out of `dev_port` (dropped and counted if it cannot go).
+        RingPort.send inlined: this runs once per frame sent."""
+        port = self.ports.get(dev_port)
+        if port is None:
+            self.drops.add("tx_unknown_port")
+            return
+        cfg = self._cfg(dev_port)
+        if cfg is None or not cfg.enable:
+            self.drops.add("tx_port_disabled")
+            return
+        if dev_port in self._down:
+            self.drops.add("tx_link_down")
+            return
+        n = len(data)
+        off = port.tx_base + port.tx_i * port.frame_size
+        mm = port.mm
+        if _STATUS.unpack_from(mm, off)[0] != TP_STATUS_AVAILABLE:
+            port.flush()
+            if _STATUS.unpack_from(mm, off)[0] != TP_STATUS_AVAILABLE:
+                self.drops.add("tx_ring_full")
+                return
+        start = off + TX_DATA_OFF
+        mm[start:start + n] = data
+        _TX_HDR.pack_into(mm, off, TP_STATUS_SEND_REQUEST, n)
+        i = port.tx_i + 1
+        port.tx_i = 0 if i == port.tx_frames else i
+        port.tx_pending += 1
+        port.tx_bytes += n
+
+    def _deliver(self, port: RingPort, off: int, status: int, length: int, snap: int, mac: int, tci: int,
+                 tpid: int, process: Process, enabled: bool) -> bool:
+        """One received frame (ring slot at `off`) through `process`; the slot is released.
+        Returns whether the frame was accepted (for $PORT_STAT's OK counters)."""
+        ok = False
+        if not enabled:
+            self.drops.add("rx_port_disabled")
+        elif snap < length:
+            self.drops.add("rx_oversize")
+        else:
+            ok = True
+            start = off + mac
+            mv = port.mv
+            if status & TP_STATUS_VLAN_VALID:  # the kernel took the tag off: put it back
+                frame = bytearray(mv[start:start + 12])
+                frame += struct.pack("!HH", tpid if status & TP_STATUS_VLAN_TPID_VALID else 0x8100, tci)
+                frame += mv[start + 12:start + snap]
+                snap += 4
+            else:
+                frame = mv[start:start + snap]
+            try:
+                process(port.dev_port, frame, snap, self._emit)
+            except Exception:  # noqa: BLE001 - a frame must never stop the switch
+                self._failed(port, frame)
+        _STATUS.pack_into(port.mm, off, TP_STATUS_KERNEL)
+        return ok
+
+    def _count_rx(self, port: RingPort, frames: int, nbytes: int, ok: int, ok_bytes: int) -> None:
+        c = self._cells[port.dev_port]
+        c[0] += ok
+        c[1] += frames
+        c[2] += ok_bytes
+        c[3] += nbytes
+
+    def poll_port(self, port: RingPort, process: Process, budget: int) -> int:
+        """Run up to `budget` received frames of `port` through `process`, in arrival
+        order; returns how many. (The hot loop: _deliver inlined for the common case.)"""
+        mm, mv, fs, nframes = port.mm, port.mv, port.frame_size, port.rx_frames
+        unpack, release, emit = _RX_HDR.unpack_from, _STATUS.pack_into, self._emit
+        dev_port = port.dev_port
+        i = port.rx_i
+        done = nbytes = bad = bad_bytes = 0
+        enabled = self._enabled(dev_port)
+        while done < budget:
+            off = i * fs
+            status, length, snap, mac, _net, _s, _ns, tci, tpid = unpack(mm, off)
+            if not status & TP_STATUS_USER:
+                break
+            done += 1
+            nbytes += length
+            if enabled and snap == length and not status & TP_STATUS_VLAN_VALID:
+                start = off + mac
+                try:
+                    process(dev_port, mv[start:start + snap], snap, emit)
+                except Exception:  # noqa: BLE001 - a frame must never stop the switch
+                    self._failed(port, mv[start:start + snap])
+                release(mm, off, TP_STATUS_KERNEL)
+            elif not self._deliver(port, off, status, length, snap, mac, tci, tpid, process, enabled):
+                bad += 1
+                bad_bytes += length
+            i += 1
+            if i == nframes:
+                i = 0
+        port.rx_i = i
+        if done:
+            self._count_rx(port, done, nbytes, done - bad, nbytes - bad_bytes)
+        return done
+
+    def _failed(self, port: RingPort, frame) -> None:
+        self.drops.add("internal_error")
+        if self.drops.counts["internal_error"] <= 10:
+            log.exception("dev_port %d: the pipeline failed on a %d-byte frame %s", port.dev_port, len(frame),
+                          bytes(frame[:64]).hex())
+
+    def poll_merged(self, ports: list[RingPort], process: Process, budget: int) -> int:
+        """Several ports have frames: take them in the order the kernel received them
+        (ring timestamps), as a switch would, up to `budget` frames per port."""
+        unpack, deliver = _RX_HDR.unpack_from, self._deliver
+        enabled = {p.dev_port: self._enabled(p.dev_port) for p in ports}
+        taken = dict.fromkeys(ports, 0)
+        counts = {p: [0, 0, 0, 0] for p in ports}
+        done = 0
+        while True:
+            best = best_ts = best_hdr = None
+            for p in ports:
+                if taken[p] >= budget:
+                    continue
+                off = p.rx_i * p.frame_size
+                h = unpack(p.mm, off)
+                if not h[0] & TP_STATUS_USER:
+                    continue
+                ts = (h[5], h[6])
+                if best is None or ts < best_ts:
+                    best, best_ts, best_hdr = p, ts, h
+            if best is None:
+                break
+            status, length, snap, mac, _net, _s, _ns, tci, tpid = best_hdr
+            c = counts[best]
+            c[0] += 1
+            c[1] += length
+            if deliver(best, best.rx_i * best.frame_size, status, length, snap, mac, tci, tpid, process,
+                       enabled[best.dev_port]):
+                c[2] += 1
+                c[3] += length
+            best.rx_i = (best.rx_i + 1) % best.rx_frames
+            taken[best] += 1
+            done += 1
+        for p, (frames, nbytes, ok, ok_bytes) in counts.items():
+            if frames:
+                self._count_rx(p, frames, nbytes, ok, ok_bytes)
+        return done
+
+    def _ready(self, port: RingPort) -> bool:
+        return bool(_STATUS.unpack_from(port.mm, port.rx_i * port.frame_size)[0] & TP_STATUS_USER)
+
+    def flush(self) -> None:
+        for port in self.ports.values():
+            if port.tx_pending:
+                if not port.flush():
+                    self.drops.add("tx_error")
+            if port.tx_packets:
+                c = self._cells[port.dev_port]
+                c[4] += port.tx_packets
+                c[5] += port.tx_packets
+                c[6] += port.tx_bytes
+                c[7] += port.tx_bytes
+                port.tx_packets = port.tx_bytes = 0
+
+    def refresh_links(self) -> None:
+        """Which ports have no carrier now (one ioctl per port; done every housekeeping round)."""
+        self._down = {d for d, p in self.ports.items() if not p.carrier()}
+
+    def collect_kernel_drops(self) -> None:
+        for port in self.ports.values():
+            n = port.kernel_drops()
+            if n:
+                self.drops.add("rx_ring_overflow", n)
+                c = self._cells[port.dev_port]
+                c[1] += n
+
+    def run(self, process: Process, should_stop: Callable[[], bool], *, budget: int = 64,
+            idle_timeout: float = 0.1, housekeeping: float = 0.25, on_housekeeping: Callable[[], None] | None = None) -> None:
+        """The hot loop: drain every port's RX ring (at most `budget` frames per port per
+        round), flush TX, and sleep in epoll when nothing arrived. Every `housekeeping`
+        seconds, collect the kernel's RX drops, look at the links' carrier and call
+        `on_housekeeping`."""
+        ep = select.epoll()
+        ports = list(self.ports.values())
+        for p in ports:
+            ep.register(p.fileno(), select.EPOLLIN)
+        poll_port, poll_merged, flush, ready_ = self.poll_port, self.poll_merged, self.flush, self._ready
+        next_chores = time.monotonic() + housekeeping
+        try:
+            while not should_stop():
+                ready = [p for p in ports if ready_(p)]
+                if len(ready) == 1:
+                    busy = poll_port(ready[0], process, budget)
+                elif ready:
+                    busy = poll_merged(ready, process, budget)
+                else:
+                    busy = 0
+                flush()
+                if not busy:
+                    ep.poll(idle_timeout)
+                now = time.monotonic()
+                if now >= next_chores:
+                    next_chores = now + housekeeping
+                    self.collect_kernel_drops()
+                    self.refresh_links()
+                    if on_housekeeping:
+                        on_housekeeping()
+        finally:
+            ep.close()
+            self.flush()
+            self.collect_kernel_drops()
+
+    def close(self) -> None:
+        for p in self.ports.values():
+            p.close()
+        self.ports = {}
+        if self.store.ports.up_hook == self.is_up:
+            self.store.ports.up_hook = None
+
+    def stats_json(self) -> str:
+        return json.dumps({"drops": self.drops.counts, "ports": {d: self.store.ports.stats(d) if self.store.ports.get(d)
+                                                                 else None for d in self.ports}}, indent=1)
+
+
+def write_atomically(path: str, text: str) -> None:
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
