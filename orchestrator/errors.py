@@ -133,3 +133,11 @@ class ProvisionError(RainmakerError):
         for f in self.failures:
             lines.append(f"  {f.host}: task '{f.task}': {f.message}")
         super().__init__("\n".join(lines))
+
+
+class SwitchdError(RainmakerError):
+    """The switch's software could not be started, stopped or reached (names the switch)."""
+
+    def __init__(self, message: str, *, switch: str, fix: str | None = None):
+        self.switch = switch
+        super().__init__(message, fix=fix)

@@ -374,6 +374,12 @@ out=$(_stop_all "$run" "$grace" "$signal" "$1")
 echo "${out:-gone}"
 """
 
+# find PIDFILE TAG: the process group the pidfile names, if it is alive and ours.
+_SH_FIND = r"""
+pg=$(cat "$1" 2>/dev/null)
+if _ours "$pg" "$2"; then echo "$pg"; else echo none; fi
+"""
+
 # kill_leftovers RUN GRACE_CS: every pidfile under RUN, ours or stale, is removed.
 _SH_LEFTOVERS = r"""
 run=$1 grace=$2; set --
@@ -649,6 +655,22 @@ class Remote:
         self._own(bg)
         r = self.run(["tail", "-n", str(lines), bg.log], timeout=10, check=False)
         return r.stdout if r.ok else ""
+
+    def find(self, name: str) -> Background | None:
+        """The background process `name` a `start` from this deploy root left running
+        (say, in an earlier invocation of the CLI), or None if its pidfile is missing or
+        names a group that has exited or is not ours. Use it to `stop` that process."""
+        if not _BG_NAME.match(name):
+            raise ValueError(f"background name {name!r}: use letters, digits, '.', '_' and '-'")
+        run_dir = str(self.target.run_dir)
+        pidfile, log = f"{run_dir}/{name}.pid", f"{run_dir}/{name}.log"
+        r = self._script(_SH_FIND, [pidfile, self._tag(name)], what=f"find {name}", timeout=15)
+        if not r.ok:
+            raise RemoteError(r)
+        word = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else "none"
+        if not word.isdigit() or int(word) <= 1:
+            return None
+        return Background(self.target.name, name, int(word), log, pidfile, f"{name} (found by its pidfile)")
 
     def wait_ready(
         self,

@@ -362,3 +362,12 @@ def test_group_put(target: Target, tmp_path: Path) -> None:
     with Group(ts) as g:
         res = g.put(f, str(tmp_path / "shared" / "f"))
     assert all(r.ok for r in res.values()) and (tmp_path / "shared" / "f").read_text() == "payload"
+
+
+def test_find_a_running_background_process(remote: Remote, tmp_path: Path) -> None:
+    assert remote.find("finder") is None
+    bg = remote.start("finder", ["sleep", "60"], cwd=str(tmp_path))
+    found = remote.find("finder")
+    assert found is not None and found.pgid == bg.pgid and found.pidfile == bg.pidfile
+    assert remote.stop(found, grace=1) == "terminated"
+    assert remote.find("finder") is None

@@ -304,3 +304,16 @@ def test_group_runs_in_parallel(tmp_path: Path) -> None:
 def test_group_rejects_duplicate_names(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="listed twice"):
         Group([_target(tmp_path), _target(tmp_path)])
+
+
+def test_find_a_background_process_by_its_pidfile(tmp_path: Path) -> None:
+    t = _target(tmp_path, deploy_root=Path("/srv/h"))
+    fake = FakeConn((0, "4242\n", ""), (0, "none\n", ""))
+    r = Remote(t, connection=fake)
+    bg = r.find("switch")
+    assert (bg.host, bg.name, bg.pgid, bg.log, bg.pidfile) == ("h", "switch", 4242, "/srv/h/run/switch.log",
+                                                               "/srv/h/run/switch.pid")
+    assert fake.lines[0].endswith("rainmaker /srv/h/run/switch.pid /srv/h/run/switch")
+    assert r.find("switch") is None
+    with pytest.raises(ValueError, match="background name"):
+        r.find("../x")

@@ -1,0 +1,223 @@
+"""The switch's software: start it, stop it, ask how it is.
+
+On an emulated switch that software is the emulator (`python -m switch.emulator`),
+run as a background process on the switch machine over SSH like every other remote
+program (orchestrator.remote). On a Tofino it is bf_switchd, which the hardware
+provisioning role will start; until it exists, `start`/`stop` say so and change
+nothing, while `status` (and the table readers) work on any switch through BFRuntime.
+
+Readiness is probed: the emulator's ready line, its BFRuntime port listening, a
+BFRuntime session that subscribes and reads the program, every port's $PORT_UP.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .errors import RainmakerError, RemoteError, SwitchdError
+from .inventory.model import Inventory
+from .remote import Remote, targets
+
+PROCESS = "switch"  # the background process's name: run/switch.pid, run/switch.log
+READY_TIMEOUT_S = 60.0
+CONNECT_TIMEOUT_S = 5.0
+STOP_GRACE_S = 5.0
+READER_CLIENT_ID = 7  # read-only sessions (status, tables, registers) never bind
+
+
+@dataclass
+class SwitchStatus:
+    name: str
+    kind: str
+    bfrt: str
+    process: str  # "running (process group N)", "not running", or "not managed by rainmaker" (tofino)
+    running: bool | None  # None: unknown (tofino: not ours to watch)
+    answers: bool = False  # BFRuntime answered
+    program: str | None = None
+    ports: dict[int, dict] = field(default_factory=dict)
+    names: dict[int, str] = field(default_factory=dict)  # dev_port -> front-panel name
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.running is not False and self.answers
+
+
+def _remote(inv: Inventory) -> Remote:
+    (t,) = targets(inv, role="switch")
+    return Remote(t)
+
+
+def _not_tofino(inv: Inventory, verb: str) -> None:
+    sw = inv.switch
+    if sw.kind == "tofino":
+        raise SwitchdError(
+            f"switch {sw.name} is a Tofino: rainmaker cannot {verb} bf_switchd yet (the hardware provisioning "
+            "role will; it is not written)", switch=sw.name,
+            fix=f"{verb} it on the switch yourself ($SDE/run_switchd.sh -p {sw.program}, SDE at {sw.sde}); "
+                "`rainmaker switch status` then checks that BFRuntime answers")
+
+
+def emulator_argv(inv: Inventory, program: str, log_path: str) -> list[str]:
+    """The command that runs the emulator on the switch machine.
+
+    The emulated switch is a namespace of this machine, sharing its file system, so the
+    orchestrator's own Python (sys.executable, with rainmaker installed) is the switch's
+    software: nothing is copied to it."""
+    sw = inv.switch
+    argv = [sys.executable, "-m", "switch.emulator", "--program", program]
+    for p in sw.ports:
+        if p.iface is None:
+            raise SwitchdError(f"switch port {p.port} (dev_port {p.dev_port}) has no iface", switch=sw.name,
+                               fix="an emulated switch's ports name their interfaces: rebuild the testbed inventory")
+        argv += ["--port", f"{p.dev_port}={p.iface}"]
+    return argv + ["--grpc", sw.bfrt, "--log", log_path]
+
+
+def connect(inv: Inventory, *, program: str | None = None, bind: bool = False, client_id: int = READER_CLIENT_ID,
+            timeout: float = CONNECT_TIMEOUT_S):
+    """A BFRuntime session to the inventory's switch (switch.bfrt.Client)."""
+    from switch.bfrt.client import Client
+
+    return Client(inv.switch.bfrt, p4_name=program, client_id=client_id, bind=bind, connect_timeout=timeout)
+
+
+def start(inv: Inventory, program: str | None = None, *, log: Callable[[str], None] = lambda m: None,
+          ready_timeout: float = READY_TIMEOUT_S, port_timeout: float = 30.0) -> SwitchStatus:
+    """Start the switch's software and bring its ports up; returns its status. A start
+    that fails half-way stops what it started and raises with the switch's log tail."""
+    from switch.control.ports import Ports
+    from switch.control.topology import Topology
+    from switch.errors import SwitchError
+
+    sw = inv.switch
+    program = program or sw.program
+    _not_tofino(inv, "start")
+    with _remote(inv) as r:
+        running = r.find(PROCESS)
+        if running is not None:
+            raise SwitchdError(f"the switch software already runs on {sw.name} (process group {running.pgid})",
+                               switch=sw.name, fix="stop it first: rainmaker switch stop")
+        run_dir = str(r.target.run_dir)
+        argv = emulator_argv(inv, program, f"{run_dir}/emulator.log")
+        log(f"starting the {program} emulator on {sw.name} ({len(sw.ports)} ports, BFRuntime on {sw.bfrt})")
+        bg = r.start(PROCESS, argv, cwd=str(sw.deploy_root))
+        try:
+            waited = r.wait_ready(bg, log_regex=f"^{program} emulator ready$", port=sw.bfrt_port, timeout=ready_timeout)
+            log(f"emulator ready after {waited:.1f} s (process group {bg.pgid})")
+            with connect(inv, program=program, bind=True, client_id=0) as client:
+                ports = Topology.from_inventory(inv).ports
+                up = Ports(client).bring_up(ports, port_timeout)
+                log(f"{len(ports)} ports up after {up:.1f} s")
+        except BaseException as e:
+            tail = r.log_tail(bg, 15).rstrip() if not isinstance(e, RemoteError) else ""
+            how = r.stop(bg, grace=STOP_GRACE_S)
+            if not isinstance(e, Exception):
+                raise
+            why = e.render() if isinstance(e, (SwitchError, RainmakerError)) else f"{type(e).__name__}: {e}"
+            raise SwitchdError(
+                f"switch {sw.name}: the {program} emulator did not come up "
+                f"({'it had exited' if how == 'not running' else 'stopped it again'}):\n  {why}"
+                + (f"\n  log {bg.log}:\n    " + tail.replace("\n", "\n    ") if tail else ""),
+                switch=sw.name) from e
+    return status(inv)
+
+
+def stop(inv: Inventory, *, grace: float = STOP_GRACE_S) -> str:
+    """Stop the switch's software (TERM, then KILL after `grace`): "terminated",
+    "killed" or "not running"."""
+    _not_tofino(inv, "stop")
+    with _remote(inv) as r:
+        bg = r.find(PROCESS)
+        if bg is None:
+            return "not running"
+        return r.stop(bg, grace=grace)
+
+
+def status(inv: Inventory, *, timeout: float = 3.0) -> SwitchStatus:
+    """Whether the switch's software runs, answers BFRuntime, its program and ports."""
+    from switch.errors import SwitchError
+
+    sw = inv.switch
+    st = SwitchStatus(sw.name, sw.kind, sw.bfrt, "not managed by rainmaker", None,
+                      names={p.dev_port: p.port for p in sw.ports})
+    if sw.kind == "emulated":
+        with _remote(inv) as r:
+            bg = r.find(PROCESS)
+        st.running = bg is not None
+        st.process = f"running (process group {bg.pgid})" if bg else "not running"
+        if bg is None:
+            return st
+    try:
+        with connect(inv, timeout=timeout) as client:
+            from switch.control.ports import Ports
+
+            st.answers = True
+            st.program = client.p4_name
+            st.ports = Ports(client).status()
+    except SwitchError as e:
+        st.error = e.render()
+    return st
+
+
+# -- reading the switch (any switch that answers BFRuntime) ------------------------------
+
+BIG_REGISTER = 4096  # cells: larger registers are summarised unless asked for
+
+
+def tables(client) -> list[dict]:
+    """Every match-action table of the program and the fixed ones ($PORT, $pre.*):
+    [{name, size, keys: [field names], entries: [{key, action, data}], default}]."""
+    out = []
+    infos = sorted(client.info.tables.values(), key=lambda t: (t.name.startswith("$"), t.name))
+    for info in infos:
+        if info.table_type in ("Register", "Counter", "PortStat"):
+            continue
+        t = client.table(info.name)
+        rows = [{"key": e.key, "action": _short(e.action), "data": e.data, "priority": e.priority}
+                for e in t.entries()]
+        default = None
+        if info.actions:
+            d = t.default()
+            default = {"action": _short(d.action), "data": d.data}
+        out.append({"name": info.name, "type": info.table_type, "size": info.size,
+                    "keys": [k.name for k in info.keys if k.name != "$MATCH_PRIORITY"],
+                    "widths": {**{k.name: k.width for k in info.keys}, **{d.name: d.width for d in info.data},
+                               **{p.name: p.width for a in info.actions for p in a.params}},
+                    "entries": rows, "default": default})
+    return out
+
+
+def registers(client, inv: Inventory, *, everything: bool = False) -> dict:
+    """Registers and counters as plain data. The Rain program gets the controller's
+    snapshot (queues summarised from head and balance); any other program every register
+    up to BIG_REGISTER cells, larger ones only with `everything`."""
+    if _is_rain(client):
+        from switch.control import RainController
+
+        return RainController(client, inv).snapshot("all" if everything else "summary")
+    from switch.control import _cells
+
+    regs, counters = {}, {}
+    for info in sorted(client.info.tables.values(), key=lambda t: t.name):
+        if info.table_type == "Register":
+            reg = client.register(info.name)
+            if info.size > BIG_REGISTER and not everything:
+                regs[info.name] = {"size": info.size, "width": reg.field.width, "skipped": True}
+            else:
+                regs[info.name] = {"size": info.size, "width": reg.field.width,
+                                   "pipes": _cells.values_per_pipe(reg.read_all())}
+        elif info.table_type == "Counter":
+            counters[info.name] = {str(i): {"packets": v.packets, "bytes": v.bytes}
+                                   for i, v in enumerate(client.counter(info.name).read_all()) if v.packets or v.bytes}
+    return {"program": client.p4_name, "registers": regs, "counters": counters}
+
+
+def _is_rain(client) -> bool:
+    names = set(client.info.tables)
+    return "pipe.SwitchIngress.bidir_queue.balance" in names and "pipe.SwitchEgress.rdma_writer.build_write" in names
+
+
+def _short(action: str | None) -> str | None:
+    return action.rsplit(".", 1)[-1] if action else action

@@ -1,0 +1,29 @@
+"""The sizes and constants of the Rain P4 program (switch/p4/sizes.p4, types.p4), read
+from the sources so the controller cannot drift from the program it drives."""
+from __future__ import annotations
+
+from switch.p4.source import constants
+
+P4 = constants()
+
+QUEUE_ENTRIES: int = P4["QUEUE_ENTRIES"]
+MAX_SLICES: int = P4["MAX_SLICES"]
+MAX_WORKERS: int = P4["MAX_WORKERS"]
+MAX_CLIENT_HOSTS: int = P4["MAX_CLIENT_HOSTS"]
+FORWARD_ENTRIES: int = P4["FORWARD_ENTRIES"]
+TASK_TYPES: int = P4["TASK_TYPES"]
+RDMA_SLOT_SHIFT: int = P4["RDMA_SLOT_SHIFT"]
+RDMA_SLOT_BYTES: int = 1 << RDMA_SLOT_SHIFT
+EVENT_COUNTERS: int = P4["EVENT_COUNTERS"]
+RAIN_UDP_PORT: int = P4["RAIN_UDP_PORT"]
+ROCE_OP_RC_WRITE_ONLY: int = P4["ROCE_OP_RC_WRITE_ONLY"]
+
+# Tofino: a dev_port's pipe is its bits 8:7 (facts/tofino.md section 3).
+PIPE_SHIFT = 7
+PSN_MASK = (1 << 24) - 1
+QPN_MASK = (1 << 24) - 1
+FOUR_GIB = 1 << 32
+
+
+def pipe_of(dev_port: int) -> int:
+    return dev_port >> PIPE_SHIFT

@@ -1,0 +1,144 @@
+"""`rainmaker switch ...`: what can be checked without SSH.
+
+A Tofino inventory whose BFRuntime address is an emulator server on loopback stands
+in for a switch that runs: status, tables and registers read it like any switch;
+start and stop refuse (bf_switchd is not rainmaker's to start yet). The emulated
+start/stop over SSH are in tests/integration/test_switch_cli.py.
+"""
+from __future__ import annotations
+
+import json
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from orchestrator import cli, switchd
+from orchestrator.inventory import load
+from switch.bfrt.client import Client
+from switch.control import RainController, Settings
+from switch.emulator.bfrt_server import serve
+from switch.emulator.rain import make_store
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def write_inventory(tmp_path: Path, bfrt: str, kind: str = "tofino") -> Path:
+    emulated = kind == "emulated"
+    inv = {
+        "name": "unit",
+        "switch": {"name": "sw0", "kind": kind, "mgmt": {"address": "192.0.2.10"}, "bfrt": bfrt,
+                   **({} if emulated else {"sde": "/opt/bf-sde-9.13.0"}),
+                   "ports": [{"port": f"{i}/0", "dev_port": 124 + 8 * i, "speed": "100G", "fec": "rs",
+                              **({"iface": f"swp{i}"} if emulated else {})} for i in (1, 2)]},
+        "hosts": [{"name": n, "role": r, "mgmt": {"address": f"192.0.2.{20 + i}"}, "cores": [1],
+                   "nic": {**({"vdev": "net_af_packet0,iface=data0"} if emulated else {"pci": "0000:3b:00.0"}),
+                           "mac": f"0c:42:a1:dd:5f:0{i}", "ip": f"10.10.1.{i}", "switch_port": f"{i}/0"}}
+                  for i, (n, r) in enumerate([("client0", "client"), ("worker0", "worker")], start=1)],
+    }
+    path = tmp_path / "inv.yaml"
+    path.write_text(yaml.safe_dump(inv))
+    return path
+
+
+def run(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
+    monkeypatch.setattr(sys, "argv", ["rainmaker", *args])
+    code = 0
+    try:
+        cli.main()
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def switch():
+    srv = serve(make_store(), "127.0.0.1", 0)
+    yield srv
+    srv.stop(None)
+
+
+@pytest.fixture
+def inv_path(tmp_path, switch):
+    return write_inventory(tmp_path, f"127.0.0.1:{switch.port}")
+
+
+@pytest.fixture
+def programmed(inv_path, switch):
+    inv = load(inv_path)
+    with Client(inv.switch.bfrt, "rain") as c:
+        ctl = RainController(c, inv, Settings())
+        ctl.bring_up_ports()
+        ctl.program()
+    return inv_path
+
+
+def test_status_of_a_switch_that_answers(monkeypatch, capsys, programmed):
+    code, out, _ = run(monkeypatch, capsys, "switch", "status", "-i", str(programmed))
+    assert code == 0
+    assert "not managed by rainmaker" in out and "program rain" in out and "2 of 2 up" in out
+    assert "1/0 dev_port 132" in out
+    code, out, _ = run(monkeypatch, capsys, "switch", "status", "-i", str(programmed), "--json")
+    st = json.loads(out)
+    assert st["answers"] and st["program"] == "rain" and st["ports"]["140"]["up"] is True
+
+
+def test_status_of_a_switch_that_does_not_answer(monkeypatch, capsys, tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    path = write_inventory(tmp_path, f"127.0.0.1:{port}")
+    code, out, _ = run(monkeypatch, capsys, "switch", "status", "-i", str(path))
+    assert code == 1 and "no answer" in out and "did not answer" in out
+    # a reader that cannot connect: a SwitchError, reported by main() with its fix
+    code, _, err = run(monkeypatch, capsys, "switch", "tables", "-i", str(path))
+    assert code == 1 and "error:" in err and "did not answer" in err and "fix:" in err
+
+
+def test_tables_lists_every_table_with_entries(monkeypatch, capsys, programmed):
+    code, out, _ = run(monkeypatch, capsys, "switch", "tables", "-i", str(programmed))
+    assert code == 0, out
+    assert "program rain" in out
+    for t in ("pipe.SwitchIngress.forward.forward", "pipe.SwitchIngress.dispatch.select_worker", "$PORT",
+              "$pre.mgid", "pipe.SwitchIngress.telemetry.config_int"):
+        assert t in out
+    assert "10.10.1.2" in out and "0c:42:a1:dd:5f:02" in out  # forward entry in address notation
+    assert "default stamp()" in out and "100G" in out and "$FEC" in out
+    assert "neg_cap=-131072" in out
+    assert "pipe.SwitchIngress.bidir_queue.balance" not in out  # registers are `registers`' job
+    code, out, _ = run(monkeypatch, capsys, "switch", "tables", "-i", str(programmed), "--json")
+    names = {t["name"] for t in json.loads(out)}
+    assert "pipe.SwitchEgress.rdma_writer.build_write" in names
+
+
+def test_registers_small_fully_big_summarised(monkeypatch, capsys, programmed):
+    inv = load(programmed)
+    with Client(inv.switch.bfrt, "rain", client_id=3, bind=False) as c:
+        c.register("bidir_queue.balance", signed=True).write(0, -2)
+        c.counter("events.events").write(4, 2, 128)
+    code, out, _ = run(monkeypatch, capsys, "switch", "registers", "-i", str(programmed))
+    assert code == 0, out
+    assert "pipe.SwitchIngress.bidir_queue.balance [16 x 32 bit]: 0=-2 (others 0)" in out
+    assert "pipe.SwitchIngress.queue_entries.data0 [131072 x 8 bit]: not read (queues occupy 2 entries: 0..1)" in out
+    assert "EV_TASK_QUEUED=2 pkts/128 B" in out
+    assert "queue of slice 0: entries 0..131071 (131072), balance -2 (2 tasks, 0 tokens waiting)" in out
+    code, out, _ = run(monkeypatch, capsys, "switch", "registers", "-i", str(programmed), "--json")
+    snap = json.loads(out)
+    assert snap["queues"]["0"]["tasks"] == 2
+
+
+def test_start_and_stop_refuse_on_a_tofino(monkeypatch, capsys, inv_path):
+    for verb in ("start", "stop"):
+        code, _, err = run(monkeypatch, capsys, "switch", verb, "-i", str(inv_path))
+        assert code == 1
+        assert f"rainmaker cannot {verb} bf_switchd yet" in err and "run_switchd.sh -p rain" in err
+
+
+def test_emulator_command(tmp_path):
+    inv = load(write_inventory(tmp_path, "10.79.6.250:50052", kind="emulated"))
+    argv = switchd.emulator_argv(inv, "rain", "/srv/run/emulator.log")
+    assert argv == [sys.executable, "-m", "switch.emulator", "--program", "rain", "--port", "132=swp1",
+                    "--port", "140=swp2", "--grpc", "10.79.6.250:50052", "--log", "/srv/run/emulator.log"]
