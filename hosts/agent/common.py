@@ -34,8 +34,10 @@ def load_config(path: str) -> dict:
 
 def eal_args(eal: dict) -> list[str]:
     """EAL arguments from the orchestrator's description of this host's NIC and cores."""
-    args = ["-l", str(eal.get("lcores", "0")), f"--file-prefix={eal['file_prefix']}", "--no-telemetry",
-            "--log-level=lib.eal:error"]
+    lcores = str(eal.get("lcores", "0"))
+    # "0@(0-1)" maps lcores onto CPU sets (shared cores); plain lists use -l.
+    args = [f"--lcores={lcores}" if "@" in lcores else "-l", *([] if "@" in lcores else [lcores]),
+            f"--file-prefix={eal['file_prefix']}", "--no-telemetry", "--log-level=lib.eal:error"]
     if eal.get("no_huge", False):
         args.append("--no-huge")
     args += list(eal.get("devices", []))

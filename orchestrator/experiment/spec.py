@@ -238,6 +238,8 @@ class Validity(Strict):
     max_lost_fraction: float = Field(0.001, ge=0, lt=1)
     min_samples_p99: int = Field(1000, ge=100, description="samples needed for a p99 worth reporting")
     gof_alpha: float = Field(0.001, gt=0, lt=1, description="inter-arrival goodness-of-fit: reject below this p-value")
+    max_late_fraction: float = Field(0.01, ge=0, le=1, description="share of sends later than the client's lateness threshold (1 us of paper time)")
+    max_p99_ci_width: float = Field(0.25, gt=0, description="relative width of the p99's 95% confidence interval")
 
 
 class Variant(Strict):

@@ -102,6 +102,11 @@ class Switch(Strict):
     bfrt: str  # host:port of the BFRuntime gRPC server
     sde: Path | None = None  # SDE install path on the switch (tofino)
     program: str = "rain"
+    # The scheduling address clients send tasks (and workers tokens) to, and the
+    # source of the RoCEv2 WRITEs the switch builds. The program matches Rain packets
+    # by UDP port, so any unused address of the data network will do.
+    service_ip: str = "10.255.255.254"
+    service_mac: str = "02:52:4d:ff:ff:fe"
     deploy_root: Path = Path("/opt/rainmaker")
     netns: str | None = None  # emulated: the namespace standing for the switch
     ports: list[SwitchPort] = Field(min_length=1)
@@ -113,6 +118,16 @@ class Switch(Strict):
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise bad(f"'{v}' is not host:port", "write the switch's BFRuntime address, e.g. 192.0.2.10:50052")
         return v
+
+    @field_validator("service_ip")
+    @classmethod
+    def _sip(cls, v: str) -> str:
+        return Nic._ip(v)
+
+    @field_validator("service_mac")
+    @classmethod
+    def _smac(cls, v: str) -> str:
+        return Nic._mac(v)
 
     @model_validator(mode="after")
     def _tofino_needs_sde(self) -> "Switch":

@@ -25,9 +25,9 @@ def check(inv: Inventory) -> list[Problem]:
 
     names = [("switch.name", sw.name)] + [(f"hosts[{i}].name", h.name) for i, h in enumerate(inv.hosts)]
     p += _dups(names, "name", "give every machine its own name")
-    p += _dups([(f"hosts[{i}].nic.mac", h.nic.mac) for i, h in enumerate(inv.hosts)],
+    p += _dups([("switch.service_mac", sw.service_mac)] + [(f"hosts[{i}].nic.mac", h.nic.mac) for i, h in enumerate(inv.hosts)],
                "MAC address", "each NIC has its own MAC: copy it from `ip link` on that host")
-    p += _dups([(f"hosts[{i}].nic.ip", h.nic.ip) for i, h in enumerate(inv.hosts)],
+    p += _dups([("switch.service_ip", sw.service_ip)] + [(f"hosts[{i}].nic.ip", h.nic.ip) for i, h in enumerate(inv.hosts)],
                "data IP address", "give each host its own data-plane address")
     mg = [("switch.mgmt", f"{sw.mgmt.address}:{sw.mgmt.port}")]
     mg += [(f"hosts[{i}].mgmt", f"{h.mgmt.address}:{h.mgmt.port}") for i, h in enumerate(inv.hosts)]

@@ -380,6 +380,8 @@ class EmulatedTestbed:
                 "kind": "emulated",
                 "mgmt": {"address": plan.mgmt_ip(sw), "user": "root"},
                 "bfrt": f"{plan.mgmt_ip(sw)}:50052",
+                "service_ip": f"{plan.data_net}.254",
+                "service_mac": f"02:52:4d:{self.slot:02x}:ff:fe",
                 "deploy_root": str(self.deploy_root(sw)),
                 "netns": sw.netns(plan.slot),
                 "ports": [{"port": plan.switch_port(m), "dev_port": plan.dev_port(m), "speed": "100G",

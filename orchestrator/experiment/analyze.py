@@ -1,0 +1,675 @@
+"""Analysis: a run directory's raw results -> summary.parquet (DESIGN.md, "Data flow").
+
+Everything works on histograms: each client host's interval logs are decoded and
+added (per class and per interval), quantiles come from the merged counts, and no
+raw sample is ever materialised, so a run of millions of requests per point
+analyses in well under a second per point (bench_analysis.py measures it).
+
+Units. Columns without a suffix are testbed time (the emulated testbed dilates
+service and inter-arrival times by k, DESIGN.md "Time dilation"); `_paper` columns
+are divided by k, and loads in kRPS are paper loads (testbed rps x k / 1000).
+Slowdowns are ratios, the same in both.
+
+Inputs of one point (points/<id>/):
+  point.json                        the plan's Point as a dict, plus "status"
+  clients/<host>/latency.hlog        interval logs, `Tag=<class>`, ns
+  clients/<host>/slowdown.hlog       the same, slowdown x 1000
+  clients/<host>/summary.json        rain-client's counters (hosts/dpdk/client/report.c)
+  clients/<host>/trace.csv           optional: every first send, intended and actual
+  workers/<host>/stats.json         rain-worker --stats (final)
+  workers/<host>/timeseries.jsonl   optional: the worker agent's periodic samples (FIFO, quota)
+  workers/<host>/decisions.jsonl    optional: the scheduler agent's decisions (or agent/<host>/)
+  switch/snapshot.json              optional: the controller's register/counter snapshot
+  validity.json                     the verdict (validity.py)
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field, is_dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from .histograms import Cube, Hist, merge_logs, read_hlog
+
+ALL = "all"
+PCTS = (50.0, 99.0, 99.9)
+
+# rain-client counters (report.c, json_counters): summed across hosts, except these
+_MAX_KEYS = {"max_lag_ns"}
+_SKIP_KEYS = {"mean_service_ns", "mean_keys", "latency_ns", "slowdown", "task_type", "weight", "payload",
+              "service", "mean_service_ns_expected"}
+
+
+# -- one point's inputs --------------------------------------------------------------
+
+@dataclass
+class PointData:
+    """Everything a point directory holds, merged across client hosts."""
+
+    dir: Path
+    point: dict
+    hosts: list[str] = field(default_factory=list)
+    summaries: dict[str, dict] = field(default_factory=dict)
+    latency: dict[str, Hist] = field(default_factory=dict)        # class (and 'all') -> whole window, ns
+    slowdown: dict[str, Hist] = field(default_factory=dict)       # the same, slowdown x 1000
+    latency_cube: Cube | None = None                              # per class and interval
+    slowdown_cube: Cube | None = None
+    traces: dict[str, Path] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)             # missing or unreadable files
+
+    @property
+    def id(self) -> str:
+        return str(self.point.get("id", self.dir.name))
+
+    @property
+    def dilation(self) -> float:
+        k = self.point.get("dilation")
+        if k is None:
+            ks = [s.get("dilation") for s in self.summaries.values() if s.get("dilation")]
+            k = ks[0] if ks else 1.0
+        return float(k)
+
+    @property
+    def classes(self) -> list[str]:
+        names: dict[str, None] = {}
+        for s in self.summaries.values():
+            for c in s.get("classes", {}):
+                names.setdefault(c, None)
+        for c in self.latency:
+            if c != ALL:
+                names.setdefault(c, None)
+        return list(names)
+
+    @property
+    def partial(self) -> bool:
+        return any(bool(s.get("partial")) for s in self.summaries.values())
+
+    def counters(self, cls: str = ALL) -> dict[str, float]:
+        """rain-client's counters for a class (or the totals), merged across hosts."""
+        out: dict[str, float] = {}
+        svc_weighted = 0.0
+        for s in self.summaries.values():
+            c = s.get("totals", {}) if cls == ALL else s.get("classes", {}).get(cls, {})
+            for k, v in c.items():
+                if k in _SKIP_KEYS or not isinstance(v, (int, float)) or isinstance(v, bool):
+                    continue
+                out[k] = max(out.get(k, 0), v) if k in _MAX_KEYS else out.get(k, 0) + v
+            svc_weighted += float(c.get("mean_service_ns", 0.0)) * float(c.get("offered", 0))
+        if out.get("offered"):
+            out["mean_service_ns"] = svc_weighted / out["offered"]
+        return out
+
+    def top(self, key: str) -> float | None:
+        """A top-level summary number summed across hosts (offered_rps, achieved_rps)."""
+        vals = [s[key] for s in self.summaries.values() if isinstance(s.get(key), (int, float))]
+        return float(sum(vals)) if vals else None
+
+    def arrival(self) -> str | None:
+        for s in self.summaries.values():
+            if s.get("arrival"):
+                return str(s["arrival"])
+        return None
+
+
+def _read_json(path: Path, problems: list[str]) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        problems.append(f"missing {path.name}")
+    except (OSError, ValueError) as e:
+        problems.append(f"unreadable {path}: {e}")
+    return None
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    out = []
+    if not path.exists():
+        return out
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line:
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(obj, dict):
+                out.append(obj)
+    return out
+
+
+def load_point(point_dir: str | Path, point: dict | None = None) -> PointData:
+    """Read and merge one point's client results (never raises on bad or missing
+    files: they are listed in `problems`, which the validity checks report)."""
+    d = Path(point_dir)
+    problems: list[str] = []
+    if point is None:
+        point = _read_json(d / "point.json", problems) or {}
+    elif is_dataclass(point):  # a plan.Point
+        point = asdict(point) | {"curve": getattr(point, "curve", None)}
+    data = PointData(dir=d, point=point, problems=problems)
+    client = d / "clients"
+    hosts = sorted(p.name for p in client.iterdir() if p.is_dir()) if client.is_dir() else []
+    if not hosts:
+        problems.append("no client results (clients/<host>/)")
+    data.hosts = hosts
+    lat_logs, sd_logs = [], []
+    for h in hosts:
+        hd = client / h
+        s = _read_json(hd / "summary.json", problems)
+        if isinstance(s, dict):
+            data.summaries[h] = s
+        for name, logs in (("latency.hlog", lat_logs), ("slowdown.hlog", sd_logs)):
+            p = hd / name
+            if not p.exists():
+                problems.append(f"missing clients/{h}/{name}")
+                continue
+            try:
+                logs.append(read_hlog(p))
+            except Exception as e:  # a truncated or corrupt log marks the point, not the run
+                problems.append(f"unreadable clients/{h}/{name}: {e}")
+        if (hd / "trace.csv").exists():
+            data.traces[h] = hd / "trace.csv"
+    for logs, whole_attr, cube_attr in ((lat_logs, "latency", "latency_cube"),
+                                        (sd_logs, "slowdown", "slowdown_cube")):
+        if logs:
+            try:
+                cube = merge_logs(logs)
+            except ValueError as e:
+                problems.append(f"cannot merge the {whole_attr} logs: {e}")
+                continue
+            setattr(data, cube_attr, cube)
+            setattr(data, whole_attr, cube.whole())
+    return data
+
+
+# -- the run directory ----------------------------------------------------------------
+
+def read_manifest(run_dir: str | Path) -> dict:
+    p = Path(run_dir) / "manifest.json"
+    try:
+        m = json.loads(p.read_text())
+        return m if isinstance(m, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def spec_of(manifest: dict):
+    """The experiment Spec recorded in the manifest, or None."""
+    from .spec import Spec
+
+    raw = manifest.get("spec")
+    if isinstance(raw, dict):
+        try:
+            return Spec.model_validate(raw)
+        except Exception:
+            return None
+    return None
+
+
+def experiment_name(run_dir: Path, manifest: dict) -> str:
+    spec = manifest.get("spec") if isinstance(manifest.get("spec"), dict) else {}
+    return str(manifest.get("experiment") or spec.get("name") or Path(run_dir).resolve().parent.name)
+
+
+def testbed_kind(manifest: dict) -> str:
+    tb = manifest.get("testbed")
+    if isinstance(tb, dict):
+        return str(tb.get("kind") or tb.get("name") or "unknown")
+    if isinstance(tb, str):
+        return tb
+    inv = manifest.get("inventory")
+    if isinstance(inv, dict):
+        sw = inv.get("switch", {})
+        if isinstance(sw, dict) and sw.get("kind"):
+            return "emulated" if sw["kind"] == "emulated" else "hardware"
+    return str(manifest.get("testbed_kind", "unknown"))
+
+
+def point_dirs(run_dir: str | Path) -> list[Path]:
+    """Point directories in plan order (point.json's index, then name)."""
+    pts = Path(run_dir) / "points"
+    if not pts.is_dir():
+        return []
+    dirs = [p for p in pts.iterdir() if p.is_dir()]
+
+    def order(p: Path) -> tuple:
+        try:
+            return (int(json.loads((p / "point.json").read_text()).get("index", 1 << 30)), p.name)
+        except (OSError, ValueError, AttributeError):
+            return (1 << 30, p.name)
+    return sorted(dirs, key=order)
+
+
+def curve_of(point: dict) -> str:
+    if point.get("curve"):
+        return str(point["curve"])
+    system = str(point.get("system", "?"))
+    if point.get("variant"):
+        return f"{system} ({point.get('variant_label') or point['variant']})"
+    return system
+
+
+def _us(ns: float) -> float:
+    return ns / 1000.0 if not math.isnan(ns) else math.nan
+
+
+def _row(data: PointData, cls: str, verdict: dict, base: dict) -> dict:
+    k = data.dilation
+    lat = data.latency.get(cls)
+    sd = data.slowdown.get(cls)
+    c = data.counters(cls)
+    row = dict(base)
+    row["class"] = cls
+    if cls == ALL:
+        offered = base.get("_planned_rps") or data.top("offered_rps") or c.get("scheduled_rps")
+        achieved = data.top("achieved_rps") if data.top("achieved_rps") is not None else c.get("achieved_rps")
+    else:
+        offered = c.get("scheduled_rps")
+        achieved = c.get("achieved_rps")
+    received = c.get("received_rps")
+    nan = math.nan
+    row["offered_rps"] = float(offered) if offered is not None else nan
+    row["achieved_rps"] = float(achieved) if achieved is not None else nan
+    row["received_rps"] = float(received) if received is not None else nan
+    for col in ("offered", "achieved", "received"):
+        row[f"{col}_krps"] = row[f"{col}_rps"] * k / 1000.0
+    n = lat.total if lat is not None else 0
+    row["samples"] = n
+    p50, p99, p999 = lat.percentiles(PCTS) if lat is not None else (nan, nan, nan)
+    lo, hi = lat.quantile_ci(0.99) if n else (nan, nan)
+    stats = {"mean": lat.mean() if n else nan, "p50": p50, "p99": p99, "p999": p999,
+             "max": lat.max() if n else nan, "p99_ci_lo": lo, "p99_ci_hi": hi}
+    for name, ns in stats.items():
+        row[f"{name}_us"] = _us(ns)
+    for name, ns in stats.items():
+        row[f"{name}_us_paper"] = _us(ns) / k
+    row["p99_ci_rel_width"] = (hi - lo) / p99 if n and p99 > 0 else nan
+    s50, s99, s999 = sd.percentiles(PCTS) if sd is not None and sd.total else (nan, nan, nan)
+    row["p50_slowdown"], row["p99_slowdown"], row["p999_slowdown"] = s50 / 1000.0, s99 / 1000.0, s999 / 1000.0
+    for key in ("offered", "sent", "sent_in_window", "received", "timed_out", "lost", "rejected", "failed",
+                "not_sent", "late_sends", "resubmitted"):
+        row[key] = int(c.get(key, 0))
+    row["late_fraction"] = row["late_sends"] / row["sent"] if row["sent"] else nan
+    row["max_lag_us"] = c["max_lag_ns"] / 1000.0 if "max_lag_ns" in c else nan
+    row["mean_service_us"] = c["mean_service_ns"] / 1000.0 if c.get("mean_service_ns") else nan
+    row["valid"] = bool(verdict.get("valid", False))
+    row["failed_checks"] = ",".join(verdict.get("failed", []))
+    return row
+
+
+def _verdict(data: PointData, spec_validity, recheck: bool) -> dict:
+    from .validity import check_point
+
+    path = data.dir / "validity.json"
+    if not recheck and path.exists():
+        try:
+            v = json.loads(path.read_text())
+            if isinstance(v, dict) and "valid" in v:
+                v.setdefault("failed", [c["name"] for c in v.get("checks", []) if c.get("passed") is False])
+                return v
+        except (OSError, ValueError):
+            pass
+    verdict = check_point(data.dir, data.point, spec_validity, data=data, write=False)
+    as_dict = verdict.to_dict()
+    verdict.write(data.dir, as_dict)
+    return as_dict
+
+
+def analyze(run_dir: str | Path, *, recheck: bool = False, write: bool = True):
+    """Merge every point's histograms and counters into one DataFrame (one row per
+    point and class, 'all' included) and write run_dir/summary.parquet (and
+    timeseries.parquet: per-interval quantiles, for the over-time figures).
+
+    Validity: each point's validity.json is used when present (the runner writes it
+    as the point completes); otherwise, or with `recheck`, the checks run here
+    against the thresholds of the spec in manifest.json and write it."""
+    import pandas as pd
+
+    run_dir = Path(run_dir)
+    manifest = read_manifest(run_dir)
+    spec = spec_of(manifest)
+    spec_validity = spec.validity if spec is not None else None
+    experiment = experiment_name(run_dir, manifest)
+    rows, ts_rows = [], []
+    for d in point_dirs(run_dir):
+        data = load_point(d)
+        verdict = _verdict(data, spec_validity, recheck)
+        p = data.point
+        base = {
+            "experiment": experiment, "run": run_dir.name, "point_id": data.id, "index": p.get("index"),
+            "system": p.get("system"), "variant": p.get("variant"), "variant_label": p.get("variant_label"),
+            "curve": curve_of(p), "repetition": int(p.get("repetition", 1)),
+            "load_krps": float(p["load_krps"]) if p.get("load_krps") is not None else math.nan,
+            "capacity_fraction": float(p["capacity_fraction"]) if p.get("capacity_fraction") is not None else math.nan,
+            "dilation": data.dilation, "status": str(p.get("status", "")), "hosts": len(data.hosts),
+            "partial": data.partial,
+            "_planned_rps": p.get("offered_rps"),
+            "queuing_ratio": queuing_ratio(switch_snapshot(d)),
+            "mean_quota": mean_quota(d),
+        }
+        for cls in data.classes + [ALL]:
+            rows.append(_row(data, cls, verdict, base))
+        ts_rows += _timeseries(data, experiment, base, bool(verdict.get("valid", False)))
+    df = pd.DataFrame(rows)
+    if not df.empty:
+        df = df.drop(columns=["_planned_rps"])
+        df = _with_repetition_aggregates(df)
+    ts = pd.DataFrame(ts_rows)
+    if write:
+        df.to_parquet(run_dir / "summary.parquet", index=False)
+        ts.to_parquet(run_dir / "timeseries.parquet", index=False)
+    return df
+
+
+def _timeseries(data: PointData, experiment: str, base: dict, valid: bool) -> list[dict]:
+    """Per class (and 'all') and interval of the window: samples, p50, p99, p99 slowdown."""
+    lat, sd = data.latency_cube, data.slowdown_cube
+    if lat is None:
+        return []
+    k = data.dilation
+    sd_iv = sd.interval_hists() if sd is not None else {}
+    s_index = {s: i for i, s in enumerate(sd.starts)} if sd is not None else {}
+    out = []
+    for cls, hists in lat.interval_hists().items():
+        for t, h in zip(lat.starts, hists):
+            p50, p99 = h.percentiles((50.0, 99.0))
+            j = s_index.get(t)
+            s99 = sd_iv[cls][j].percentile(99.0) / 1000.0 if cls in sd_iv and j is not None else math.nan
+            out.append({
+                "experiment": experiment, "point_id": data.id, "curve": base["curve"],
+                "repetition": base["repetition"], "load_krps": base["load_krps"], "class": cls,
+                "t_s": t, "t_s_paper": t / k, "samples": h.total,
+                "p50_us": p50 / 1000.0, "p99_us": p99 / 1000.0, "p99_us_paper": p99 / 1000.0 / k,
+                "p99_slowdown": s99, "valid": valid,
+            })
+    return out
+
+
+def _with_repetition_aggregates(df):
+    """Per curve, class and load: the mean and min/max over repetitions of p99 (paper
+    time) and p99 slowdown, how many repetitions and how many were valid."""
+    agg = aggregate(df)
+    keep = ["curve", "class", "load_krps", "reps", "valid_reps", "p99_us_paper_mean", "p99_us_paper_min",
+            "p99_us_paper_max", "p99_slowdown_mean", "p99_slowdown_min", "p99_slowdown_max"]
+    return df.merge(agg[keep], on=["curve", "class", "load_krps"], how="left")
+
+
+def aggregate(df):
+    """One row per curve, class and nominal load (paper kRPS): repetitions combined
+    (means, and min/max of the p99s, slowdowns, loads and optional metrics)."""
+    for col in ("queuing_ratio", "mean_quota"):
+        if col not in df.columns:
+            df = df.assign(**{col: math.nan})
+    keys = ["curve", "class", "load_krps"]
+    g = df.groupby(keys, sort=True, dropna=False)
+    mean_cols = ["offered_krps", "achieved_krps", "p50_us_paper", "p99_us_paper", "p999_us_paper", "p99_slowdown",
+                 "queuing_ratio", "mean_quota"]
+    span_cols = ["achieved_krps", "p99_us_paper", "p99_slowdown", "queuing_ratio", "mean_quota"]
+    means = g[mean_cols].mean()
+    mins = g[span_cols].min().add_suffix("_min")
+    maxs = g[span_cols].max().add_suffix("_max")
+    out = means.rename(columns={c: f"{c}_mean" for c in mean_cols if c not in ("offered_krps", "achieved_krps")})
+    out = out.join(mins).join(maxs)
+    out["system"] = g["system"].first()
+    out["reps"] = g["point_id"].count()
+    out["valid_reps"] = g["valid"].sum().astype(int)
+    out["samples"] = g["samples"].sum()
+    out = out.reset_index()
+    out["all_valid"] = out["valid_reps"] == out["reps"]
+    return out
+
+
+def read_summary(run_dir: str | Path):
+    """summary.parquet, analysing the run first if it is missing."""
+    import pandas as pd
+
+    p = Path(run_dir) / "summary.parquet"
+    if not p.exists():
+        return analyze(run_dir)
+    return pd.read_parquet(p)
+
+
+# -- throughput under SLO ---------------------------------------------------------------
+
+def _slo_limits(slo) -> dict[str, float]:
+    """{'p99_us': x (paper time), 'p99_slowdown': y} from a Slo, a dict or a number
+    (a bare number is a p99 slowdown)."""
+    if slo is None:
+        return {}
+    if isinstance(slo, (int, float)):
+        return {"p99_slowdown": float(slo)}
+    if hasattr(slo, "model_dump"):
+        slo = slo.model_dump()
+    return {k: float(v) for k, v in dict(slo).items() if k in ("p99_us", "p99_slowdown") and v is not None}
+
+
+def throughput_under_slo(df, slo, *, cls: str = ALL, load: str = "achieved_krps"):
+    """Per curve, the highest load (mean achieved over repetitions, paper kRPS) whose
+    p99 (paper time) and/or p99 slowdown stays within the SLO. Loads are walked
+    upwards and the walk stops at the first load that breaks the SLO or whose
+    repetitions are not all valid (a point that could not hold its load, lost
+    requests or lacked samples does not count as meeting anything), so a noisy
+    recovery past the knee is not credited.
+
+    Returns a DataFrame: curve, throughput_krps (NaN if even the lowest load
+    fails), load_krps (the nominal load of that point), p99_us_paper,
+    p99_slowdown, first_violation_krps and the SLO used."""
+    import pandas as pd
+
+    limits = _slo_limits(slo)
+    if not limits:
+        raise ValueError("throughput_under_slo needs an SLO with p99_us and/or p99_slowdown")
+    sub = df[df["class"] == cls]
+    if sub.empty:
+        return pd.DataFrame(columns=["curve", "throughput_krps", "load_krps", "p99_us_paper", "p99_slowdown",
+                                     "first_violation_krps", "slo"])
+    agg = aggregate(sub)
+    metric = {"p99_us": "p99_us_paper_mean", "p99_slowdown": "p99_slowdown_mean"}
+    load_col = {"achieved_krps": "achieved_krps", "offered_krps": "offered_krps", "load_krps": "load_krps"}[load]
+    out = []
+    for curve, g in agg.groupby("curve", sort=True):
+        g = g.sort_values("load_krps")
+        best = None
+        violation = math.nan
+        for _, r in g.iterrows():
+            ok = bool(r["all_valid"]) and all(
+                not math.isnan(r[metric[m]]) and r[metric[m]] <= lim for m, lim in limits.items())
+            if not ok:
+                violation = float(r[load_col])
+                break
+            best = r
+        out.append({
+            "curve": curve,
+            "throughput_krps": float(best[load_col]) if best is not None else math.nan,
+            "load_krps": float(best["load_krps"]) if best is not None else math.nan,
+            "p99_us_paper": float(best["p99_us_paper_mean"]) if best is not None else math.nan,
+            "p99_slowdown": float(best["p99_slowdown_mean"]) if best is not None else math.nan,
+            "first_violation_krps": violation,
+            "slo": ", ".join(f"{m} <= {v:g}" for m, v in limits.items()),
+        })
+    return pd.DataFrame(out)
+
+
+# -- optional inputs: switch snapshots, worker stats series, agent decisions ---------------
+
+def _event_index() -> dict[str, int]:
+    """EV_* numbers of the Rain program (switch/p4/types.p4), read from the sources."""
+    try:
+        from switch.p4.source import constants
+
+        return {k[3:].lower(): int(v) for k, v in constants().items() if k.startswith("EV_")}
+    except Exception:  # the P4 sources are not shipped with this install
+        return {"task_in": 0, "token_in": 1, "dispatch_direct": 2, "dispatch_queued": 3, "task_queued": 4,
+                "token_queued": 5, "task_rejected": 6}
+
+
+def _cell_packets(cell: Any) -> int:
+    if isinstance(cell, bool):
+        return int(cell)
+    if isinstance(cell, (int, float)):
+        return int(cell)
+    if isinstance(cell, dict):
+        for k in ("packets", "pkts", "$COUNTER_SPEC_PKTS"):
+            if k in cell:
+                return int(cell[k])
+        return 0
+    if isinstance(cell, (list, tuple)):
+        if len(cell) == 2 and all(isinstance(x, (int, float)) for x in cell) and not isinstance(cell[0], list):
+            return int(cell[0])  # (packets, bytes)
+        return sum(_cell_packets(x) for x in cell)  # one cell per pipe
+    return 0
+
+
+def _events_of(snap: dict) -> dict[str, int] | None:
+    """Event counts (name -> packets) of one snapshot in any of the shapes accepted:
+    {"events": {"dispatch_direct": n, ...}} (names with or without EV_), or the events
+    counter by its bf-rt name (...events.events) at the top or under "counters", as a
+    list indexed by EV_* of packets, (packets, bytes) or {"packets": ...} cells."""
+    if not isinstance(snap, dict):
+        return None
+    ev = snap.get("events")
+    if isinstance(ev, dict):
+        return {str(k).lower().removeprefix("ev_"): _cell_packets(v) for k, v in ev.items()}
+    index = _event_index()
+    for scope in (snap.get("counters"), snap):
+        if not isinstance(scope, dict):
+            continue
+        for name, cells in scope.items():
+            if not (name.endswith("events.events") or name == "events"):
+                continue
+            if isinstance(cells, dict):  # the controller's snapshot: EV name -> {packets, bytes}
+                return {str(k).lower().removeprefix("ev_"): _cell_packets(v) for k, v in cells.items()}
+            if isinstance(cells, list):
+                return {n: _cell_packets(cells[i]) for n, i in index.items() if i < len(cells)}
+    return None
+
+
+def _snapshots(obj: Any) -> list[dict]:
+    if isinstance(obj, list):
+        return [s for s in obj if isinstance(s, dict)]
+    if isinstance(obj, dict):
+        if isinstance(obj.get("snapshots"), list):
+            return [s for s in obj["snapshots"] if isinstance(s, dict)]
+        if "before" in obj and "after" in obj:
+            return [obj["before"], obj["after"]]
+        return [obj]
+    return []
+
+
+def event_counts(snapshot: Any) -> dict[str, int] | None:
+    """Events during the point: the last snapshot minus the first when there are
+    several ({"before": .., "after": ..}, a list, or {"snapshots": [...]}), else the
+    one snapshot's counts (which assumes counters were cleared before the point)."""
+    snaps = [e for e in (_events_of(s) for s in _snapshots(snapshot)) if e is not None]
+    if not snaps:
+        return None
+    if len(snaps) == 1:
+        return snaps[0]
+    first, last = snaps[0], snaps[-1]
+    return {k: last.get(k, 0) - first.get(k, 0) for k in last}
+
+
+def queuing_ratio(snapshot: Any) -> float:
+    """Fig. 11's on-switch queuing ratio: tasks dispatched from the switch queue (a
+    token met a waiting task) over all dispatched tasks. NaN without the counters."""
+    ev = event_counts(snapshot)
+    if not ev:
+        return math.nan
+    q, d = ev.get("dispatch_queued", 0), ev.get("dispatch_direct", 0)
+    return q / (q + d) if q + d > 0 else math.nan
+
+
+def switch_queue_series(snapshot: Any) -> list[tuple[float, float]]:
+    """(t_s, tasks queued in the switch) from timed snapshots of the bidirectional
+    queue's signed balance (negative = queued tasks), summed over slices and pipes."""
+    out = []
+    for s in _snapshots(snapshot):
+        t = s.get("t_s", s.get("time_s"))
+        regs = s.get("registers") if isinstance(s.get("registers"), dict) else s
+        bal = next((v for k, v in regs.items() if str(k).endswith("balance")), None) if isinstance(regs, dict) else None
+        if t is None or bal is None:
+            continue
+        flat = [x for cell in bal for x in (cell if isinstance(cell, list) else [cell]) if isinstance(x, (int, float))]
+        out.append((float(t), float(sum(max(0.0, -x) for x in flat))))
+    return out
+
+
+def _worker_samples(hd: Path) -> list[dict]:
+    """A worker host's periodic samples: the worker agent's timeseries.jsonl
+    ({"t", "workers": [{"fifo", "outstanding", "quota", ...}]}), else stats.jsonl or a
+    JSON list in stats.json (rain-worker --stats snapshots: "uptime_s", "fifo_len")."""
+    rows = read_jsonl(hd / "timeseries.jsonl") or read_jsonl(hd / "stats.jsonl")
+    if not rows and (hd / "stats.json").exists():
+        try:
+            obj = json.loads((hd / "stats.json").read_text())
+            rows = [r for r in obj if isinstance(r, dict)] if isinstance(obj, list) else []
+        except ValueError:
+            rows = []
+    return rows
+
+
+def _sample_time(row: dict) -> float | None:
+    t = row.get("t", row.get("uptime_s"))
+    return float(t) if isinstance(t, (int, float)) else None
+
+
+def worker_queue_series(point_dir: Path) -> dict[str, list[tuple[float, float]]]:
+    """Per worker host: (time s, tasks in its workers' local FIFOs) over the run."""
+    out: dict[str, list[tuple[float, float]]] = {}
+    wdir = Path(point_dir) / "workers"
+    if not wdir.is_dir():
+        return out
+    for hd in sorted(p for p in wdir.iterdir() if p.is_dir()):
+        series = []
+        for row in _worker_samples(hd):
+            t = _sample_time(row)
+            if t is not None:
+                series.append((t, float(sum(w.get("fifo", w.get("fifo_len", 0)) for w in row.get("workers", [])))))
+        if len(series) > 1:
+            out[hd.name] = series
+    return out
+
+
+def _quota_values(q: Any) -> list[float]:
+    if isinstance(q, dict):
+        q = list(q.values())
+    if isinstance(q, list):
+        return [float(x) for x in q if isinstance(x, (int, float)) and not isinstance(x, bool)]
+    if isinstance(q, (int, float)) and not isinstance(q, bool):
+        return [float(q)]
+    return []
+
+
+def mean_quota(point_dir: Path) -> float:
+    """Mean token quota (worker queue depth, Fig. 9b) over the run: from the scheduler
+    agents' decisions (workers/<host>/ or agent/<host>/decisions.jsonl, lines with
+    "quotas" (a list, or worker -> quota) or "quota"), else from the worker agents'
+    periodic samples (each worker's "quota"). NaN when neither exists."""
+    d = Path(point_dir)
+    vals: list[float] = []
+    for f in sorted(d.glob("workers/*/decisions.jsonl")) + sorted(d.glob("agent/*/decisions.jsonl")):
+        for row in read_jsonl(f):
+            q = _quota_values(row.get("quotas", row.get("quota")))
+            if q:
+                vals.append(sum(q) / len(q))
+    if not vals and (d / "workers").is_dir():
+        for hd in sorted(p for p in (d / "workers").iterdir() if p.is_dir()):
+            for row in _worker_samples(hd):
+                q = [float(w["quota"]) for w in row.get("workers", []) if isinstance(w.get("quota"), (int, float))]
+                if q:
+                    vals.append(sum(q) / len(q))
+    return sum(vals) / len(vals) if vals else math.nan
+
+
+def switch_snapshot(point_dir: Path) -> Any:
+    p = Path(point_dir) / "switch" / "snapshot.json"
+    try:
+        return json.loads(p.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def iter_points(run_dir: str | Path) -> Iterable[PointData]:
+    for d in point_dirs(run_dir):
+        yield load_point(d)

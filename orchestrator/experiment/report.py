@@ -1,0 +1,260 @@
+"""A run's report: report.md and report.html in the run directory, from
+summary.parquet, the points' validity.json, the figures and manifest.json.
+
+Sections: the experiment and its spec, the results table (repetitions combined,
+paper time), per-class tables, throughput under the SLO, the validity verdict of
+every point (what failed and why), the figures, and the provenance (git revision
+and dirty state, versions, hashes) recorded when the run started.
+"""
+from __future__ import annotations
+
+import html
+import json
+import math
+from pathlib import Path
+from typing import Any, Sequence
+
+from .analyze import (ALL, aggregate, experiment_name, point_dirs, read_manifest, read_summary, spec_of,
+                      testbed_kind, throughput_under_slo)
+
+
+def _fmt(x: Any, digits: int = 4) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    if isinstance(x, float):
+        if math.isnan(x):
+            return "-"
+        if math.isinf(x):
+            return "inf"
+        if x != 0 and (abs(x) >= 1e5 or abs(x) < 1e-3):
+            return f"{x:.3g}"
+        return f"{x:,.{digits}g}" if abs(x) < 1000 else f"{x:,.0f}"
+    return str(x)
+
+
+def _cell(x: Any) -> str:
+    return _fmt(x).replace("|", "\\|").replace("\n", " ")
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A GitHub-flavoured Markdown table."""
+    out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    out += ["| " + " | ".join(_cell(v) for v in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def _spec_section(spec, manifest: dict, df) -> list[str]:
+    lines = ["## Setup", ""]
+    kind = testbed_kind(manifest)
+    ks = sorted(df["dilation"].unique()) if not df.empty else []
+    lines.append(f"- testbed: **{kind}**; time dilation k = {', '.join(f'{k:g}' for k in ks) or '?'} "
+                 f"(tables and figures are in paper time: loads x k, latencies / k)")
+    if spec is None:
+        lines += ["- (no spec recorded in manifest.json)", ""]
+        return lines
+    if spec.figure:
+        lines.append(f"- paper figure: {spec.figure}")
+    lines.append(f"- systems: {', '.join(spec.systems)}")
+    if spec.variants:
+        lines.append("- variants: " + "; ".join(f"{v.name} ({v.label or v.name}): rain {v.rain or {}}, "
+                                                 f"baseline {v.baseline or {}}" for v in spec.variants))
+    wl = spec.workload
+    cls = "; ".join(f"{c.name} (weight {c.weight:g}, service {c.service.model_dump(exclude_none=True)}, "
+                    f"{c.payload.bytes} B, {c.payload.large_fraction:.0%} large)" for c in wl.classes)
+    lines.append(f"- workload: {wl.arrival} arrivals; classes: {cls}; mean service {wl.mean_service_us:g} us")
+    if wl.phases:
+        lines.append("- phases: " + "; ".join(f"from {p.at_s:g} s: {p.capacity_fraction:g} of capacity"
+                                              + (f" ({', '.join(p.classes)})" if p.classes else "")
+                                              for p in wl.phases))
+    load = spec.load.krps or spec.load.capacity_fraction
+    unit = "kRPS" if spec.load.krps else "x capacity"
+    lines.append(f"- loads ({unit}): {', '.join(f'{x:g}' for x in load or [])}; repetitions: {spec.repetitions}")
+    lines.append(f"- durations: warm-up {spec.warmup_s:g} s, measurement {spec.measure_s:g} s"
+                 + (f" (emulated: {spec.emulated.warmup_s:g} s + {spec.emulated.measure_s:g} s)" if spec.emulated
+                    else ""))
+    lines.append(f"- workers: {spec.workers.per_host_threads} threads per host; handler {spec.handler}")
+    if "rain" in spec.systems:
+        lines.append(f"- rain: {spec.rain.model_dump(exclude_none=True)}")
+    if spec.slo:
+        lines.append(f"- SLO: {spec.slo.model_dump(exclude_none=True)}")
+    lines.append(f"- validity thresholds: {spec.validity.model_dump()}")
+    lines.append("")
+    return lines
+
+
+def _results_section(df, spec) -> list[str]:
+    lines = ["## Results", ""]
+    if df.empty:
+        return lines + ["No analysed points.", ""]
+    agg = aggregate(df)
+    allc = agg[agg["class"] == ALL]
+    hdr = ["curve", "load (kRPS)", "achieved (kRPS)", "p50 (us)", "p99 (us) mean", "p99 min", "p99 max",
+           "p99.9 (us)", "p99 slowdown", "valid reps"]
+
+    def rows(a):
+        return [[r["curve"], r["load_krps"], r["achieved_krps"], r["p50_us_paper_mean"], r["p99_us_paper_mean"],
+                 r["p99_us_paper_min"], r["p99_us_paper_max"], r["p999_us_paper_mean"], r["p99_slowdown_mean"],
+                 f"{int(r['valid_reps'])}/{int(r['reps'])}"]
+                for _, r in a.sort_values(["curve", "load_krps"]).iterrows()]
+    lines += ["All requests (paper time; mean over repetitions):", "", table(hdr, rows(allc)), ""]
+    for cls in [c for c in agg["class"].unique() if c != ALL]:
+        lines += [f"### Class `{cls}`", "", table(hdr, rows(agg[agg["class"] == cls])), ""]
+    return lines
+
+
+def _slo_section(df, spec) -> list[str]:
+    if spec is None or spec.slo is None or df.empty:
+        return []
+    tput = throughput_under_slo(df, spec.slo)
+    lines = ["## Throughput under SLO", "",
+             f"The highest load (mean achieved, paper kRPS) before the first load that breaks "
+             f"{tput['slo'].iloc[0] if len(tput) else 'the SLO'} or has invalid repetitions.", ""]
+    lines.append(table(["curve", "throughput (kRPS)", "at load (kRPS)", "p99 (us)", "p99 slowdown",
+                        "first violation (kRPS)"],
+                       [[r["curve"], r["throughput_krps"], r["load_krps"], r["p99_us_paper"], r["p99_slowdown"],
+                         r["first_violation_krps"]] for _, r in tput.iterrows()]))
+    return lines + [""]
+
+
+def _validity_section(run_dir: Path) -> list[str]:
+    verdicts = []
+    for d in point_dirs(run_dir):
+        try:
+            verdicts.append((d.name, json.loads((d / "validity.json").read_text())))
+        except (OSError, ValueError):
+            verdicts.append((d.name, None))
+    n_valid = sum(1 for _, v in verdicts if v and v.get("valid"))
+    lines = ["## Validity", "", f"{n_valid} of {len(verdicts)} points passed every check that ran.", ""]
+    rows = []
+    for name, v in verdicts:
+        if v is None:
+            rows.append([name, "unknown", "-", "no validity.json"])
+            continue
+        failed = [c for c in v.get("checks", []) if c.get("passed") is False]
+        rows.append([name, bool(v.get("valid")), ", ".join(c["name"] for c in failed) or "-",
+                     "; ".join(f"{c['name']}: {c['message']}" for c in failed) or "-"])
+    lines += [table(["point", "valid", "failed checks", "why"], rows), ""]
+    not_run: dict[str, set[str]] = {}
+    for _, v in verdicts:
+        for c in (v or {}).get("checks", []):
+            if c.get("passed") is None:
+                not_run.setdefault(c["name"], set()).add(c.get("message", "").removeprefix("not run: "))
+    for name, msgs in sorted(not_run.items()):
+        lines.append(f"- check `{name}` not run on some points: {'; '.join(sorted(msgs))}")
+    return lines + [""]
+
+
+def _figures_section(run_dir: Path) -> list[str]:
+    from .spec import PLOTS
+
+    rank = {k: i for i, k in enumerate(PLOTS)}
+    pngs = sorted((run_dir / "plots").glob("*.png"), key=lambda p: (rank.get(p.stem, len(rank)), p.stem))
+    if not pngs:
+        return []
+    lines = ["## Figures", ""]
+    for p in pngs:
+        lines += [f"### {p.stem.replace('_', ' ')}", "",
+                  f"![{p.stem}](plots/{p.name}) ([SVG](plots/{p.stem}.svg))", ""]
+    return lines
+
+
+def _provenance_section(manifest: dict) -> list[str]:
+    import datetime
+
+    lines = ["## Provenance", ""]
+    if not manifest:
+        return lines + ["No manifest.json.", ""]
+    git = manifest.get("git") if isinstance(manifest.get("git"), dict) else {}
+    rev = git.get("revision") or manifest.get("git_revision")
+    dirty = git.get("dirty", manifest.get("git_dirty"))
+    lines.append(f"- git revision: `{rev or 'unknown'}`"
+                 + ("" if dirty is None else f" ({'DIRTY: uncommitted changes' if dirty else 'clean'})"))
+    if dirty and git.get("dirty_files"):
+        files = [str(f).strip() for f in git["dirty_files"]]
+        lines.append(f"- uncommitted: {', '.join(f'`{f}`' for f in files[:20])}"
+                     + (f" and {len(files) - 20} more" if len(files) > 20 else ""))
+    if isinstance(manifest.get("created_unix"), (int, float)):
+        when = datetime.datetime.fromtimestamp(manifest["created_unix"], datetime.timezone.utc)
+        lines.append(f"- started: {when:%Y-%m-%d %H:%M:%S} UTC")
+    for key in ("spec_file", "inventory_file"):
+        if manifest.get(key):
+            lines.append(f"- {key.replace('_', ' ')}: `{manifest[key]}`")
+    tb = manifest.get("testbed")
+    if isinstance(tb, dict):
+        lines.append(f"- testbed: {', '.join(f'{k}={v}' for k, v in tb.items() if not isinstance(v, (dict, list)))}")
+    for key, col in (("versions", "version"), ("hashes", "hash")):
+        val = manifest.get(key)
+        if isinstance(val, dict) and val:
+            rows = [[k, f"`{v}`"] for k, v in val.items()]
+            lines += ["", f"{key.capitalize()}:", "", table(["component", col], rows)]
+    facts = manifest.get("host_facts")
+    if isinstance(facts, dict) and facts:
+        cols = sorted({k for f in facts.values() if isinstance(f, dict) for k in f})
+        rows = [[h] + [(f or {}).get(c, "-") if isinstance(f, dict) else "-" for c in cols] for h, f in facts.items()]
+        lines += ["", "Hosts:", "", table(["host"] + cols, rows)]
+    shown = {"git", "versions", "hashes", "spec", "testbed", "experiment", "git_revision", "git_dirty",
+             "created_unix", "spec_file", "inventory_file", "host_facts",
+             "points", "inventory"}  # points: the tables above; inventory: in manifest.json
+    rest = {k: v for k, v in manifest.items() if k not in shown}
+    if rest:
+        lines += ["", "Other manifest entries:", ""]
+        for k, v in rest.items():
+            text = json.dumps(v, sort_keys=True, default=str)
+            lines.append(f"- {k}: `{text[:300] + ('...' if len(text) > 300 else '')}`")
+    return lines + [""]
+
+
+def render_markdown(run_dir: str | Path) -> str:
+    run_dir = Path(run_dir)
+    manifest = read_manifest(run_dir)
+    spec = spec_of(manifest)
+    df = read_summary(run_dir)
+    name = experiment_name(run_dir, manifest)
+    lines = [f"# {name}: run {run_dir.name}", ""]
+    if spec is not None and spec.description:
+        lines += [spec.description.strip(), ""]
+    lines += _spec_section(spec, manifest, df)
+    lines += _results_section(df, spec)
+    lines += _slo_section(df, spec)
+    lines += _validity_section(run_dir)
+    lines += _figures_section(run_dir)
+    lines += _provenance_section(manifest)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _html(md: str, title: str) -> str:
+    try:
+        from markdown_it import MarkdownIt
+
+        body = MarkdownIt("commonmark").enable("table").render(md)
+    except ImportError:  # markdown-it-py comes with rich; without it, the text as is
+        body = f"<pre>{html.escape(md)}</pre>"
+    style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;line-height:1.4}"
+             "table{border-collapse:collapse;font-size:0.85em;margin:0.5em 0}"
+             "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
+             "td:first-child,th:first-child{text-align:left}img{max-width:100%}code{font-size:0.9em}")
+    return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
+            f"<style>{style}</style></head><body>\n{body}</body></html>\n")
+
+
+def report(run_dir: str | Path, *, make_plots: bool = True) -> Path:
+    """Write run_dir/report.md and report.html (figures embedded by relative path);
+    analyses the run and draws its figures first if that was not done. Returns the
+    Markdown file."""
+    run_dir = Path(run_dir)
+    if not (run_dir / "summary.parquet").exists():
+        from .analyze import analyze
+
+        analyze(run_dir)
+    if make_plots and not any((run_dir / "plots").glob("*.png")):
+        from .plots import plot
+
+        plot(run_dir)
+    md = render_markdown(run_dir)
+    out = run_dir / "report.md"
+    out.write_text(md)
+    (run_dir / "report.html").write_text(_html(md, f"{experiment_name(run_dir, read_manifest(run_dir))} "
+                                                   f"{run_dir.name}"))
+    return out

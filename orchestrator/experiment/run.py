@@ -1,0 +1,634 @@
+"""Running a spec on a testbed: the resumable sweeper.
+
+    run_dir = run(spec_path, inventory)                   # a new run
+    run_dir = run(spec_path, inventory, resume=run_dir)   # continue an interrupted one
+
+Per point: reset the switch, start the worker agents and wait until they are ready,
+program the switch with their registrations, turn their tokens on, start the client
+agents (warm-up, measurement), stop everything, collect every file over SFTP into
+points/<id>/, snapshot the switch's registers and counters, run the validity checks,
+and only then mark the point done. Infrastructure failures (a host, the switch, an
+agent) are retried a bounded number of times, then the point is marked failed with
+the reason and the sweep goes on. Ctrl-C stops the remote processes, puts the point
+back to todo and leaves a run that `--resume` continues.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+import shlex
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path, PurePosixPath
+
+from ..errors import RainmakerError, RemoteError, UsageError
+from ..inventory import Host, Inventory
+from ..remote import Background, Group, Remote, Target, targets
+from .plan import Point, TestbedShape, plan
+from .spec import Spec, load as load_spec
+from .sweep import DONE, FAILED, Sweep
+
+REPO = Path(__file__).resolve().parents[2]
+BUILD = REPO / "hosts" / "dpdk" / "build"
+AGENT_FILES = ["hosts/__init__.py", "hosts/proto.py", "hosts/ctl.py", "hosts/agent/__init__.py",
+               "hosts/agent/__main__.py", "hosts/agent/common.py", "hosts/agent/worker.py",
+               "hosts/agent/client.py", "hosts/agent/adaptive.py"]
+SUPPORTED = {"adaptive"}
+NOT_YET = {
+    "baselines": "the baseline switch programs (R2P2-SW, RackSched-SW, Draconis-SW, Pallas-SW) are not built yet; "
+                 "run with systems: [rain]",
+    "rocksdb": "the RocksDB worker handler is not built yet; key-count workloads cannot run",
+    "time_varying": "phases that change the request classes mid-run are not supported by rain-client yet",
+}
+REMOTE_PYTHON = "python3"  # the host's own Python runs the agents (standard library only)
+
+
+class PointFailed(RainmakerError):
+    """A point could not be measured (after its retries)."""
+
+
+def supported_or_explain(spec: Spec) -> None:
+    missing = sorted(spec.needs() - SUPPORTED)
+    if missing:
+        lines = [f"{spec.name} needs what this version of rainmaker cannot run yet:"]
+        lines += [f"  - {m}: {NOT_YET.get(m, 'not supported')}" for m in missing]
+        raise UsageError("\n".join(lines), fix="`rainmaker plan` shows its points; trim the spec to run part of it now")
+
+
+def shape_of(inv: Inventory) -> TestbedShape:
+    return TestbedShape(worker_hosts=len(inv.workers), client_hosts=len(inv.clients), emulated=inv.is_emulated)
+
+
+# -- provenance ------------------------------------------------------------------------
+
+def _git(*args: str) -> str:
+    try:
+        return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
+def _sha256(paths: list[Path]) -> str:
+    h = hashlib.sha256()
+    for p in sorted(paths):
+        h.update(p.name.encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def _versions() -> dict:
+    import importlib.metadata as md
+
+    out = {"python": platform.python_version(), "platform": platform.platform()}
+    for pkg in ("rainmaker", "ansible-core", "grpcio", "protobuf", "fabric", "paramiko", "pandas", "hdrhistogram"):
+        try:
+            out[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            pass
+    try:
+        out["dpdk"] = subprocess.run(["pkg-config", "--modversion", "libdpdk"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        pass
+    return out
+
+
+def manifest(spec_path: Path, spec: Spec, inv: Inventory, inv_path: Path | None, points: list[Point],
+             host_facts: dict, bfrt_json_sha: str | None) -> dict:
+    status = _git("status", "--porcelain")
+    return {
+        "experiment": spec.name,
+        "created_unix": time.time(),
+        "git": {"revision": _git("rev-parse", "HEAD"), "dirty": bool(status), "dirty_files": status.splitlines()[:50]},
+        "spec_file": str(spec_path),
+        "spec": spec.model_dump(mode="json"),
+        "inventory_file": str(inv_path) if inv_path else None,
+        # Key *paths* only: an inventory never holds key material.
+        "inventory": inv.model_dump(mode="json"),
+        "testbed": {"kind": "emulated" if inv.is_emulated else "hardware", "switch": inv.switch.kind,
+                    "workers": len(inv.workers), "clients": len(inv.clients)},
+        "points": [asdict(p) for p in points],
+        "host_facts": host_facts,
+        "versions": _versions(),
+        "hashes": {
+            "p4_program": _sha256(list((REPO / "switch" / "p4").glob("*.p4"))),
+            "bfrt_json": bfrt_json_sha,
+            "rain-client": _sha256([BUILD / "rain-client"]) if (BUILD / "rain-client").exists() else None,
+            "rain-worker": _sha256([BUILD / "rain-worker"]) if (BUILD / "rain-worker").exists() else None,
+            "agents": _sha256([REPO / f for f in AGENT_FILES]),
+        },
+    }
+
+
+# -- the run ---------------------------------------------------------------------------
+
+@dataclass
+class Testbed:
+    """Open connections to every machine of the testbed, for the whole run."""
+
+    inv: Inventory
+    remotes: dict[str, Remote] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for t in targets(self.inv):
+            self.remotes[t.name] = Remote(t)
+
+    def target(self, name: str) -> Target:
+        return self.remotes[name].target
+
+    def parallel(self, fn, names: list[str]) -> dict:
+        """Run fn(name) for each name in threads; raise the first error after all ended."""
+        results: dict = {}
+        errors: list[BaseException] = []
+
+        def one(n: str) -> None:
+            try:
+                results[n] = fn(n)
+            except BaseException as e:  # noqa: BLE001 - re-raised below
+                errors.append(e)
+
+        threads = [threading.Thread(target=one, args=(n,)) for n in names]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
+        return results
+
+    def close(self) -> None:
+        for r in self.remotes.values():
+            r.close()
+
+
+def deploy(tb: Testbed, log) -> None:
+    """Binaries and agents into every host's deploy root (skipped when unchanged)."""
+    missing = [b for b in ("rain-client", "rain-worker") if not (BUILD / b).exists()]
+    if missing:
+        raise UsageError(f"{', '.join(missing)} not built", fix="run `make setup` (it builds hosts/dpdk)")
+    digest = _sha256([BUILD / "rain-client", BUILD / "rain-worker"] + [REPO / f for f in AGENT_FILES])[:16]
+
+    def one(name: str) -> None:
+        r = tb.remotes[name]
+        root = r.target.deploy_root
+        have = r.run(["cat", str(root / "agent" / "VERSION")], timeout=20, check=False).stdout.strip()
+        if have == digest:
+            return
+        r.put(BUILD / "rain-client", "bin/rain-client", mode=0o755)
+        r.put(BUILD / "rain-worker", "bin/rain-worker", mode=0o755)
+        for f in AGENT_FILES:
+            r.put(REPO / f, f"agent/{f}")
+        import tempfile
+
+        with tempfile.NamedTemporaryFile("w", delete=False) as fh:
+            fh.write(digest + "\n")
+        r.put(fh.name, "agent/VERSION")
+        Path(fh.name).unlink()
+
+    hosts = [h.name for h in tb.inv.hosts]
+    tb.parallel(one, hosts)
+    log(f"deployed rain-client, rain-worker and the agents ({digest}) to {len(hosts)} hosts")
+
+
+def host_facts(tb: Testbed) -> dict:
+    cmd = ("echo kernel=$(uname -r); echo cpus=$(nproc); echo python=$(python3 -V 2>&1); "
+           "echo dpdk=$(dpkg-query -W -f='${Version}' dpdk 2>/dev/null); "
+           "echo hugepages=$(cat /proc/sys/vm/nr_hugepages); echo model=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)")
+    out = {}
+
+    def one(n: str) -> dict:
+        r = tb.remotes[n].run_shell(cmd, timeout=20, check=False)
+        return dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
+
+    out = tb.parallel(one, list(tb.remotes))
+    return out
+
+
+def _eal(inv: Inventory, host: Host, role: str, lcores: str) -> dict:
+    prefix = f"rm{inv.emulation.slot}-{host.name}-{role}" if inv.emulation else f"rain-{host.name}-{role}"
+    return {"lcores": lcores, "no_huge": inv.is_emulated, "devices": host.nic.eal_device_args, "file_prefix": prefix}
+
+
+def _lcores(inv: Inventory, host: Host) -> str:
+    if inv.is_emulated:
+        return "0@(0-1)"  # float over this machine's two cores, shared by everything
+    return ",".join(str(c) for c in host.cores) or "0"
+
+
+def _idle(inv: Inventory, k: float) -> str:
+    """What polling loops do when idle. Hardware: spin (dedicated cores). Emulated: every
+    busy poller steals one of two shared cores from the switch, so sleep between polls,
+    for at most ~0.5 us of paper time (k x 0.5 us, capped at 100 us)."""
+    if not inv.is_emulated:
+        return "spin"
+    return f"sleep:{int(min(100_000, max(1_000, 500 * k)))}"
+
+
+def _slices_of(spec: Spec, n_threads: int) -> list[int]:
+    """The slice of each worker thread (global order), from the spec's slice sizes."""
+    sl = spec.rain.slices
+    if not sl:
+        return [0] * n_threads
+    sizes = [s.workers for s in sl]
+    if all(x is None for x in sizes):
+        sizes = [1] * len(sl)
+    sizes = [x or 1 for x in sizes]
+    total = sum(sizes)
+    raw = [n_threads * x / total for x in sizes]
+    counts = [max(1, int(r)) for r in raw]
+    while sum(counts) < n_threads:
+        counts[max(range(len(raw)), key=lambda i: raw[i] - counts[i])] += 1
+    while sum(counts) > n_threads:
+        counts[counts.index(max(counts))] -= 1
+    out = []
+    for s, c in zip(sl, counts):
+        out += [s.id] * c
+    return out
+
+
+class Runner:
+    def __init__(self, spec_path: Path, spec: Spec, inv: Inventory, inv_path: Path | None, run_dir: Path,
+                 points: list[Point], sweep: Sweep, *, retries: int, log, progress):
+        self.spec_path, self.spec, self.inv, self.inv_path = spec_path, spec, inv, inv_path
+        self.run_dir, self.points, self.sweep = run_dir, points, sweep
+        self.retries, self.log, self.progress = retries, log, progress
+        self.tb = Testbed(inv)
+        self.stamp = run_dir.name
+        self.bfrt = None
+        self.ctl = None
+        self.running: list[tuple[str, Background]] = []
+        self.overheads: list[float] = []
+        self._phases: list[tuple[str, float]] = []
+
+    # -- set-up ----------------------------------------------------------------------
+    def prepare(self) -> None:
+        self.phase("clean")
+        hosts = [h.name for h in self.inv.hosts]  # not the switch: its software may be kept running
+        killed = self.tb.parallel(lambda n: self.tb.remotes[n].kill_leftovers(), hosts)
+        n_killed = sum(len(v) for v in killed.values())
+        if n_killed:
+            self.log(f"stopped {n_killed} leftover process group(s) of an earlier run")
+        self.phase("deploy")
+        deploy(self.tb, self.log)
+        self.phase("switch")
+        self._connect_switch()
+        waited = self.ctl.bring_up_ports()
+        self.log(f"switch ports up ({waited:.1f} s)")
+        from . import analyze, validity  # noqa: F401 - heavy imports (scipy, pandas) before the first point
+
+    def _connect_switch(self) -> None:
+        from switch.control.controller import RainController
+        from switch.control.settings import Settings, SliceSettings
+
+        self.bfrt = switch_session(self.inv, self.log)
+        slices = {s.id: SliceSettings(task_types=tuple(s.task_types)) for s in self.spec.rain.slices or []}
+        if not slices:
+            types = sorted({c.task_type for c in self.spec.workload.classes})
+            slices = {0: SliceSettings(task_types=tuple(types))}
+        settings = Settings(slices=slices, int_enabled=self.spec.rain.int_enabled,
+                            service_mac=self.inv.switch.service_mac, service_ip=self.inv.switch.service_ip)
+        self.ctl = RainController(self.bfrt, self.inv, settings)
+
+    def bfrt_sha(self) -> str | None:
+        try:
+            return hashlib.sha256(json.dumps(self.bfrt.info.raw, sort_keys=True).encode()).hexdigest()
+        except AttributeError:
+            return None
+
+    def phase(self, name: str) -> None:
+        now = time.monotonic()
+        if self._phases:
+            last, t = self._phases[-1]
+            self._phases[-1] = (last, round(now - t, 3))
+        self._phases.append((name, now))
+        self.progress.phase(name)
+
+    # -- one point -------------------------------------------------------------------
+    def remote_dir(self, host: Host, p: Point, role: str) -> PurePosixPath:
+        return PurePosixPath(host.deploy_root) / "run" / "points" / self.stamp / p.id / role
+
+    def run_point(self, p: Point) -> None:
+        spec, inv = self.spec, self.inv
+        pdir = self.run_dir / "points" / p.id
+        if pdir.exists():  # an interrupted attempt: its files are not trusted
+            import shutil
+
+            shutil.rmtree(pdir)
+        pdir.mkdir(parents=True)
+        (pdir / "point.json").write_text(json.dumps(asdict(p), indent=1))
+        t0 = time.monotonic()
+        self._phases = []
+        self.phase("reset switch")
+        self.ctl.reset()
+        # Workers: agents start rain-worker with tokens off; registrations come back.
+        self.phase("start workers")
+        threads = spec.workers.threads(inv.is_emulated)
+        slices = _slices_of(spec, threads * len(inv.workers))
+        quota = int(p.params.get("initial_quota", 1))
+        k = p.dilation
+        mean_service_ns = spec.workload.mean_service_us * 1000 * k
+        adaptive = None
+        if p.system == "rain" and p.params.get("adaptive"):
+            r = p.params
+            # K samples of dt each, in testbed time (paper: 1000 x 10 us = 10 ms).
+            adaptive = {"s_th": r["s_th"], "r_th": r["r_th"], "n_max": r["n_max"],
+                        "control_interval_s": r["k_samples"] * r["sample_interval_us"] * 1e-6 * k}
+        regs = {}
+
+        def start_worker(name: str) -> dict:
+            h = inv.host(name)
+            i = [w.name for w in inv.workers].index(name)
+            out = self.remote_dir(h, p, "worker")
+            cfg = {"binary": str(PurePosixPath(h.deploy_root) / "bin" / "rain-worker"), "out_dir": str(out),
+                   "eal": _eal(inv, h, "worker", _lcores(inv, h)),
+                   "sample_period_s": max(0.01, min(0.5, p.measure_s / 50)),
+                   "adaptive": adaptive,
+                   "worker": {"switch_mac": inv.switch.service_mac, "switch_ip": inv.switch.service_ip,
+                              "src_ip": h.nic.ip, "threads": threads, "worker_base": i * threads,
+                              "mode": "rain", "handler": p.handler, "quota": quota,
+                              "slice": slices[i * threads], "slot_size": 2048, "ring_slots": 64,
+                              "idle": _idle(inv, k), "start_disabled": True}}
+            return self._start_agent(name, "worker", cfg, out)
+
+        bgs = self.tb.parallel(start_worker, [w.name for w in inv.workers])
+        from switch.control.registration import WorkerRegistration
+
+        def fetch_reg(name: str) -> WorkerRegistration:
+            out = self.remote_dir(inv.host(name), p, "worker")
+            local = pdir / "workers" / name / "registration.json"
+            self.tb.remotes[name].get(str(out / "registration.json"), local)
+            data = json.loads(local.read_text())
+            i = [w.name for w in inv.workers].index(name)
+            per = {wid: slices[i * threads + j] for j, wid in enumerate(data["worker_ids"])}
+            return WorkerRegistration.from_json(name, data, slices=per)
+
+        regs = self.tb.parallel(fetch_reg, list(bgs))
+        self.phase("program switch")
+        self.ctl.program(workers=list(regs.values()))
+        self.tb.parallel(lambda n: self.tb.remotes[n].run(
+            [REMOTE_PYTHON, "-m", "hosts.agent", "enable", "--ctl", str(self.remote_dir(inv.host(n), p, "worker") / "worker.ctl")],
+            cwd=str(PurePosixPath(inv.host(n).deploy_root) / "agent"), timeout=20), list(bgs))
+        # Clients: the load profile; latency from intended send times.
+        self.phase("start clients")
+        # Admission control (paper 4): Q_max = switch queue capacity + the workers' quotas,
+        # shared by the clients; a client at its cap holds new requests back.
+        q_max = sum(c.cap for c in self.ctl.slices.values()) + quota * threads * len(inv.workers)
+        n_clients = len(inv.clients)
+        timeout_us = int(max(200_000, 200 * mean_service_ns / 1000))
+        large = [c.payload for c in spec.workload.classes]
+        classes = [f"{c.name}:{c.weight}:{c.task_type}:{c.service.client_arg(k)}:{c.payload.bytes}" for c in spec.workload.classes]
+        rate = p.offered_rps / n_clients
+        trace = rate * (p.warmup_s + p.measure_s) <= 2_000_000
+
+        def start_client(name: str) -> Background:
+            h = inv.host(name)
+            i = [c.name for c in inv.clients].index(name)
+            out = self.remote_dir(h, p, "client")
+            c = {"client_id": i, "src_ip": h.nic.ip, "dst_mac": inv.switch.service_mac, "dst_ip": inv.switch.service_ip,
+                 "arrival": spec.workload.arrival, "rate": round(rate, 3), "classes": classes,
+                 "warmup_s": p.warmup_s, "measure_s": p.measure_s, "max_outstanding": max(1, q_max // n_clients),
+                 "timeout_us": timeout_us, "dilation": k, "seed": 1000 * p.repetition + i + 1, "trace": trace,
+                 "idle": _idle(inv, k)}
+            if large and large[0].large_fraction > 0:
+                c["large_fraction"], c["large_bytes"] = large[0].large_fraction, large[0].large_bytes
+            cfg = {"binary": str(PurePosixPath(h.deploy_root) / "bin" / "rain-client"), "out_dir": str(out),
+                   "eal": _eal(inv, h, "client", _lcores(inv, h)), "client": c}
+            return self._start_agent(name, "client", cfg, out)
+
+        cbgs = self.tb.parallel(start_client, [c.name for c in inv.clients])
+        setup_s = time.monotonic() - t0
+        self.phase(f"measure ({p.warmup_s:g} s warm-up + {p.measure_s:g} s)")
+        budget = p.warmup_s + p.measure_s + 2 * timeout_us / 1e6 + 30
+        self.tb.parallel(lambda n: self.tb.remotes[n].wait_ready(cbgs[n], log_regex="rain-agent done", timeout=budget),
+                         list(cbgs))
+        t1 = time.monotonic()
+        self.phase("stop")
+        self.tb.parallel(lambda n: self.tb.remotes[n].stop(bgs[n], grace=15), list(bgs))
+        self.tb.parallel(lambda n: self.tb.remotes[n].stop(cbgs[n], grace=5), list(cbgs))
+        self.running = []
+        self.phase("collect")
+        for role, names in (("worker", list(bgs)), ("client", list(cbgs))):
+            def get(n: str, role=role) -> None:
+                self.tb.remotes[n].get_tree(str(self.remote_dir(inv.host(n), p, role)), pdir / f"{role}s" / n)
+                self.tb.remotes[n].get(str(PurePosixPath(self.tb.remotes[n].target.run_dir) / f"{role}-agent.log"),
+                                       pdir / f"{role}s" / n / "agent.log", check=False)
+            self.tb.parallel(get, names)
+        (pdir / "switch").mkdir(exist_ok=True)
+        (pdir / "switch" / "snapshot.json").write_text(json.dumps(self.ctl.snapshot(), indent=1, default=str))
+        self.phase("validity")
+        from .validity import check_point
+
+        verdict = check_point(pdir, asdict(p), spec.validity)
+        self.phase("done")
+        self.overheads.append(setup_s + (time.monotonic() - t1))
+        (pdir / "timing.json").write_text(json.dumps({
+            "setup_s": round(setup_s, 3), "measure_wall_s": round(t1 - t0 - setup_s, 3),
+            "teardown_s": round(time.monotonic() - t1, 3), "overhead_s": round(self.overheads[-1], 3),
+            "phases_s": dict(self._phases[:-1])}))
+        return verdict
+
+    def _start_agent(self, name: str, role: str, cfg: dict, out: PurePosixPath) -> Background:
+        r = self.tb.remotes[name]
+        import tempfile
+
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
+            json.dump(cfg, fh, indent=1)
+        try:
+            r.put(fh.name, str(out / "agent-config.json"))  # creates the folders
+        finally:
+            Path(fh.name).unlink()
+        bg = r.start(f"{role}-agent", [REMOTE_PYTHON, "-m", "hosts.agent", role, "--config", str(out / "agent-config.json")],
+                     cwd=str(PurePosixPath(r.target.deploy_root) / "agent"))
+        self.running.append((name, bg))
+        r.wait_ready(bg, log_regex="rain-agent ready", timeout=60)
+        return bg
+
+    def stop_all(self) -> None:
+        """Stop whatever agents this run started (Ctrl-C, a failed attempt)."""
+        for name, bg in self.running:
+            try:
+                self.tb.remotes[name].stop(bg, grace=10)
+            except RainmakerError:
+                pass
+        self.running = []
+
+    # -- the sweep -------------------------------------------------------------------
+    def sweep_all(self) -> None:
+        pending = self.sweep.pending()
+        self.progress.start(len(self.points), len(self.points) - len(pending))
+        for p in pending:
+            self.progress.point(p)
+            last: str | None = None
+            for attempt in range(1, self.retries + 2):
+                self.sweep.start(p.id)
+                try:
+                    verdict = self.run_point(p)
+                except KeyboardInterrupt:
+                    self.stop_all()
+                    self.sweep.requeue(p.id, "interrupted")
+                    raise
+                except (RainmakerError, OSError, TimeoutError) as e:
+                    last = _one_line(e)
+                    self.stop_all()
+                    self.log(f"{p.id}: attempt {attempt} failed: {last}")
+                    if attempt <= self.retries:
+                        self._recover()
+                    continue
+                except Exception as e:  # a switch error outside RainmakerError's tree
+                    from switch.errors import SwitchError
+
+                    if not isinstance(e, SwitchError):
+                        raise
+                    last = _one_line(e)
+                    self.stop_all()
+                    self.log(f"{p.id}: attempt {attempt} failed: {last}")
+                    if attempt <= self.retries:
+                        self._recover()
+                    continue
+                ok = getattr(verdict, "passed", True)
+                self.sweep.finish(p.id, DONE, None if ok else "validity: " + ", ".join(getattr(verdict, "failed", [])))
+                break
+            else:
+                self.sweep.finish(p.id, FAILED, last)
+            self.progress.advance()
+
+    def _recover(self) -> None:
+        """Between attempts: drop connections (a host may have come back), stop the agents
+        of the failed attempt wherever they still run (they must not answer twice),
+        reconnect the switch."""
+        for r in self.tb.remotes.values():
+            r.close()
+        for h in self.inv.hosts:
+            try:
+                self.tb.remotes[h.name].kill_leftovers()
+            except RainmakerError as e:
+                self.log(f"recovery: {h.name}: {_one_line(e)}")
+        try:
+            if self.bfrt is not None:
+                self.bfrt.close()
+            self._connect_switch()
+        except Exception as e:  # noqa: BLE001 - the next attempt reports it
+            self.log(f"recovery: {_one_line(e)}")
+
+
+def switch_session(inv: Inventory, log):
+    """Start the switch's software if it does not run, and open this run's BFRuntime
+    session (bound, as the program's one writer)."""
+    from .. import switchd
+
+    st = switchd.status(inv)
+    if not st.ok:
+        if st.running:
+            switchd.stop(inv)
+        switchd.start(inv, "rain", log=log)
+    return switchd.connect(inv, program="rain", bind=True, client_id=1)
+
+
+def _one_line(e: BaseException) -> str:
+    msg = getattr(e, "message", None) or str(e) or type(e).__name__
+    return " | ".join(line.strip() for line in msg.splitlines() if line.strip())[:500]
+
+
+class Progress:
+    """Point, phase and ETA on the terminal (rich), or plain lines when not a TTY."""
+
+    def __init__(self, console=None, enabled: bool = True):
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress as RP, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+        self.console = console or Console()
+        self.enabled = enabled
+        self.rp = RP(TextColumn("[bold]{task.fields[pid]}[/]"), BarColumn(), MofNCompleteColumn(),
+                     TextColumn("{task.fields[phase]}"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                     console=self.console, transient=False, disable=not enabled)
+        self.task = None
+
+    def __enter__(self):
+        self.rp.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self.rp.__exit__(*exc)
+
+    def start(self, total: int, done: int) -> None:
+        self.task = self.rp.add_task("sweep", total=total, completed=done, pid="", phase="")
+
+    def point(self, p: Point) -> None:
+        if self.task is not None:
+            self.rp.update(self.task, pid=p.id, phase="")
+
+    def phase(self, name: str) -> None:
+        if self.task is not None:
+            self.rp.update(self.task, phase=name)
+
+    def advance(self) -> None:
+        if self.task is not None:
+            self.rp.advance(self.task)
+
+
+def run(spec_path: str | Path, inv: Inventory, inv_path: Path | None = None, *, resume: Path | None = None,
+        results_root: Path = Path("results"), retries: int = 2, console=None, progress: bool = True,
+        analyze_after: bool = True) -> Path:
+    spec_path = Path(spec_path)
+    spec = load_spec(spec_path)
+    supported_or_explain(spec)
+    if inv.switch.kind != "emulated":
+        raise UsageError("running on a tofino switch needs bf_switchd under rainmaker (the real-testbed issue)",
+                         fix="use the emulated testbed (`rainmaker testbed up`) for now")
+    points = plan(spec, shape_of(inv))
+    if resume is not None:
+        run_dir = Path(resume)
+        if not (run_dir / Sweep.FILE).exists():
+            raise UsageError(f"{run_dir} is not a run directory (no {Sweep.FILE})", fix="pass the folder a run printed")
+    else:
+        run_dir = results_root / spec.name / time.strftime("%Y%m%d-%H%M%S")
+        run_dir.mkdir(parents=True, exist_ok=False)
+    sweep = Sweep(run_dir, points, resume=resume is not None)
+    from rich.console import Console
+
+    console = console or Console(highlight=False, soft_wrap=True)
+    logf = open(run_dir / "run.log", "a")
+
+    def log(msg: str) -> None:
+        line = time.strftime("%H:%M:%S ") + msg
+        logf.write(line + "\n")
+        logf.flush()
+        console.print(f"[dim]·[/] {msg}", markup=True, highlight=False)
+
+    log(f"{'resuming' if resume else 'run'} {spec.name}: {len(points)} points, {sweep.counts()['done']} done; results in {run_dir}")
+    with Progress(console, enabled=progress) as prog:
+        runner = Runner(spec_path, spec, inv, inv_path, run_dir, points, sweep, retries=retries, log=log, progress=prog)
+        try:
+            runner.prepare()
+            if resume is None or not (run_dir / "manifest.json").exists():
+                m = manifest(spec_path, spec, inv, inv_path, points, host_facts(runner.tb), runner.bfrt_sha())
+                (run_dir / "manifest.json").write_text(json.dumps(m, indent=1, default=str))
+            runner.sweep_all()
+        except KeyboardInterrupt:
+            log(f"interrupted: done points are kept; continue with `rainmaker run {spec_path} --resume {run_dir}`")
+            raise
+        finally:
+            runner.stop_all()
+            if runner.bfrt is not None:
+                runner.bfrt.close()
+            runner.tb.close()
+    counts = sweep.counts()
+    if runner.overheads:
+        ov = sorted(runner.overheads)
+        log(f"orchestration overhead per point (beyond warm-up + measurement): median {ov[len(ov) // 2]:.2f} s, "
+            f"max {ov[-1]:.2f} s")
+    log(f"{counts['done']} done, {counts['failed']} failed, {counts['todo']} todo")
+    if analyze_after and counts["done"]:
+        from .analyze import analyze
+        from .plots import plot
+        from .report import report
+
+        analyze(run_dir)
+        plot(run_dir, spec.plots)
+        rep = report(run_dir)
+        log(f"report: {rep}")
+    logf.close()
+    return run_dir

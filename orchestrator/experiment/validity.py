@@ -1,0 +1,368 @@
+"""Validity checks of one load point (DESIGN.md, "Measurement"), in the manner of
+Lancet: a point is trusted only when the load generator did what the plan asked and
+the measurement supports the numbers reported from it.
+
+Each check has a name, passed (True, False, or None when it could not run), the
+measured value, the threshold and a message a person can act on. The verdict is
+written to points/<id>/validity.json; analysis carries `valid` and the failed checks'
+names into summary.parquet and the plots mark invalid points.
+
+Checks:
+  complete      the client results exist for every host, are readable and not partial
+  load          achieved send rate vs the scheduled rate, within load_tolerance
+  schedule_lag  the largest lag of a send behind its intended time (testbed time)
+  late_sends    the fraction of sends later than the client's lateness threshold
+  lost          requests lost, failed or never sent, as a fraction of those offered
+  timed_out     requests that timed out
+  rejected      requests rejected by admission control at the switch
+  samples_p99   every class (and all together) has >= min_samples_p99 samples
+  p99_ci        the order-statistic 95% confidence interval of each class's p99 is
+                narrow: (upper - lower) / p99 <= max_p99_ci_width
+  interarrival  the actual inter-send times follow the configured process (KS test
+                against the exponential for poisson; near-constant gaps for
+                constant); needs clients/<host>/trace.csv, else 'not run'
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .analyze import ALL, PointData, load_point
+
+# Thresholds the spec's `validity:` section does not carry (the spec's defaults and
+# fields come first: orchestrator/experiment/spec.py, Validity).
+EXTRA_DEFAULTS = {
+    "ci_confidence": 0.95,
+    "gof_max_samples": 5000,     # KS on a random subsample: enough power, no pedantry
+    "constant_max_cv": 0.10,     # constant arrivals: std / mean of the gaps
+}
+FAILED_STATUSES = {"failed", "error", "aborted", "interrupted"}
+
+
+@dataclass
+class Check:
+    name: str
+    passed: bool | None          # None: not run
+    value: Any
+    threshold: Any
+    message: str
+    detail: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.passed is not None:
+            self.passed = bool(self.passed)  # not numpy's bool
+
+    @property
+    def status(self) -> str:
+        return "not run" if self.passed is None else ("passed" if self.passed else "failed")
+
+
+@dataclass
+class Verdict:
+    point_id: str
+    checks: list[Check]
+    thresholds: dict = field(default_factory=dict)
+
+    @property
+    def valid(self) -> bool:
+        return all(c.passed is not False for c in self.checks)
+
+    @property
+    def failed(self) -> list[str]:
+        return [c.name for c in self.checks if c.passed is False]
+
+    @property
+    def not_run(self) -> list[str]:
+        return [c.name for c in self.checks if c.passed is None]
+
+    def check(self, name: str) -> Check:
+        for c in self.checks:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+    def to_dict(self) -> dict:
+        return _finite({
+            "point_id": self.point_id, "valid": self.valid, "failed": self.failed, "not_run": self.not_run,
+            "checks": [{"name": c.name, "passed": c.passed, "status": c.status, "value": c.value,
+                        "threshold": c.threshold, "message": c.message, "detail": c.detail} for c in self.checks],
+            "thresholds": self.thresholds,
+        })
+
+    def write(self, point_dir: str | Path, as_dict: dict | None = None) -> Path:
+        p = Path(point_dir) / "validity.json"
+        tmp = p.with_name(".validity.json.tmp")
+        tmp.write_text(json.dumps(as_dict or self.to_dict(), indent=1) + "\n")
+        tmp.replace(p)
+        return p
+
+
+def _finite(x: Any) -> Any:
+    """Plain JSON: numpy scalars become Python numbers, NaN/Infinity become null."""
+    if hasattr(x, "item") and not isinstance(x, (list, dict)):  # numpy scalars
+        x = x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_finite(v) for v in x]
+    return x
+
+
+def thresholds_of(spec_validity) -> dict:
+    """The spec's Validity (a model, a dict or None for the defaults) plus the extras."""
+    from .spec import Validity
+
+    if spec_validity is None:
+        v = Validity().model_dump()
+    elif hasattr(spec_validity, "model_dump"):
+        v = spec_validity.model_dump()
+    else:
+        v = Validity.model_validate({k: val for k, val in dict(spec_validity).items()
+                                     if k in Validity.model_fields}).model_dump()
+        v |= {k: val for k, val in dict(spec_validity).items() if k in EXTRA_DEFAULTS}
+    for k, default in EXTRA_DEFAULTS.items():
+        v.setdefault(k, default)
+    return v
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.3g}%"
+
+
+# -- the checks ----------------------------------------------------------------------------
+
+def check_complete(data: PointData) -> Check:
+    status = str(data.point.get("status", "") or "")
+    problems = list(data.problems)
+    if data.partial:
+        problems.append("the client's run was cut short (summary.json: partial)")
+    if status.lower() in FAILED_STATUSES:
+        problems.append(f"the point's status is '{status}'")
+    if problems:
+        return Check("complete", False, len(problems), 0, "; ".join(problems))
+    return Check("complete", True, 0, 0, f"results of {len(data.hosts)} client host(s) complete")
+
+
+def check_load(data: PointData, tol: float) -> Check:
+    offered = data.top("offered_rps")
+    planned = data.point.get("offered_rps")
+    if offered is None:
+        offered = planned
+    achieved = data.top("achieved_rps")
+    if offered is None or achieved is None or offered <= 0:
+        return Check("load", False, None, tol, "no achieved or offered rate (summary.json missing?)")
+    err = abs(achieved - offered) / offered
+    msg = (f"achieved {achieved:,.0f} rps vs scheduled {offered:,.0f} rps "
+           f"({(achieved - offered) / offered:+.2%}; tolerance {_pct(tol)})")
+    if planned and abs(offered - float(planned)) / float(planned) > tol:
+        msg += f"; note: the plan asked for {float(planned):,.0f} rps"
+    return Check("load", err <= tol, err, tol, msg)
+
+
+def check_lag(data: PointData, max_lag_us: float) -> Check:
+    c = data.counters(ALL)
+    if "max_lag_ns" not in c:
+        return Check("schedule_lag", None, None, max_lag_us, "not run: no client counters")
+    lag = c["max_lag_ns"] / 1000.0
+    ok = lag <= max_lag_us
+    return Check("schedule_lag", ok, lag, max_lag_us,
+                 f"largest send lag {lag:,.1f} us (testbed time); limit {max_lag_us:g} us"
+                 + ("" if ok else ": the client could not keep its schedule"))
+
+
+def check_late(data: PointData, max_frac: float) -> Check:
+    c = data.counters(ALL)
+    sent = c.get("sent_in_window") or c.get("sent")
+    if not sent:
+        return Check("late_sends", None, None, max_frac, "not run: nothing was sent in the window")
+    frac = c.get("late_sends", 0) / sent
+    return Check("late_sends", frac <= max_frac, frac, max_frac,
+                 f"{int(c.get('late_sends', 0)):,} of {int(sent):,} sends late ({_pct(frac)}; limit {_pct(max_frac)})")
+
+
+def check_losses(data: PointData, max_frac: float) -> list[Check]:
+    c = data.counters(ALL)
+    offered = c.get("offered", 0)
+    if not offered:
+        msg = "not run: no requests offered in the window"
+        return [Check(n, None, None, max_frac, msg) for n in ("lost", "timed_out", "rejected")]
+    lost = c.get("lost", 0) + c.get("failed", 0) + c.get("not_sent", 0)
+    out = [Check("lost", lost / offered <= max_frac, lost / offered, max_frac,
+                 f"{int(lost):,} of {int(offered):,} requests lost ({int(c.get('lost', 0)):,} unanswered at the end, "
+                 f"{int(c.get('failed', 0)):,} failed by a worker, {int(c.get('not_sent', 0)):,} never sent); "
+                 f"limit {_pct(max_frac)}")]
+    for name, what in (("timed_out", "timed out"), ("rejected", "rejected by the switch")):
+        n = c.get(name, 0)
+        out.append(Check(name, n / offered <= max_frac, n / offered, max_frac,
+                         f"{int(n):,} of {int(offered):,} requests {what} ({_pct(n / offered)}; "
+                         f"limit {_pct(max_frac)})"))
+    return out
+
+
+def check_samples(data: PointData, min_n: int) -> Check:
+    if not data.latency:
+        return Check("samples_p99", False, 0, min_n, "no latency histograms")
+    counts = {c: h.total for c, h in data.latency.items()}
+    worst = min(counts, key=lambda c: counts[c])
+    ok = counts[worst] >= min_n
+    per = ", ".join(f"{c}: {n:,}" for c, n in counts.items())
+    msg = (f"samples per class {per} (all >= {min_n:,})" if ok else
+           f"samples per class {per}: '{worst}' has fewer than {min_n:,}, too few for a p99")
+    return Check("samples_p99", ok, counts[worst], min_n, msg, {"samples": counts})
+
+
+def check_p99_ci(data: PointData, max_width: float, confidence: float) -> Check:
+    if not data.latency:
+        return Check("p99_ci", False, None, max_width, "no latency histograms")
+    detail, worst, worst_w = {}, None, -1.0
+    for cls, h in data.latency.items():
+        n = h.total
+        if n == 0:
+            w, p99, lo, hi = math.inf, math.nan, math.nan, math.nan
+        else:
+            p99 = h.percentile(99.0)
+            lo, hi = h.quantile_ci(0.99, confidence)
+            w = (hi - lo) / p99 if p99 > 0 else math.inf
+        detail[cls] = {"samples": n, "p99_us": p99 / 1000, "ci_lo_us": lo / 1000, "ci_hi_us": hi / 1000,
+                       "rel_width": w}
+        if w > worst_w:
+            worst, worst_w = cls, w
+    d = detail[worst]
+    hi_txt = "unbounded" if not math.isfinite(d["ci_hi_us"]) else f"{d['ci_hi_us']:,.1f}"
+    msg = (f"p99 of '{worst}' {d['p99_us']:,.1f} us, {confidence:.0%} CI [{d['ci_lo_us']:,.1f}, {hi_txt}] us "
+           f"(testbed time), relative width {worst_w:.3g}; limit {max_width:g}")
+    if worst_w > max_width:
+        msg += ": more samples are needed (a longer measurement, or fewer classes)"
+    return Check("p99_ci", worst_w <= max_width, worst_w, max_width, msg, detail)
+
+
+# -- inter-arrival goodness of fit --------------------------------------------------------
+
+def _cum_intensity(schedule: list, lcores: int):
+    """Breakpoints (ns) and the cumulative per-lcore intensity at them, for np.interp:
+    the schedule is [[t_s, rps], ...], piecewise constant from t_s on."""
+    import numpy as np
+
+    ts = [float(t) for t, _ in schedule]
+    rates = [float(r) / max(lcores, 1) for _, r in schedule]
+    ts.append(ts[-1] + 1e6)  # far past the end
+    bp = np.array(ts) * 1e9
+    cum = np.concatenate([[0.0], np.cumsum(np.diff(bp) / 1e9 * np.array(rates))])
+    return bp, cum
+
+
+def rescaled_gaps(trace: Path, summary: dict, column: str = "sent_ns"):
+    """Inter-send gaps of each lcore within the measurement window, rescaled by the
+    schedule's intensity (time-rescaling theorem): Exp(1) for a Poisson process of the
+    scheduled rate, 1 for a constant one. Returns a numpy array."""
+    import numpy as np
+    import pandas as pd
+
+    try:
+        df = pd.read_csv(trace, usecols=["lcore", column], engine="pyarrow")
+    except Exception:
+        df = pd.read_csv(trace, usecols=["lcore", column])
+    schedule = summary.get("schedule") or []
+    if not schedule:
+        return np.array([])
+    lcores = int(summary.get("lcores") or df["lcore"].nunique() or 1)
+    w0 = float(summary.get("warmup_s", 0.0)) * 1e9
+    w1 = w0 + float(summary.get("duration_s", math.inf)) * 1e9
+    bp, cum = _cum_intensity(schedule, lcores)
+    out = []
+    for _, g in df.groupby("lcore", sort=False):
+        t = np.sort(g[column].to_numpy(dtype=np.float64))
+        t = t[(t >= w0) & (t < w1)]
+        if len(t) > 1:
+            out.append(np.diff(np.interp(t, bp, cum)))
+    return np.concatenate(out) if out else np.array([])
+
+
+def check_interarrival(data: PointData, arrival: str | None, alpha: float, th: dict, seed: int = 1) -> Check:
+    import numpy as np
+    from scipy import stats
+
+    if not data.traces:
+        return Check("interarrival", None, None, alpha,
+                     "not run: no trace (clients/<host>/trace.csv; run rain-client with --trace)")
+    if arrival not in ("poisson", "constant"):
+        return Check("interarrival", None, None, alpha, f"not run: no test for arrival process '{arrival}'")
+    gaps = {"sent_ns": [], "intended_ns": []}
+    for host, path in data.traces.items():
+        summary = data.summaries.get(host)
+        if summary is None:
+            continue
+        for col in gaps:
+            try:
+                gaps[col].append(rescaled_gaps(path, summary, col))
+            except Exception as e:
+                return Check("interarrival", None, None, alpha, f"not run: unreadable trace of {host}: {e}")
+    g = {k: np.concatenate(v) if v else np.array([]) for k, v in gaps.items()}
+    if len(g["sent_ns"]) < 20:
+        return Check("interarrival", None, None, alpha,
+                     f"not run: only {len(g['sent_ns'])} inter-send gaps in the window")
+    rng = np.random.default_rng(seed)
+    m = int(th["gof_max_samples"])
+    if arrival == "poisson":
+        res = {}
+        for col, x in g.items():
+            if len(x) < 20:
+                continue
+            if len(x) > m:
+                x = rng.choice(x, m, replace=False)
+            ks = stats.kstest(x, "expon")
+            res[col] = (float(ks.statistic), float(ks.pvalue), len(x))
+        p_sent = res["sent_ns"][1]
+        p_int = res.get("intended_ns", (math.nan, math.nan, 0))[1]
+        p = min(p_sent, p_int) if not math.isnan(p_int) else p_sent
+        msg = (f"KS vs exponential of the scheduled rate: actual sends D={res['sent_ns'][0]:.4f} p={p_sent:.3g} "
+               f"(n={res['sent_ns'][2]:,})" + (f", intended p={p_int:.3g}" if not math.isnan(p_int) else "")
+               + f"; reject below {alpha:g}")
+        if p < alpha:
+            msg += (": the sends are not Poisson at the scheduled rate" if p_sent < alpha
+                    else ": the generator's schedule is not Poisson")
+        return Check("interarrival", p >= alpha, p, alpha, msg,
+                     {k: {"D": v[0], "p": v[1], "n": v[2]} for k, v in res.items()})
+    x = g["sent_ns"]
+    mean = float(np.mean(x))
+    cv = float(np.std(x) / mean) if mean > 0 else math.inf
+    lim = float(th["constant_max_cv"])
+    tol = float(th["load_tolerance"])
+    ok = cv <= lim and abs(mean - 1.0) <= tol
+    msg = (f"constant arrivals: gap CV {cv:.3g} (limit {lim:g}), mean gap {mean:.4g} x scheduled "
+           f"(tolerance {_pct(tol)}), n={len(x):,}")
+    return Check("interarrival", ok, cv, lim, msg, {"cv": cv, "mean": mean, "n": len(x)})
+
+
+# -- the verdict ---------------------------------------------------------------------------
+
+def check_point(point_dir: str | Path, point: dict | None, spec_validity=None, *, data: PointData | None = None,
+                arrival: str | None = None, write: bool = True) -> Verdict:
+    """Run every check on one point directory and write its validity.json.
+    `spec_validity` is the spec's Validity (or a dict, or None for the defaults);
+    `arrival` overrides the arrival process the client reports in summary.json."""
+    point_dir = Path(point_dir)
+    if data is None:
+        data = load_point(point_dir, point)
+    th = thresholds_of(spec_validity)
+    checks = [check_complete(data), check_load(data, th["load_tolerance"]), check_lag(data, th["max_lag_us"]),
+              check_late(data, th["max_late_fraction"]), *check_losses(data, th["max_lost_fraction"]),
+              check_samples(data, th["min_samples_p99"]),
+              check_p99_ci(data, th["max_p99_ci_width"], th["ci_confidence"]),
+              check_interarrival(data, arrival or data.arrival(), th["gof_alpha"], th)]
+    verdict = Verdict(data.id, checks, th)
+    if write:
+        verdict.write(point_dir)
+    return verdict
+
+
+def read_verdict(point_dir: str | Path) -> dict | None:
+    try:
+        return json.loads((Path(point_dir) / "validity.json").read_text())
+    except (OSError, ValueError):
+        return None
