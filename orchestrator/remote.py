@@ -400,6 +400,29 @@ def _cs(seconds: float) -> str:
 
 
 # -- one host ----------------------------------------------------------------------------
+DEAD_PEER_S = 10  # a host that stops answering is declared lost after this long
+
+
+def _bound_dead_peers(conn: Any) -> None:
+    """A host that drops off the network must not hang us: paramiko waits up to an hour
+    to open a channel on a silent connection. SSH keepalives keep data in flight, and
+    TCP_USER_TIMEOUT makes the kernel drop the connection once that data goes
+    unacknowledged for DEAD_PEER_S; the transport then dies and every wait on it ends."""
+    import socket
+
+    transport = conn.client.get_transport()
+    if transport is None:
+        return
+    transport.set_keepalive(max(1, DEAD_PEER_S // 3))
+    transport.channel_timeout = 3 * DEAD_PEER_S
+    sock = transport.sock
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, DEAD_PEER_S * 1000)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    except (OSError, AttributeError):  # not a TCP socket (a proxy command): keepalives still bound it
+        pass
+
+
 class Remote:
     """One machine over one SSH connection, opened on first use and reused.
 
@@ -438,6 +461,7 @@ class Remote:
             except Exception as e:  # paramiko raises many unrelated types here
                 conn.close()
                 raise _Unreachable(_explain(self.target, e)) from None
+            _bound_dead_peers(conn)
             self._conn = conn
         return self._conn
 

@@ -294,7 +294,8 @@ class Runner:
 
     def bfrt_sha(self) -> str | None:
         try:
-            return hashlib.sha256(json.dumps(self.bfrt.info.raw, sort_keys=True).encode()).hexdigest()
+            # The bf-rt.json the switch serves: the program's identity as the control plane sees it.
+            return hashlib.sha256(json.dumps(self.bfrt.info.p4_json, sort_keys=True).encode()).hexdigest()
         except AttributeError:
             return None
 

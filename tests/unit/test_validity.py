@@ -33,7 +33,7 @@ def _point(tmp_path: Path, *, latencies=None, summary_kw=None, counter_kw=None, 
     for i, part in enumerate(per_host):
         c = good_counters(len(part), DURATION)
         c.update(counter_kw or {})
-        rps = N / DURATION / hosts
+        rps = len(lat) / DURATION / hosts  # consistent with the counters
         kw = dict(offered_rps=rps, achieved_rps=rps, duration_s=DURATION, warmup_s=WARMUP, arrival=arrival,
                   schedule=schedule or [[0.0, rps]], lcores=lcores, partial=partial)
         kw.update(summary_kw or {})
