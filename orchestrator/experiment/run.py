@@ -221,7 +221,8 @@ def _lcores(inv: Inventory, host: Host) -> str:
 def _idle(inv: Inventory, k: float) -> str:
     """What polling loops do when idle. Hardware: spin (dedicated cores). Emulated: every
     busy poller steals one of two shared cores from the switch, so sleep between polls,
-    for at most ~0.5 us of paper time (k x 0.5 us, capped at 100 us)."""
+    for at most ~0.5 us of paper time (k x 0.5 us, capped at 100 us). Measured: shorter
+    naps for the client, or a higher priority, cost the switch more than they gain."""
     if not inv.is_emulated:
         return "spin"
     return f"sleep:{int(min(100_000, max(1_000, 500 * k)))}"
@@ -628,8 +629,10 @@ def run(spec_path: str | Path, inv: Inventory, inv_path: Path | None = None, *, 
         from .report import report
 
         analyze(run_dir)
-        plot(run_dir, spec.plots)
+        for f in plot(run_dir, spec.plots):
+            if f.suffix == ".png":
+                log(f"figure: {f}")
         rep = report(run_dir)
-        log(f"report: {rep}")
+        log(f"report: {rep} (and {rep.with_suffix('.html').name})")
     logf.close()
     return run_dir

@@ -56,7 +56,10 @@ struct rte_mempool *rain_port_init(const struct rain_port_conf *c)
 int rain_idle_parse(const char *s, struct rain_idle *idle)
 {
 	memset(idle, 0, sizeof(*idle));
-	idle->sleep_after = 1000;
+	/* Few yields before sleeping: each is a system call, and on shared cores a loop
+	 * that never reaches its sleep (traffic every few hundred us keeps resetting the
+	 * count) burns a whole CPU in sched_yield. */
+	idle->sleep_after = 32;
 	idle->sleep_ns = 20000;
 	if (strcmp(s, "spin") == 0)
 		idle->mode = RAIN_IDLE_SPIN;
