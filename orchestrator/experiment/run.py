@@ -278,7 +278,11 @@ class Runner:
         self._connect_switch()
         waited = self.ctl.bring_up_ports()
         self.log(f"switch ports up ({waited:.1f} s)")
-        from . import analyze, validity  # noqa: F401 - heavy imports (scipy, pandas) before the first point
+        # Heavy imports (pandas, scipy.stats) now, not inside the first point's timing.
+        import pandas  # noqa: F401
+        import scipy.stats  # noqa: F401
+
+        from . import analyze, validity  # noqa: F401
 
     def _connect_switch(self) -> None:
         from switch.control.controller import RainController
@@ -408,8 +412,9 @@ class Runner:
                          list(cbgs))
         t1 = time.monotonic()
         self.phase("stop")
-        self.tb.parallel(lambda n: self.tb.remotes[n].stop(bgs[n], grace=15), list(bgs))
-        self.tb.parallel(lambda n: self.tb.remotes[n].stop(cbgs[n], grace=5), list(cbgs))
+        agents = {**{f"w:{n}": (n, bgs[n], 15) for n in bgs}, **{f"c:{n}": (n, cbgs[n], 5) for n in cbgs}}
+        self.tb.parallel(lambda key: self.tb.remotes[agents[key][0]].stop(agents[key][1], grace=agents[key][2]),
+                         list(agents))
         self.running = []
         self.phase("collect")
         for role, names in (("worker", list(bgs)), ("client", list(cbgs))):

@@ -19,6 +19,8 @@ MAX_CLIENT_HOSTS = 256
 FORWARD_ENTRIES = 1024
 TASK_TYPES = 256
 RDMA_SLOT_SHIFT = 11
+LARGE_UDP_MIN = 48    # sizes.p4: UDP 8 + rain 32 + >= 4 payload bytes + iCRC pad 4
+LARGE_UDP_MAX = 2092  # ... + at most one ring slot (2^RDMA_SLOT_SHIFT) of payload
 EVENT_COUNTERS = 32
 
 # ---------------------------------------------------------------- types.p4

@@ -23,8 +23,8 @@ from .deparser import switch_egress_deparser, switch_ingress_deparser
 from .dispatch import Dispatch
 from .events import Events
 from .forward import Forward
-from .headers import (EV_BAD_RAIN, EV_FORWARDED, EV_NO_ROUTE, EV_PARSER_ERROR, KIND_TASK, KIND_TOKEN, RAIN_VERSION,
-                      EgressMd, Headers, IngressMd)
+from .headers import (EV_BAD_RAIN, EV_FORWARDED, EV_NO_ROUTE, EV_PARSER_ERROR, FLAG_LARGE, KIND_TASK, KIND_TOKEN,
+                      LARGE_UDP_MAX, LARGE_UDP_MIN, MAX_SLICES, RAIN_VERSION, EgressMd, Headers, IngressMd)
 from .parser import switch_egress_parser, switch_ingress_parser
 from .queue_entries import QueueEntries
 from .rdma_engine import RdmaEngine
@@ -62,7 +62,10 @@ class SwitchIngress:
             ig_md.drop_ctl = 1
             ig_md.event = EV_PARSER_ERROR
         elif hdr.rain_valid and (hdr.kind == KIND_TASK or hdr.kind == KIND_TOKEN):
-            if hdr.version != RAIN_VERSION:
+            if (hdr.version != RAIN_VERSION
+                    or (hdr.kind == KIND_TOKEN and hdr.slice >= MAX_SLICES)
+                    or (hdr.flags & FLAG_LARGE
+                        and not LARGE_UDP_MIN <= hdr.udp_length <= LARGE_UDP_MAX)):
                 ig_md.drop_ctl = 1
                 ig_md.event = EV_BAD_RAIN
             else:

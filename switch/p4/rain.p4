@@ -51,7 +51,13 @@ control SwitchIngress(inout headers_t hdr,
             ig_dprsr_md.drop_ctl = 1;
             ig_md.event = EV_PARSER_ERROR;
         } else if (hdr.rain.isValid() && (hdr.rain.kind == KIND_TASK || hdr.rain.kind == KIND_TOKEN)) {
-            if (hdr.rain.version != RAIN_VERSION) {
+            if (hdr.rain.version != RAIN_VERSION
+                    || (hdr.rain.kind == KIND_TOKEN && hdr.rain.slice >= MAX_SLICES)
+                    || ((hdr.rain.flags & FLAG_LARGE) != 0
+                        && (hdr.udp.length < LARGE_UDP_MIN || hdr.udp.length > LARGE_UDP_MAX))) {
+                /* A token's slice indexes the registers: out of range it would alias
+                 * another slice's cells. A large task's length becomes a descriptor
+                 * and a WRITE length: out of range it would wrap or overrun a slot. */
                 ig_dprsr_md.drop_ctl = 1;
                 ig_md.event = EV_BAD_RAIN;
             } else {

@@ -27,6 +27,13 @@ typedef bit<17> qidx_t;
  * rings with this slot size (the controller checks). */
 #define RDMA_SLOT_SHIFT      11
 
+/* A large task's UDP length: UDP 8 + rain header 32 + payload + the 4-byte iCRC pad.
+ * Its payload must be at least 4 bytes (WRITE lengths are 4-byte aligned) and fit one
+ * ring slot, else the descriptor's length would wrap or a WRITE overrun its slot:
+ * such tasks are dropped as malformed (EV_BAD_RAIN). */
+#define LARGE_UDP_MIN        48
+#define LARGE_UDP_MAX        2092
+
 /* Event counters (see types.p4, EV_*). */
 #define EVENT_COUNTERS       32
 

@@ -61,7 +61,8 @@ const bit<5> EV_NO_WORKER        = 10; /* a dispatch to a worker id with no entr
 const bit<5> EV_NO_RDMA          = 11; /* a large task for a slice without RDMA state */
 const bit<5> EV_FORWARDED        = 12; /* forwarded by destination address */
 const bit<5> EV_NO_ROUTE         = 13; /* dropped: no forwarding entry */
-const bit<5> EV_BAD_RAIN         = 14; /* dropped: bad version or a kind the switch does not take */
+const bit<5> EV_BAD_RAIN         = 14; /* dropped: bad version, a token's slice out of range, a large
+                                          * task whose length does not fit a ring slot */
 const bit<5> EV_PARSER_ERROR     = 15; /* dropped: truncated or malformed headers */
 
 #endif

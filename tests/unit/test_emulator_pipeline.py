@@ -135,22 +135,25 @@ def test_dispatch_keeps_udp_and_fixes_the_ip_checksum(sw):
     assert (h.kind, h.worker_id, h.data) == (Kind.DISPATCH, 2, b"abcdefgh")
 
 
-def test_token_slice_beyond_the_registers_aliases_like_the_asic(sw):
-    """A token's slice comes from the packet unchecked. The emulator indexes a register
-    with the bits that address its cells (as the ASIC does: 16 cells, 4 bits), while
-    config_slice simply misses (unconfigured: cap 0). So a token for slice 17 finds
-    slice 1's waiting task (balance -1 < cap 0) and takes it, with region bounds 0:
-    what the P4 does (reported as a P4 issue), reproduced, not fixed."""
+def test_token_slice_beyond_the_registers_is_dropped_as_bad(sw):
+    """A token's slice comes from the packet and indexes the registers: rain.p4 drops
+    one out of range (it would alias another slice's cells) and counts EV_BAD_RAIN."""
     sw.slice(1, 16, 31)
     sw.store.table("map_slice").add(5, "set_slice", {"slice": 1})
     assert sw.run(task(1, task_type=5)) == []
-    (port, f), = sw.run(token(1, s=17))
-    h = Header.unpack(f[42:])
-    assert (port, h.kind, h.request_id, h.slice) == (2, Kind.DISPATCH, 1, 17)
-    assert sw.store.register("balance")[1] == 0
-    # with nothing waiting, such a token is dropped as "full" (cap 0)
     assert sw.run(token(1, s=17)) == []
-    assert sw.events()["TOKEN_DROPPED"] == 1
+    assert sw.store.register("balance")[1] == -1  # the task still waits in slice 1
+    assert sw.events()["BAD_RAIN"] == 1
+
+
+@pytest.mark.parametrize("payload_len", [0, 2100])
+def test_large_task_that_fits_no_ring_slot_is_dropped_as_bad(sw, payload_len):
+    """A large task's length becomes its descriptor and its WRITEs' length: one with no
+    payload, or more than a ring slot holds, would wrap or overrun; rain.p4 drops it."""
+    sw.slice(0, 0, 15, last_slot=7, mgid=1)
+    f = task(7, flags=Flag.LARGE, payload=bytes(payload_len) + b"\0\0\0\0")
+    assert sw.run(f) == []
+    assert sw.events() == {"BAD_RAIN": 1} and sw.store.register("balance")[0] == 0
 
 
 def test_roce_write_matches_the_tofino_facts_test_vector():
