@@ -1,10 +1,12 @@
 """The client agent: runs rain-client with the point's load profile and leaves its
 histograms and summary in the output folder. Started as
 `python3 -m hosts.agent client --config FILE`; prints `rain-agent ready` when
-rain-client sends and `rain-agent done` when it has written its results. SIGTERM ends
-rain-client early (its summary is then marked partial)."""
+rain-client is ready (and, with `wait_start`, waits for SIGUSR1 to its process group
+to start the load) and `rain-agent done` when it has written its results. SIGTERM
+ends rain-client early (its summary is then marked partial)."""
 from __future__ import annotations
 
+import signal
 import time
 from pathlib import Path
 
@@ -30,6 +32,8 @@ def client_argv(cfg: dict, out: Path) -> list[str]:
         argv.append("--resubmit")
     if c.get("trace"):
         argv += ["--trace", str(out / "trace.csv")]
+    if c.get("wait_start"):
+        argv.append("--wait-start")
     return argv
 
 
@@ -38,7 +42,16 @@ def run(config_path: str) -> int:
     out = Path(cfg["out_dir"])
     out.mkdir(parents=True, exist_ok=True)
     stop = Stop()
-    child = Child(client_argv(cfg, out), out / "client.log")
+    # With wait_start, the orchestrator starts the load by sending SIGUSR1 to this
+    # agent's process group: rain-client acts on it, the agent ignores it.
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+    argv = client_argv(cfg, out)
+    if cfg.get("realtime"):
+        # On shared cores the load generator is the measuring instrument: a real-time
+        # priority lets it preempt the busy pollers when a send is due (it sleeps
+        # between sends, so it takes little CPU). CFS alone stalls it for milliseconds.
+        argv = ["chrt", "--fifo", str(int(cfg["realtime"])), *argv]
+    child = Child(argv, out / "client.log")
     try:
         child.wait_line("rain-client ready", timeout=float(cfg.get("ready_timeout_s", 30)))
     except BaseException:

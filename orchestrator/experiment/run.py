@@ -221,8 +221,8 @@ def _lcores(inv: Inventory, host: Host) -> str:
 def _idle(inv: Inventory, k: float) -> str:
     """What polling loops do when idle. Hardware: spin (dedicated cores). Emulated: every
     busy poller steals one of two shared cores from the switch, so sleep between polls,
-    for at most ~0.5 us of paper time (k x 0.5 us, capped at 100 us). Measured: shorter
-    naps for the client, or a higher priority, cost the switch more than they gain."""
+    for at most ~0.5 us of paper time (k x 0.5 us, capped at 100 us). Measured here:
+    shorter naps for the client starve the switch more than they sharpen the sends."""
     if not inv.is_emulated:
         return "spin"
     return f"sleep:{int(min(100_000, max(1_000, 500 * k)))}"
@@ -330,7 +330,7 @@ class Runner:
         self.phase("reset switch")
         self.ctl.reset()
         # Workers: agents start rain-worker with tokens off; registrations come back.
-        self.phase("start workers")
+        self.phase("start agents")
         threads = spec.workers.threads(inv.is_emulated)
         slices = _slices_of(spec, threads * len(inv.workers))
         quota = int(p.params.get("initial_quota", 1))
@@ -359,7 +359,39 @@ class Runner:
                               "idle": _idle(inv, k), "start_disabled": True}}
             return self._start_agent(name, "worker", cfg, out)
 
-        bgs = self.tb.parallel(start_worker, [w.name for w in inv.workers])
+        # Clients: the load profile; latency from intended send times.
+        # Admission control (paper 4): Q_max = switch queue capacity + the workers' quotas,
+        # shared by the clients; a client at its cap holds new requests back.
+        q_max = sum(r.size for r in self.ctl.settings.regions().values()) + quota * threads * len(inv.workers)
+        n_clients = len(inv.clients)
+        timeout_us = int(max(200_000, 200 * mean_service_ns / 1000))
+        large = [c.payload for c in spec.workload.classes]
+        classes = [f"{c.name}:{c.weight}:{c.task_type}:{c.service.client_arg(k)}:{c.payload.bytes}" for c in spec.workload.classes]
+        rate = p.offered_rps / n_clients
+        trace = rate * (p.warmup_s + p.measure_s) <= 2_000_000
+
+        def start_client(name: str) -> Background:
+            h = inv.host(name)
+            i = [c.name for c in inv.clients].index(name)
+            out = self.remote_dir(h, p, "client")
+            c = {"client_id": i, "src_ip": h.nic.ip, "dst_mac": inv.switch.service_mac, "dst_ip": inv.switch.service_ip,
+                 "arrival": spec.workload.arrival, "rate": round(rate, 3), "classes": classes,
+                 "warmup_s": p.warmup_s, "measure_s": p.measure_s, "max_outstanding": max(1, q_max // n_clients),
+                 "timeout_us": timeout_us, "dilation": k, "seed": 1000 * p.repetition + i + 1, "trace": trace,
+                 "idle": _idle(inv, k), "wait_start": True}
+            if large and large[0].large_fraction > 0:
+                c["large_fraction"], c["large_bytes"] = large[0].large_fraction, large[0].large_bytes
+            cfg = {"binary": str(PurePosixPath(h.deploy_root) / "bin" / "rain-client"), "out_dir": str(out),
+                   "eal": _eal(inv, h, "client", _lcores(inv, h)), "client": c,
+                   "realtime": 10 if inv.is_emulated else 0}
+            return self._start_agent(name, "client", cfg, out)
+
+        # Workers and clients initialise together; clients hold their load until the
+        # switch is programmed and the workers' tokens are on (SIGUSR1, below).
+        started = self.tb.parallel(lambda n: start_worker(n) if inv.host(n).role == "worker" else start_client(n),
+                                   [h.name for h in inv.hosts])
+        bgs = {n: started[n] for n in (w.name for w in inv.workers)}
+        cbgs = {n: started[n] for n in (c.name for c in inv.clients)}
         from switch.control.registration import WorkerRegistration
 
         def fetch_reg(name: str) -> WorkerRegistration:
@@ -377,34 +409,9 @@ class Runner:
         self.tb.parallel(lambda n: self.tb.remotes[n].run(
             [REMOTE_PYTHON, "-m", "hosts.agent", "enable", "--ctl", str(self.remote_dir(inv.host(n), p, "worker") / "worker.ctl")],
             cwd=str(PurePosixPath(inv.host(n).deploy_root) / "agent"), timeout=20), list(bgs))
-        # Clients: the load profile; latency from intended send times.
-        self.phase("start clients")
-        # Admission control (paper 4): Q_max = switch queue capacity + the workers' quotas,
-        # shared by the clients; a client at its cap holds new requests back.
-        q_max = sum(c.cap for c in self.ctl.slices.values()) + quota * threads * len(inv.workers)
-        n_clients = len(inv.clients)
-        timeout_us = int(max(200_000, 200 * mean_service_ns / 1000))
-        large = [c.payload for c in spec.workload.classes]
-        classes = [f"{c.name}:{c.weight}:{c.task_type}:{c.service.client_arg(k)}:{c.payload.bytes}" for c in spec.workload.classes]
-        rate = p.offered_rps / n_clients
-        trace = rate * (p.warmup_s + p.measure_s) <= 2_000_000
-
-        def start_client(name: str) -> Background:
-            h = inv.host(name)
-            i = [c.name for c in inv.clients].index(name)
-            out = self.remote_dir(h, p, "client")
-            c = {"client_id": i, "src_ip": h.nic.ip, "dst_mac": inv.switch.service_mac, "dst_ip": inv.switch.service_ip,
-                 "arrival": spec.workload.arrival, "rate": round(rate, 3), "classes": classes,
-                 "warmup_s": p.warmup_s, "measure_s": p.measure_s, "max_outstanding": max(1, q_max // n_clients),
-                 "timeout_us": timeout_us, "dilation": k, "seed": 1000 * p.repetition + i + 1, "trace": trace,
-                 "idle": _idle(inv, k)}
-            if large and large[0].large_fraction > 0:
-                c["large_fraction"], c["large_bytes"] = large[0].large_fraction, large[0].large_bytes
-            cfg = {"binary": str(PurePosixPath(h.deploy_root) / "bin" / "rain-client"), "out_dir": str(out),
-                   "eal": _eal(inv, h, "client", _lcores(inv, h)), "client": c}
-            return self._start_agent(name, "client", cfg, out)
-
-        cbgs = self.tb.parallel(start_client, [c.name for c in inv.clients])
+        self.phase("start load")
+        self.tb.parallel(lambda n: self.tb.remotes[n].run(["kill", "-USR1", "--", f"-{cbgs[n].pgid}"], timeout=20),
+                         list(cbgs))
         setup_s = time.monotonic() - t0
         self.phase(f"measure ({p.warmup_s:g} s warm-up + {p.measure_s:g} s)")
         budget = p.warmup_s + p.measure_s + 2 * timeout_us / 1e6 + 30
@@ -417,12 +424,13 @@ class Runner:
                          list(agents))
         self.running = []
         self.phase("collect")
-        for role, names in (("worker", list(bgs)), ("client", list(cbgs))):
-            def get(n: str, role=role) -> None:
-                self.tb.remotes[n].get_tree(str(self.remote_dir(inv.host(n), p, role)), pdir / f"{role}s" / n)
-                self.tb.remotes[n].get(str(PurePosixPath(self.tb.remotes[n].target.run_dir) / f"{role}-agent.log"),
-                                       pdir / f"{role}s" / n / "agent.log", check=False)
-            self.tb.parallel(get, names)
+        def get(n: str) -> None:
+            role = inv.host(n).role
+            self.tb.remotes[n].get_tree(str(self.remote_dir(inv.host(n), p, role)), pdir / f"{role}s" / n)
+            self.tb.remotes[n].get(str(PurePosixPath(self.tb.remotes[n].target.run_dir) / f"{role}-agent.log"),
+                                   pdir / f"{role}s" / n / "agent.log", check=False)
+
+        self.tb.parallel(get, [h.name for h in inv.hosts])
         (pdir / "switch").mkdir(exist_ok=True)
         (pdir / "switch" / "snapshot.json").write_text(json.dumps(self.ctl.snapshot(), indent=1, default=str))
         self.phase("validity")

@@ -360,8 +360,9 @@ def test_group_put(target: Target, tmp_path: Path) -> None:
     f.write_text("payload")
     ts = [replace(target, name=n, deploy_root=tmp_path / n) for n in ("x", "y")]
     with Group(ts) as g:
-        res = g.put(f, str(tmp_path / "shared" / "f"))
-    assert all(r.ok for r in res.values()) and (tmp_path / "shared" / "f").read_text() == "payload"
+        res = g.put(f, "in/f")  # relative: into each target's own deploy root
+    assert all(r.ok for r in res.values())
+    assert [(tmp_path / n / "in" / "f").read_text() for n in ("x", "y")] == ["payload", "payload"]
 
 
 def test_find_a_running_background_process(remote: Remote, tmp_path: Path) -> None:

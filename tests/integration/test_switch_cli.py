@@ -35,6 +35,7 @@ def inv_path(testbed):
 
 def test_start_status_read_stop(testbed, inv_path):
     tb, inv = testbed
+    cli(inv_path, "stop")  # other tests share this testbed and may have left it running
     r = cli(inv_path, "start")
     assert r.returncode == 0, r.stderr
     assert "emulator ready" in r.stdout and f"ports: {len(inv.switch.ports)} of {len(inv.switch.ports)} up" in r.stdout

@@ -70,6 +70,8 @@ void rc_usage(FILE *f, const char *prog)
 "  --idle spin|yield|sleep[:NS]  when a poll finds nothing (default yield: on shared\n"
 "                           cores spinning starves the switch and the workers)\n"
 "  --tx-only                never read replies (generator benchmarks on net_null)\n"
+"  --wait-start             after \"rain-client ready\", wait for SIGUSR1 before starting\n"
+"                           (initialise while the switch is programmed)\n"
 "  --help                   this text\n"
 "\n"
 "Lcores: every EAL lcore (-l) is a load lcore with its own RX/TX queue pair, so the\n"
@@ -198,7 +200,7 @@ static int parse_class(const char *s, struct rc_config *cfg)
 enum {
 	O_CLIENT_ID = 256, O_PORT, O_SRC_IP, O_DST_MAC, O_DST_IP, O_ARRIVAL, O_RATE, O_SCHEDULE, O_CLASS,
 	O_LARGE_FRACTION, O_LARGE_BYTES, O_DILATION, O_WARMUP, O_DURATION, O_MAX_OUT, O_TIMEOUT, O_RESUBMIT,
-	O_SEED, O_IDLE, O_OUT, O_TX_ONLY, O_TRACE, O_HELP,
+	O_SEED, O_IDLE, O_OUT, O_TX_ONLY, O_WAIT_START, O_TRACE, O_HELP,
 };
 
 static const struct option longopts[] = {
@@ -223,6 +225,7 @@ static const struct option longopts[] = {
 	{"idle", required_argument, NULL, O_IDLE},
 	{"out", required_argument, NULL, O_OUT},
 	{"tx-only", no_argument, NULL, O_TX_ONLY},
+	{"wait-start", no_argument, NULL, O_WAIT_START},
 	{"trace", required_argument, NULL, O_TRACE},
 	{"help", no_argument, NULL, O_HELP},
 	{NULL, 0, NULL, 0},
@@ -326,6 +329,9 @@ int rc_parse_args(int argc, char **argv, struct rc_config *cfg)
 			break;
 		case O_OUT:
 			cfg->out_dir = optarg;
+			break;
+		case O_WAIT_START:
+			cfg->wait_start = true;
 			break;
 		case O_TX_ONLY:
 			cfg->tx_only = true;

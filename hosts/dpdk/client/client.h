@@ -63,6 +63,7 @@ struct rc_config {
 	uint64_t timeout_us;
 	bool resubmit;
 	bool tx_only;              /* generator benchmarks: never read replies */
+	bool wait_start;           /* after "ready", wait for SIGUSR1 before the schedule starts */
 	uint64_t seed;
 	struct rain_idle idle;
 	const char *out_dir;       /* NULL: summary on stdout, no histogram logs */

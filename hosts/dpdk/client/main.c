@@ -32,6 +32,14 @@ static void on_signal(int sig)
 	rc.quit = 1; /* every loop polls it; the results are written with "partial": true */
 }
 
+static volatile sig_atomic_t go;
+
+static void on_go(int sig)
+{
+	(void)sig;
+	go = 1;
+}
+
 static int mkdir_p(const char *dir)
 {
 	char buf[4096];
@@ -188,8 +196,17 @@ int main(int argc, char **argv)
 
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
+	signal(SIGUSR1, on_go);
 	printf("rain-client ready\n");
 	fflush(stdout);
+	if (cfg.wait_start) {
+		/* Initialised while the orchestrator programs the switch; SIGUSR1 starts the
+		 * schedule (warm-up first), SIGINT/SIGTERM end it before it began. */
+		while (!go && !rc.quit)
+			rte_delay_us_sleep(200);
+		printf("rain-client started\n");
+		fflush(stdout);
+	}
 
 	/* Everyone starts together, a little after now, so the first arrivals are not late. */
 	uint64_t tsc_now = rte_rdtsc(), unix_now = rain_unix_ns();
