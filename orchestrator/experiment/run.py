@@ -17,17 +17,15 @@ from __future__ import annotations
 import hashlib
 import json
 import platform
-import shlex
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 
-from ..errors import RainmakerError, RemoteError, UsageError
+from ..errors import RainmakerError, UsageError
 from ..inventory import Host, Inventory
-from ..remote import Background, Group, Remote, Target, targets
+from ..remote import Background, Remote, Target, targets
 from .plan import Point, TestbedShape, plan
 from .spec import Spec, load as load_spec
 from .sweep import DONE, FAILED, Sweep

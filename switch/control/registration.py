@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from . import addr
-from .constants import MAX_CLIENT_HOSTS, MAX_WORKERS, PSN_MASK, QPN_MASK, RAIN_UDP_PORT
+from .constants import MAX_CLIENT_HOSTS, MAX_WORKERS, QPN_MASK, RAIN_UDP_PORT
 from .errors import ControllerError
 
 

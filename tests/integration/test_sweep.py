@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orchestrator.experiment import run as runmod
 from orchestrator.experiment.run import Progress, run
 from orchestrator.experiment.sweep import Sweep
 
@@ -43,19 +42,20 @@ def test_tasks_come_back_through_the_switch(testbed, tmp_path):
     """Issue 4's end to end: the emulator started over SSH, programmed by the controller
     from the inventory; rain-workers issue tokens; rain-client's tasks are answered."""
     tb, inv = testbed
-    run_dir = run(spec_file(tmp_path, "e2e", [0.4]), inv, tb.inventory_path, results_root=tmp_path / "results",
+    run_dir = run(spec_file(tmp_path, "e2e", [0.25]), inv, tb.inventory_path, results_root=tmp_path / "results",
                   progress=False, retries=0)
     state = json.loads((run_dir / "sweep.json").read_text())["points"]
     (pid, st), = state.items()
     assert st["status"] == "done", st
     pdir = run_dir / "points" / pid
-    summary = json.loads((pdir / "clients" / "client0" / "summary.json").read_text())
-    total = summary.get("total") or summary.get("all") or summary
-    text = json.dumps(summary)
-    assert '"received"' in text
-    snap = json.loads((pdir / "switch" / "snapshot.json").read_text())
-    events = json.dumps(snap)
-    assert "DISPATCH" in events.upper()
+    totals = json.loads((pdir / "clients" / "client0" / "summary.json").read_text())["totals"]
+    # Every task went through the switch to a worker and came back (a few may time out
+    # on two busy cores; none may be lost or rejected).
+    assert totals["sent"] > 300 and totals["received"] >= 0.95 * totals["sent"]
+    assert totals["lost"] == 0 and totals["rejected"] == 0
+    events = json.loads((pdir / "switch" / "snapshot.json").read_text())["counters"]["pipe.SwitchIngress.events.events"]
+    dispatched = events["EV_DISPATCH_DIRECT"]["packets"] + events["EV_DISPATCH_QUEUED"]["packets"]
+    assert dispatched >= totals["received"] and events["EV_FORWARDED"]["packets"] >= totals["received"]
     for w in ("worker0", "worker1"):
         reg = json.loads((pdir / "workers" / w / "registration.json").read_text())
         assert len(reg["worker_ids"]) == 2
