@@ -1,8 +1,8 @@
 """The client agent: runs rain-client with the point's load profile and leaves its
 histograms and summary in the output folder. Started as
 `python3 -m hosts.agent client --config FILE`; prints `rain-agent ready` when
-rain-client is ready (and, with `wait_start`, waits for SIGUSR1 to its process group
-to start the load) and `rain-agent done` when it has written its results. SIGTERM
+rain-client is ready (and, with `wait_start`, hands on the SIGUSR1 that starts the
+load) and `rain-agent done` when it has written its results. SIGTERM
 ends rain-client early (its summary is then marked partial)."""
 from __future__ import annotations
 
@@ -42,8 +42,8 @@ def run(config_path: str) -> int:
     out = Path(cfg["out_dir"])
     out.mkdir(parents=True, exist_ok=True)
     stop = Stop()
-    # With wait_start, the orchestrator starts the load by sending SIGUSR1 to this
-    # agent's process group: rain-client acts on it, the agent ignores it.
+    # With wait_start, the orchestrator starts the load with SIGUSR1 to this agent,
+    # which hands it on to rain-client.
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     argv = client_argv(cfg, out)
     if cfg.get("realtime"):
@@ -57,6 +57,7 @@ def run(config_path: str) -> int:
     except BaseException:
         child.stop()
         raise
+    signal.signal(signal.SIGUSR1, lambda *_: child.proc.send_signal(signal.SIGUSR1))
     say(READY)
     while not stop.requested and child.proc.poll() is None:
         time.sleep(0.05)

@@ -4,13 +4,14 @@ quotas and slices (Algorithm 1) through the shared-memory control block.
 
 Started by the orchestrator as `python3 -m hosts.agent worker --config FILE`. Prints
 `rain-agent ready` once rain-worker is ready (its registration is then in the output
-folder). Tokens stay off until the orchestrator has programmed the switch and runs
-`python3 -m hosts.agent enable --ctl FILE`. SIGTERM stops rain-worker cleanly and
-writes the final files.
+folder). Tokens stay off until the orchestrator has programmed the switch and sends
+SIGUSR1 to the agent (or runs `python3 -m hosts.agent enable --ctl FILE`). SIGTERM
+stops rain-worker cleanly and writes the final files.
 """
 from __future__ import annotations
 
 import json
+import signal
 import time
 from pathlib import Path
 
@@ -48,6 +49,13 @@ def run(config_path: str) -> int:
     except BaseException:
         child.stop()
         raise
+    def enable_tokens(*_: object) -> None:
+        # SIGUSR1 to this agent (not its group: rain-worker would die of it) turns the
+        # tokens on, once the orchestrator has programmed the switch.
+        for i in range(block.header.n_workers):
+            block.set_enabled(i, True)
+
+    signal.signal(signal.SIGUSR1, enable_tokens)
     say(READY)
     period = float(cfg.get("sample_period_s", 0.1))
     adaptive = cfg.get("adaptive")

@@ -404,12 +404,14 @@ class Runner:
         regs = self.tb.parallel(fetch_reg, list(bgs))
         self.phase("program switch")
         self.ctl.program(workers=list(regs.values()))
-        self.tb.parallel(lambda n: self.tb.remotes[n].run(
-            [REMOTE_PYTHON, "-m", "hosts.agent", "enable", "--ctl", str(self.remote_dir(inv.host(n), p, "worker") / "worker.ctl")],
-            cwd=str(PurePosixPath(inv.host(n).deploy_root) / "agent"), timeout=20), list(bgs))
+        # One step on every host, SIGUSR1 to the agent (only: the programs it runs have
+        # their own meaning for it): worker agents turn their tokens on, client agents
+        # start the load. Tasks that arrive before a worker's first token wait in the switch.
         self.phase("start load")
-        self.tb.parallel(lambda n: self.tb.remotes[n].run(["kill", "-USR1", "--", f"-{cbgs[n].pgid}"], timeout=20),
-                         list(cbgs))
+        go = {**{n: bgs[n].pgid for n in bgs}, **{n: cbgs[n].pgid for n in cbgs}}
+        self.tb.parallel(lambda n: self.tb.remotes[n].run(
+            # Anchored: the group's shell wrapper has the same words later in its command line.
+            ["pkill", "-USR1", "-g", str(go[n]), "-f", r"^[^ ]*python3[^ ]* -m hosts\.agent "], timeout=20), list(go))
         setup_s = time.monotonic() - t0
         self.phase(f"measure ({p.warmup_s:g} s warm-up + {p.measure_s:g} s)")
         budget = p.warmup_s + p.measure_s + 2 * timeout_us / 1e6 + 30
