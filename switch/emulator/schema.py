@@ -32,6 +32,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from switch.bfrt.info import aliases  # noqa: F401 - the same dot-suffix rule as the client's
 from switch.errors import SwitchError
 
 
@@ -214,21 +215,6 @@ def _without_pipe(name: str) -> str:
     return name[len("pipe."):] if name.startswith("pipe.") else name
 
 
-def aliases(names: Iterable[str]) -> dict[str, str]:
-    """Every full name and every unique dot-suffix of it -> the full name.
-
-    `pipe.SwitchIngress.forward.forward` is also `SwitchIngress.forward.forward`,
-    `forward.forward` and `forward`, unless another name ends the same way.
-    """
-    names = list(names)
-    owners: dict[str, set[str]] = {}
-    for full in names:
-        parts = full.split(".")
-        for i in range(1, len(parts)):
-            owners.setdefault(".".join(parts[i:]), set()).add(full)
-    out = {suffix: next(iter(fulls)) for suffix, fulls in owners.items() if len(fulls) == 1}
-    out.update({n: n for n in names})  # a full name always wins over another's suffix
-    return out
 
 
 # ---------------------------------------------------------------- the BF-RT layout
