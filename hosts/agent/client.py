@@ -52,11 +52,7 @@ def run(config_path: str) -> int:
         # between sends, so it takes little CPU). CFS alone stalls it for milliseconds.
         argv = ["chrt", "--fifo", str(int(cfg["realtime"])), *argv]
     child = Child(argv, out / "client.log")
-    try:
-        child.wait_line("rain-client ready", timeout=float(cfg.get("ready_timeout_s", 30)))
-    except BaseException:
-        child.stop()
-        raise
+    child.ready("rain-client ready", cfg)
     signal.signal(signal.SIGUSR1, lambda *_: child.proc.send_signal(signal.SIGUSR1))
     say(READY)
     while not stop.requested and child.proc.poll() is None:

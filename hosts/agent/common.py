@@ -77,6 +77,14 @@ class Child:
                 raise AgentError(f"{Path(self.argv[0]).name} did not print '{text}' within {timeout:.0f} s:\n{self.tail()}")
             time.sleep(0.02)
 
+    def ready(self, text: str, cfg: dict) -> None:
+        """wait_line with the config's timeout; a child that never got ready is stopped."""
+        try:
+            self.wait_line(text, timeout=float(cfg.get("ready_timeout_s", 30)))
+        except BaseException:
+            self.stop()
+            raise
+
     def tail(self, n: int = 15) -> str:
         try:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])

@@ -43,12 +43,13 @@ def run(config_path: str) -> int:
     out.mkdir(parents=True, exist_ok=True)
     stop = Stop()
     child = Child(worker_argv(cfg, out), out / "worker.log")
+    child.ready("rain-worker ready", cfg)
     try:
-        child.wait_line("rain-worker ready", timeout=float(cfg.get("ready_timeout_s", 30)))
         block = ctl.ControlBlock(out / "worker.ctl")
-    except BaseException:
+    except (OSError, ValueError) as e:
         child.stop()
-        raise
+        raise AgentError(f"rain-worker's control block: {e}") from None
+
     def enable_tokens(*_: object) -> None:
         # SIGUSR1 to this agent (not its group: rain-worker would die of it) turns the
         # tokens on, once the orchestrator has programmed the switch.
