@@ -197,14 +197,26 @@ def exec_(inv_path: str | None, role: str | None, hosts: tuple[str, ...], timeou
 @click.option("--check", is_flag=True, help="dry run: report what would change, change nothing")
 @click.option("--tags", help="only roles/tasks with these tags (comma-separated), e.g. dpdk,hugepages")
 @click.option("--limit", help="only these hosts or groups (Ansible pattern), e.g. workers")
-def provision(inv_path: str | None, check: bool, tags: str | None, limit: str | None) -> None:
+@click.option("--verify", is_flag=True,
+              help="check that every machine is in the state provisioning leaves it in (playbooks/verify.yml); changes nothing")
+def provision(inv_path: str | None, check: bool, tags: str | None, limit: str | None, verify: bool) -> None:
     """Provision the testbed with Ansible (playbooks/site.yml): base packages and deploy
-    roots, hugepages, DPDK 22.11. Idempotent: a second run changes nothing."""
-    from .provision import provision as run_provision
+    roots, hugepages, DPDK 22.11. Idempotent: a second run changes nothing.
 
+    \b
+    --check    dry run: what would change, and what hardware or vendor software each
+               machine lacks (exit status 1 if anything is missing)
+    --verify   assert that the machines are provisioned (nothing changes)"""
+    from .provision import VERIFY, SITE, provision as run_provision
+
+    if check and verify:
+        raise click.UsageError("--check and --verify are two different runs: give one")
     inv = _inventory(inv_path)
-    report = run_provision(inv, check=check, tags=tags.split(",") if tags else None, limit=limit)
+    report = run_provision(inv, check=check, tags=tags.split(",") if tags else None, limit=limit,
+                           playbook=VERIFY if verify else SITE)
     console.print(Text(report.summary()))
+    if report.missing:
+        sys.exit(1)
 
 
 # -- switch --------------------------------------------------------------------------

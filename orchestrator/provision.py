@@ -29,6 +29,7 @@ from .inventory.ansible import export_yaml
 
 PLAYBOOKS = Path(__file__).resolve().parent.parent / "playbooks"
 SITE = PLAYBOOKS / "site.yml"
+VERIFY = PLAYBOOKS / "verify.yml"  # each role's verify tasks: asserts only, changes nothing
 ROLES = PLAYBOOKS / "roles"
 
 REMOTE_TEMP = "/tmp/.ansible-rm"
@@ -36,6 +37,7 @@ CONTROL_PERSIST_S = 15  # short: `testbed down` and the next run should not find
 KEEP_RUNS = 20  # run directories kept per testbed (older ones are pruned)
 STDERR_TAIL = 5  # lines of a failed module's stderr kept in its TaskFailure
 
+MISSING = "missing: "  # how roles name what a host lacks (roles/common/tasks/missing.yml)
 COUNT_FIELDS = ("ok", "changed", "failed", "unreachable", "skipped", "rescued", "ignored")
 # playbook_on_stats names -> ours
 _STATS_KEYS = {"ok": "ok", "changed": "changed", "failures": "failed", "dark": "unreachable",
@@ -91,10 +93,14 @@ class ProvisionReport:
     tags: list[str] | None = None
     limit: str | None = None
     notes: dict[str, list[str]] = field(default_factory=dict)  # message -> hosts
+    # What a host lacks to be provisioned (hardware, vendor software): roles say it with
+    # a "missing: WHAT; fix: HOW" message (roles/common/tasks/missing.yml). host -> items
+    missing: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
-        return self.rc == 0 and not self.failures and all(c.healthy for c in self.hosts.values())
+        return (self.rc == 0 and not self.failures and not self.missing
+                and all(c.healthy for c in self.hosts.values()))
 
     @property
     def total_changed(self) -> int:
@@ -125,6 +131,11 @@ class ProvisionReport:
             lines += [f"  {label}  ({', '.join(hosts)})" for label, hosts in changes]
         for text, hosts in self.notes.items():
             lines.append(f"note ({', '.join(hosts)}): {text}")
+        if self.missing:
+            lines.append("missing (a real run would stop here; hardware or vendor software):"
+                         if self.check else "missing (hardware or vendor software):")
+            for host, items in self.missing.items():
+                lines += [f"  {host}: {item}" for item in items]
         for f in self.failures:
             lines.append(f"failed: {f.host}: task '{f.task}': {f.message}")
         return "\n".join(lines)
@@ -232,6 +243,7 @@ class EventAggregator:
         self.stats_seen = False
         self.events = 0
         self.notes: dict[str, list[str]] = {}  # message -> hosts: debug tasks' messages, module warnings
+        self.missing: dict[str, list[str]] = {}  # host -> what it lacks ("missing: ..." messages)
         self._changed_items: dict[tuple[str, str], list[str]] = {}
         self._tasks: dict[str, tuple[str, str | None, str | None]] = {}  # task uuid -> (task, role, play)
 
@@ -289,10 +301,24 @@ class EventAggregator:
             self._stats(data)
 
     def _note(self, host: str, text: Any) -> None:
+        if isinstance(text, (list, tuple)):  # a debug task may say several things
+            for t in text:
+                self._note(host, t)
+            return
         text = _clip(str(text), 600)
+        if text.startswith(MISSING):
+            self._missing(host, text)
+            return
         hosts = self.notes.setdefault(text, [])
         if host not in hosts:
             hosts.append(host)
+
+    def _missing(self, host: str, text: str) -> None:
+        items = self.missing.setdefault(host, [])
+        for item in text[len(MISSING):].split(" | "):
+            item = item.strip()
+            if item and item not in items:
+                items.append(item)
 
     def _result(self, data: dict, outcome: str) -> None:
         host = data.get("host")
@@ -318,7 +344,10 @@ class EventAggregator:
         elif outcome == "failed":
             c.failed += 1
             label = f"{role} : {task}" if role else task
-            self.failures.append(TaskFailure(host, label, failure_message(res)))
+            message = failure_message(res)
+            if isinstance(res.get("msg"), str) and res["msg"].startswith(MISSING):
+                self._missing(host, _clip(res["msg"], 2000))
+            self.failures.append(TaskFailure(host, label, message))
         elif outcome == "unreachable":
             c.unreachable += 1
             label = f"{role} : {task}" if role else task
@@ -356,7 +385,8 @@ class EventAggregator:
                                    hosts={h: HostCounts(**vars(c)) for h, c in self.hosts.items()},
                                    changed=list(self.changed), failures=list(self.failures),
                                    duration_s=duration_s, status=status, rc=rc, run_dir=run_dir,
-                                   tags=tags, limit=limit, notes={k: list(v) for k, v in self.notes.items()})
+                                   tags=tags, limit=limit, notes={k: list(v) for k, v in self.notes.items()},
+                                   missing={k: list(v) for k, v in self.missing.items()})
 
     # -- the live display ------------------------------------------------------------
     def __rich__(self):
@@ -467,8 +497,9 @@ def _runner_output_tail(r: Any, n: int = 15) -> str:
 def provision(inv: Inventory, *, check: bool = False, tags: list[str] | None = None,
               limit: str | None = None, progress: bool = True, skip_tags: list[str] | None = None,
               extra_vars: dict[str, Any] | None = None, work_dir: Path | None = None,
-              timeout: int | None = None, console=None) -> ProvisionReport:
-    """Run playbooks/site.yml against `inv`; return the report, or raise ProvisionError.
+              timeout: int | None = None, console=None, playbook: Path = SITE) -> ProvisionReport:
+    """Run playbooks/site.yml (or `playbook`, e.g. VERIFY) against `inv`; return the
+    report, or raise ProvisionError.
 
     check: ansible-playbook --check --diff (nothing changes; the report lists what would).
     tags, skip_tags: role tags (common, hugepages, dpdk). limit: an Ansible host pattern.
@@ -476,8 +507,9 @@ def provision(inv: Inventory, *, check: bool = False, tags: list[str] | None = N
     """
     import ansible_runner
 
-    if not SITE.is_file():
-        raise ProvisionError(f"the site playbook {SITE} is missing", [])
+    playbook = Path(playbook)
+    if not playbook.is_file():
+        raise ProvisionError(f"the playbook {playbook} is missing", [])
     work = Path(work_dir) if work_dir is not None else work_dir_for(inv)
     run_dir = _prepare(work, check)
     inventory_file = run_dir / "inventory" / "hosts.yml"
@@ -486,7 +518,7 @@ def provision(inv: Inventory, *, check: bool = False, tags: list[str] | None = N
 
     agg = EventAggregator(check=check)
     kwargs: dict[str, Any] = dict(
-        private_data_dir=str(run_dir), playbook=str(SITE), inventory=str(inventory_file),
+        private_data_dir=str(run_dir), playbook=str(playbook), inventory=str(inventory_file),
         envvars=ansible_env(work), event_handler=agg, quiet=True,
     )
     if check:
@@ -556,4 +588,4 @@ class _live:
 
 
 __all__ = ["EventAggregator", "HostCounts", "ProvisionReport", "TaskChange", "ansible_env", "failure_message",
-           "provision", "work_dir_for", "PLAYBOOKS", "SITE", "ROLES"]
+           "provision", "work_dir_for", "PLAYBOOKS", "SITE", "VERIFY", "ROLES"]

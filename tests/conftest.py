@@ -47,7 +47,8 @@ def testbed(state_root):
     from orchestrator.inventory import load
     from orchestrator.testbed.emulated import EmulatedTestbed
 
-    tb = EmulatedTestbed(slot=9)
+    # RAINMAKER_TEST_SLOT: another slot, so that two test runs can share a machine.
+    tb = EmulatedTestbed(slot=int(os.environ.get("RAINMAKER_TEST_SLOT", "9")))
     tb.down(log=lambda m: None)  # leftovers of an interrupted earlier run
     path = tb.up(clients=1, workers=2, log=lambda m: None)
     try:

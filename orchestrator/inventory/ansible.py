@@ -32,6 +32,9 @@ def _host_vars(inv: Inventory, h: Host) -> dict[str, Any]:
         "rainmaker_hugepages_count": h.hugepages.count,
         "rainmaker_nic": h.nic.model_dump(),
         "rainmaker_nic_kind": "pci" if h.nic.pci else "vdev",
+        "rainmaker_rdma": h.nic.rdma_transport,
+        # This host is a namespace of the machine running rainmaker (no hardware of its own).
+        "rainmaker_host_emulated": h.netns is not None,
     })
     return v
 
@@ -45,13 +48,22 @@ def export(inv: Inventory) -> dict[str, Any]:
     sw_vars = _conn(inv, sw.mgmt)
     sw_vars.update({
         "rainmaker_switch_kind": sw.kind,
+        "rainmaker_switch_target": sw.target,
+        "rainmaker_switch_chip": sw.chip,
+        "rainmaker_switch_kernel_module": sw.kernel_module,
         "rainmaker_deploy_root": str(sw.deploy_root),
         "rainmaker_bfrt": sw.bfrt,
         "rainmaker_program": sw.program,
         "rainmaker_ports": [p.model_dump() for p in sw.ports],
+        "rainmaker_hugepages_size_kb": sw.hugepages.size_kb,
+        "rainmaker_hugepages_count": sw.hugepages.count,
+        "rainmaker_host_emulated": sw.netns is not None,
     })
     if sw.sde is not None:
         sw_vars["rainmaker_sde"] = str(sw.sde)
+        sw_vars["rainmaker_sde_install"] = str(sw.sde_install_path)
+    if sw.sde_version is not None:
+        sw_vars["rainmaker_sde_version"] = sw.sde_version
     return {
         "all": {
             "vars": {
@@ -61,7 +73,14 @@ def export(inv: Inventory) -> dict[str, Any]:
                 "rainmaker_emulated": inv.is_emulated,
                 # Emulated hosts share one file system and one kernel: system-wide
                 # changes (packages, hugepages) must not race between them.
-                "rainmaker_shared_system": inv.is_emulated,
+                "rainmaker_shared_system": inv.shared_system,
+                # Where the hosts send tasks and tokens (and the source of the switch's
+                # RoCEv2 WRITEs): the roce role pins its neighbour entry.
+                "rainmaker_service_ip": sw.service_ip,
+                "rainmaker_service_mac": sw.service_mac,
+                "rainmaker_roce": inv.roce.model_dump(),
+                "rainmaker_dpdk": inv.dpdk.model_dump(mode="json"),
+                "rainmaker_deploy_build": inv.deploy.build,
             },
             "children": {
                 "switch": {"hosts": {sw.name: sw_vars}},

@@ -95,12 +95,34 @@ class SwitchPort(Strict):
         return self
 
 
+class Hugepages(Strict):
+    size: Literal["2M", "1G"] = "2M"
+    count: int = Field(64, ge=1, le=1_000_000)
+
+    @property
+    def size_kb(self) -> int:
+        return 2048 if self.size == "2M" else 1048576
+
+
 class Switch(Strict):
     name: Name
     kind: Literal["tofino", "emulated"]
     mgmt: Mgmt
     bfrt: str  # host:port of the BFRuntime gRPC server
-    sde: Path | None = None  # SDE install path on the switch (tofino)
+    # A Tofino's software: the SDE folder ($SDE) and where it is installed
+    # ($SDE_INSTALL, default $SDE/install); the SDE version provisioning insists on.
+    sde: Path | None = None
+    sde_install: Path | None = None
+    sde_version: str | None = None
+    # asic: the switch's own Tofino; model: the SDE's tofino-model on veths (no ASIC,
+    # no kernel module), the vendor's way to run a program without the hardware.
+    target: Literal["asic", "model"] = "asic"
+    chip: Literal["tofino", "tofino2"] = "tofino"
+    # The SDE's kernel module: bf_kdrv (PCIe access, the usual one), bf_kpkt (adds a
+    # kernel packet path for the CPU port), or none.
+    kernel_module: Literal["bf_kdrv", "bf_kpkt", "none"] = "bf_kdrv"
+    # bf_switchd's DMA buffers come from huge pages (the SDE's dma_setup.sh asks for 128).
+    hugepages: Hugepages = Hugepages(size="2M", count=128)
     program: str = "rain"
     # The scheduling address clients send tasks (and workers tokens) to, and the
     # source of the RoCEv2 WRITEs the switch builds. The program matches Rain packets
@@ -129,11 +151,33 @@ class Switch(Strict):
     def _smac(cls, v: str) -> str:
         return Nic._mac(v)
 
+    @field_validator("program")
+    @classmethod
+    def _program(cls, v: str) -> str:
+        if not re.match(r"^[a-z][a-z0-9_]{0,63}$", v):
+            raise bad(f"'{v}' is not a P4 program name", "use the program's name, like rain (lower case, digits, '_')")
+        return v
+
+    @field_validator("sde_version")
+    @classmethod
+    def _sde_version(cls, v: str | None) -> str | None:
+        if v is not None and not re.match(r"^\d+\.\d+\.\d+$", v):
+            raise bad(f"'{v}' is not an SDE version", "write it as major.minor.patch, like 9.13.0 (quote it in YAML)")
+        return v
+
     @model_validator(mode="after")
     def _tofino_needs_sde(self) -> "Switch":
         if self.kind == "tofino" and self.sde is None:
-            raise bad("a tofino switch needs 'sde', the SDE install path on the switch", "add sde: /opt/bf-sde-9.13.0 (your $SDE_INSTALL)")
+            raise bad("a tofino switch needs 'sde', the SDE folder on the switch ($SDE)",
+                      "add sde: /root/bf-sde-9.13.0 (and sde_install if it is not $SDE/install)")
         return self
+
+    @property
+    def sde_install_path(self) -> Path | None:
+        """$SDE_INSTALL: given, or $SDE/install."""
+        if self.sde_install is not None:
+            return self.sde_install
+        return None if self.sde is None else self.sde / "install"
 
     def port(self, name: str) -> SwitchPort | None:
         return next((p for p in self.ports if p.port == name), None)
@@ -155,6 +199,18 @@ class Nic(Strict):
     mac: str
     ip: str
     switch_port: str
+    # A PCI NIC's kernel interface (a ConnectX keeps it: mlx5 is bifurcated), and its
+    # RDMA device; both are found from the PCI address when not given.
+    netdev: str | None = None
+    rdma_device: str | None = None
+    # How the NIC reaches DPDK: mlx5 (ConnectX: stays on mlx5_core, no binding),
+    # vfio-pci (any other NIC is bound to it), auto (mlx5 for Mellanox's vendor id 15b3).
+    driver: Literal["auto", "mlx5", "vfio-pci"] = "auto"
+    # How the switch's RoCEv2 WRITEs reach the worker's ring: ibverbs (the NIC writes
+    # it; a PCI ConnectX), emulated (rain-worker applies them itself; virtual ports),
+    # auto (ibverbs for a PCI NIC, emulated for a vdev).
+    rdma: Literal["auto", "ibverbs", "emulated"] = "auto"
+    gid_index: int | None = Field(None, ge=0, le=255)  # RoCEv2/IPv4 GID; default: found by the roce role
 
     @field_validator("pci")
     @classmethod
@@ -200,25 +256,52 @@ class Nic(Strict):
             raise bad(f"'{v}' is not a front-panel port name", "write port/lane as in switch.ports, like '1/0' (quoted)")
         return v
 
+    @field_validator("netdev")
+    @classmethod
+    def _netdev(cls, v: str | None) -> str | None:
+        if v is not None and not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,14}$", v):
+            raise bad(f"'{v}' is not an interface name", "give the NIC's kernel interface, as `ip link` shows it")
+        return v
+
+    @field_validator("rdma_device")
+    @classmethod
+    def _rdma_device(cls, v: str | None) -> str | None:
+        if v is not None and not re.match(r"^[A-Za-z0-9_]{1,63}$", v):
+            raise bad(f"'{v}' is not an RDMA device name", "give it as `ibv_devices` or `rdma link` shows it, like mlx5_0")
+        return v
+
     @model_validator(mode="after")
     def _one_device(self) -> "Nic":
         if (self.pci is None) == (self.vdev is None):
             raise bad("a NIC needs exactly one of 'pci' and 'vdev'", "keep 'pci' for a real NIC, or 'vdev' for a DPDK virtual device")
+        if self.vdev is not None:
+            if self.rdma == "ibverbs":
+                raise bad("rdma: ibverbs needs a PCI NIC (a ConnectX), not a virtual device",
+                          "use rdma: emulated (or auto) with a vdev, or give the ConnectX's pci address")
+            for f in ("netdev", "rdma_device", "gid_index"):
+                if getattr(self, f) is not None:
+                    raise bad(f"'{f}' belongs to a PCI NIC; this NIC is a virtual device",
+                              f"remove {f}, or give the NIC's pci address instead of vdev")
+            if self.driver != "auto":
+                raise bad("'driver' belongs to a PCI NIC; this NIC is a virtual device", "remove driver")
+        if self.rdma == "emulated" and (self.rdma_device is not None or self.gid_index is not None):
+            raise bad("rdma_device and gid_index are for rdma: ibverbs", "remove them, or set rdma: ibverbs")
+        if self.driver == "vfio-pci" and self.rdma_transport == "ibverbs":
+            raise bad("a NIC bound to vfio-pci has no RDMA device: ibverbs cannot register the worker's ring",
+                      "keep a ConnectX on mlx5 (driver: auto or mlx5), or set rdma: emulated")
         return self
+
+    @property
+    def rdma_transport(self) -> str:
+        """ibverbs or emulated: how RoCEv2 WRITEs reach the worker's ring."""
+        if self.rdma != "auto":
+            return self.rdma
+        return "ibverbs" if self.pci else "emulated"
 
     @property
     def eal_device_args(self) -> list[str]:
         """EAL arguments that select this NIC."""
         return ["-a", self.pci] if self.pci else ["--no-pci", f"--vdev={self.vdev}"]
-
-
-class Hugepages(Strict):
-    size: Literal["2M", "1G"] = "2M"
-    count: int = Field(64, ge=1, le=1_000_000)
-
-    @property
-    def size_kb(self) -> int:
-        return 2048 if self.size == "2M" else 1048576
 
 
 class Host(Strict):
@@ -243,6 +326,53 @@ class Host(Strict):
         return v
 
 
+class Roce(Strict):
+    """RoCEv2 on the ConnectX hosts (the roce role; paper 3.2.2, 6.2)."""
+
+    # RDMA path MTU. Each pre-written task must fit one WRITE (6.2): the netdev MTU is
+    # set to carry this MTU plus the RoCEv2 headers, and tasks larger than it are refused.
+    mtu: Literal[1024, 2048, 4096] = 4096
+    priority: int = Field(3, ge=0, le=7)  # 802.1p priority of RoCE traffic: PFC is on for it alone
+    dscp: int = Field(26, ge=0, le=63)  # DSCP RoCE packets carry; the NIC trusts DSCP and maps it to `priority`
+    pfc: bool = True
+    ecn: bool = True  # DCQCN: ECN marking reaction (rp) and notification (np) on `priority`
+    # The switch builds WRITEs with UC WRITE ONLY (no ACK comes back to it) or RC
+    # WRITE ONLY (the worker's NIC ACKs, the switch drops the ACKs).
+    qp_type: Literal["uc", "rc"] = "uc"
+    # The switch cannot compute the iCRC, so the NICs must not check it. How to turn
+    # the check off is vendor-specific (a firmware register on ConnectX-5/6); give the
+    # command and the role runs it once per boot, or leave it out and do it by hand.
+    icrc_disable_command: str | None = None
+
+
+class Dpdk(Strict):
+    """Which DPDK the hosts run."""
+
+    # debian: Debian's 22.11 packages; prefix: a source build installed under `prefix`
+    # (meson install; its libdpdk.pc is found below it). With a source build the
+    # binaries are built on each host (deploy.build: host).
+    source: Literal["debian", "prefix"] = "debian"
+    prefix: Path | None = None
+    version: str = "22.11"
+
+    @model_validator(mode="after")
+    def _prefix(self) -> "Dpdk":
+        if self.source == "prefix" and self.prefix is None:
+            raise bad("dpdk.source: prefix needs dpdk.prefix, where the source build is installed",
+                      "add prefix: /opt/dpdk-22.11 (the --prefix of its meson build)")
+        if self.source == "debian" and self.prefix is not None:
+            raise bad("dpdk.prefix is only read with source: prefix", "set source: prefix, or remove prefix")
+        return self
+
+
+class Deploy(Strict):
+    """How rain-client, rain-worker and the agents reach the hosts (rainmaker_deploy)."""
+
+    # local: the binaries built here (make build) are copied, so the hosts need the same
+    # DPDK ABI (Debian 12's 22.11); host: the sources are copied and built on each host.
+    build: Literal["local", "host"] = "local"
+
+
 class Ssh(Strict):
     """SSH settings shared by every machine of the testbed."""
 
@@ -262,12 +392,21 @@ class Inventory(Strict):
     switch: Switch
     hosts: list[Host] = Field(min_length=1)
     ssh: Ssh = Ssh()
+    roce: Roce = Roce()
+    dpdk: Dpdk = Dpdk()
+    deploy: Deploy = Deploy()
     emulation: Emulation | None = None
 
     # -- queries -------------------------------------------------------------
     @property
     def is_emulated(self) -> bool:
         return self.switch.kind == "emulated"
+
+    @property
+    def shared_system(self) -> bool:
+        """Whether the machines are namespaces of one machine (the emulated testbed, or
+        a tofino-model testbed built on it): one kernel, one file system, one apt."""
+        return self.switch.netns is not None or any(h.netns is not None for h in self.hosts)
 
     def host(self, name: str) -> Host:
         for h in self.hosts:

@@ -36,11 +36,13 @@ def check(inv: Inventory) -> list[Problem]:
                "switch port", "list each front-panel port once")
     p += _dups([(f"switch.ports[{i}].dev_port", str(sp.dev_port)) for i, sp in enumerate(sw.ports)],
                "dev_port", "each front-panel port has its own dev_port: see `bf-sde> pm show` on the switch")
-    if sw.kind == "emulated":
+    needs_iface = sw.kind == "emulated" or sw.target == "model"
+    if needs_iface:
+        what = "an emulated switch port" if sw.kind == "emulated" else "a tofino-model port (switch.target: model)"
         for i, sp in enumerate(sw.ports):
             if sp.iface is None:
-                p.append(Problem(f"switch.ports[{i}].iface", "an emulated switch port needs the interface behind it",
-                                 "name the switch namespace's veth for this port (testbed up writes it)"))
+                p.append(Problem(f"switch.ports[{i}].iface", f"{what} needs the interface behind it",
+                                 "name the switch machine's veth for this port (testbed up writes it)"))
     p += _dups([(f"switch.ports[{i}].iface", sp.iface) for i, sp in enumerate(sw.ports) if sp.iface],
                "interface", "each port is backed by its own interface")
 
@@ -61,12 +63,18 @@ def check(inv: Inventory) -> list[Problem]:
         if h.role == "worker" and not h.cores:
             p.append(Problem(f"hosts[{i}].cores", f"worker {h.name} has no cores: it could run no worker thread",
                              "list the CPU cores its worker threads may use, e.g. cores: [2, 3, 4, 5]"))
-        if h.nic.vdev and sw.kind == "tofino":
+        if h.nic.vdev and sw.kind == "tofino" and sw.target == "asic":
             p.append(Problem(f"hosts[{i}].nic.vdev", f"host {h.name} uses a virtual device but the switch is a real Tofino",
-                             "give the PCI address of the NIC cabled to the switch (see `lspci -D | grep -i mellanox`)"))
+                             "give the PCI address of the NIC cabled to the switch (see `lspci -D | grep -i mellanox`), "
+                             "or set switch.target: model to run the program on tofino-model"))
         if h.nic.pci and sw.kind == "emulated":
             p.append(Problem(f"hosts[{i}].nic.pci", f"host {h.name} names a PCI NIC but the switch is emulated",
                              "use a vdev on the namespace's data interface, e.g. net_af_packet0,iface=data0"))
+
+    if inv.dpdk.source == "prefix" and inv.deploy.build == "local":
+        p.append(Problem("deploy.build", "the hosts run a DPDK source build, but deploy.build: local copies binaries "
+                         "built here against Debian's DPDK 22.11, whose libraries the hosts may lack",
+                         "set deploy.build: host (the sources are built on each host against dpdk.prefix)"))
 
     if not inv.clients:
         p.append(Problem("hosts", "no host has role 'client': nothing would send load",
