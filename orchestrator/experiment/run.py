@@ -58,7 +58,9 @@ def supported_or_explain(spec: Spec) -> None:
 
 
 def shape_of(inv: Inventory) -> TestbedShape:
-    return TestbedShape(worker_hosts=len(inv.workers), client_hosts=len(inv.clients), emulated=inv.is_emulated)
+    # Time is dilated wherever the machines share this one (an emulated switch, or
+    # tofino-model with namespace hosts), not only with the software switch.
+    return TestbedShape(worker_hosts=len(inv.workers), client_hosts=len(inv.clients), emulated=inv.shared_system)
 
 
 # -- provenance ------------------------------------------------------------------------
@@ -106,7 +108,9 @@ def manifest(spec_path: Path, spec: Spec, inv: Inventory, inv_path: Path | None,
         "inventory_file": str(inv_path) if inv_path else None,
         # Key *paths* only: an inventory never holds key material.
         "inventory": inv.model_dump(mode="json"),
-        "testbed": {"kind": "emulated" if inv.is_emulated else "hardware", "switch": inv.switch.kind,
+        "testbed": {"kind": "emulated" if inv.is_emulated else ("tofino-model" if inv.switch.target == "model"
+                                                                  else "hardware"),
+                    "switch": inv.switch.kind, "switch_target": inv.switch.target,
                     "workers": len(inv.workers), "clients": len(inv.clients)},
         "points": [asdict(p) for p in points],
         "host_facts": host_facts,
@@ -207,11 +211,14 @@ def host_facts(tb: Testbed) -> dict:
 
 def _eal(inv: Inventory, host: Host, role: str, lcores: str) -> dict:
     prefix = f"rm{inv.emulation.slot}-{host.name}-{role}" if inv.emulation else f"rain-{host.name}-{role}"
-    return {"lcores": lcores, "no_huge": inv.is_emulated, "devices": host.nic.eal_device_args, "file_prefix": prefix}
+    # Namespace hosts share this machine's few huge pages: they run without (virtual
+    # ports need none); a real host uses the pages provisioning reserved for it.
+    return {"lcores": lcores, "no_huge": host.netns is not None, "devices": host.nic.eal_device_args,
+            "file_prefix": prefix}
 
 
 def _lcores(inv: Inventory, host: Host) -> str:
-    if inv.is_emulated:
+    if host.netns is not None:
         return "0@(0-1)"  # float over this machine's two cores, shared by everything
     return ",".join(str(c) for c in host.cores) or "0"
 
@@ -221,7 +228,7 @@ def _idle(inv: Inventory, k: float) -> str:
     busy poller steals one of two shared cores from the switch, so sleep between polls,
     for at most ~0.5 us of paper time (k x 0.5 us, capped at 100 us). Measured here:
     shorter naps for the client starve the switch more than they sharpen the sends."""
-    if not inv.is_emulated:
+    if not inv.shared_system:
         return "spin"
     return f"sleep:{int(min(100_000, max(1_000, 500 * k)))}"
 
@@ -326,10 +333,13 @@ class Runner:
         t0 = time.monotonic()
         self._phases = []
         self.phase("reset switch")
+        took = self.ctl.ensure_session()
+        if took is not None:
+            self.log(f"{p.id}: the switch had restarted: new BFRuntime session, ports up again ({took:.1f} s)")
         self.ctl.reset()
         # Workers: agents start rain-worker with tokens off; registrations come back.
         self.phase("start agents")
-        threads = spec.workers.threads(inv.is_emulated)
+        threads = spec.workers.threads(inv.shared_system)
         slices = _slices_of(spec, threads * len(inv.workers))
         quota = int(p.params.get("initial_quota", 1))
         k = p.dilation
@@ -381,7 +391,7 @@ class Runner:
                 c["large_fraction"], c["large_bytes"] = large[0].large_fraction, large[0].large_bytes
             cfg = {"binary": str(PurePosixPath(h.deploy_root) / "bin" / "rain-client"), "out_dir": str(out),
                    "eal": _eal(inv, h, "client", _lcores(inv, h)), "client": c,
-                   "realtime": 10 if inv.is_emulated else 0}
+                   "realtime": 10 if inv.shared_system else 0}
             return self._start_agent(name, "client", cfg, out)
 
         # Workers and clients initialise together; clients hold their load until the
@@ -418,6 +428,9 @@ class Runner:
         self.tb.parallel(lambda n: self.tb.remotes[n].wait_ready(cbgs[n], log_regex="rain-agent done", timeout=budget),
                          list(cbgs))
         t1 = time.monotonic()
+        if self.ctl.switch_restarted:
+            # Its queues and tables were gone mid-measurement: the point is not trusted.
+            raise PointFailed(f"{p.id}: the switch restarted during the measurement")
         self.phase("stop")
         agents = {**{f"w:{n}": (n, bgs[n], 15) for n in bgs}, **{f"c:{n}": (n, cbgs[n], 5) for n in cbgs}}
         self.tb.parallel(lambda key: self.tb.remotes[agents[key][0]].stop(agents[key][1], grace=agents[key][2]),
@@ -590,9 +603,6 @@ def run(spec_path: str | Path, inv: Inventory, inv_path: Path | None = None, *, 
     spec_path = Path(spec_path)
     spec = load_spec(spec_path)
     supported_or_explain(spec)
-    if inv.switch.kind != "emulated":
-        raise UsageError("running on a tofino switch needs bf_switchd under rainmaker (the real-testbed issue)",
-                         fix="use the emulated testbed (`rainmaker testbed up`) for now")
     points = plan(spec, shape_of(inv))
     if resume is not None:
         run_dir = Path(resume)

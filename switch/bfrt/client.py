@@ -589,17 +589,31 @@ class Client:
         self.p4_name: str | None = p4_name
         self.info: BfrtInfo | None = None
         self.bound = False
+        self._bind_wanted = bind
         self.notifications: queue.Queue = queue.Queue(maxsize=10000)  # what the stream brings besides subscribe
+        self.reconnects = 0  # sessions opened again after the switch restarted (reconnect())
         self._tables: dict[str, Table] = {}
+        self._session = (subscribe_timeout, subscribe_retries, dict(notifications or {}))
+        self._lost = threading.Event()  # the switch ended our stream (it stopped or restarted)
+        self._closing = False
+        self._open(connect_timeout, bind, p4_name)
+        self.pre = Pre(self)
+        self.ports = Ports(self)
+
+    def _open(self, connect_timeout: float, bind: bool, p4_name: str | None) -> None:
+        """A fresh channel and session: subscribe, fetch bf-rt.json, bind if asked."""
         self._requests: queue.Queue = queue.Queue()
         self._subscribed: queue.Queue = queue.Queue()
         self._receiver: threading.Thread | None = None
         self._responses: Any = None
-        self._channel = grpc.insecure_channel(address, options=[("grpc.max_receive_message_length", 64 << 20),
-                                                                ("grpc.max_send_message_length", 64 << 20)])
+        self._closing = False
+        self._lost.clear()
+        self.bound = False
+        self._channel = grpc.insecure_channel(self.address, options=[("grpc.max_receive_message_length", 64 << 20),
+                                                                     ("grpc.max_send_message_length", 64 << 20)])
         self.stub = pb_grpc.BfRuntimeStub(self._channel)
         try:
-            self._connect(connect_timeout, subscribe_timeout, subscribe_retries, notifications or {})
+            self._connect(connect_timeout, *self._session)
             self.info = self.fetch_info(p4_name)
             self.p4_name = self.info.p4_name
             if bind:
@@ -607,8 +621,27 @@ class Client:
         except BaseException:
             self.close()
             raise
-        self.pre = Pre(self)
-        self.ports = Ports(self)
+
+    @property
+    def lost(self) -> bool:
+        """True once the switch ended this session without our asking: bf_switchd (or the
+        emulator) stopped or restarted, and every table it held is gone."""
+        return self._lost.is_set()
+
+    def reconnect(self, timeout: float = 60.0) -> float:
+        """Open the session again after a switch restart: the same address, client id,
+        program and binding, a new stream. Waits up to `timeout` for the switch to answer;
+        returns the seconds it took. The switch's state is the program's initial one:
+        the caller programs it again (RainController.reconnect does)."""
+        import time
+
+        t0 = time.monotonic()
+        bind = self.bound or self._bind_wanted
+        self.close()
+        self._tables.clear()
+        self._open(timeout, bind, self.p4_name)
+        self.reconnects += 1
+        return time.monotonic() - t0
 
     def __enter__(self) -> "Client":
         return self
@@ -641,6 +674,12 @@ class Client:
             if e.code() != grpc.StatusCode.CANCELLED:
                 log.debug("BFRuntime stream from %s ended: %s", self.address, e.code())
             self._subscribed.put(e)
+            if not self._closing:
+                self._lost.set()
+            return
+        if not self._closing:  # the switch ended the stream: it is going away
+            log.debug("BFRuntime stream from %s ended by the switch", self.address)
+            self._lost.set()
 
     def _connect(self, connect_timeout: float, subscribe_timeout: float, retries: int,
                  notifications: Mapping[str, bool]) -> None:
@@ -711,6 +750,7 @@ class Client:
 
     def close(self) -> None:
         """Half-close the stream, wait for the switch to end it, close the channel."""
+        self._closing = True
         if self._receiver is not None:
             self._requests.put(None)
             self._receiver.join(timeout=5)
@@ -750,6 +790,7 @@ class Client:
         try:
             self.stub.Write(request, timeout=self.timeout)
         except grpc.RpcError as e:
+            self._note_unavailable(e)
             raise from_rpc_error(e, f"write of {len(updates)} update(s)", tables) from None
 
     def read_entries(self, entries: Sequence[pb.TableEntry], tables: Sequence[str | None] = ()) -> list[pb.TableEntry]:
@@ -761,4 +802,11 @@ class Client:
         try:
             return [e for response in self.stub.Read(request, timeout=self.timeout) for e in response.entities]
         except grpc.RpcError as e:
+            self._note_unavailable(e)
             raise from_rpc_error(e, f"read of {', '.join(t or '?' for t in tables) or 'entities'}", tables) from None
+
+    def _note_unavailable(self, e: grpc.RpcError) -> None:
+        # The server went away under a call: the session is lost even if the stream
+        # thread has not noticed yet.
+        if e.code() == grpc.StatusCode.UNAVAILABLE and not self._closing:
+            self._lost.set()

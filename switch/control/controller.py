@@ -78,6 +78,14 @@ class RainController:
             settings = replace(settings, service_mac=self.topology.service_mac, service_ip=self.topology.service_ip)
         self.settings = settings
         self.pipe = self.topology.rain_pipe()
+        self._attach(client)
+        # What is installed (None until program()).
+        self._slices: dict[int, SliceConfig] | None = None
+        self._workers: dict[int, _Worker] = {}
+        self._clients: dict[int, ClientRegistration] = {}
+
+    def _attach(self, client: Client) -> None:
+        """One object per P4 control, over this session's tables."""
         try:
             self.forward = Forward(client)
             self.slice_map = SliceMap(client)
@@ -95,10 +103,25 @@ class RainController:
                                   ) from None
         self.pre = Pre(client)
         self.ports = Ports(client)
-        # What is installed (None until program()).
-        self._slices: dict[int, SliceConfig] | None = None
-        self._workers: dict[int, _Worker] = {}
-        self._clients: dict[int, ClientRegistration] = {}
+
+    # -- the session -------------------------------------------------------------------
+    @property
+    def switch_restarted(self) -> bool:
+        """The switch ended our BFRuntime session: bf_switchd (or the emulator) stopped or
+        restarted, and everything this controller installed is gone with it."""
+        return self.client.lost
+
+    def reconnect(self, timeout: float = 60.0, port_timeout: float | None = None) -> float:
+        """After a switch restart: a new session (same program, bound again), the ports
+        brought up again, nothing else installed (program() next). Returns the seconds taken."""
+        took = self.client.reconnect(timeout)
+        self._attach(self.client)
+        self._slices, self._workers, self._clients = None, {}, {}
+        return took + self.bring_up_ports(port_timeout)
+
+    def ensure_session(self, timeout: float = 60.0) -> float | None:
+        """Reconnect if the switch restarted since the last call; the seconds it took, or None."""
+        return self.reconnect(timeout) if self.switch_restarted else None
 
     # -- ports -----------------------------------------------------------------------
     def bring_up_ports(self, timeout: float | None = None) -> float:
