@@ -101,6 +101,30 @@ CASES = [
     ("bad-hugepage-size", lambda d: d["hosts"][1].update(hugepages={"size": "4K", "count": 10}), "hosts[1].hugepages.size", "2M"),
     ("bad-name", lambda d: d["hosts"][1].update(name="Worker_0"), "hosts[1].name", "not a valid name"),
     ("duplicate-mgmt", lambda d: d["hosts"][1]["mgmt"].update(address="192.0.2.21"), "hosts[1].mgmt", "management address"),
+    # real-hardware fields
+    ("bad-sde-version", lambda d: d["switch"].update(sde_version="9.13"), "switch.sde_version", "not an SDE version"),
+    ("bad-target", lambda d: d["switch"].update(target="hardware"), "switch.target", "asic"),
+    ("bad-kernel-module", lambda d: d["switch"].update(kernel_module="bf_knet"), "switch.kernel_module", "bf_kdrv"),
+    ("bad-program", lambda d: d["switch"].update(program="Rain-1"), "switch.program", "not a P4 program"),
+    ("model-port-without-iface", lambda d: d["switch"].update(target="model"), "switch.ports[0].iface", "tofino-model"),
+    ("ibverbs-on-vdev", lambda d: d["hosts"][1].update(nic={**d["hosts"][1]["nic"], "pci": None,
+                                                             "vdev": "net_af_packet0,iface=data0", "rdma": "ibverbs"}),
+     "hosts[1].nic", "needs a PCI NIC"),
+    ("netdev-on-vdev", lambda d: d["hosts"][1].update(nic={**d["hosts"][1]["nic"], "pci": None,
+                                                            "vdev": "net_af_packet0,iface=data0", "netdev": "eth1"}),
+     "hosts[1].nic", "belongs to a PCI NIC"),
+    ("bad-netdev", lambda d: d["hosts"][1]["nic"].update(netdev="eth 1"), "hosts[1].nic.netdev", "interface name"),
+    ("bad-rdma-device", lambda d: d["hosts"][1]["nic"].update(rdma_device="mlx5/0"), "hosts[1].nic.rdma_device", "RDMA device"),
+    ("gid-without-ibverbs", lambda d: d["hosts"][1]["nic"].update(rdma="emulated", gid_index=3), "hosts[1].nic", "ibverbs"),
+    ("vfio-with-ibverbs", lambda d: d["hosts"][1]["nic"].update(driver="vfio-pci", rdma="ibverbs"), "hosts[1].nic", "vfio-pci"),
+    ("gid-out-of-range", lambda d: d["hosts"][1]["nic"].update(gid_index=300), "hosts[1].nic.gid_index", "255"),
+    ("bad-roce-mtu", lambda d: d.update(roce={"mtu": 9000}), "roce.mtu", "4096"),
+    ("bad-roce-priority", lambda d: d.update(roce={"priority": 8}), "roce.priority", "7"),
+    ("bad-qp-type", lambda d: d.update(roce={"qp_type": "ud"}), "roce.qp_type", "uc"),
+    ("roce-typo", lambda d: d.update(roce={"pfcs": True}), "roce.pfcs", "unknown field"),
+    ("dpdk-prefix-missing", lambda d: d.update(dpdk={"source": "prefix"}), "dpdk", "needs dpdk.prefix"),
+    ("dpdk-source-with-local-build", lambda d: d.update(dpdk={"source": "prefix", "prefix": "/opt/dpdk"}),
+     "deploy.build", "source build"),
 ]
 
 
@@ -178,3 +202,55 @@ def test_ansible_export_groups_and_pins_keys(tmp_path):
     assert list(kids["hosts"]["children"]["workers"]["hosts"]) == ["worker0", "worker1"]
     w0 = kids["hosts"]["children"]["workers"]["hosts"]["worker0"]
     assert w0["ansible_host"] == "192.0.2.22" and w0["rainmaker_hugepages_size_kb"] == 2048
+
+
+def test_real_hardware_fields_have_sound_defaults(tmp_path):
+    inv = load(write(tmp_path, base()))
+    sw = inv.switch
+    assert str(sw.sde_install_path) == "/opt/bf-sde-9.13.0/install"
+    assert (sw.target, sw.chip, sw.kernel_module) == ("asic", "tofino", "bf_kdrv")
+    assert (sw.hugepages.size, sw.hugepages.count) == ("2M", 128)
+    w = inv.host("worker0").nic
+    assert w.rdma_transport == "ibverbs" and w.driver == "auto"  # a PCI NIC: the ConnectX writes the ring
+    assert (inv.roce.mtu, inv.roce.priority, inv.roce.qp_type) == (4096, 3, "uc")
+    assert inv.dpdk.source == "debian" and inv.deploy.build == "local"
+    assert not inv.shared_system
+
+
+def test_sde_install_can_be_given(tmp_path):
+    inv = load(write(tmp_path, mutate(lambda d: d["switch"].update(sde_install="/usr/local/sde"))))
+    assert str(inv.switch.sde_install_path) == "/usr/local/sde"
+
+
+def test_tofino_model_takes_virtual_hosts(tmp_path):
+    def model(d):
+        d["switch"].update(target="model")
+        for i, p in enumerate(d["switch"]["ports"]):
+            p["iface"] = f"veth{2 * i}"
+        for h in d["hosts"]:
+            h["nic"] = {**h["nic"], "pci": None, "vdev": "net_af_packet0,iface=data0"}
+    inv = load(write(tmp_path, mutate(model)))
+    assert all(h.nic.rdma_transport == "emulated" for h in inv.hosts)
+
+
+def test_source_built_dpdk_with_host_builds(tmp_path):
+    inv = load(write(tmp_path, {**base(), "dpdk": {"source": "prefix", "prefix": "/opt/dpdk"}, "deploy": {"build": "host"}}))
+    assert str(inv.dpdk.prefix) == "/opt/dpdk"
+
+
+def test_ansible_export_carries_the_hardware_settings(tmp_path):
+    inv = load(write(tmp_path, mutate(lambda d: (d["switch"].update(sde_version="9.13.0", kernel_module="bf_kpkt"),
+                                                 d["hosts"][1]["nic"].update(netdev="enp59s0f0np0", gid_index=3),
+                                                 d.update(roce={"priority": 5, "pfc": False})))))
+    a = export(inv)["all"]
+    v = a["vars"]
+    assert v["rainmaker_roce"]["priority"] == 5 and v["rainmaker_roce"]["pfc"] is False
+    assert v["rainmaker_service_ip"] == inv.switch.service_ip and v["rainmaker_shared_system"] is False
+    assert v["rainmaker_dpdk"] == {"source": "debian", "prefix": None, "version": "22.11"}
+    sw = a["children"]["switch"]["hosts"]["tofino1"]
+    assert sw["rainmaker_sde"] == "/opt/bf-sde-9.13.0" and sw["rainmaker_sde_install"] == "/opt/bf-sde-9.13.0/install"
+    assert sw["rainmaker_sde_version"] == "9.13.0" and sw["rainmaker_switch_kernel_module"] == "bf_kpkt"
+    assert sw["rainmaker_switch_target"] == "asic" and sw["rainmaker_hugepages_count"] == 128
+    w0 = a["children"]["hosts"]["children"]["workers"]["hosts"]["worker0"]
+    assert w0["rainmaker_rdma"] == "ibverbs" and w0["rainmaker_host_emulated"] is False
+    assert w0["rainmaker_nic"]["netdev"] == "enp59s0f0np0" and w0["rainmaker_nic"]["gid_index"] == 3
