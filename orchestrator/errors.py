@@ -68,6 +68,22 @@ class InventoryError(InputFileError):
     kind = "inventory"
 
 
+class ManifestError(InputFileError):
+    """A CloudLab (RSpec v3) manifest that cannot be read; each problem names its element."""
+
+    kind = "manifest"
+
+
+class MapFileError(InputFileError):
+    """A `rainmaker cloudlab import` map file failed validation."""
+
+    kind = "map"
+
+
+class CloudlabError(UsageError):
+    """A CloudLab profile or import cannot be made from what the user gave (options, map file)."""
+
+
 class TestbedError(RainmakerError):
     """The emulated testbed could not be built, inspected or torn down."""
 
