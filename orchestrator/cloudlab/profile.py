@@ -1,0 +1,219 @@
+"""Topology -> a CloudLab profile: the geni-lib `profile.py` the portal runs.
+
+The portal executes a profile with its own geni-lib to build the request RSpec. The
+geni-lib on PyPI cannot import `geni.portal` on Python 3, so rainmaker does not run
+geni-lib here: it renders the profile as text from a template. The text is plain
+Python that runs under both Python 2 and 3 (the portal has used both), and it
+exposes the counts, hardware types and images as profile parameters, so that the
+portal's instantiation page can change them without editing code.
+
+The topology is the Rain testbed's: clients and workers are raw PCs with one data
+interface each, every one on its own point-to-point link to a port of the Tofino
+switch, which CloudLab allocates as a node too. Data addresses come from one subnet:
+the clients first (.1, ...), then the workers; the last address of the subnet stays
+free for the switch's scheduling address. The names (`tofino`, `client0`,
+`worker0`, interfaces `client0:data` and `tofino:client0`) are what
+`rainmaker cloudlab import` expects back in the manifest.
+"""
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+
+from ..errors import CloudlabError
+
+# Disk images that CloudLab's clusters all carry (emulab-ops standard images).
+IMAGES = {
+    "ubuntu22": "urn:publicid:IDN+emulab.net+image+emulab-ops//UBUNTU22-64-STD",
+    "ubuntu24": "urn:publicid:IDN+emulab.net+image+emulab-ops//UBUNTU24-64-STD",
+    "ubuntu20": "urn:publicid:IDN+emulab.net+image+emulab-ops//UBUNTU20-64-STD",
+}
+_LABELS = {"ubuntu22": "Ubuntu 22.04", "ubuntu24": "Ubuntu 24.04", "ubuntu20": "Ubuntu 20.04"}
+DEFAULT_IMAGE = "ubuntu22"
+DEFAULT_HOST_TYPE = "d6515"  # CloudLab Utah: AMD EPYC, dual-port 100G ConnectX-5
+# Which type stands for a Tofino switch differs by cluster and changes over time: the
+# user must look it up (the cluster's hardware page) and pass --switch-hardware-type.
+DEFAULT_SWITCH_TYPE = "tofino"
+MAX_HOSTS = 64
+
+_TYPE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_URN_RE = re.compile(r"^urn:publicid:IDN\+[A-Za-z0-9.-]+\+image\+[A-Za-z0-9_.-]+(//?|:)[A-Za-z0-9_.:-]+$")
+_NODE_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
+
+
+@dataclass(frozen=True)
+class Topology:
+    clients: int = 1
+    workers: int = 2
+    hardware_type: str = DEFAULT_HOST_TYPE
+    image: str = DEFAULT_IMAGE  # a name of IMAGES, or an image URN
+    switch_name: str = "tofino"
+    switch_hardware_type: str = DEFAULT_SWITCH_TYPE
+    switch_image: str | None = None  # None: the hardware type's own default image
+    subnet: str = "10.10.1.0/24"
+    bandwidth_gbps: int = 100
+
+    def check(self) -> "Topology":
+        """Refuse what the portal would refuse later, naming the option and the fix."""
+        def no(msg: str, fix: str) -> CloudlabError:
+            return CloudlabError(msg, fix=fix)
+
+        if self.clients < 1 or self.workers < 1:
+            raise no("a Rain testbed needs at least one client and one worker", "use --clients 1 or more, --workers 1 or more")
+        if self.clients + self.workers > MAX_HOSTS:
+            raise no(f"{self.clients + self.workers} hosts: a Tofino has at most {MAX_HOSTS} ports to cable them to",
+                     f"ask for at most {MAX_HOSTS} clients and workers together")
+        for opt, v in (("--hardware-type", self.hardware_type), ("--switch-hardware-type", self.switch_hardware_type)):
+            if not _TYPE_RE.match(v):
+                raise no(f"{opt} '{v}' is not a hardware type name", "use the type's name as the cluster lists it, like d6515")
+        for opt, v in (("--image", self.image), ("--switch-image", self.switch_image)):
+            if v is not None and v not in IMAGES and not _URN_RE.match(v):
+                raise no(f"{opt} '{v}' is neither a known image ({', '.join(IMAGES)}) nor an image URN",
+                         "give a name from that list, or a URN like " + IMAGES[DEFAULT_IMAGE])
+        if not _NODE_RE.match(self.switch_name) or re.match(r"^(client|worker)", self.switch_name):
+            raise no(f"--switch-name '{self.switch_name}' cannot name the switch node",
+                     "use lower-case letters, digits and '-', not starting with client or worker (default: tofino)")
+        net = self.network
+        if net.num_addresses - 2 < self.clients + self.workers + 1:
+            raise no(f"subnet {net} has {max(net.num_addresses - 2, 0)} host addresses; {self.clients + self.workers} hosts "
+                     "and the switch's scheduling address need more", "use a larger subnet, e.g. --subnet 10.10.1.0/24")
+        if not 1 <= self.bandwidth_gbps <= 400:
+            raise no(f"--bandwidth-gbps {self.bandwidth_gbps} is not a link speed", "give the NICs' speed, e.g. 100")
+        return self
+
+    @property
+    def network(self) -> ipaddress.IPv4Network:
+        try:
+            net = ipaddress.IPv4Network(self.subnet, strict=False)
+        except ValueError:
+            raise CloudlabError(f"--subnet '{self.subnet}' is not an IPv4 network",
+                                fix="write it as address/prefix, e.g. 10.10.1.0/24") from None
+        if not net.is_private:
+            raise CloudlabError(f"--subnet {net} is not a private network: the data network must not shadow real "
+                                "addresses", fix="use a private range, e.g. 10.10.1.0/24")
+        return net
+
+    @property
+    def image_urn(self) -> str:
+        return IMAGES.get(self.image, self.image)
+
+    @property
+    def switch_image_urn(self) -> str:
+        return "" if self.switch_image is None else IMAGES.get(self.switch_image, self.switch_image)
+
+    def host_names(self) -> list[str]:
+        return [f"client{i}" for i in range(self.clients)] + [f"worker{i}" for i in range(self.workers)]
+
+    def addresses(self) -> dict[str, str]:
+        """Each host's data address, as the profile assigns them (clients first)."""
+        hosts = list(self.network.hosts())
+        return {name: str(hosts[i]) for i, name in enumerate(self.host_names())}
+
+
+_TEMPLATE = '''\
+"""Rain testbed: {clients} client(s) and {workers} worker(s) on {hardware_type}, each cabled to a Tofino switch.
+
+Every host has one data interface on a point-to-point link to its own port of the
+switch; data addresses are {subnet} (clients first, then workers; the last address
+stays free for the switch's scheduling address). Written by rainmaker:
+    {command}
+
+Instructions:
+When the experiment is ready, download its manifest (the experiment's page, tab
+"Manifest") and turn it into a rainmaker inventory:
+
+    rainmaker cloudlab import manifest.xml --map map.yaml -o cloudlab.yaml
+    rainmaker provision --check -i cloudlab.yaml
+"""
+
+import geni.portal as portal
+import geni.rspec.pg as pg
+import geni.rspec.emulab  # noqa: F401  Emulab's extensions (type default image, no shaping)
+
+SWITCH = {switch_name!r}
+NETWORK = {network!r}  # the data network {subnet}, as a 32-bit number
+PREFIX = {prefix}
+IMAGES = [
+{images}
+]
+
+pc = portal.Context()
+pc.defineParameter("clients", "Client hosts (they send the load)", portal.ParameterType.INTEGER, {clients})
+pc.defineParameter("workers", "Worker hosts (they serve it)", portal.ParameterType.INTEGER, {workers})
+pc.defineParameter("host_type", "Hardware type of the hosts", portal.ParameterType.NODETYPE, {hardware_type!r},
+                   longDescription="Raw PCs with a ConnectX NIC that reaches the Tofino switch.")
+pc.defineParameter("host_image", "Disk image of the hosts", portal.ParameterType.IMAGE, {image!r}, IMAGES)
+pc.defineParameter("switch_type", "Hardware type of the Tofino switch", portal.ParameterType.NODETYPE,
+                   {switch_hardware_type!r},
+                   longDescription="Clusters name their Tofino switches differently: check the cluster's "
+                   "hardware list, and pick the cluster of the hosts.")
+pc.defineParameter("switch_image", "Disk image of the switch (empty: the switch type's own image)",
+                   portal.ParameterType.IMAGE, {switch_image!r}, advanced=True)
+pc.defineParameter("bandwidth_gbps", "Speed of each data link (Gb/s)", portal.ParameterType.INTEGER,
+                   {bandwidth_gbps}, advanced=True)
+params = pc.bindParameters()
+
+
+def dotted(n):
+    return ".".join(str((n >> s) & 255) for s in (24, 16, 8, 0))
+
+
+hosts = ["client%d" % i for i in range(params.clients)] + ["worker%d" % i for i in range(params.workers)]
+if params.clients < 1:
+    pc.reportError(portal.ParameterError("A Rain testbed needs at least one client.", ["clients"]))
+if params.workers < 1:
+    pc.reportError(portal.ParameterError("A Rain testbed needs at least one worker.", ["workers"]))
+if len(hosts) + 1 > (1 << (32 - PREFIX)) - 2:
+    pc.reportError(portal.ParameterError("The data network %s/%d cannot address %d hosts and the switch."
+                                         % (dotted(NETWORK), PREFIX, len(hosts)), ["clients", "workers"]))
+if len(hosts) > {max_hosts}:
+    pc.reportError(portal.ParameterError("A Tofino has at most {max_hosts} ports for the hosts.", ["clients", "workers"]))
+pc.verifyParameters()
+
+request = pc.makeRequestRSpec()
+
+switch = request.RawPC(SWITCH)
+switch.hardware_type = params.switch_type
+if params.switch_image:
+    switch.disk_image = params.switch_image
+else:
+    switch.setUseTypeDefaultImage()
+
+netmask = dotted((0xFFFFFFFF << (32 - PREFIX)) & 0xFFFFFFFF)
+for i, name in enumerate(hosts):
+    host = request.RawPC(name)
+    host.hardware_type = params.host_type
+    host.disk_image = params.host_image
+    data = host.addInterface("data", pg.IPv4Address(dotted(NETWORK + 1 + i), netmask))
+    port = switch.addInterface(name)  # the switch's side: SWITCH:<host>
+    link = request.Link("link-" + name, members=[data, port])
+    link.bandwidth = params.bandwidth_gbps * 1000 * 1000  # kb/s
+    # A direct cable: no shaping node, no trunk between the cluster's switches.
+    link.setNoBandwidthShaping()
+    link.setNoInterSwitchLinks()
+
+pc.printRequestRSpec(request)
+'''
+
+
+def render(topo: Topology, command: str = "rainmaker cloudlab profile") -> str:
+    """The profile's text. Every value is inserted as a Python literal (repr), never as code."""
+    topo.check()
+    net = topo.network
+    images = [(urn, _LABELS[name]) for name, urn in IMAGES.items()]
+    if topo.image_urn not in IMAGES.values():
+        images.insert(0, (topo.image_urn, topo.image_urn.rpartition("+")[2].lstrip("/:")))
+    images_text = "\n".join(f"    {pair!r}," for pair in images)
+    return _TEMPLATE.format(
+        clients=topo.clients, workers=topo.workers, hardware_type=topo.hardware_type,
+        image=topo.image_urn, images=images_text, switch_name=topo.switch_name,
+        switch_hardware_type=topo.switch_hardware_type, switch_image=topo.switch_image_urn,
+        subnet=str(net), network=int(net.network_address), prefix=net.prefixlen,
+        bandwidth_gbps=topo.bandwidth_gbps, max_hosts=MAX_HOSTS, command=_docstring_safe(command),
+    )
+
+
+def _docstring_safe(text: str) -> str:
+    """A command line shown inside the profile's docstring, with nothing that could end it."""
+    return re.sub(r"[^A-Za-z0-9 _./:=,+@-]", "?", text)
