@@ -420,6 +420,10 @@ from .cli_experiment import register as _register_experiments  # noqa: E402
 
 _register_experiments(cli, console)
 
+from .cli_cloudlab import register as _register_cloudlab  # noqa: E402
+
+_register_cloudlab(cli, console, err_console)
+
 
 def main() -> None:
     try:
