@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .deploy import ansible_vars as deploy_vars
 from .errors import ProvisionError, TaskFailure
 from .inventory import Inventory
 from .inventory.ansible import export_yaml
@@ -529,8 +530,9 @@ def provision(inv: Inventory, *, check: bool = False, tags: list[str] | None = N
         kwargs["skip_tags"] = ",".join(skip_tags)
     if limit:
         kwargs["limit"] = limit
-    if extra_vars:
-        kwargs["extravars"] = dict(extra_vars)
+    # The bundle the rainmaker_deploy role copies (orchestrator/deploy.py: defined once,
+    # shared with run.py's deploy()); the caller's extra vars win.
+    kwargs["extravars"] = {**deploy_vars(inv.deploy.build), **(extra_vars or {})}
     if timeout:
         kwargs["timeout"] = timeout
 

@@ -23,6 +23,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 
+from ..deploy import AGENT_FILES, BUILD, VERSION, bundle, differing, parse_sha256sum
 from ..errors import RainmakerError, UsageError
 from ..inventory import Host, Inventory
 from ..remote import Background, Remote, Target, targets
@@ -31,10 +32,6 @@ from .spec import Spec, load as load_spec
 from .sweep import DONE, FAILED, Sweep
 
 REPO = Path(__file__).resolve().parents[2]
-BUILD = REPO / "hosts" / "dpdk" / "build"
-AGENT_FILES = ["hosts/__init__.py", "hosts/proto.py", "hosts/ctl.py", "hosts/agent/__init__.py",
-               "hosts/agent/__main__.py", "hosts/agent/common.py", "hosts/agent/worker.py",
-               "hosts/agent/client.py", "hosts/agent/adaptive.py"]
 SUPPORTED = {"adaptive"}
 NOT_YET = {
     "baselines": "the baseline switch programs (R2P2-SW, RackSched-SW, Draconis-SW, Pallas-SW) are not built yet; "
@@ -166,47 +163,74 @@ class Testbed:
             r.close()
 
 
+_SH_HASHES = (  # $1: the deploy root, then the files: their sha256sum lines, then VERSION
+    'cd "$1" 2>/dev/null && shift && sha256sum -- "$@" 2>/dev/null; '
+    'printf "version=%s\\n" "$(cat agent/VERSION 2>/dev/null)"; exit 0')
+
+
 def deploy(tb: Testbed, log) -> None:
-    """Binaries and agents into every host's deploy root (skipped when unchanged)."""
-    missing = [b for b in ("rain-client", "rain-worker") if not (BUILD / b).exists()]
-    if missing:
-        raise UsageError(f"{', '.join(missing)} not built", fix="run `make setup` (it builds hosts/dpdk)")
-    digest = _sha256([BUILD / "rain-client", BUILD / "rain-worker"] + [REPO / f for f in AGENT_FILES])[:16]
+    """The bundle (orchestrator/deploy.py: binaries and agents) into every host's deploy
+    root. One command per host hashes what is there; only files that differ are copied,
+    and VERSION is written last. deploy.build: host builds on the hosts, which only
+    `rainmaker provision` does: here stale binaries are an error naming it."""
+    b = bundle(tb.inv.deploy.build)
 
-    def one(name: str) -> None:
+    def one(name: str) -> int:
         r = tb.remotes[name]
-        root = r.target.deploy_root
-        have = r.run(["cat", str(root / "agent" / "VERSION")], timeout=20, check=False).stdout.strip()
-        if have == digest:
-            return
-        r.put(BUILD / "rain-client", "bin/rain-client", mode=0o755)
-        r.put(BUILD / "rain-worker", "bin/rain-worker", mode=0o755)
-        for f in AGENT_FILES:
-            r.put(REPO / f, f"agent/{f}")
-        import tempfile
+        root = str(r.target.deploy_root)
+        dests = [f.dest for f in b.all_files()] + ([] if b.build == "local" else list(b.binaries))
+        out = r.run(["sh", "-c", _SH_HASHES, "sh", root, *dests], timeout=30).stdout
+        have = parse_sha256sum(out)
+        version = next((line[len("version="):] for line in out.splitlines() if line.startswith("version=")), "")
+        todo = differing(b, have)
+        if b.build == "host" and (differing(b, have, b.sources) or any(d not in have for d in b.binaries)):
+            raise UsageError(f"{name}: rain-client and rain-worker are built on the host (deploy.build: host) "
+                             f"and were not built from these sources",
+                             fix="run `rainmaker provision --tags deploy`: it copies the sources and builds them there")
+        for f in todo:
+            r.put(f.src, f.dest, mode=f.mode)
+        if todo or version != b.digest:
+            import tempfile
 
-        with tempfile.NamedTemporaryFile("w", delete=False) as fh:
-            fh.write(digest + "\n")
-        r.put(fh.name, "agent/VERSION")
-        Path(fh.name).unlink()
+            with tempfile.NamedTemporaryFile("w", delete=False) as fh:
+                fh.write(b.digest + "\n")
+            try:
+                r.put(fh.name, VERSION, mode=0o644)
+            finally:
+                Path(fh.name).unlink()
+        return len(todo)
 
     hosts = [h.name for h in tb.inv.hosts]
-    tb.parallel(one, hosts)
-    log(f"deployed rain-client, rain-worker and the agents ({digest}) to {len(hosts)} hosts")
+    copied = tb.parallel(one, hosts)
+    n = sum(copied.values())
+    if n:
+        log(f"deployed {n} file(s) of bundle {b.digest} (rain-client, rain-worker, agents) to "
+            f"{sum(1 for c in copied.values() if c)} of {len(hosts)} hosts")
+    else:
+        log(f"bundle {b.digest} already on all {len(hosts)} hosts")
 
 
 def host_facts(tb: Testbed) -> dict:
+    """Per machine: kernel, CPUs, DPDK, hugepages, CPU model, and what the roce role
+    recorded (<deploy_root>/facts/roce.json: RDMA device, GID index, MTUs, ...)."""
     cmd = ("echo kernel=$(uname -r); echo cpus=$(nproc); echo python=$(python3 -V 2>&1); "
            "echo dpdk=$(dpkg-query -W -f='${Version}' dpdk 2>/dev/null); "
-           "echo hugepages=$(cat /proc/sys/vm/nr_hugepages); echo model=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)")
-    out = {}
+           "echo hugepages=$(cat /proc/sys/vm/nr_hugepages); echo model=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2); "
+           'printf "roce=%s\\n" "$(tr -d "\\n" < "$1/facts/roce.json" 2>/dev/null)"')
 
     def one(n: str) -> dict:
-        r = tb.remotes[n].run_shell(cmd, timeout=20, check=False)
-        return dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
+        r = tb.remotes[n]
+        res = r.run(["sh", "-c", cmd, "sh", str(r.target.deploy_root)], timeout=20, check=False)
+        facts: dict = dict(line.split("=", 1) for line in res.stdout.splitlines() if "=" in line)
+        roce = facts.pop("roce", "").strip()
+        if roce:
+            try:
+                facts["roce"] = json.loads(roce)
+            except ValueError:
+                facts["roce"] = {"error": f"unreadable facts/roce.json: {roce[:200]}"}
+        return facts
 
-    out = tb.parallel(one, list(tb.remotes))
-    return out
+    return tb.parallel(one, list(tb.remotes))
 
 
 def _eal(inv: Inventory, host: Host, role: str, lcores: str) -> dict:

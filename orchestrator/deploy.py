@@ -1,0 +1,160 @@
+"""What rainmaker deploys to each client and worker, defined once: the bundle.
+
+A host's deploy root receives
+- bin/rain-client, bin/rain-worker: built here by `make build` (deploy.build: local),
+  or built on the host from the hosts/dpdk sources copied to src/dpdk/ (deploy.build: host);
+- agent/hosts/...: the agents, run there as `python3 -m hosts.agent`;
+- agent/VERSION: the bundle's digest, written last, once everything else is in place.
+
+Two paths deploy it, both from `bundle()`: the rainmaker_deploy role (`rainmaker provision`
+passes `ansible_vars()` as extra vars) and `orchestrator/experiment/run.py:deploy()` (SFTP,
+before a run). Both compare each file's SHA-256 on the host with the bundle's and copy
+only what differs, so a run after `provision` copies nothing, and a file changed on a host
+is found even when VERSION still matches.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from .errors import UsageError
+
+REPO = Path(__file__).resolve().parent.parent
+DPDK_SRC = REPO / "hosts" / "dpdk"
+BUILD = DPDK_SRC / "build"
+BINARIES = ("rain-client", "rain-worker")
+AGENT_FILES = ("hosts/__init__.py", "hosts/proto.py", "hosts/ctl.py", "hosts/agent/__init__.py",
+               "hosts/agent/__main__.py", "hosts/agent/common.py", "hosts/agent/worker.py",
+               "hosts/agent/client.py", "hosts/agent/adaptive.py")
+# What `make -C src/dpdk` needs on a host (README files, benchmarks and build/ stay here).
+SOURCE_GLOBS = ("Makefile", "include/*.h", "common/*.[ch]", "client/*.[ch]", "worker/*.[ch]")
+VERSION = "agent/VERSION"
+SOURCE_DIR = "src/dpdk"  # deploy.build: host: where the sources go, below the deploy root
+
+
+@dataclass(frozen=True)
+class BundleFile:
+    src: Path  # on this machine
+    dest: str  # relative to the host's deploy root
+    mode: int
+    sha256: str
+
+    def as_var(self) -> dict[str, Any]:
+        return {"src": str(self.src), "dest": self.dest, "mode": f"{self.mode:04o}", "sha256": self.sha256}
+
+
+@dataclass(frozen=True)
+class Bundle:
+    build: str  # local: `files` include the binaries; host: `sources` are built on the host
+    files: tuple[BundleFile, ...]  # copied as they are
+    sources: tuple[BundleFile, ...]  # build: host only
+    digest: str  # what agent/VERSION holds
+
+    @property
+    def binaries(self) -> tuple[str, ...]:
+        return tuple(f"bin/{b}" for b in BINARIES)
+
+    def all_files(self) -> tuple[BundleFile, ...]:
+        return self.files + self.sources
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _file(src: Path, dest: str, mode: int) -> BundleFile:
+    return BundleFile(src=src, dest=dest, mode=mode, sha256=sha256_file(src))
+
+
+def digest_of(build: str, files: tuple[BundleFile, ...]) -> str:
+    """The bundle's identity: every file's destination, mode and content, and how the
+    binaries are made. 16 hex digits (64 bits) name a deploy well enough."""
+    h = hashlib.sha256(f"rainmaker-bundle 1 build={build}\n".encode())
+    for f in sorted(files, key=lambda f: f.dest):
+        h.update(f"{f.dest} {f.mode:o} {f.sha256}\n".encode())
+    return h.hexdigest()[:16]
+
+
+def missing_binaries(build_dir: Path = BUILD) -> list[str]:
+    return [b for b in BINARIES if not (build_dir / b).is_file()]
+
+
+def bundle(build: str = "local", *, repo: Path = REPO) -> Bundle:
+    """The bundle for `deploy.build` (local | host). Raises UsageError naming `make build`
+    when the binaries a local build deploys are not built."""
+    if build not in ("local", "host"):
+        raise UsageError(f"unknown deploy.build '{build}'", fix="use local or host")
+    agents = tuple(_file(repo / f, f"agent/{f}", 0o644) for f in AGENT_FILES)
+    if build == "local":
+        build_dir = repo / "hosts" / "dpdk" / "build"
+        missing = missing_binaries(build_dir)
+        if missing:
+            raise UsageError(f"{' and '.join(missing)} {'are' if len(missing) > 1 else 'is'} not built "
+                             f"(no {', '.join(str(build_dir / m) for m in missing)})",
+                             fix="run `make build` (it builds hosts/dpdk against the DPDK here)")
+        binaries = tuple(_file(build_dir / b, f"bin/{b}", 0o755) for b in BINARIES)
+        files, sources = binaries + agents, ()
+    else:
+        src = repo / "hosts" / "dpdk"
+        paths = sorted({p for g in SOURCE_GLOBS for p in src.glob(g) if p.is_file()})
+        if not (src / "Makefile").is_file():
+            raise UsageError(f"no DPDK sources in {src}", fix="run rainmaker from a complete checkout")
+        sources = tuple(_file(p, str(PurePosixPath(SOURCE_DIR, *p.relative_to(src).parts)), 0o644) for p in paths)
+        files = agents
+    return Bundle(build=build, files=files, sources=sources, digest=digest_of(build, files + sources))
+
+
+def ansible_vars(build: str = "local") -> dict[str, Any]:
+    """Extra vars for the rainmaker_deploy role: the bundle, or why there is none (the
+    role fails with it only when it runs, so other tags work without a build)."""
+    try:
+        b = bundle(build)
+    except UsageError as e:
+        return {"rainmaker_bundle": {"error": e.render()}}
+    return {"rainmaker_bundle": {
+        "build": b.build,
+        "digest": b.digest,
+        "version_file": VERSION,
+        "source_dir": SOURCE_DIR,
+        "binaries": list(b.binaries),
+        # Every folder the files need, parents first: the role makes them 0755 like the
+        # deploy root's own (roles/common).
+        "dirs": directories(b),
+        "files": [f.as_var() for f in b.files],
+        "sources": [f.as_var() for f in b.sources],
+    }}
+
+
+def directories(b: Bundle) -> list[str]:
+    """Every folder below the deploy root that the bundle's files (and binaries) sit in."""
+    out: set[str] = set()
+    for dest in [f.dest for f in b.all_files()] + list(b.binaries):
+        for parent in PurePosixPath(dest).parents:
+            if str(parent) != ".":
+                out.add(str(parent))
+    return sorted(out, key=lambda d: (d.count("/"), d))
+
+
+def parse_sha256sum(text: str) -> dict[str, str]:
+    """`sha256sum` output -> {path: digest} (paths as given to it)."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        digest, sep, path = line.partition("  ")
+        if sep and len(digest) == 64:
+            out[path] = digest
+    return out
+
+
+def differing(b: Bundle, have: dict[str, str], files: tuple[BundleFile, ...] | None = None) -> list[BundleFile]:
+    """The bundle's files whose content on the host (`have`: dest -> sha256) differs."""
+    return [f for f in (b.files if files is None else files) if have.get(f.dest) != f.sha256]
+
+
+__all__ = ["AGENT_FILES", "BINARIES", "BUILD", "Bundle", "BundleFile", "SOURCE_DIR", "VERSION",
+           "ansible_vars", "bundle", "differing", "directories", "digest_of", "missing_binaries", "parse_sha256sum", "sha256_file"]
