@@ -38,10 +38,11 @@ def register(cli: click.Group, console, err_console) -> None:
     @click.option("--image", default=profile_mod.DEFAULT_IMAGE, show_default=True,
                   help=f"disk image of the hosts: {', '.join(profile_mod.IMAGES)}, or an image URN")
     @click.option("--switch-hardware-type", default=profile_mod.DEFAULT_SWITCH_TYPE, show_default=True,
-                  help="hardware type of the Tofino switch. Clusters name (and have) Tofinos differently: check "
-                       "your cluster's hardware list and pass its name; the portal can change it at instantiation")
+                  help="hardware type of the Tofino switch. Only some CloudLab clusters have Tofinos, and each names "
+                       "its type: check the cluster's hardware list and pass that name (the default is a placeholder; "
+                       "the portal can also change it at instantiation)")
     @click.option("--switch-image", default=None,
-                  help="disk image of the switch (default: the switch type's own image, with its SDE)")
+                  help="disk image of the switch (default: the image the cluster gives that switch type)")
     @click.option("--switch-name", default="tofino", show_default=True, help="the switch node's name in the profile")
     @click.option("--subnet", default="10.10.1.0/24", show_default=True,
                   help="data network: clients get the first addresses, then workers; the last stays for the switch")

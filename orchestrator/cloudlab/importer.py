@@ -28,7 +28,7 @@ DEFAULT_SWITCH = "tofino"  # the switch node's client_id in profiles `rainmaker 
 BFRT_PORT = 50052
 # Hosts' huge pages when the map says nothing: 8 GiB of 2M pages, as examples/rack1.yaml.
 DEFAULT_HUGEPAGES = {"size": "2M", "count": 4096}
-_ROLE_RE = re.compile(r"^(client|worker)")
+_ROLE_RE = re.compile(r"^(client|worker)", re.IGNORECASE)
 
 
 @dataclass
@@ -149,7 +149,7 @@ def plan(manifest: Manifest, mapfile: MapFile, switch_node: str | None = None) -
         iface, lk, side = on_switch[0]
         role = hm.role if hm is not None and hm.role else None
         if role is None and (r := _ROLE_RE.match(node.client_id)):
-            role = r.group(1)
+            role = r.group(1).lower()
         name = (hm.name if hm is not None and hm.name else None) or _name(node.client_id)
         hosts.append(HostPlan(node, name, role, iface, side, lk.client_id))
         if iface.mac is None and (hm is None or hm.mac is None):

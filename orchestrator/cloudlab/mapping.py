@@ -31,6 +31,7 @@ from pydantic import AfterValidator, Field, ValidationError, field_validator
 
 from .. import yamlfile
 from ..errors import MapFileError, Problem
+from .manifest import normalise_mac
 from ..inventory.model import (FECS, SPEEDS, Deploy, Dpdk, Host, Hugepages, Mgmt, Name, Nic, Roce, Strict,
                                Switch, SwitchPort, bad)
 
@@ -43,7 +44,8 @@ def _opt(check):
 Address = Annotated[str | None, _opt(Mgmt._addr)]
 User = Annotated[str | None, _opt(Mgmt._user)]
 Pci = Annotated[str | None, _opt(Nic._pci)]
-Mac = Annotated[str | None, _opt(Nic._mac)]
+# Manifests write MACs bare (0c42a1dd5f3a) or with colons; the map takes both too.
+Mac = Annotated[str | None, _opt(lambda v: Nic._mac(normalise_mac(v) or v))]
 Ip = Annotated[str | None, _opt(Nic._ip)]
 Netdev = Annotated[str | None, _opt(Nic._netdev)]
 RdmaDevice = Annotated[str | None, _opt(Nic._rdma_device)]
