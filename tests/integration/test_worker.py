@@ -45,21 +45,28 @@ def pair(built):
         yield p
 
 
+def worker_cmd(pair: NetnsPair, prefix: str, args: list[str], *, binary: Path = BIN,
+               vdev: str = "net_af_packet0,iface=dp0") -> list[str]:
+    """rain-worker in side a on one virtual port, told the peer in side b is the switch."""
+    return ["ip", "netns", "exec", pair.a.netns, str(binary), "-l", "0", "--no-huge", "--no-pci", "--no-telemetry",
+            f"--file-prefix={prefix}", "--log-level=lib.eal:error", f"--vdev={vdev}", "--",
+            "--switch-mac", pair.b.mac, "--switch-ip", pair.b.ip, "--src-ip", pair.a.ip, *args]
+
+
 class Worker:
     """One rain-worker process in side a, with its control block, registration and stats."""
 
-    def __init__(self, pair: NetnsPair, tmp: Path, name: str, args: list[str]):
+    def __init__(self, pair: NetnsPair, tmp: Path, name: str, args: list[str], env: dict | None = None,
+                 tag: str = TAG):
         self.pair = pair
-        self.prefix = f"{TAG}-{name}-{os.getpid()}"
+        self.prefix = f"{tag}-{name}-{os.getpid()}"
         self.ctl_path = tmp / f"{name}.ctl"
         self.reg_path = tmp / f"{name}.reg.json"
         self.stats_path = tmp / f"{name}.stats.json"
-        cmd = ["ip", "netns", "exec", pair.a.netns, str(BIN), "-l", "0", "--no-huge", "--no-pci", "--no-telemetry",
-               f"--file-prefix={self.prefix}", "--log-level=lib.eal:error", "--vdev=net_af_packet0,iface=dp0", "--",
-               "--switch-mac", pair.b.mac, "--switch-ip", pair.b.ip, "--src-ip", pair.a.ip,
-               "--ctl", str(self.ctl_path), "--registration", str(self.reg_path), "--stats", str(self.stats_path),
-               "--stats-period", "0.1", *args]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        cmd = worker_cmd(pair, self.prefix, ["--ctl", str(self.ctl_path), "--registration", str(self.reg_path),
+                                             "--stats", str(self.stats_path), "--stats-period", "0.1", *args])
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     env={**os.environ, **(env or {})})
         line = ""
         with selectors.DefaultSelector() as sel:
             sel.register(self.proc.stdout, selectors.EVENT_READ)
@@ -193,6 +200,8 @@ def test_tokens_follow_the_quota(pair, switch, tmp_path):
                                        "--handler", "sleep", "--quota", "3", "--slice", "5"])
     try:
         assert w.reg["worker_ids"] == [10, 11] and w.ctl.header.ready == 1
+        # 2 x 64 x 4096 B: the ring is aligned to its (power-of-two) size (rdma.c)
+        assert w.reg["ring"]["size"] == 1 << 19 and w.reg["ring"]["va"][0] % (1 << 19) == 0
         # At start: exactly n_w tokens per thread, stamped with slice and quota.
         switch.pump(0.6)
         for wid in (10, 11):
@@ -363,6 +372,10 @@ def test_rdma_writes_and_descriptors(pair, switch, ring_worker):
     ring = w.reg["ring"]
     assert ring["qpn"] == [0x200, 0x201] and ring["rkey"] == 0xABCDEF and ring["psn"] == 100
     assert ring["slots"] == 8 and ring["slot_size"] == 256 and ring["region_size"] == 8 * 256
+    assert ring["transport"] == "emulated" and ring["qp_type"] == "uc" and ring["device"] is None
+    # The ring is aligned to its size rounded up to a power of two: it never crosses the
+    # 4 GiB boundary the switch's 32-bit VA arithmetic cannot (rdma_writer.p4).
+    assert ring["size"] == 2 * 8 * 256 and ring["va"][0] % (1 << (ring["size"] - 1).bit_length()) == 0
     va1 = ring["va"][1]
     assert va1 - ring["va"][0] == ring["region_size"]
     qpn1 = ring["qpn"][1]
@@ -493,7 +506,7 @@ def test_sigterm_writes_final_stats_and_cleans_up(pair, switch, tmp_path):
     assert not w.left_runtime_dir  # rain-worker removed its own /var/run/dpdk/<prefix>
     assert set(st["drops"]) == {"not_ipv4", "not_udp", "bad_ip", "not_ours", "truncated", "bad_version",
                                 "bad_kind", "bad_worker", "bad_payload", "roce_qpn", "roce_rkey", "roce_bounds",
-                                "roce_psn", "roce_opcode", "no_room"}
+                                "roce_psn", "roce_opcode", "roce_offloaded", "no_room"}
 
 
 def test_baseline_modes_report_and_pull(pair, switch, tmp_path):

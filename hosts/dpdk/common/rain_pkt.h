@@ -38,6 +38,7 @@ enum rain_drop {
 	RAIN_DROP_ROCE_BOUNDS,   /* RoCE: VA/length outside the ring */
 	RAIN_DROP_ROCE_PSN,      /* RoCE: duplicate or out-of-order PSN */
 	RAIN_DROP_ROCE_OPCODE,   /* RoCE: not an RDMA WRITE ONLY */
+	RAIN_DROP_ROCE_OFFLOADED,/* RoCE reached DPDK though the NIC applies WRITEs (--rdma ibverbs) */
 	RAIN_DROP_NO_ROOM,       /* a FIFO or ring was full */
 	RAIN_DROP_MAX
 };

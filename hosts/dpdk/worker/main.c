@@ -53,6 +53,15 @@ static void usage(const char *prog)
 	       "  --rkey K             rkey of the server's ring (default 0x52414e)\n"
 	       "  --qpn-base Q         QPN of thread 0; thread i has Q+i (default 0x100)\n"
 	       "  --psn P              initial PSN of every QP (default 0)\n"
+	       "  --rdma R             %s: how the switch's RoCEv2 WRITEs reach the ring\n"
+	       "                       (emulated: applied by the RX loop; ibverbs: by the NIC) (default emulated)\n"
+	       "  --qp-type T          uc|rc: the WRITE ONLY opcode the switch sends (default uc)\n"
+	       "  --rdma-dev D         ibverbs: RDMA device (default: the one on the port's PCI function)\n"
+	       "  --rdma-port N        ibverbs: port of the RDMA device (default 1)\n"
+	       "  --gid-index N        ibverbs: RoCE v2 GID index (default: the GID of --src-ip)\n"
+	       "  --rdma-mtu B         ibverbs: path MTU, 1024|2048|4096 (default 4096)\n"
+	       "  --dscp N             ibverbs: DSCP of what the QPs send (RC ACKs) (default 26)\n"
+	       "  --remote-qpn Q       ibverbs: the QPN the QPs are connected to; the switch has none (default 0xfffffe)\n"
 	       "  --fifo-size N        per-thread FIFO entries, a power of two (default 1024)\n"
 	       "  --mbufs N            mbuf pool size (default 8191)\n"
 	       "  --max-service NS     longer synthetic tasks fail instead of running (default 10e9)\n"
@@ -65,7 +74,7 @@ static void usage(const char *prog)
 	       "  --bench S            benchmark for S seconds on a loopback port (net_ring): this\n"
 	       "                       process plays the saturated switch; prints a JSON summary\n"
 	       "  --bench-warmup S     seconds excluded from the benchmark (default 0.5)\n",
-	       prog, rw_mode_names(), rw_handler_names(), RAIN_SLOT_HDR_LEN);
+	       prog, rw_mode_names(), rw_handler_names(), RAIN_SLOT_HDR_LEN, rw_rdma_names());
 }
 
 static uint64_t parse_u64(const char *opt, const char *s, uint64_t lo, uint64_t hi)
@@ -93,7 +102,8 @@ static void parse_args(int argc, char **argv, struct rw_conf *c)
 {
 	enum { O_THREADS = 256, O_BASE, O_MODE, O_HANDLER, O_IDLE, O_QUOTA, O_SLICE, O_DISABLED, O_PORT,
 	       O_SLOTS, O_SLOT_SIZE, O_RKEY, O_QPN, O_PSN, O_FIFO, O_MBUFS, O_MAXSVC, O_CTL, O_REG, O_STATS,
-	       O_PERIOD, O_SMAC, O_SIP, O_SRC, O_INLINE, O_BENCH, O_BWARM, O_HELP };
+	       O_PERIOD, O_SMAC, O_SIP, O_SRC, O_INLINE, O_BENCH, O_BWARM, O_RDMA, O_QPTYPE, O_RDEV, O_RPORT, O_GID,
+	       O_RMTU, O_DSCP, O_RQPN, O_HELP };
 	static const struct option opts[] = {
 		{ "threads", 1, 0, O_THREADS }, { "worker-base", 1, 0, O_BASE }, { "mode", 1, 0, O_MODE },
 		{ "handler", 1, 0, O_HANDLER }, { "idle", 1, 0, O_IDLE }, { "quota", 1, 0, O_QUOTA },
@@ -103,10 +113,14 @@ static void parse_args(int argc, char **argv, struct rw_conf *c)
 		{ "mbufs", 1, 0, O_MBUFS }, { "max-service", 1, 0, O_MAXSVC }, { "ctl", 1, 0, O_CTL },
 		{ "registration", 1, 0, O_REG }, { "stats", 1, 0, O_STATS }, { "stats-period", 1, 0, O_PERIOD },
 		{ "switch-mac", 1, 0, O_SMAC }, { "switch-ip", 1, 0, O_SIP }, { "src-ip", 1, 0, O_SRC },
-		{ "inline-rx", 0, 0, O_INLINE }, { "bench", 1, 0, O_BENCH }, { "bench-warmup", 1, 0, O_BWARM }, { "help", 0, 0, O_HELP },
+		{ "inline-rx", 0, 0, O_INLINE }, { "bench", 1, 0, O_BENCH }, { "bench-warmup", 1, 0, O_BWARM },
+		{ "rdma", 1, 0, O_RDMA }, { "qp-type", 1, 0, O_QPTYPE }, { "rdma-dev", 1, 0, O_RDEV },
+		{ "rdma-port", 1, 0, O_RPORT }, { "gid-index", 1, 0, O_GID }, { "rdma-mtu", 1, 0, O_RMTU },
+		{ "dscp", 1, 0, O_DSCP }, { "remote-qpn", 1, 0, O_RQPN }, { "help", 0, 0, O_HELP },
 		{ 0, 0, 0, 0 },
 	};
 	bool have_smac = false, have_sip = false, have_src = false;
+	const char *verbs_only = NULL; /* an ibverbs option given (for the emulated check) */
 
 	memset(c, 0, sizeof(*c));
 	c->threads = 1;
@@ -118,6 +132,12 @@ static void parse_args(int argc, char **argv, struct rw_conf *c)
 	c->slot_size = 4096;
 	c->rkey = 0x52414e;
 	c->qpn_base = 0x100;
+	c->qp_type = RW_QP_UC;
+	c->gid_index = -1;
+	c->rdma_port = 1;
+	c->rdma_mtu = 4096;
+	c->dscp = 26;
+	c->remote_qpn = 0xfffffe;
 	c->fifo_size = 1024;
 	c->nb_mbufs = 8191;
 	c->max_service_ns = 10000000000ull;
@@ -149,8 +169,46 @@ static void parse_args(int argc, char **argv, struct rw_conf *c)
 		case O_PORT: c->port_id = (uint16_t)parse_u64("port", optarg, 0, RTE_MAX_ETHPORTS - 1); break;
 		case O_SLOTS: c->ring_slots = (uint32_t)parse_u64("ring-slots", optarg, 1, 1u << 20); break;
 		case O_SLOT_SIZE: c->slot_size = (uint32_t)parse_u64("slot-size", optarg, RAIN_SLOT_HDR_LEN, 1u << 20); break;
-		case O_RKEY: c->rkey = (uint32_t)parse_u64("rkey", optarg, 0, UINT32_MAX); break;
-		case O_QPN: c->qpn_base = (uint32_t)parse_u64("qpn-base", optarg, 1, 0xffffff); break;
+		case O_RKEY: c->rkey = (uint32_t)parse_u64("rkey", optarg, 0, UINT32_MAX); c->rkey_given = true; break;
+		case O_QPN:
+			c->qpn_base = (uint32_t)parse_u64("qpn-base", optarg, 1, 0xffffff);
+			c->qpn_base_given = true;
+			break;
+		case O_RDMA:
+			if ((c->rdma = rw_rdma_find(optarg)) == NULL) {
+				if (strcmp(optarg, "ibverbs") == 0)
+					rte_exit(EXIT_FAILURE, "--rdma ibverbs: this rain-worker was built without ibverbs; fix: "
+						 "install libibverbs-dev and rebuild (make -C hosts/dpdk)\n");
+				rte_exit(EXIT_FAILURE, "--rdma %s: expected %s\n", optarg, rw_rdma_names());
+			}
+			break;
+		case O_QPTYPE:
+			if (strcmp(optarg, "uc") == 0)
+				c->qp_type = RW_QP_UC;
+			else if (strcmp(optarg, "rc") == 0)
+				c->qp_type = RW_QP_RC;
+			else
+				rte_exit(EXIT_FAILURE, "--qp-type %s: expected uc or rc\n", optarg);
+			break;
+		case O_RDEV:
+			if (optarg[0] == '\0' || strlen(optarg) >= 64 || strchr(optarg, '/') != NULL)
+				rte_exit(EXIT_FAILURE, "--rdma-dev %s: not an RDMA device name (like mlx5_0)\n", optarg);
+			c->rdma_dev = optarg;
+			verbs_only = "--rdma-dev";
+			break;
+		case O_RPORT: c->rdma_port = (uint8_t)parse_u64("rdma-port", optarg, 1, 255); verbs_only = "--rdma-port"; break;
+		case O_GID: c->gid_index = (int)parse_u64("gid-index", optarg, 0, 255); verbs_only = "--gid-index"; break;
+		case O_RMTU:
+			c->rdma_mtu = (uint32_t)parse_u64("rdma-mtu", optarg, 1024, 4096);
+			if (c->rdma_mtu != 1024 && c->rdma_mtu != 2048 && c->rdma_mtu != 4096)
+				rte_exit(EXIT_FAILURE, "--rdma-mtu %s: expected 1024, 2048 or 4096\n", optarg);
+			verbs_only = "--rdma-mtu";
+			break;
+		case O_DSCP: c->dscp = (uint8_t)parse_u64("dscp", optarg, 0, 63); verbs_only = "--dscp"; break;
+		case O_RQPN:
+			c->remote_qpn = (uint32_t)parse_u64("remote-qpn", optarg, 2, 0xfffffe); /* 0, 1: special; 0xffffff: multicast */
+			verbs_only = "--remote-qpn";
+			break;
 		case O_PSN: c->psn = (uint32_t)parse_u64("psn", optarg, 0, 0xffffff); break;
 		case O_FIFO: c->fifo_size = (uint32_t)parse_u64("fifo-size", optarg, 2, 1u << 20); break;
 		case O_MBUFS: c->nb_mbufs = (uint32_t)parse_u64("mbufs", optarg, 1023, 1u << 24); break;
@@ -204,6 +262,15 @@ static void parse_args(int argc, char **argv, struct rw_conf *c)
 		rte_exit(EXIT_FAILURE, "--worker-base %u + --threads %u exceed 16-bit worker ids\n", c->worker_base, c->threads);
 	if (c->qpn_base + c->threads - 1 > 0xffffff)
 		rte_exit(EXIT_FAILURE, "--qpn-base %u + --threads %u exceed 24-bit QPNs\n", c->qpn_base, c->threads);
+	if (c->rdma == &rw_rdma_emulated && verbs_only != NULL)
+		rte_exit(EXIT_FAILURE, "%s is an option of --rdma ibverbs; the emulated RDMA path has no device\n", verbs_only);
+	if (c->rdma != &rw_rdma_emulated && (c->rkey_given || c->qpn_base_given))
+		rte_exit(EXIT_FAILURE, "%s is an option of --rdma emulated; with %s the NIC chooses the rkey and QPNs "
+			 "(the registration reports them)\n", c->rkey_given ? "--rkey" : "--qpn-base", c->rdma->name);
+	if (c->rdma != &rw_rdma_emulated && c->slot_size > c->rdma_mtu)
+		fprintf(stderr, "rain-worker: warning: --slot-size %u exceeds --rdma-mtu %u: a pre-written task longer "
+			"than %u B does not fit one WRITE (paper 6.2) and the NIC drops it\n", c->slot_size, c->rdma_mtu,
+			c->rdma_mtu);
 	if ((uint64_t)c->ring_slots * c->slot_size * c->threads > (1ull << 34))
 		rte_exit(EXIT_FAILURE, "the RDMA ring (%u threads x %u slots x %u B) is over 16 GiB\n", c->threads,
 			 c->ring_slots, c->slot_size);
@@ -369,7 +436,7 @@ int main(int argc, char **argv)
 	w->sw.port = rte_cpu_to_be_16(RAIN_UDP_PORT);
 
 	rw_ctl_create(w);
-	if (c->rdma->init(w) != 0)
+	if (c->rdma->init(w) != 0) /* the variants exit with their own message; this is a backstop */
 		rte_exit(EXIT_FAILURE, "RDMA ring (%s, %u x %u x %u B): %s\n", c->rdma->name, c->threads, c->ring_slots,
 			 c->slot_size, strerror(errno));
 	if (c->handler->init && c->handler->init(w) < 0)
@@ -400,7 +467,7 @@ int main(int argc, char **argv)
 		t->worker_id = (uint16_t)(c->worker_base + i);
 		t->ctl = &w->ctl->workers[i];
 		t->region = w->ring.base + (uint64_t)i * w->ring.region_size;
-		t->qpn = w->ring.qpn_base + i;
+		t->qpn = w->ring.qpn[i];
 		t->last_enabled = t->ctl->knobs.enabled;
 		t->txq = c->inline_rx ? 0 : -1;
 	}

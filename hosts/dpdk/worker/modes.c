@@ -23,7 +23,8 @@
  *
  * enabled 1 -> 0 is a deregistration (6.1): no more tokens. On 0 -> 1 the worker
  * re-registers: the controller has reset its switch state, so the tokens it still had
- * in the switch are forgotten and the QP's PSN starts again.
+ * in the switch are forgotten and the QP's PSN starts again; if the QP cannot be
+ * reset (ibverbs), the thread issues no tokens until the next re-registration.
  */
 static void rain_topup(struct rw_thread *t)
 {
@@ -36,8 +37,10 @@ static void rain_topup(struct rw_thread *t)
 	if (enabled != t->last_enabled) {
 		if (enabled) {
 			t->tokens_forgotten = t->tokens_sent > consumed ? t->tokens_sent - consumed : 0;
-			if (w->c.rdma->reset_qp)
-				w->c.rdma->reset_qp(w, t->idx);
+			if (w->c.rdma->reset_qp) {
+				RW_INC(t->qp_resets);
+				RW_STORE(t->qp_failed, w->c.rdma->reset_qp(w, t->idx) < 0);
+			}
 		}
 		t->last_enabled = enabled;
 	}
@@ -48,7 +51,7 @@ static void rain_topup(struct rw_thread *t)
 	uint64_t held = dispatched - t->finished;
 	uint64_t out = in_switch + held;
 
-	if (enabled) {
+	if (enabled && !t->qp_failed) { /* a dead QP would lose every pre-written task */
 		uint32_t quota = RW_LOAD(k->quota);
 		if (quota > w->quota_cap)
 			quota = w->quota_cap;

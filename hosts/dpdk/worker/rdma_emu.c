@@ -1,14 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
- * The RDMA ring (paper 3.2.2, 6.1) with emulated RoCEv2: there is no RDMA NIC on the
- * emulated testbed, so the RX loop applies RDMA WRITE ONLY packets (RC 0x0a or UC
- * 0x2a) itself, with the checks a NIC would make. An ibverbs variant (hardware)
- * registers the same ring with ibv_reg_mr, creates one QP per thread and has rx =
- * NULL: the NIC writes the ring and the frames never reach DPDK.
- *
- * Layout: one allocation per server, thread i owns bytes [i*region, (i+1)*region),
- * region = slots * slot_size. VAs are real addresses in this process, as ibverbs
- * would report them. QPN of thread i = qpn_base + i; one rkey per server.
+ * Emulated RoCEv2 (--rdma emulated): there is no RDMA NIC on the emulated testbed, so
+ * the RX loop applies RDMA WRITE ONLY packets to the ring (rdma.c) itself, with the
+ * checks a NIC would make. Both opcodes are taken (RC 0x0a, UC 0x2a), whatever
+ * --qp-type says: the switch sends the one the registration's qp_type asks for.
+ * QPN of thread i = qpn_base + i; one rkey per server (--rkey).
  *
  * PSN policy, per QP (24-bit serial arithmetic, d = (psn - expected) mod 2^24):
  *   d == 0          in order: apply, expected = psn + 1;
@@ -23,9 +19,11 @@
  * without consuming a PSN. A re-registration (knobs.enabled 0 -> 1) resets the
  * expected PSN to --psn, as the controller does on the switch.
  */
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
+#include <rte_debug.h>
 #include <rte_malloc.h>
 
 #include "worker.h"
@@ -34,22 +32,17 @@ static int emu_init(struct rw_ctx *w)
 {
 	struct rw_ring *r = &w->ring;
 
-	r->slots = w->c.ring_slots;
-	r->slot_size = w->c.slot_size;
-	r->region_size = (uint64_t)r->slots * r->slot_size;
-	r->size = r->region_size * w->c.threads;
+	/* Outside the EAL heap (small with --no-huge). */
+	if (rw_ring_map(w) != 0)
+		rte_exit(EXIT_FAILURE, "RDMA ring (%u x %u x %u B): mmap: %s\n", w->c.threads, w->c.ring_slots,
+			 w->c.slot_size, strerror(errno));
 	r->rkey = w->c.rkey;
 	r->qpn_base = w->c.qpn_base;
-	r->psn = w->c.psn & 0xffffff;
-	/* Outside the EAL heap (small with --no-huge); populated so the first WRITE does
-	 * not fault in the RX loop. An ibverbs variant registers this very range. */
-	void *p = mmap(NULL, r->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-	if (p == MAP_FAILED)
-		return -1;
-	r->base = p;
+	for (uint32_t i = 0; i < w->c.threads; i++)
+		r->qpn[i] = r->qpn_base + i;
 	w->qps = rte_zmalloc("rw_qps", sizeof(*w->qps) * w->c.threads, RTE_CACHE_LINE_SIZE);
 	if (w->qps == NULL)
-		return -1;
+		rte_exit(EXIT_FAILURE, "cannot allocate the emulated QPs\n");
 	for (uint32_t i = 0; i < w->c.threads; i++)
 		w->qps[i].expected_psn = r->psn;
 	return 0;
@@ -110,27 +103,18 @@ static enum rain_drop emu_rx(struct rw_ctx *w, const struct rain_view *v)
 	return RAIN_DROP_NONE;
 }
 
-static void emu_reset_qp(struct rw_ctx *w, uint32_t thread)
+static int emu_reset_qp(struct rw_ctx *w, uint32_t thread)
 {
 	__atomic_fetch_add(&w->qps[thread].reset_req, 1, __ATOMIC_RELEASE);
+	return 0;
 }
 
 static void emu_fini(struct rw_ctx *w)
 {
-	if (w->ring.base)
-		munmap(w->ring.base, w->ring.size);
+	rw_ring_unmap(w);
 	rte_free(w->qps);
 }
 
-static const struct rw_rdma_ops rdma_variants[] = {
-	{ .name = "emulated", .init = emu_init, .rx = emu_rx, .reset_qp = emu_reset_qp, .fini = emu_fini },
-	/* { .name = "ibverbs", ... }: ibv_reg_mr on the ring, RC/UC QP per thread, rx = NULL. */
+const struct rw_rdma_ops rw_rdma_emulated = {
+	.name = "emulated", .init = emu_init, .rx = emu_rx, .reset_qp = emu_reset_qp, .fini = emu_fini,
 };
-
-const struct rw_rdma_ops *rw_rdma_find(const char *name)
-{
-	for (size_t i = 0; i < RTE_DIM(rdma_variants); i++)
-		if (strcmp(rdma_variants[i].name, name) == 0)
-			return &rdma_variants[i];
-	return NULL;
-}

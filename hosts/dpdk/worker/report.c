@@ -83,12 +83,23 @@ int rw_write_registration(const struct rw_ctx *w)
 	else
 		fprintf(f, "null");
 	fprintf(f, ",\n  \"tsc_hz\": %" PRIu64 ",\n", w->tsc_hz);
-	fprintf(f, "  \"ring\": {\n    \"transport\": \"%s\",\n    \"va\": [", w->c.rdma->name);
+	fprintf(f, "  \"ring\": {\n    \"transport\": \"%s\",\n    \"qp_type\": \"%s\",\n", w->c.rdma->name,
+		rw_qp_type_name(w->c.qp_type));
+	if (r->device[0]) { /* ibverbs: where the QPs are */
+		fprintf(f, "    \"device\": ");
+		json_str(f, r->device);
+		fprintf(f, ",\n    \"port\": %u,\n    \"gid_index\": %d,\n    \"gid\": \"%s\",\n    \"mtu\": %u,\n",
+			r->port, r->gid_index, r->gid, r->mtu);
+	} else {
+		fprintf(f, "    \"device\": null,\n    \"port\": null,\n    \"gid_index\": null,\n    \"gid\": null,\n"
+			   "    \"mtu\": null,\n");
+	}
+	fprintf(f, "    \"va\": [");
 	for (uint32_t i = 0; i < w->c.threads; i++)
 		fprintf(f, "%s%" PRIu64, i ? ", " : "", (uint64_t)(uintptr_t)(r->base + (uint64_t)i * r->region_size));
 	fprintf(f, "],\n    \"qpn\": [");
 	for (uint32_t i = 0; i < w->c.threads; i++)
-		fprintf(f, "%s%u", i ? ", " : "", r->qpn_base + i);
+		fprintf(f, "%s%u", i ? ", " : "", r->qpn[i]);
 	fprintf(f, "],\n    \"size\": %" PRIu64 ",\n    \"region_size\": %" PRIu64 ",\n", r->size, r->region_size);
 	fprintf(f, "    \"slot_size\": %u,\n    \"slots\": %u,\n    \"rkey\": %u,\n    \"psn\": %u\n  },\n",
 		r->slot_size, r->slots, r->rkey, r->psn);
@@ -142,14 +153,16 @@ int rw_write_stats(const struct rw_ctx *w, bool final)
 			", \"polls\": %" PRIu64 ", \"empty_polls\": %" PRIu64 ", \"desc_mismatch\": %" PRIu64
 			", \"failed\": %" PRIu64 ", \"fifo_len\": %u, \"outstanding\": %u, \"busy_ns\": %" PRIu64
 			", \"samples\": %" PRIu64 ", \"dispatched\": %" PRIu64 ", \"fifo_full\": %" PRIu64
-			", \"answered\": %" PRIu64 ", \"tokens_forgotten\": %" PRIu64 ", \"reports_sent\": %" PRIu64
+			", \"answered\": %" PRIu64 ", \"tokens_forgotten\": %" PRIu64 ", \"qp_resets\": %" PRIu64
+			", \"qp_failed\": %u, \"reports_sent\": %" PRIu64
 			", \"pulls_sent\": %" PRIu64 ", \"tx_dropped\": %" PRIu64 ", \"wakeups\": %" PRIu64 ", \"loop_busy_ns\": %" PRIu64
 			", \"cpu_ns\": %" PRIu64 ", \"quota\": %u, \"enabled\": %u, \"slice\": %u}%s\n",
 			t->worker_id, t->where, RW_LOAD(st->tasks_done), RW_LOAD(st->tokens_sent), RW_LOAD(st->polls),
 			RW_LOAD(st->empty_polls), RW_LOAD(st->desc_mismatch), RW_LOAD(st->failed), RW_LOAD(st->fifo_len),
 			RW_LOAD(st->outstanding), RW_LOAD(st->busy_ns),
 			__atomic_load_n(&cw->ring.head, __ATOMIC_ACQUIRE), RW_LOAD(t->rx_dispatched), RW_LOAD(t->rx_lost),
-			RW_LOAD(t->finished), RW_LOAD(t->tokens_forgotten), RW_LOAD(t->reports_sent),
+			RW_LOAD(t->finished), RW_LOAD(t->tokens_forgotten), RW_LOAD(t->qp_resets), RW_LOAD(t->qp_failed),
+			RW_LOAD(t->reports_sent),
 			RW_LOAD(t->pulls_sent), RW_LOAD(t->tx_dropped), RW_LOAD(t->wakeups), rw_cycles_to_ns(w, RW_LOAD(t->loop_busy_cycles)),
 			RW_LOAD(t->cpu_ns), RW_LOAD(cw->knobs.quota), RW_LOAD(cw->knobs.enabled), RW_LOAD(cw->knobs.slice),
 			i + 1 < w->c.threads ? "," : "");

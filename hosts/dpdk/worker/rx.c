@@ -55,7 +55,8 @@ static int rx_one(struct rw_ctx *w, struct rte_mbuf *m, uint64_t now)
 	if (d != RAIN_DROP_NONE)
 		goto drop;
 	if (v.rh == NULL) { /* RoCEv2 */
-		d = w->c.rdma->rx ? w->c.rdma->rx(w, &v) : RAIN_DROP_NOT_OURS;
+		/* ibverbs: the NIC takes RoCE; one that still reaches us matched no QP of it. */
+		d = w->c.rdma->rx ? w->c.rdma->rx(w, &v) : RAIN_DROP_ROCE_OFFLOADED;
 		if (d != RAIN_DROP_NONE)
 			goto drop;
 		rte_pktmbuf_free(m);

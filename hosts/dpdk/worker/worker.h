@@ -14,7 +14,7 @@
  * Three variants are chosen at parse time through function-pointer tables:
  *   rw_mode_ops    scheduling behaviour (rain tokens, push, report, pull)
  *   rw_handler_ops what running a task means (spin, sleep, echo)
- *   rw_rdma_ops    how the RDMA ring is filled (emulated RoCEv2 now; ibverbs later)
+ *   rw_rdma_ops    how the RDMA ring is filled (emulated RoCEv2, or the NIC via ibverbs)
  */
 #ifndef RAIN_WORKER_H
 #define RAIN_WORKER_H
@@ -80,16 +80,24 @@ struct rw_mode_ops {
 	void (*msg)(struct rw_thread *t, struct rte_mbuf *m, const struct rain_hdr *rh);
 };
 
-/* The RDMA ring: one allocation per server, thread i owns region i. */
+/* The RDMA ring: one allocation per server, thread i owns region i (rdma.c). */
 struct rw_ring {
 	uint8_t *base;
 	uint64_t size;        /* threads * region_size */
+	uint64_t map_size;    /* size rounded up to pages */
 	uint64_t region_size; /* slots * slot_size */
 	uint32_t slots;
 	uint32_t slot_size;   /* a power of two */
-	uint32_t rkey;
-	uint32_t qpn_base;
+	uint32_t rkey;        /* emulated: --rkey; ibverbs: the MR's */
+	uint32_t qpn_base;    /* emulated: QPN of thread 0 */
+	uint32_t qpn[RW_MAX_THREADS]; /* QP of thread i (emulated: qpn_base + i; ibverbs: the NIC's) */
 	uint32_t psn;         /* initial PSN of every QP */
+	/* ibverbs: where the QPs live, for the registration (device[0] == 0: emulated) */
+	char device[64];
+	uint8_t port;
+	int gid_index;
+	char gid[48];
+	uint32_t mtu;         /* path MTU in bytes */
 };
 
 /* Emulated QP receive state (RX loop); reset_req is bumped by the owning thread. */
@@ -105,9 +113,13 @@ struct rw_rdma_ops {
 	/* Apply one RoCEv2 datagram received on the port (emulation); NULL when the
 	 * NIC applies WRITEs itself (ibverbs), then RoCE frames never reach us. */
 	enum rain_drop (*rx)(struct rw_ctx *w, const struct rain_view *v);
-	void (*reset_qp)(struct rw_ctx *w, uint32_t thread); /* re-registration: fresh PSN */
+	/* Re-registration (enabled 0 -> 1, paper 6.1): the QP starts again at --psn.
+	 * Called by the owning thread; < 0: the QP is unusable (the thread stops its tokens). */
+	int (*reset_qp)(struct rw_ctx *w, uint32_t thread);
 	void (*fini)(struct rw_ctx *w);
 };
+
+enum rw_qp_type { RW_QP_UC, RW_QP_RC };
 
 struct rw_thread {
 	/* read-mostly */
@@ -129,6 +141,8 @@ struct rw_thread {
 	/* written by this thread only */
 	uint64_t tokens_sent __rte_cache_aligned;
 	uint64_t tokens_forgotten; /* tokens dropped by a re-registration (enable 0 -> 1) */
+	uint64_t qp_resets;        /* re-registrations that reset this thread's QP */
+	uint32_t qp_failed;        /* the last reset left the QP unusable: no tokens (6.1) */
 	uint64_t finished;         /* DISPATCHes answered (ok or failed) */
 	uint64_t reports_sent;
 	uint64_t pulls_sent;
@@ -184,7 +198,15 @@ struct rw_conf {
 	uint32_t slot_size;
 	uint32_t rkey;
 	uint32_t qpn_base;
+	bool rkey_given, qpn_base_given; /* emulated only: ibverbs reports the NIC's */
 	uint32_t psn;
+	enum rw_qp_type qp_type; /* --qp-type: what the switch sends (UC or RC WRITE ONLY) */
+	const char *rdma_dev;    /* ibverbs: --rdma-dev, else the DPDK port's PCI function */
+	int gid_index;           /* ibverbs: --gid-index, -1: the RoCE v2 GID of --src-ip */
+	uint8_t rdma_port;       /* ibverbs: port of the RDMA device (1) */
+	uint32_t rdma_mtu;       /* ibverbs: path MTU, bytes (1024, 2048, 4096) */
+	uint8_t dscp;            /* ibverbs: DSCP of what the QP sends (RC ACKs) */
+	uint32_t remote_qpn;     /* ibverbs: the QPN the QP is "connected" to (none exists) */
 	uint32_t fifo_size;
 	uint32_t nb_mbufs;
 	uint64_t max_service_ns;
@@ -210,7 +232,8 @@ struct rw_ctx {
 	uint32_t quota_cap;      /* quotas above this are clamped (FIFO and ring capacity) */
 	struct rte_ring *tx_ring;/* worker threads -> RX/TX loop */
 	struct rw_ring ring;
-	struct rw_qp *qps;       /* one per thread */
+	struct rw_qp *qps;       /* emulated: one per thread */
+	void *rdma_priv;         /* the variant's own state (ibverbs: device, PD, MR, CQ, QPs) */
 	struct rw_thread *th;    /* threads[] */
 	struct rw_rx_stats rx;
 	volatile int quit;
@@ -243,12 +266,22 @@ static inline bool rw_quitting(const struct rw_ctx *w)
 	return __atomic_load_n(&w->quit, __ATOMIC_RELAXED) != 0;
 }
 
-/* modes.c, handlers.c, rdma_emu.c */
+/* modes.c, handlers.c */
 const struct rw_mode_ops *rw_mode_find(const char *name);
 const struct rw_handler_ops *rw_handler_find(const char *name);
-const struct rw_rdma_ops *rw_rdma_find(const char *name);
 const char *rw_mode_names(void);
 const char *rw_handler_names(void);
+
+/* rdma.c (the table and the ring), rdma_emu.c, rdma_verbs.c */
+extern const struct rw_rdma_ops rw_rdma_emulated;
+#ifdef RAIN_HAVE_IBVERBS
+extern const struct rw_rdma_ops rw_rdma_ibverbs;
+#endif
+const struct rw_rdma_ops *rw_rdma_find(const char *name); /* NULL: unknown or not built */
+const char *rw_rdma_names(void);
+int rw_ring_map(struct rw_ctx *w);   /* geometry from the conf, aligned mapping; -1 + errno */
+void rw_ring_unmap(struct rw_ctx *w);
+static inline const char *rw_qp_type_name(enum rw_qp_type t) { return t == RW_QP_RC ? "rc" : "uc"; }
 
 /* RX/TX loop state (rx.c). */
 struct rw_rx_state {
