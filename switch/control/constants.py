@@ -17,6 +17,11 @@ RDMA_SLOT_BYTES: int = 1 << RDMA_SLOT_SHIFT
 EVENT_COUNTERS: int = P4["EVENT_COUNTERS"]
 RAIN_UDP_PORT: int = P4["RAIN_UDP_PORT"]
 ROCE_OP_RC_WRITE_ONLY: int = P4["ROCE_OP_RC_WRITE_ONLY"]
+# The P4 takes the opcode from build_write's action data, so it declares only RC; the
+# UC opcode is the wire protocol's (hosts/dpdk/include/rain_proto.h, tested against it).
+ROCE_OP_UC_WRITE_ONLY: int = 0x2A
+# Which WRITE ONLY a worker's QP takes (its registration's ring.qp_type).
+WRITE_OPCODE: dict[str, int] = {"uc": ROCE_OP_UC_WRITE_ONLY, "rc": ROCE_OP_RC_WRITE_ONLY}
 
 # Tofino: a dev_port's pipe is its bits 8:7 (facts/tofino.md section 3).
 PIPE_SHIFT = 7

@@ -62,6 +62,7 @@ class _Worker:
     psn: int = 0
     slots: int = 0
     slot_size: int = 0
+    qp_type: str = "rc"  # the opcode the switch sends: UC or RC WRITE ONLY
 
     @property
     def has_ring(self) -> bool:
@@ -368,7 +369,8 @@ class RainController:
                                          f"{', '.join(map(str, self.settings.slices))}")
                 r = reg.ring
                 out[wid] = _Worker(wid, reg.host, s, host.port.dev_port, reg.mac_int, reg.ip_int,
-                                   *((r.va[wid], r.qpn[wid], r.rkey, r.psn, r.slots, r.slot_size) if r else ()))
+                                   *((r.va[wid], r.qpn[wid], r.rkey, r.psn, r.slots, r.slot_size, r.qp_type)
+                                     if r else ()))
         return out
 
     def _slice_configs(self, workers: dict[int, _Worker], current: dict[int, SliceConfig] | None
@@ -427,7 +429,7 @@ class RainController:
     # -- writing -----------------------------------------------------------------------
     def _write_target(self, w: _Worker) -> WriteTarget:
         return WriteTarget(w.id, self.settings.service_mac_int, self.settings.service_ip_int, w.mac, w.ip,
-                           w.qpn, w.rkey, w.va, w.psn)
+                           w.qpn, w.rkey, w.va, w.psn, w.qp_type)
 
     def _write_all(self, slices: dict[int, SliceConfig], workers: dict[int, _Worker],
                    clients: dict[int, ClientRegistration]) -> None:

@@ -1,7 +1,7 @@
 """RdmaWriter (switch/p4/rdma_writer.p4): per worker (the replica's rid) what a RoCEv2
 WRITE ONLY to its ring needs: the switch's source MAC/IP, the worker's MAC/IP, the
-opcode (RC WRITE ONLY), QPN, rkey and the ring's VA split in halves; its next PSN in
-a register; a counter of the WRITEs sent to it.
+opcode (UC or RC WRITE ONLY, as its QP's type), QPN, rkey and the ring's VA split in
+halves; its next PSN in a register; a counter of the WRITEs sent to it.
 
 The writer adds slot << RDMA_SLOT_SHIFT to the VA's low 32 bits only, so a ring must
 not cross a 4 GiB boundary, and its slots must be exactly 2^RDMA_SLOT_SHIFT bytes:
@@ -14,7 +14,7 @@ from switch.bfrt.client import Client
 
 from . import _cells
 from .addr import ipv4_str, mac_str
-from .constants import FOUR_GIB, MAX_WORKERS, RDMA_SLOT_BYTES, RDMA_SLOT_SHIFT, ROCE_OP_RC_WRITE_ONLY
+from .constants import FOUR_GIB, MAX_WORKERS, RDMA_SLOT_BYTES, RDMA_SLOT_SHIFT, WRITE_OPCODE
 from .errors import ControllerError
 
 
@@ -31,10 +31,18 @@ class WriteTarget:
     rkey: int
     va: int
     psn: int = 0  # initial PSN
+    # The worker's QP type: UC takes UC WRITE ONLY (0x2A) and sends nothing back; RC
+    # takes RC WRITE ONLY (0x0A) and ACKs each one (the switch drops the ACKs).
+    qp_type: str = "rc"
+
+    def __post_init__(self):
+        if self.qp_type not in WRITE_OPCODE:
+            raise ControllerError(f"worker {self.worker}: qp_type {self.qp_type!r} is not one of "
+                                  f"{', '.join(WRITE_OPCODE)}", subject=self.worker)
 
     def params(self) -> dict[str, int]:
         return {"smac": self.smac, "dmac": self.dmac, "sip": self.sip, "dip": self.dip,
-                "opcode": ROCE_OP_RC_WRITE_ONLY, "qpn": self.qpn, "rkey": self.rkey,
+                "opcode": WRITE_OPCODE[self.qp_type], "qpn": self.qpn, "rkey": self.rkey,
                 "va_hi": self.va >> 32, "va_lo": self.va & 0xFFFFFFFF}
 
 

@@ -17,8 +17,10 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from . import addr
-from .constants import MAX_CLIENT_HOSTS, MAX_WORKERS, QPN_MASK, RAIN_UDP_PORT
+from .constants import MAX_CLIENT_HOSTS, MAX_WORKERS, QPN_MASK, RAIN_UDP_PORT, WRITE_OPCODE
 from .errors import ControllerError
+
+TRANSPORTS = ("emulated", "ibverbs")
 
 
 def _uint(v: Any, bits: int, what: str, subject: object) -> int:
@@ -38,6 +40,11 @@ class Ring:
     slots: int
     rkey: int
     psn: int = 0  # initial PSN of every QP
+    # Who applies the WRITEs: the worker itself (emulated) or its NIC (ibverbs); and the
+    # QP type, which decides the opcode the switch sends. "rc" is what a registration
+    # without the field meant (the switch sent RC WRITE ONLY before qp_type existed).
+    transport: str = "emulated"
+    qp_type: str = "rc"
 
     def __post_init__(self):
         object.__setattr__(self, "va", dict(self.va))
@@ -91,7 +98,8 @@ class WorkerRegistration:
             if ring:
                 r = Ring(va=dict(zip(ids, (int(v) for v in ring["va"]))), qpn=dict(zip(ids, (int(q) for q in ring["qpn"]))),
                          size=int(ring.get("region_size", ring.get("size"))), slot_size=int(ring["slot_size"]),
-                         slots=int(ring["slots"]), rkey=int(ring["rkey"]), psn=int(ring.get("psn", 0)))
+                         slots=int(ring["slots"]), rkey=int(ring["rkey"]), psn=int(ring.get("psn", 0)),
+                         transport=ring.get("transport", "emulated"), qp_type=ring.get("qp_type", "rc"))
             sw = data.get("switch") or {}
             return cls(host=host, worker_ids=tuple(ids), mac=data["mac"], ip=data["ip"], slices=per,
                        udp_port=int(data.get("udp_port", RAIN_UDP_PORT)), ring=r,
@@ -144,6 +152,12 @@ class WorkerRegistration:
                 raise ControllerError(f"{w}: ring.qpn of worker {wid} is 0 (QP 0 is reserved)", subject=wid)
         _uint(r.rkey, 32, f"{w}: ring.rkey", self.host)
         _uint(r.psn, 24, f"{w}: ring.psn", self.host)
+        if r.transport not in TRANSPORTS:
+            raise ControllerError(f"{w}: ring.transport {r.transport!r} is not one of {', '.join(TRANSPORTS)}",
+                                  subject=self.host, fix="pass the JSON rain-worker wrote with --registration")
+        if r.qp_type not in WRITE_OPCODE:
+            raise ControllerError(f"{w}: ring.qp_type {r.qp_type!r} is not one of {', '.join(WRITE_OPCODE)}",
+                                  subject=self.host, fix="start rain-worker with --qp-type uc or rc")
         for name in ("size", "slot_size", "slots"):
             v = getattr(r, name)
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:

@@ -50,11 +50,12 @@ def inventory(dev_ports=(132, 140, 148, 156)) -> Inventory:
 
 
 def worker_reg(host="worker0", base=0, n=2, slice_=0, *, slots=64, slot_size=RDMA_SLOT_BYTES,
-               va=0x7F12_0000_0000, psn=7, ring=True, **kw) -> WorkerRegistration:
+               va=0x7F12_0000_0000, psn=7, ring=True, qp_type="rc", **kw) -> WorkerRegistration:
     idx = {"worker0": 3, "worker1": 4}.get(host, 9)
     ids = tuple(range(base, base + n))
     r = Ring(va={w: va + i * slots * slot_size for i, w in enumerate(ids)}, qpn={w: 0x100 + i for i, w in enumerate(ids)},
-             size=slots * slot_size, slot_size=slot_size, slots=slots, rkey=0x52414E, psn=psn) if ring else None
+             size=slots * slot_size, slot_size=slot_size, slots=slots, rkey=0x52414E, psn=psn,
+             qp_type=qp_type) if ring else None
     args = dict(host=host, worker_ids=ids, mac=f"02:52:4d:06:00:{idx:02x}", ip=f"10.80.6.{idx}",
                 slices={w: slice_ for w in ids}, ring=r)
     args.update(kw)
@@ -423,9 +424,57 @@ def test_from_registration_json():
     r = WorkerRegistration.from_json("worker0", data)
     assert r.worker_ids == (4, 5) and r.slices == {4: 1, 5: 1}
     assert r.ring.va[5] == 140000000131072 and r.ring.qpn == {4: 256, 5: 257} and r.ring.size == 131072
+    # no qp_type: what the switch always sent before the field existed
+    assert (r.ring.transport, r.ring.qp_type) == ("emulated", "rc")
     assert WorkerRegistration.from_json("worker0", data, slices={4: 0, 5: 1}).slices == {4: 0, 5: 1}
     with pytest.raises(ControllerError, match="malformed"):
         WorkerRegistration.from_json("worker0", {"mac": "x"})
+    # rain-worker --rdma ibverbs --qp-type uc: the NIC's QPNs and rkey, and where they live
+    hw = {**data, "ring": {**data["ring"], "transport": "ibverbs", "qp_type": "uc", "device": "mlx5_0", "port": 1,
+                           "gid_index": 3, "gid": "::ffff:10.80.6.3", "mtu": 4096, "qpn": [0x1a3, 0x1a4]}}
+    r = WorkerRegistration.from_json("worker0", hw)
+    assert (r.ring.transport, r.ring.qp_type, r.ring.qpn) == ("ibverbs", "uc", {4: 0x1A3, 5: 0x1A4})
+
+
+@pytest.mark.parametrize("field, value, match", [
+    ("transport", "rxe", "ring.transport 'rxe' is not one of emulated, ibverbs"),
+    ("qp_type", "ud", "ring.qp_type 'ud' is not one of uc, rc"),
+    ("qp_type", "UC", "ring.qp_type 'UC' is not one of uc, rc"),
+])
+def test_ring_transport_and_qp_type_are_checked(field, value, match):
+    data = {"worker_ids": [0], "mac": "02:52:4d:06:00:03", "ip": "10.80.6.3",
+            "ring": {"va": [1 << 40], "qpn": [0x100], "region_size": 131072, "slot_size": 2048, "slots": 64,
+                     "rkey": 1, field: value}}
+    with pytest.raises(ControllerError, match=match) as e:
+        WorkerRegistration.from_json("worker0", data)
+    assert e.value.fix
+
+
+def test_write_opcodes_are_the_wire_protocols():
+    from hosts import proto
+    from switch.control.constants import ROCE_OP_RC_WRITE_ONLY, ROCE_OP_UC_WRITE_ONLY, WRITE_OPCODE
+    assert ROCE_OP_RC_WRITE_ONLY == source.constants()["ROCE_OP_RC_WRITE_ONLY"] == proto.ROCE_OP_RC_WRITE_ONLY
+    assert ROCE_OP_UC_WRITE_ONLY == proto.ROCE_OP_UC_WRITE_ONLY  # proto is checked against rain_proto.h
+    assert WRITE_OPCODE == {"uc": 0x2A, "rc": 0x0A}
+
+
+def test_write_target_opcode_follows_the_qp_type():
+    from switch.control.rdma_writer import WriteTarget
+    t = WriteTarget(3, 1, 2, 3, 4, qpn=0x1A3, rkey=9, va=0x7F12_0000_1000, qp_type="uc")
+    assert t.params()["opcode"] == 0x2A and t.params()["va_hi"] == 0x7F12 and t.params()["va_lo"] == 0x1000
+    assert WriteTarget(3, 1, 2, 3, 4, qpn=1, rkey=9, va=0, qp_type="rc").params()["opcode"] == 0x0A
+    with pytest.raises(ControllerError, match="qp_type 'xrc' is not one of uc, rc"):
+        WriteTarget(3, 1, 2, 3, 4, qpn=1, rkey=9, va=0, qp_type="xrc")
+
+
+def test_uc_and_rc_workers_get_their_own_write_opcode(ctl, reader):
+    ctl.program([worker_reg("worker0", 0, slice_=0, qp_type="uc"), worker_reg("worker1", 2, slice_=1)])
+    bw = entries(reader, E + "rdma_writer.build_write")
+    assert {w: d["opcode"] for w, (_, d) in bw.items()} == {0: 0x2A, 1: 0x2A, 2: 0x0A, 3: 0x0A}
+    # a worker that re-registers with another QP type gets that opcode
+    ctl.deregister_worker(2)
+    ctl.register_worker(worker_reg("worker1", 2, n=1, slice_=1, qp_type="uc"))
+    assert entries(reader, E + "rdma_writer.build_write")[2][1]["opcode"] == 0x2A
 
 
 def test_settings_from_dict():
