@@ -20,6 +20,64 @@ from .adaptive import Params, WorkerState, decide
 from .common import READY, AgentError, Child, Stop, eal_args, load_config, say, write_json
 
 
+QP_TYPES = ("uc", "rc")
+RDMA_MTUS = (1024, 2048, 4096)
+
+
+def roce_facts(path: str | None) -> dict:
+    """What the roce role recorded about this host's ConnectX (<deploy_root>/facts/roce.json:
+    gid_index, rdma_device, netdev, ...), or {} when there is no such file."""
+    if not path:
+        return {}
+    try:
+        facts = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as e:
+        raise AgentError(f"{path}: {e}; the roce role writes this file: run `rainmaker provision` again") from None
+    if not isinstance(facts, dict):
+        raise AgentError(f"{path}: expected a JSON object; the roce role writes this file: run `rainmaker provision` again")
+    return facts
+
+
+def rdma_argv(rdma: dict) -> list[str]:
+    """rain-worker's RDMA options from the agent config's worker.rdma: transport (emulated
+    or ibverbs), qp_type, and for ibverbs the device, GID index, MTU and DSCP. A device or
+    GID index the config does not give comes from the roce role's facts file, and failing
+    that rain-worker finds them itself (the port's PCI function, the GID of --src-ip)."""
+    transport = rdma.get("transport", "emulated")
+    if transport not in ("emulated", "ibverbs"):
+        raise AgentError(f"worker.rdma.transport {transport!r}: expected emulated or ibverbs")
+    argv = ["--rdma", transport]
+    qp_type = rdma.get("qp_type")
+    if qp_type is not None:
+        if qp_type not in QP_TYPES:
+            raise AgentError(f"worker.rdma.qp_type {qp_type!r}: expected uc or rc")
+        argv += ["--qp-type", qp_type]
+    if transport != "ibverbs":
+        return argv
+    facts = roce_facts(rdma.get("roce_facts"))
+    device = rdma.get("device") or facts.get("rdma_device")
+    gid = rdma.get("gid_index")
+    if gid is None:
+        gid = facts.get("gid_index")
+    if device is not None:
+        argv += ["--rdma-dev", str(device)]
+    if isinstance(gid, str) and gid.strip().isdigit():  # a templated fact may be a string
+        gid = int(gid)
+    if gid is not None and gid != "":
+        if isinstance(gid, bool) or not isinstance(gid, int) or not 0 <= gid <= 255:
+            raise AgentError(f"gid_index {gid!r}: expected an integer in 0..255")
+        argv += ["--gid-index", str(gid)]
+    if rdma.get("mtu") is not None:
+        if rdma["mtu"] not in RDMA_MTUS:
+            raise AgentError(f"worker.rdma.mtu {rdma['mtu']!r}: expected 1024, 2048 or 4096")
+        argv += ["--rdma-mtu", str(rdma["mtu"])]
+    if rdma.get("dscp") is not None:
+        argv += ["--dscp", str(int(rdma["dscp"]))]
+    return argv
+
+
 def worker_argv(cfg: dict, out: Path) -> list[str]:
     w = cfg["worker"]
     argv = [cfg["binary"], *eal_args(cfg["eal"]), "--",
@@ -32,6 +90,8 @@ def worker_argv(cfg: dict, out: Path) -> list[str]:
     for opt in ("ring_slots", "slot_size", "rkey", "qpn_base", "psn", "idle", "fifo_size"):
         if opt in w:
             argv += [f"--{opt.replace('_', '-')}", str(w[opt])]
+    if w.get("rdma"):
+        argv += rdma_argv(w["rdma"])
     if w.get("start_disabled", True):
         argv.append("--start-disabled")
     return argv

@@ -389,6 +389,12 @@ class Runner:
                               "mode": "rain", "handler": p.handler, "quota": quota,
                               "slice": slices[i * threads], "slot_size": 2048, "ring_slots": 64,
                               "idle": _idle(inv, k), "start_disabled": True}}
+            # How the switch's WRITEs reach the ring: the NIC (ibverbs) or the worker itself.
+            rdma = {"transport": h.nic.rdma_transport, "qp_type": inv.roce.qp_type}
+            if h.nic.rdma_transport == "ibverbs":
+                rdma.update(device=h.nic.rdma_device, gid_index=h.nic.gid_index, mtu=inv.roce.mtu,
+                            dscp=inv.roce.dscp, roce_facts=str(PurePosixPath(h.deploy_root) / "facts" / "roce.json"))
+            cfg["worker"]["rdma"] = rdma
             return self._start_agent(name, "worker", cfg, out)
 
         # Clients: the load profile; latency from intended send times.
