@@ -75,6 +75,18 @@ def _name(client_id: str) -> str:
     return n[:31].rstrip("-")
 
 
+def _links_to_switch(manifest: Manifest, node: Node, switch_ifaces: set[str]) -> list[tuple[Interface, Any, Any]]:
+    """(interface, link, the switch's interface on it when point-to-point) for each link to the switch."""
+    out = []
+    for i in node.interfaces:
+        lk = manifest.link_of(i.client_id)
+        theirs = [r for r in lk.interfaces if r in switch_ifaces] if lk is not None else []
+        if theirs:
+            side = manifest.interface(theirs[0]) if not lk.is_lan and len(theirs) == 1 else None
+            out.append((i, lk, side))
+    return out
+
+
 def plan(manifest: Manifest, mapfile: MapFile, switch_node: str | None = None) -> Plan:
     """Which node is the switch, which are hosts and how each reaches it; raise on contradictions."""
     m = mapfile.map
@@ -114,15 +126,7 @@ def plan(manifest: Manifest, mapfile: MapFile, switch_node: str | None = None) -
         if hm is not None and hm.skip:
             skipped.append((node.client_id, "skip: true in the map"))
             continue
-        on_switch = []  # (interface, link, the switch's interface on it if point-to-point)
-        for i in node.interfaces:
-            lk = manifest.link_of(i.client_id)
-            if lk is None:
-                continue
-            theirs = [r for r in lk.interfaces if r in switch_ifaces]
-            if theirs:
-                side = manifest.interface(theirs[0]) if not lk.is_lan and len(theirs) == 1 else None
-                on_switch.append((i, lk, side))
+        on_switch = _links_to_switch(manifest, node, switch_ifaces)
         if hm is not None and hm.interface is not None:
             pick = [t for t in on_switch if t[0].client_id == hm.interface]
             if not pick:
@@ -155,7 +159,7 @@ def plan(manifest: Manifest, mapfile: MapFile, switch_node: str | None = None) -
         if iface.mac is None and (hm is None or hm.mac is None):
             man(f"node[{node.client_id}].interface[{iface.client_id}].mac_address",
                 f"the data interface {iface.client_id} has no MAC address",
-                "a manifest of a ready experiment has it: " + "download it again once the experiment is ready, or give "
+                "download the manifest again once the experiment is ready (a ready one has every MAC), or give "
                 f"hosts.{node.client_id}.mac in the map file", iface.line)
         if iface.ip is None and (hm is None or hm.ip is None):
             man(f"node[{node.client_id}].interface[{iface.client_id}].ip",
@@ -163,6 +167,10 @@ def plan(manifest: Manifest, mapfile: MapFile, switch_node: str | None = None) -
                 f"give its interface an address in the profile (pg.IPv4Address), or hosts.{node.client_id}.ip "
                 "in the map file", iface.line)
 
+    for node_id, why in skipped:
+        if node_id in m.ports:
+            mapp(f"ports.{node_id}", f"{node_id} is left out of the inventory ({why}), so it has no switch port",
+                 "remove this entry, or link the node to the switch")
     switch_name = m.switch.name or _name(sw.client_id)
     seen: dict[str, str] = {switch_name: sw.client_id}
     for h in hosts:
@@ -250,7 +258,7 @@ def needs(p: Plan) -> list[Need]:
     if user is None and p.users:
         out.append(Need(("user",), f"The manifest lists several logins ({', '.join(p.users)}): which user logs in?",
                         "the login the orchestrator uses on every node", p.users[0], choices=tuple(p.users)))
-    elif user is None and not (m.switch.user and all(_host(m, h).user for h in p.hosts)):
+    elif user is None and not (m.switch.user and all(_host(m, h).user or m.host_defaults.user for h in p.hosts)):
         out.append(Need(("user",), "The manifest has no logins: which user logs in to the nodes?",
                         "your CloudLab user name", "alice"))
 
@@ -306,7 +314,7 @@ def needs(p: Plan) -> list[Need]:
     per_host("cores", [h for h in p.hosts if h.role != "client"], "Cores for the worker threads on {where}, like 2-15?",
              "CPU cores of the worker threads (`lscpu`; keep core 0 for the OS)", [2, 3, 4, 5], _cores)
 
-    if m.ssh.key is None and not (m.switch.key and all(_host(m, h).key for h in p.hosts)):
+    if m.ssh.key is None and not (m.switch.key and all(_host(m, h).key or m.host_defaults.key for h in p.hosts)):
         default = next((str(Path("~/.ssh", k)) for k in ("id_ed25519", "id_ecdsa", "id_rsa")
                         if (Path.home() / ".ssh" / k).is_file()), None)
         out.append(Need(("ssh", "key"), "Path of the private key whose public key is in your CloudLab account?",

@@ -141,6 +141,11 @@ def test_host_with_a_side_link_a_node_without_login_and_one_off_the_switch(tmp_p
     assert inv.name == "twoif"
 
 
+def test_a_port_for_a_node_left_out_is_refused(tmp_path):
+    text = import_error(FIX / "two_ifaces.xml", with_ports(["client0", "worker0", "worker1", "monitor"]), tmp_path)
+    assert "ports.monitor: monitor is left out of the inventory (no link to the switch tofino)" in text
+
+
 def test_skip_and_interface_choice_from_the_map(tmp_path):
     mp = with_ports(["client0", "worker0"], {"hosts": {"worker1": {"skip": True},
                                                        "worker0": {"interface": "worker0:data2"}}})
