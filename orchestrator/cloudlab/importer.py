@@ -563,9 +563,15 @@ def header(p: Plan, out: Path, argv: str, now: datetime | None = None) -> str:
         what.append(f"expires {man.expires}")
     if what:
         lines.append(", ".join(what) + ": import again after a new instantiation.")
-    phys = [f"{n.client_id}={n.physical}" for n in [p.switch] + [h.node for h in p.hosts] if n.physical]
-    if phys:
-        lines.append("Machines: " + ", ".join(phys) + ".")
+    machines = []
+    for n in [p.switch] + [h.node for h in p.hosts]:
+        what = [n.physical] if n.physical else []
+        if n.sliver_id:
+            what.append("sliver " + n.sliver_id.rpartition("+")[2])
+        if what:
+            machines.append(f"{n.client_id}={' '.join(what)}")
+    if machines:
+        lines.append("Machines: " + ", ".join(machines) + ".")
     lines += notes(p, now)
     lines.append(f"Next: rainmaker inventory check {out.name}; rainmaker provision --check -i {out.name}")
     import textwrap

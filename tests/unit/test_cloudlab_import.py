@@ -103,6 +103,7 @@ def test_point_to_point_manifest_becomes_the_inventory(work, monkeypatch, capsys
     text = (work / "rack.yaml").read_text()
     assert "sha256 " + manifest.load(FIX / "p2p.xml").sha256[:16] in text
     assert "experiment rain of project rainproj-PG0, on utah.cloudlab.us, expires 2031-05-02T16:00:00Z" in text
+    assert "Machines: tofino=tofino1 sliver 901, client0=pc21 sliver 902," in text
     assert "PRIVATE KEY" not in text and "ssh: {key: keys/id_ed25519, known_hosts: known_hosts}" in text
     assert "worker worker1: ssh alice@pc23.utah.cloudlab.us:22, nic 0000:41:00.0 0c:42:a1:dd:60:11 10.10.1.3 " \
            "on port 3/0 (dev_port 148)" in out
