@@ -36,7 +36,8 @@ def roce_facts(path: str | None) -> dict:
     except (OSError, ValueError) as e:
         raise AgentError(f"{path}: {e}; the roce role writes this file: run `rainmaker provision` again") from None
     if not isinstance(facts, dict):
-        raise AgentError(f"{path}: expected a JSON object; the roce role writes this file: run `rainmaker provision` again")
+        raise AgentError(f"{path}: expected a JSON object; the roce role writes this file: "
+                         "run `rainmaker provision` again")
     return facts
 
 
