@@ -111,6 +111,27 @@ def test_the_mock_covers_every_verb_the_worker_imports(built):
     assert versions <= set(re.findall(r"^(IBVERBS_[\d.]+) \{", text, re.M)), versions
 
 
+def test_the_mock_refuses_what_a_connectx_would(mock_lib, tmp_path):
+    # Its checks are what the worker tests lean on: each must be able to fail.
+    exe = tmp_path / "selftest"
+    r = subprocess.run(["gcc", "-O1", "-Wall", "-Werror", "-o", str(exe), str(MOCK_DIR / "selftest.c"), "-libverbs"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    log = tmp_path / "verbs.jsonl"
+    out = subprocess.run([str(exe)], capture_output=True, text=True, timeout=30, env={**os.environ,
+                         **mock_env(mock_lib, log)})
+    assert out.returncode == 0, out.stderr
+    got = dict(line.split() for line in out.stdout.splitlines())
+    einval, efault, ebusy, eopnotsupp = "22", "14", "16", "95"
+    assert got == {"mr_unmapped": efault, "mr_remote_write_alone": einval, "mr_ok": "0", "ud_qp": eopnotsupp,
+                   "reset_to_rtr": einval, "init_without_port": einval, "init_ok": "0",
+                   "rtr_without_rq_psn": einval, "uc_rtr_with_rc_attrs": einval, "rtr_empty_sgid": einval,
+                   "uc_rtr_ok": "0", "rc_init_ok": "0", "rc_rtr_without_rnr_timer": einval, "rc_rtr_ok": "0",
+                   "destroy_cq_in_use": ebusy, "dealloc_pd_in_use": ebusy, "destroy_cq": "0",
+                   "dealloc_pd_with_mr": ebusy, "dealloc_pd": "0"}, got
+    assert calls(log, "ibv_close_device")[0]["leaked"] == {"pd": 0, "mr": 0, "cq": 0, "qp": 0}
+
+
 def test_no_rdma_hardware_fails_fast_with_the_fix(pair):
     # This machine's real libibverbs: no device. On an af_packet port the worker cannot
     # even name one (a vdev has no PCI function).
