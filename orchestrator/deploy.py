@@ -15,6 +15,7 @@ is found even when VERSION still matches.
 from __future__ import annotations
 
 import hashlib
+import shutil
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -68,7 +69,15 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def _file(src: Path, dest: str, mode: int) -> BundleFile:
+def _file(src: Path, dest: str, mode: int, stage: Path | None) -> BundleFile:
+    """One file of the bundle. With `stage`, the file is first copied there and the copy
+    is what gets hashed and deployed: a rebuild or an edit while hosts are being
+    provisioned then cannot make VERSION name content other than what was copied."""
+    if stage is not None:
+        staged = stage / dest
+        staged.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, staged)
+        src = staged
     return BundleFile(src=src, dest=dest, mode=mode, sha256=sha256_file(src))
 
 
@@ -85,12 +94,13 @@ def missing_binaries(build_dir: Path = BUILD) -> list[str]:
     return [b for b in BINARIES if not (build_dir / b).is_file()]
 
 
-def bundle(build: str = "local", *, repo: Path = REPO) -> Bundle:
-    """The bundle for `deploy.build` (local | host). Raises UsageError naming `make build`
-    when the binaries a local build deploys are not built."""
+def bundle(build: str = "local", *, repo: Path = REPO, stage: Path | None = None) -> Bundle:
+    """The bundle for `deploy.build` (local | host), its files copied into `stage` when
+    given (see _file). Raises UsageError naming `make build` when the binaries a local
+    build deploys are not built."""
     if build not in ("local", "host"):
         raise UsageError(f"unknown deploy.build '{build}'", fix="use local or host")
-    agents = tuple(_file(repo / f, f"agent/{f}", 0o644) for f in AGENT_FILES)
+    agents = tuple(_file(repo / f, f"agent/{f}", 0o644, stage) for f in AGENT_FILES)
     if build == "local":
         build_dir = repo / "hosts" / "dpdk" / "build"
         missing = missing_binaries(build_dir)
@@ -98,23 +108,24 @@ def bundle(build: str = "local", *, repo: Path = REPO) -> Bundle:
             raise UsageError(f"{' and '.join(missing)} {'are' if len(missing) > 1 else 'is'} not built "
                              f"(no {', '.join(str(build_dir / m) for m in missing)})",
                              fix="run `make build` (it builds hosts/dpdk against the DPDK here)")
-        binaries = tuple(_file(build_dir / b, f"bin/{b}", 0o755) for b in BINARIES)
+        binaries = tuple(_file(build_dir / b, f"bin/{b}", 0o755, stage) for b in BINARIES)
         files, sources = binaries + agents, ()
     else:
         src = repo / "hosts" / "dpdk"
         paths = sorted({p for g in SOURCE_GLOBS for p in src.glob(g) if p.is_file()})
         if not (src / "Makefile").is_file():
             raise UsageError(f"no DPDK sources in {src}", fix="run rainmaker from a complete checkout")
-        sources = tuple(_file(p, str(PurePosixPath(SOURCE_DIR, *p.relative_to(src).parts)), 0o644) for p in paths)
+        sources = tuple(_file(p, str(PurePosixPath(SOURCE_DIR, *p.relative_to(src).parts)), 0o644, stage) for p in paths)
         files = agents
     return Bundle(build=build, files=files, sources=sources, digest=digest_of(build, files + sources))
 
 
-def ansible_vars(build: str = "local") -> dict[str, Any]:
-    """Extra vars for the rainmaker_deploy role: the bundle, or why there is none (the
-    role fails with it only when it runs, so other tags work without a build)."""
+def ansible_vars(build: str = "local", stage: Path | None = None) -> dict[str, Any]:
+    """Extra vars for the rainmaker_deploy role: the bundle (staged in `stage`), or why
+    there is none (the role fails with it only when it runs, so other tags work
+    without a build)."""
     try:
-        b = bundle(build)
+        b = bundle(build, stage=stage)
     except UsageError as e:
         return {"rainmaker_bundle": {"error": e.render()}}
     return {"rainmaker_bundle": {

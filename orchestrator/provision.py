@@ -532,7 +532,7 @@ def provision(inv: Inventory, *, check: bool = False, tags: list[str] | None = N
         kwargs["limit"] = limit
     # The bundle the rainmaker_deploy role copies (orchestrator/deploy.py: defined once,
     # shared with run.py's deploy()); the caller's extra vars win.
-    kwargs["extravars"] = {**deploy_vars(inv.deploy.build), **(extra_vars or {})}
+    kwargs["extravars"] = {**deploy_vars(inv.deploy.build, stage=run_dir / "bundle"), **(extra_vars or {})}
     if timeout:
         kwargs["timeout"] = timeout
 

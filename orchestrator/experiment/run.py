@@ -173,35 +173,32 @@ def deploy(tb: Testbed, log) -> None:
     root. One command per host hashes what is there; only files that differ are copied,
     and VERSION is written last. deploy.build: host builds on the hosts, which only
     `rainmaker provision` does: here stale binaries are an error naming it."""
-    b = bundle(tb.inv.deploy.build)
+    import tempfile
 
-    def one(name: str) -> int:
-        r = tb.remotes[name]
-        root = str(r.target.deploy_root)
-        dests = [f.dest for f in b.all_files()] + ([] if b.build == "local" else list(b.binaries))
-        out = r.run(["sh", "-c", _SH_HASHES, "sh", root, *dests], timeout=30).stdout
-        have = parse_sha256sum(out)
-        version = next((line[len("version="):] for line in out.splitlines() if line.startswith("version=")), "")
-        todo = differing(b, have)
-        if b.build == "host" and (differing(b, have, b.sources) or any(d not in have for d in b.binaries)):
-            raise UsageError(f"{name}: rain-client and rain-worker are built on the host (deploy.build: host) "
-                             f"and were not built from these sources",
-                             fix="run `rainmaker provision --tags deploy`: it copies the sources and builds them there")
-        for f in todo:
-            r.put(f.src, f.dest, mode=f.mode)
-        if todo or version != b.digest:
-            import tempfile
+    with tempfile.TemporaryDirectory(prefix="rainmaker-bundle-") as stage:
+        b = bundle(tb.inv.deploy.build, stage=Path(stage))  # staged: what is hashed is what is copied
+        version_file = Path(stage) / "VERSION"
+        version_file.write_text(b.digest + "\n")
 
-            with tempfile.NamedTemporaryFile("w", delete=False) as fh:
-                fh.write(b.digest + "\n")
-            try:
-                r.put(fh.name, VERSION, mode=0o644)
-            finally:
-                Path(fh.name).unlink()
-        return len(todo)
+        def one(name: str) -> int:
+            r = tb.remotes[name]
+            dests = [f.dest for f in b.all_files()] + ([] if b.build == "local" else list(b.binaries))
+            out = r.run(["sh", "-c", _SH_HASHES, "sh", str(r.target.deploy_root), *dests], timeout=30).stdout
+            have = parse_sha256sum(out)
+            version = next((line[len("version="):] for line in out.splitlines() if line.startswith("version=")), "")
+            if b.build == "host" and (differing(b, have, b.sources) or any(d not in have for d in b.binaries)):
+                raise UsageError(f"{name}: rain-client and rain-worker are built on the host (deploy.build: host) "
+                                 f"and were not built from these sources",
+                                 fix="run `rainmaker provision --tags deploy`: it copies the sources and builds them there")
+            todo = differing(b, have)
+            for f in todo:
+                r.put(f.src, f.dest, mode=f.mode)
+            if todo or version != b.digest:
+                r.put(version_file, VERSION, mode=0o644)
+            return len(todo)
 
-    hosts = [h.name for h in tb.inv.hosts]
-    copied = tb.parallel(one, hosts)
+        hosts = [h.name for h in tb.inv.hosts]
+        copied = tb.parallel(one, hosts)
     n = sum(copied.values())
     if n:
         log(f"deployed {n} file(s) of bundle {b.digest} (rain-client, rain-worker, agents) to "
