@@ -1,0 +1,189 @@
+"""The host roles (dpdk_host, roce, rainmaker_deploy) with real Ansible on the emulated
+testbed: converge, verify, converge again (nothing changes), check runs that report
+what broke without touching it, the same machines claimed as ConnectX hosts (every
+missing device reported, what would change still listed), and a build on the host.
+
+RAINMAKER_TEST_SLOT picks the testbed's slot (tests/conftest.py).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from orchestrator.deploy import VERSION, bundle
+from orchestrator.errors import ProvisionError
+from orchestrator.experiment import run as run_mod
+from orchestrator.inventory import load
+from orchestrator.provision import VERIFY, provision
+
+from .hardware_view import FAKE_PCI, as_hardware
+
+pytestmark = pytest.mark.integration
+
+HOST_ROLES = ["dpdk_host", "roce", "deploy"]
+
+
+def sha256(p: Path) -> str:
+    return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+def deployed_as_bundled(inv, build: str = "local") -> dict[str, list[str]]:
+    """host -> files of its deploy root that differ from the bundle (read directly: the
+    emulated hosts share this machine's file system)."""
+    b = bundle(build)
+    out = {}
+    for h in inv.hosts:
+        bad = [f.dest for f in b.all_files() if not (h.deploy_root / f.dest).is_file()
+               or sha256(h.deploy_root / f.dest) != f.sha256]
+        version = h.deploy_root / VERSION
+        if not version.is_file() or version.read_text().strip() != b.digest:
+            bad.append(VERSION)
+        out[h.name] = bad
+    return out
+
+
+def changed_items(report, task_suffix: str) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for c in report.changed:
+        if c.task.endswith(task_suffix):
+            out.setdefault(c.host, set()).update(c.items)
+    return out
+
+
+@pytest.fixture(scope="module")
+def converged(testbed):
+    """The hosts provisioned once (every host role), as every test here starts."""
+    tb, inv = testbed
+    first = provision(inv, progress=False, limit="hosts")
+    return inv, first
+
+
+def test_converge_verify_then_nothing_changes(converged):
+    inv, first = converged
+    assert set(first.hosts) == {"client0", "worker0", "worker1"} and not first.missing
+    assert all(c.failed == 0 for c in first.hosts.values())
+    assert deployed_as_bundled(inv) == {h.name: [] for h in inv.hosts}
+    for h in inv.hosts:  # the roce role: emulated workers say so, clients record nothing
+        facts = h.deploy_root / "facts" / "roce.json"
+        if h.role == "worker":
+            assert json.loads(facts.read_text()) == {"transport": "emulated"}
+        else:
+            assert not facts.exists()
+    notes = " ".join(first.notes)
+    assert "RoCEv2 is emulated by rain-worker (no NIC to configure)" in notes
+    assert "no NIC to bind, and CPU isolation is not checked" in notes
+
+    verified = provision(inv, progress=False, limit="hosts", playbook=VERIFY)
+    assert all(c.failed == 0 and c.ok > 0 for c in verified.hosts.values())
+
+    second = provision(inv, progress=False, limit="hosts")
+    assert {n: c.changed for n, c in second.hosts.items()} == {n: 0 for n in second.hosts}, second.summary()
+    check = provision(inv, check=True, progress=False, limit="hosts")
+    assert check.total_changed == 0 and not check.missing, check.summary()
+
+
+def test_run_after_provision_copies_nothing_and_records_the_facts(converged):
+    inv, _ = converged
+    logs: list[str] = []
+    tb = run_mod.Testbed(inv)
+    try:
+        run_mod.deploy(tb, logs.append)
+        facts = run_mod.host_facts(tb)
+    finally:
+        tb.close()
+    assert logs == [f"bundle {bundle().digest} already on all {len(inv.hosts)} hosts"]
+    assert facts["worker0"]["roce"] == {"transport": "emulated"} and "roce" not in facts["client0"]
+
+
+def test_check_reports_a_broken_deploy_and_converge_repairs_it(converged):
+    inv, _ = converged
+    w0, w1 = inv.host("worker0").deploy_root, inv.host("worker1").deploy_root
+    (w1 / "bin/rain-worker").unlink()
+    agent = w0 / "agent/hosts/agent/common.py"
+    agent.write_text(agent.read_text() + "# changed on the host\n")
+    with pytest.raises(ProvisionError) as e:
+        provision(inv, progress=False, limit="workers", playbook=VERIFY, tags=["deploy"])
+    failed = {f.host: f.message for f in e.value.failures}
+    assert set(failed) == {"worker0", "worker1"}
+    assert "agent/hosts/agent/common.py" in failed["worker0"] and "bin/rain-worker" in failed["worker1"]
+    assert "rainmaker provision --tags deploy" in failed["worker0"]
+
+    check = provision(inv, check=True, progress=False, limit="workers", tags=["deploy"])
+    assert changed_items(check, "Copy the files that differ from the bundle") == {
+        "worker0": {"agent/hosts/agent/common.py"}, "worker1": {"bin/rain-worker"}}
+    assert not (w1 / "bin/rain-worker").exists() and "# changed on the host" in agent.read_text()
+
+    fixed = provision(inv, progress=False, limit="workers", tags=["deploy"])
+    assert {n: c.changed for n, c in fixed.hosts.items()} == {"worker0": 1, "worker1": 1}
+    assert deployed_as_bundled(inv) == {h.name: [] for h in inv.hosts}
+    provision(inv, progress=False, limit="workers", playbook=VERIFY, tags=["deploy"])
+
+
+def test_hardware_claims_report_what_is_missing_and_what_would_change(converged, tmp_path):
+    inv, _ = converged
+    hw = as_hardware(inv, tmp_path / "hw.yaml")
+    victim = inv.host("client0").deploy_root / "agent/hosts/proto.py"
+    victim.unlink()
+    report = provision(hw, check=True, progress=False, limit="hosts", tags=HOST_ROLES)
+    assert not report.failures
+    pci = {h.name: FAKE_PCI.format(i % 8) for i, h in enumerate(inv.hosts)}
+    for h in inv.hosts:
+        items = report.missing[h.name]
+        assert f"no PCI device {pci[h.name]}; fix: `lspci -D` on the host, then hosts[].nic.pci" in items
+        rdma = [i for i in items if i.startswith("no RDMA device")]
+        # Workers use ibverbs (hardware_view); the client sends plain UDP: no RoCE asked of it.
+        assert (len(rdma) == 1) == (h.role == "worker"), items
+    # What would change is still reported, and nothing did.
+    assert changed_items(report, "Copy the files that differ from the bundle") == {"client0": {"agent/hosts/proto.py"}}
+    assert not victim.exists()
+    notes = " ".join(report.notes)
+    assert "are not isolated" in notes and "isolcpus=" in notes  # the isolation checks ran, as warnings
+    assert "client0 is a client: it sends tasks as plain UDP" in notes
+    assert "missing (a real run would stop here" in report.summary()
+
+    # A real run stops the host at the first role that finds something missing.
+    with pytest.raises(ProvisionError) as e:
+        provision(hw, progress=False, limit="worker0", tags=["dpdk_host"])
+    assert e.value.report.missing == {"worker0": [f"no PCI device {pci['worker0']}; fix: `lspci -D` on the host, "
+                                                  "then hosts[].nic.pci"]}
+    assert e.value.report.total_changed == 0
+    provision(inv, progress=False, limit="client0", tags=["deploy"])
+    assert victim.is_file()
+
+
+def test_build_on_the_host(converged, tmp_path):
+    inv, _ = converged
+    inv_path = tmp_path / "inv.yaml"
+    data = inv.model_dump(mode="json", exclude_none=True)
+    data["deploy"] = {"build": "host"}
+    inv_path.write_text(yaml.safe_dump(data, sort_keys=False))
+    host_inv = load(inv_path)
+    root = host_inv.host("worker0").deploy_root
+    try:
+        built = provision(host_inv, progress=False, limit="worker0", tags=["deploy"])
+        tasks = {c.task for c in built.changed}
+        assert "Build rain-client and rain-worker with the host's DPDK" in tasks
+        assert (root / "src/dpdk/Makefile").is_file()
+        for b in ("rain-client", "rain-worker"):
+            exe = root / "bin" / b
+            assert exe.read_bytes()[:4] == b"\x7fELF" and exe.stat().st_mode & 0o111
+        ldd = subprocess.run(["ldd", str(root / "bin/rain-worker")], capture_output=True, text=True).stdout
+        assert "librte_eal" in ldd and "not found" not in ldd
+        assert (root / VERSION).read_text().strip() == bundle("host").digest
+        again = provision(host_inv, progress=False, limit="worker0", tags=["deploy"])
+        assert again.hosts["worker0"].changed == 0
+        provision(host_inv, progress=False, limit="worker0", tags=["deploy"], playbook=VERIFY)
+        # A changed source is copied and rebuilt.
+        (root / "src/dpdk/worker/main.c").write_text("/* changed on the host */\n")
+        rebuilt = provision(host_inv, progress=False, limit="worker0", tags=["deploy"])
+        assert changed_items(rebuilt, "Copy the DPDK sources that differ from the bundle") == {
+            "worker0": {"src/dpdk/worker/main.c"}}
+        assert "Build rain-client and rain-worker with the host's DPDK" in {c.task for c in rebuilt.changed}
+    finally:  # back to the binaries built here, for the other tests
+        provision(inv, progress=False, limit="worker0", tags=["deploy"])
+    assert deployed_as_bundled(inv)["worker0"] == []
