@@ -223,37 +223,58 @@ def provision(inv_path: str | None, check: bool, tags: str | None, limit: str | 
 
 @cli.group("switch")
 def switch_group() -> None:
-    """Start, stop and inspect the switch's software: the emulator on an emulated
-    testbed (over SSH, on the switch machine); on a Tofino, bf_switchd (status and
-    reading only: rainmaker does not start bf_switchd yet)."""
+    """Start, stop and inspect the switch's software.
+
+    \b
+    emulated  the software switch (python -m switch.emulator), run on the switch
+              machine over SSH from this checkout
+    tofino    bf_switchd as a service, through the tofino_sde role (Ansible): the P4
+              program is compiled and installed first if its sources changed, and on
+              switch.target: model tofino-model is started before bf_switchd
+    status, tables and registers read any switch that answers BFRuntime."""
 
 
 @switch_group.command("start")
 @click.option("-i", "--inventory", "inv_path", help=INVENTORY_HELP)
 @click.option("--program", help="P4 program to run (default: the inventory's switch.program, rain)")
-@click.option("--timeout", type=float, default=60, show_default=True, help="seconds to wait for the switch to be ready")
-@click.option("--port-timeout", type=float, default=30, show_default=True, help="seconds to wait for every port to be up")
-def switch_start(inv_path: str | None, program: str | None, timeout: float, port_timeout: float) -> None:
-    """Start the switch: run the emulator on the switch machine, wait for its ready line
-    and for BFRuntime to answer, then add and enable the inventory's ports and wait
-    until each is up."""
+@click.option("--timeout", type=click.FloatRange(min=1), default=None,
+              help="seconds to wait for the switch to answer BFRuntime [default: 60 emulated, 300 tofino]")
+@click.option("--port-timeout", type=click.FloatRange(min=1), default=30, show_default=True,
+              help="seconds to wait for every port to be up")
+@click.option("--restart", is_flag=True, help="stop the switch's software first if it runs")
+def switch_start(inv_path: str | None, program: str | None, timeout: float | None, port_timeout: float,
+                 restart: bool) -> None:
+    """Start the switch and bring the inventory's ports up (added, enabled, oper up).
+
+    \b
+    emulated  run the emulator on the switch machine, wait for its ready line and for
+              BFRuntime to answer; a running emulator is an error unless --restart
+    tofino    run the tofino_sde role: check the SDE, compile and install the program
+              when its sources changed, start bf_switchd (systemd, else
+              start-stop-daemon) and wait until BFRuntime serves the program; a running
+              bf_switchd is kept unless its program or configuration changed, or --restart"""
     from . import switchd
 
     inv = _inventory(inv_path)
-    st = switchd.start(inv, program, log=lambda m: console.print(f"[dim]·[/] {m}"), ready_timeout=timeout,
-                       port_timeout=port_timeout)
+    st = switchd.start(inv, program, log=lambda m: console.print(Text(f"· {m}", style="dim")), ready_timeout=timeout,
+                       port_timeout=port_timeout, restart=restart, progress=inv.switch.kind == "tofino")
     _print_switch_status(st)
+    if not st.ok:
+        sys.exit(1)
 
 
 @switch_group.command("stop")
 @click.option("-i", "--inventory", "inv_path", help=INVENTORY_HELP)
-@click.option("--grace", type=float, default=5, show_default=True, help="seconds between TERM and KILL")
+@click.option("--grace", type=click.FloatRange(min=0), default=5, show_default=True,
+              help="seconds between TERM and KILL")
 def switch_stop(inv_path: str | None, grace: float) -> None:
-    """Stop the switch's software (TERM, then KILL after --grace seconds). Safe to run twice."""
+    """Stop the switch's software (TERM, then KILL after --grace seconds). Safe to run twice.
+    On a tofino: the tofino_sde role stops bf_switchd (and tofino-model)."""
     from . import switchd
 
     inv = _inventory(inv_path)
-    how = switchd.stop(inv, grace=grace)
+    how = switchd.stop(inv, grace=grace, log=lambda m: console.print(Text(f"· {m}", style="dim")),
+                       progress=inv.switch.kind == "tofino")
     console.print(f"switch {inv.switch.name}: {how}")
 
 

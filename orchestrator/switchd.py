@@ -2,12 +2,16 @@
 
 On an emulated switch that software is the emulator (`python -m switch.emulator`),
 run as a background process on the switch machine over SSH like every other remote
-program (orchestrator.remote). On a Tofino it is bf_switchd, which the hardware
-provisioning role will start; until it exists, `start`/`stop` say so and change
-nothing, while `status` (and the table readers) work on any switch through BFRuntime.
+program (orchestrator.remote). On a Tofino it is bf_switchd, run as a service by the
+tofino_sde role (playbooks/roles/tofino_sde): `start` runs that role (it compiles and
+installs the program if its sources changed, starts bf_switchd, and tofino-model on
+switch.target: model, and probes readiness), `stop` runs its `switchd` tasks with
+tofino_sde_state: stopped. `status` (and the table readers) work on any switch through
+BFRuntime.
 
-Readiness is probed: the emulator's ready line, its BFRuntime port listening, a
-BFRuntime session that subscribes and reads the program, every port's $PORT_UP.
+Readiness is probed: the emulator's ready line (or bf_switchd's BFRuntime port), its
+BFRuntime port listening, a BFRuntime session that subscribes and reads the program,
+every port's $PORT_UP.
 """
 from __future__ import annotations
 
@@ -15,12 +19,15 @@ import sys
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .errors import RainmakerError, RemoteError, SwitchdError
+from .errors import ProvisionError, RainmakerError, RemoteError, SwitchdError
 from .inventory.model import Inventory
 from .remote import Remote, targets
 
 PROCESS = "switch"  # the background process's name: run/switch.pid, run/switch.log
 READY_TIMEOUT_S = 60.0
+ROLE = "tofino_sde"  # runs bf_switchd on a Tofino; its start/stop/readiness tasks are tagged SWITCHD_TAG
+SWITCHD_TAG = "switchd"
+TOFINO_PROCESS = "bf_switchd, a service of the tofino_sde role"
 CONNECT_TIMEOUT_S = 5.0
 STOP_GRACE_S = 5.0
 READER_CLIENT_ID = 7  # read-only sessions (status, tables, registers) never bind
@@ -31,8 +38,8 @@ class SwitchStatus:
     name: str
     kind: str
     bfrt: str
-    process: str  # "running (process group N)", "not running", or "not managed by rainmaker" (tofino)
-    running: bool | None  # None: unknown (tofino: not ours to watch)
+    process: str  # "running (process group N)", "not running", or TOFINO_PROCESS
+    running: bool | None  # None: unknown (tofino: BFRuntime answering is what tells)
     answers: bool = False  # BFRuntime answered
     program: str | None = None
     ports: dict[int, dict] = field(default_factory=dict)
@@ -49,14 +56,30 @@ def _remote(inv: Inventory) -> Remote:
     return Remote(t)
 
 
-def _not_tofino(inv: Inventory, verb: str) -> None:
+def _tofino_role(inv: Inventory, state: str, program: str | None, *, tags: list[str], log: Callable[[str], None],
+                progress: bool, extra: dict | None = None):
+    """Run the tofino_sde role on the switch alone; its report, or a SwitchdError naming what failed."""
+    from .provision import provision
+
     sw = inv.switch
-    if sw.kind == "tofino":
+    extra_vars = {"tofino_sde_state": state, "tofino_sde_program": program or sw.program, **(extra or {})}
+    try:
+        report = provision(inv, tags=tags, limit=sw.name, extra_vars=extra_vars, progress=progress)
+    except ProvisionError as e:
+        failures = "\n  ".join(f"task '{f.task}': {f.message}" for f in e.failures) or e.message
+        rep = getattr(e, "report", None)
+        missing = (rep.missing or {}).get(sw.name, []) if rep is not None else []
         raise SwitchdError(
-            f"switch {sw.name} is a Tofino: rainmaker cannot {verb} bf_switchd yet (the hardware provisioning "
-            "role will; it is not written)", switch=sw.name,
-            fix=f"{verb} it on the switch yourself ($SDE/run_switchd.sh -p {sw.program}, SDE at {sw.sde}); "
-                "`rainmaker switch status` then checks that BFRuntime answers")
+            f"switch {sw.name}: the {ROLE} role could not {'stop' if state == 'stopped' else 'start'} bf_switchd:\n  "
+            + failures, switch=sw.name,
+            fix=("provide what is missing, then run `rainmaker switch start` again" if missing else
+                 f"the role's full log is in {rep.run_dir / 'artifacts'}" if rep is not None and rep.run_dir else None),
+        ) from e
+    for label, hosts in report.changed_by_task():
+        log(label.removeprefix(f"{ROLE} : "))
+    for text in report.notes:
+        log(text)
+    return report
 
 
 def emulator_argv(inv: Inventory, program: str, log_path: str) -> list[str]:
@@ -84,21 +107,37 @@ def connect(inv: Inventory, *, program: str | None = None, bind: bool = False, c
 
 
 def start(inv: Inventory, program: str | None = None, *, log: Callable[[str], None] = lambda m: None,
-          ready_timeout: float = READY_TIMEOUT_S, port_timeout: float = 30.0) -> SwitchStatus:
-    """Start the switch's software and bring its ports up; returns its status. A start
-    that fails half-way stops what it started and raises with the switch's log tail."""
+          ready_timeout: float | None = None, port_timeout: float = 30.0, restart: bool = False,
+          progress: bool = False) -> SwitchStatus:
+    """Start the switch's software and bring its ports up; returns its status.
+
+    Emulated: runs the emulator over SSH (`restart` stops a running one first; without
+    it a running one is an error); a start that fails half-way stops what it started and
+    raises with the switch's log tail. Tofino: runs the tofino_sde role, which leaves a
+    running bf_switchd alone unless its program or configuration changed (or `restart`),
+    and fails naming what the switch lacks or which ports stayed down."""
     from switch.control.ports import Ports
     from switch.control.topology import Topology
     from switch.errors import SwitchError
 
     sw = inv.switch
     program = program or sw.program
-    _not_tofino(inv, "start")
+    if sw.kind == "tofino":
+        extra = {"tofino_sde_port_timeout": int(max(1, port_timeout))}
+        if ready_timeout is not None:
+            extra["tofino_sde_ready_timeout"] = int(max(1, ready_timeout))
+        log(f"running the {ROLE} role on {sw.name} (bf_switchd, {program}, target {sw.target})")
+        _tofino_role(inv, "restarted" if restart else "started", program, tags=[ROLE], log=log, progress=progress,
+                     extra=extra)
+        return status(inv)
+    ready_timeout = READY_TIMEOUT_S if ready_timeout is None else ready_timeout
+    if restart:
+        log(f"stopping the switch software on {sw.name}: {stop(inv)}")
     with _remote(inv) as r:
         running = r.find(PROCESS)
         if running is not None:
             raise SwitchdError(f"the switch software already runs on {sw.name} (process group {running.pgid})",
-                               switch=sw.name, fix="stop it first: rainmaker switch stop")
+                               switch=sw.name, fix="stop it first (rainmaker switch stop), or start it with --restart")
         run_dir = str(r.target.run_dir)
         argv = emulator_argv(inv, program, f"{run_dir}/emulator.log")
         log(f"starting the {program} emulator on {sw.name} ({len(sw.ports)} ports, BFRuntime on {sw.bfrt})")
@@ -124,10 +163,16 @@ def start(inv: Inventory, program: str | None = None, *, log: Callable[[str], No
     return status(inv)
 
 
-def stop(inv: Inventory, *, grace: float = STOP_GRACE_S) -> str:
+def stop(inv: Inventory, *, grace: float = STOP_GRACE_S, log: Callable[[str], None] = lambda m: None,
+         progress: bool = False) -> str:
     """Stop the switch's software (TERM, then KILL after `grace`): "terminated",
-    "killed" or "not running"."""
-    _not_tofino(inv, "stop")
+    "killed" or "not running" (emulated); "stopped" or "not running" (tofino: the
+    tofino_sde role's switchd tasks, tofino-model too)."""
+    if inv.switch.kind == "tofino":
+        report = _tofino_role(inv, "stopped", None, tags=[SWITCHD_TAG], log=log, progress=progress,
+                              extra={"tofino_sde_stop_timeout": int(max(1, grace))})
+        stopped = any(c.task.startswith("Stop ") for c in report.changed)
+        return "stopped" if stopped else "not running"
     with _remote(inv) as r:
         bg = r.find(PROCESS)
         if bg is None:
@@ -140,8 +185,7 @@ def status(inv: Inventory, *, timeout: float = 3.0) -> SwitchStatus:
     from switch.errors import SwitchError
 
     sw = inv.switch
-    st = SwitchStatus(sw.name, sw.kind, sw.bfrt, "not managed by rainmaker", None,
-                      names={p.dev_port: p.port for p in sw.ports})
+    st = SwitchStatus(sw.name, sw.kind, sw.bfrt, TOFINO_PROCESS, None, names={p.dev_port: p.port for p in sw.ports})
     if sw.kind == "emulated":
         with _remote(inv) as r:
             bg = r.find(PROCESS)

@@ -1,9 +1,11 @@
 """`rainmaker switch ...`: what can be checked without SSH.
 
 A Tofino inventory whose BFRuntime address is an emulator server on loopback stands
-in for a switch that runs: status, tables and registers read it like any switch;
-start and stop refuse (bf_switchd is not rainmaker's to start yet). The emulated
-start/stop over SSH are in tests/integration/test_switch_cli.py.
+in for a switch that runs: status, tables and registers read it like any switch. On a
+Tofino, start and stop run the tofino_sde role through `provision`; here provision is
+replaced by a recorder (no SSH in unit tests) to check what the role is asked to do and
+how its failures are reported. The real runs are tests/integration/test_tofino_sde.py
+(the role with a mock SDE) and tests/integration/test_switch_cli.py (emulated).
 """
 from __future__ import annotations
 
@@ -79,7 +81,7 @@ def programmed(inv_path, switch):
 def test_status_of_a_switch_that_answers(monkeypatch, capsys, programmed):
     code, out, _ = run(monkeypatch, capsys, "switch", "status", "-i", str(programmed))
     assert code == 0
-    assert "not managed by rainmaker" in out and "program rain" in out and "2 of 2 up" in out
+    assert "bf_switchd, a service of the tofino_sde role" in out and "program rain" in out and "2 of 2 up" in out
     assert "1/0 dev_port 132" in out
     code, out, _ = run(monkeypatch, capsys, "switch", "status", "-i", str(programmed), "--json")
     st = json.loads(out)
@@ -130,11 +132,75 @@ def test_registers_small_fully_big_summarised(monkeypatch, capsys, programmed):
     assert snap["queues"]["0"]["tasks"] == 2
 
 
-def test_start_and_stop_refuse_on_a_tofino(monkeypatch, capsys, inv_path):
-    for verb in ("start", "stop"):
-        code, _, err = run(monkeypatch, capsys, "switch", verb, "-i", str(inv_path))
-        assert code == 1
-        assert f"rainmaker cannot {verb} bf_switchd yet" in err and "run_switchd.sh -p rain" in err
+class RecordedProvision:
+    """Stands in for orchestrator.provision.provision: records each call, returns a report."""
+
+    def __init__(self, changed=(), notes=(), error=None):
+        self.calls, self.changed, self.notes, self.error = [], list(changed), list(notes), error
+
+    def __call__(self, inv, **kw):
+        from orchestrator.provision import HostCounts, ProvisionReport, TaskChange
+
+        self.calls.append(kw)
+        if self.error is not None:
+            raise self.error
+        return ProvisionReport(inv.name, False, {inv.switch.name: HostCounts(ok=5, changed=len(self.changed))},
+                               [TaskChange(inv.switch.name, t, "tofino_sde") for t in self.changed], [], 1.0,
+                               notes={n: [inv.switch.name] for n in self.notes})
+
+
+def test_start_on_a_tofino_runs_the_role_then_reports_status(monkeypatch, capsys, programmed):
+    rec = RecordedProvision(changed=["Start bf_switchd"], notes=["tofino1: bf_switchd serves rain"])
+    monkeypatch.setattr("orchestrator.provision.provision", rec)
+    code, out, err = run(monkeypatch, capsys, "switch", "start", "-i", str(programmed), "--program", "rain",
+                         "--timeout", "120", "--port-timeout", "20")
+    assert code == 0, err
+    (call,) = rec.calls
+    assert call["tags"] == ["tofino_sde"] and call["limit"] == "sw0"
+    assert call["extra_vars"] == {"tofino_sde_state": "started", "tofino_sde_program": "rain",
+                                  "tofino_sde_ready_timeout": 120, "tofino_sde_port_timeout": 20}
+    assert "· Start bf_switchd" in out and "bf_switchd serves rain" in out
+    assert "bf_switchd, a service of the tofino_sde role" in out and "2 of 2 up" in out  # status, over BFRuntime
+
+    rec.calls.clear()
+    run(monkeypatch, capsys, "switch", "start", "-i", str(programmed), "--restart")
+    assert rec.calls[0]["extra_vars"]["tofino_sde_state"] == "restarted"
+    assert "tofino_sde_ready_timeout" not in rec.calls[0]["extra_vars"]  # the role's own default (300 s)
+
+
+def test_stop_on_a_tofino_runs_only_the_switchd_tasks(monkeypatch, capsys, inv_path):
+    rec = RecordedProvision(changed=["Stop bf_switchd", "Stop tofino-model"])
+    monkeypatch.setattr("orchestrator.provision.provision", rec)
+    code, out, _ = run(monkeypatch, capsys, "switch", "stop", "-i", str(inv_path), "--grace", "7")
+    assert code == 0 and "switch sw0: stopped" in out
+    assert rec.calls[0]["tags"] == ["switchd"]
+    assert rec.calls[0]["extra_vars"] == {"tofino_sde_state": "stopped", "tofino_sde_program": "rain",
+                                          "tofino_sde_stop_timeout": 7}
+    monkeypatch.setattr("orchestrator.provision.provision", RecordedProvision())
+    code, out, _ = run(monkeypatch, capsys, "switch", "stop", "-i", str(inv_path))
+    assert code == 0 and "switch sw0: not running" in out
+
+
+def test_a_failed_role_is_reported_with_what_the_switch_lacks(monkeypatch, capsys, inv_path):
+    from orchestrator.errors import ProvisionError, TaskFailure
+    from orchestrator.provision import ProvisionReport
+
+    why = "missing: the SDE folder /opt/bf-sde-9.13.0 on sw0 ($SDE, switch.sde); fix: install Intel P4 Studio"
+    err = ProvisionError("provisioning unit failed on 1 host (sw0)",
+                         [TaskFailure("sw0", "common : Stop, naming what this host lacks", why)])
+    err.report = ProvisionReport("unit", False, {}, [], err.failures, 1.0,
+                                 missing={"sw0": [why[len("missing: "):]]}, run_dir=Path("/x"))
+    monkeypatch.setattr("orchestrator.provision.provision", RecordedProvision(error=err))
+    code, _, out_err = run(monkeypatch, capsys, "switch", "start", "-i", str(inv_path))
+    assert code == 1
+    assert "switch sw0: the tofino_sde role could not start bf_switchd" in out_err
+    assert "the SDE folder /opt/bf-sde-9.13.0 on sw0" in out_err and "provide what is missing" in out_err
+
+
+def test_switch_help_says_what_each_kind_runs(monkeypatch, capsys):
+    code, out, _ = run(monkeypatch, capsys, "switch", "start", "--help")
+    assert code == 0
+    assert "emulated  run the emulator" in out and "tofino    run the tofino_sde role" in out and "--restart" in out
 
 
 def test_emulator_command(tmp_path):
