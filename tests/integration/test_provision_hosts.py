@@ -187,3 +187,107 @@ def test_build_on_the_host(converged, tmp_path):
     finally:  # back to the binaries built here, for the other tests
         provision(inv, progress=False, limit="worker0", tags=["deploy"])
     assert deployed_as_bundled(inv)["worker0"] == []
+
+
+# -- the hardware path, against a mock ConnectX ---------------------------------------------------
+
+MOCK_TASKS = {  # what a first converge of worker0 must change on the mock, by task
+    "dpdk_host : Load the NIC's kernel modules", "roce : Load rdma_cm (its configfs folder)", "roce : Mount configfs",
+    "roce : Create the RDMA CM's configfs folder of the device", "roce : Make RoCE v2 the RDMA CM's default mode",
+    "roce : Give the RDMA CM's QPs the TOS of the RoCE DSCP", "roce : Map the RoCE DSCP to the RoCE priority (DSCP trust)",
+    "roce : Set PFC on the RoCE priority only (or off)", "roce : Set ECN (DCQCN) on the RoCE priority",
+    "roce : Set the netdev MTU for the RDMA MTU", "roce : Bring the netdev up", "roce : Give the netdev the data IP",
+    "roce : Route the switch's service address through the netdev",
+    "roce : Pin the switch's service MAC as a permanent neighbour", "roce : Turn the NIC's iCRC check off (once per boot)",
+    "roce : Record the RoCE facts of the host",
+}
+
+
+@pytest.fixture
+def mock_connectx(converged, tmp_path):
+    """worker0 claimed as a ConnectX host whose /sys, /proc and tools are a mock's
+    (tests/mock_connectx: this machine has no RDMA device)."""
+    from tests.mock_connectx.mock_connectx import build, tools
+
+    inv, _ = converged
+    root = tmp_path / "machine"
+    root.mkdir()
+    build(str(root), pci=FAKE_PCI.format(1), numa_node=1)
+    hw = as_hardware(inv, tmp_path / "hw.yaml")
+    data = yaml.safe_load((tmp_path / "hw.yaml").read_text())
+    data["roce"] = {"icrc_disable_command": f"echo off >> {root}/icrc.log"}
+    (tmp_path / "hw.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    hw = load(tmp_path / "hw.yaml")
+    extra = {
+        "dpdk_host_root": f"{root}/", "dpdk_host_tools": tools(str(root)),
+        "roce_root": f"{root}/", "roce_tools": tools(str(root)),
+        # The packages these roles install for a ConnectX that this machine already has
+        # (kmod and ibverbs-utils are not: the mock stands in for modprobe and ibv_devinfo).
+        "dpdk_host_mlx5_packages": ["rdma-core", "ibverbs-providers", "libibverbs1"],
+        "roce_packages": ["rdma-core", "iproute2"],
+    }
+    yield hw, root, extra
+    provision(inv, progress=False, limit="worker0", tags=["roce"])  # back to the emulated worker's facts
+
+
+def test_roles_converge_a_connectx_host(mock_connectx):
+    from tests.mock_connectx.mock_connectx import calls
+
+    hw, root, extra = mock_connectx
+    go = dict(progress=False, limit="worker0", tags=["dpdk_host", "roce"], extra_vars=extra)
+    check = provision(hw, check=True, **go)
+    assert not check.missing and not check.failures, check.summary()
+    assert {c.label for c in check.changed} == MOCK_TASKS
+    assert calls(str(root)) == [] and not (root / "icrc.log").exists()  # check mode touched nothing
+
+    first = provision(hw, **go)
+    assert {c.label for c in first.changed} == MOCK_TASKS, first.summary()
+    netdev = "enp59s0f0np0"
+    assert calls(str(root)) == [
+        ["modprobe", "mlx5_core"], ["modprobe", "mlx5_ib"], ["modprobe", "rdma_cm"],
+        ["mount", "-t", "configfs", "none", f"{root}/sys/kernel/config"],
+        ["mkdir", f"{root}/sys/kernel/config/rdma_cm/mlx5_0"],
+        ["dcb", "app", "replace", "dev", netdev, "dscp-prio", "26:3"],
+        ["dcb", "pfc", "set", "dev", netdev, "prio-pfc", "0:off", "1:off", "2:off", "3:on", "4:off", "5:off", "6:off", "7:off"],
+        ["ip", "link", "set", "dev", netdev, "mtu", "4200"], ["ip", "link", "set", "dev", netdev, "up"],
+        ["ip", "addr", "add", f"{hw.host('worker0').nic.ip}/24", "dev", netdev],
+        ["ip", "route", "replace", f"{hw.switch.service_ip}/32", "dev", netdev],
+        ["ip", "neigh", "replace", hw.switch.service_ip, "lladdr", hw.switch.service_mac, "dev", netdev, "nud", "permanent"],
+    ]
+    cm = root / "sys/kernel/config/rdma_cm/mlx5_0/ports/1"
+    assert (cm / "default_roce_mode").read_text() == "RoCE v2" and (cm / "default_roce_tos").read_text() == "104"
+    for side in ("roce_np", "roce_rp"):
+        assert (root / f"sys/class/net/{netdev}/ecn/{side}/enable/3").read_text() == "1"
+        assert (root / f"sys/class/net/{netdev}/ecn/{side}/enable/2").read_text().strip() == "0"
+    assert (root / "icrc.log").read_text() == "off\n"
+    facts = json.loads((hw.host("worker0").deploy_root / "facts/roce.json").read_text())
+    ip = hw.host("worker0").nic.ip
+    assert facts == {"transport": "ibverbs", "rdma_device": "mlx5_0", "netdev": netdev, "port": 1, "gid_index": 3,
+                     "gid": "0000:0000:0000:0000:0000:ffff:" + "".join(f"{int(o):02x}" for o in ip.split(".")[:2])
+                            + ":" + "".join(f"{int(o):02x}" for o in ip.split(".")[2:]),
+                     "mtu": 4096, "active_mtu": 4096, "netdev_mtu": 4200, "priority": 3, "dscp": 26,
+                     "pfc": True, "ecn": True, "qp_type": "uc"}
+    notes = " ".join(first.notes)
+    assert "is on NUMA node 1, but hosts[].numa_node is 0" in notes
+    assert "interrupts 100,101,102 of the NIC" in notes and "smp_affinity_list" in notes
+    assert "iCRC" not in notes  # the command was given, so no by-hand warning
+
+    again = provision(hw, **go)
+    assert again.hosts["worker0"].changed == 0, again.summary()
+    assert (root / "icrc.log").read_text() == "off\n"  # once per boot
+    provision(hw, playbook=VERIFY, **go)
+
+    # The NIC drifts (someone reset its MTU and flushed the neighbour): check says so, converge repairs.
+    state = json.loads((root / "mock/state.json").read_text())
+    state["neigh"] = {}
+    (root / "mock/state.json").write_text(json.dumps(state))
+    (root / f"sys/class/net/{netdev}/mtu").write_text("1500\n")
+    with pytest.raises(ProvisionError) as e:
+        provision(hw, playbook=VERIFY, **go)
+    assert "RoCE differs from the inventory: mtu, neigh" in e.value.failures[0].message
+    drift = provision(hw, check=True, **go)
+    assert {c.label for c in drift.changed} == {"roce : Set the netdev MTU for the RDMA MTU",
+                                               "roce : Pin the switch's service MAC as a permanent neighbour",
+                                               "roce : Record the RoCE facts of the host"}
+    provision(hw, **go)
+    provision(hw, playbook=VERIFY, **go)

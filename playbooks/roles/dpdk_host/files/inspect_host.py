@@ -132,9 +132,12 @@ def hugetlbfs(root: str, size_kb: int) -> dict:
 
 # -- the NIC ---------------------------------------------------------------------------
 
+TOOLS = {"ip": "ip", "modprobe": "modprobe"}  # the role passes its own (tests: a mock's)
+
+
 def addresses(netdevs: list[str]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
-    text = run(["ip", "-j", "addr", "show"])
+    text = run([TOOLS["ip"], "-j", "addr", "show"])
     try:
         links = json.loads(text) if text else []
     except ValueError:
@@ -195,7 +198,7 @@ def kernel(root: str) -> dict:
     return {
         "loaded": {m: os.path.isdir(os.path.join(mods, m)) for m in names},
         "available": {m: m in known or os.path.isdir(os.path.join(mods, m)) for m in names},
-        "modprobe": shutil.which("modprobe") is not None,
+        "modprobe": shutil.which(TOOLS["modprobe"]) is not None,
         "iommu": bool(os.path.isdir(iommu_dir) and os.listdir(iommu_dir)),
         "noiommu": noiommu in ("Y", "1"),
         "release": release,
@@ -255,6 +258,7 @@ def isolation(root: str, cores: list[int], irqs: list[int]) -> dict:
 def main(argv: list[str]) -> int:
     a = json.loads(argv[1])
     root = a.get("root", "/")
+    TOOLS.update(a.get("tools") or {})
     out: dict = {"packages": packages(a["packages"])}
     if a["dpdk_source"] == "prefix":
         out["prefix"] = dpdk_prefix(a["dpdk_prefix"])

@@ -25,6 +25,9 @@ import subprocess
 import sys
 
 
+TOOLS = {"dcb": "dcb", "ip": "ip", "ibv_devinfo": "ibv_devinfo"}  # the role passes its own (tests: a mock's)
+
+
 def read(path: str, default: str | None = None) -> str | None:
     try:
         with open(path) as fh:
@@ -123,7 +126,7 @@ def gids(port_dir: str, want: str, netdev: str | None) -> dict:
 
 
 def dcb_app(netdev: str) -> dict[str, list[int]] | None:
-    text = run(["dcb", "-N", "app", "show", "dev", netdev, "dscp-prio"])
+    text = run([TOOLS["dcb"], "-N", "app", "show", "dev", netdev, "dscp-prio"])
     if text is None:
         return None
     out: dict[str, list[int]] = {}
@@ -133,7 +136,7 @@ def dcb_app(netdev: str) -> dict[str, list[int]] | None:
 
 
 def dcb_pfc(netdev: str) -> dict[str, bool] | None:
-    text = run(["dcb", "pfc", "show", "dev", netdev, "prio-pfc"])
+    text = run([TOOLS["dcb"], "pfc", "show", "dev", netdev, "prio-pfc"])
     if text is None:
         return None
     return {p: v == "on" for p, v in re.findall(r"(\d):(on|off)", text)}
@@ -154,8 +157,9 @@ def missing_packages(names: list[str]) -> list[str]:
 def main(argv: list[str]) -> int:
     a = json.loads(argv[1])
     root = a.get("root", "/")
+    TOOLS.update({k: v for k, v in (a.get("tools") or {}).items() if k in TOOLS})
     prio = str(a["priority"])
-    out: dict = {"tools": {t: shutil.which(t) is not None for t in ("dcb", "ip", "ibv_devinfo")},
+    out: dict = {"tools": {t: shutil.which(path) is not None for t, path in TOOLS.items()},
                  "missing_packages": missing_packages(a.get("packages", []))}
     if a.get("facts_only"):
         a = {**a, "pci": None, "rdma_device": None, "netdev": None}
@@ -166,7 +170,7 @@ def main(argv: list[str]) -> int:
         out.update(port_of(root, dev, netdev))
         if out.get("dir"):
             out.update(gids(out.pop("dir"), out["want_gid"], netdev))
-            info = run(["ibv_devinfo", "-d", dev, "-i", str(out["port"])]) or ""
+            info = run([TOOLS["ibv_devinfo"], "-d", dev, "-i", str(out["port"])]) or ""
             m = re.search(r"active_mtu:\s*(\d+)", info)
             out["active_mtu"] = int(m.group(1)) if m else None
         cfg = os.path.join(root, "sys/kernel/config")
@@ -188,12 +192,12 @@ def main(argv: list[str]) -> int:
         out["ecn"] = {k: read(os.path.join(ecn, k, "enable", prio)) for k in ("roce_np", "roce_rp")} if out["ecn_sysfs"] else {}
         out["dscp_prio"] = dcb_app(netdev)
         out["pfc"] = dcb_pfc(netdev)
-        links = run_json(["ip", "-j", "addr", "show", "dev", netdev])
+        links = run_json([TOOLS["ip"], "-j", "addr", "show", "dev", netdev])
         out["ipv4"] = [f"{x['local']}/{x.get('prefixlen')}" for link in links for x in link.get("addr_info", [])
                        if x.get("family") == "inet"]
-        route = run_json(["ip", "-j", "route", "get", a["service_ip"]])
+        route = run_json([TOOLS["ip"], "-j", "route", "get", a["service_ip"]])
         out["service_route_dev"] = route[0].get("dev") if route else None
-        neigh = run_json(["ip", "-j", "neigh", "show", a["service_ip"], "dev", netdev])
+        neigh = run_json([TOOLS["ip"], "-j", "neigh", "show", a["service_ip"], "dev", netdev])
         out["service_neigh"] = {"lladdr": neigh[0].get("lladdr"), "state": neigh[0].get("state", [])} if neigh else None
     facts = read(a["facts_file"]) if a.get("facts_file") else None
     try:
