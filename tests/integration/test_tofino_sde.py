@@ -172,7 +172,28 @@ def test_switch_status_stop_start_through_the_role(model):
     assert r.returncode == 0 and "Start bf_switchd" not in r.stdout  # running as asked: kept
     r = cli(path, "switch", "start", "--restart")
     assert r.returncode == 0 and "Stop bf_switchd" in r.stdout and "Start bf_switchd" in r.stdout
+    r = cli(path, "switch", "start", "--program", "nosuch")
+    assert r.returncode == 1 and "There is no P4 program nosuch" in r.stderr and "rain.p4" in r.stderr
+    assert switchd.status(minv).program == "rain"  # refused before anything was touched
     print(f"switch start (no build) {start_s:.1f} s")
+
+
+def test_switchd_tasks_alone_start_only_an_installed_program(model, tmp_path):
+    """`--tags switchd` never builds: it starts what is installed, and refuses a program
+    whose sources changed since, naming the run that builds it."""
+    minv, _, _ = model
+    switchd.stop(minv)
+    r = provision(minv, limit="sw0", tags=["switchd"], progress=False, extra_vars={"tofino_sde_state": "started"})
+    assert "Start bf_switchd" in changed(r) and not any("Compile" in t for t in changed(r))
+    assert switchd.status(minv).answers
+    src = tmp_path / "p4"
+    shutil.copytree(REPO / "switch/p4", src, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    (src / "sizes.p4").write_text((src / "sizes.p4").read_text() + "/* changed */\n")
+    with pytest.raises(ProvisionError) as e:
+        provision(minv, limit="sw0", tags=["switchd"], progress=False,
+                  extra_vars={"tofino_sde_state": "restarted", "tofino_sde_p4_dir": str(src)})
+    assert "is not installed on sw0 as this checkout would build it" in str(e.value)
+    assert "rainmaker provision --tags tofino_sde" in str(e.value)
 
 
 def test_a_changed_program_is_rebuilt_and_restarted_and_a_broken_one_is_refused(model, tmp_path):
