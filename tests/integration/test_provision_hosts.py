@@ -291,3 +291,33 @@ def test_roles_converge_a_connectx_host(mock_connectx):
                                                "roce : Record the RoCE facts of the host"}
     provision(hw, **go)
     provision(hw, playbook=VERIFY, **go)
+
+
+def test_a_dpdk_source_build_is_checked_in_place(converged, tmp_path):
+    """dpdk.source: prefix: no package is installed; the build's libdpdk.pc, version and
+    PMDs are checked, and a wrong one is named with its fix."""
+    inv, _ = converged
+    prefix = tmp_path / "dpdk-22.11"
+    pc = prefix / "lib/x86_64-linux-gnu/pkgconfig/libdpdk.pc"
+    pc.parent.mkdir(parents=True)
+    (prefix / "lib/x86_64-linux-gnu/librte_net_af_packet.so.23").write_text("")
+    data = inv.model_dump(mode="json", exclude_none=True)
+    data["dpdk"] = {"source": "prefix", "prefix": str(prefix)}
+    data["deploy"] = {"build": "host"}  # a source build of DPDK: the binaries are built on the hosts
+    (tmp_path / "inv.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    src_inv = load(tmp_path / "inv.yaml")
+    go = dict(progress=False, limit="worker0", tags=["dpdk_host"])
+
+    check = provision(src_inv, check=True, **go)
+    assert [m for m in check.missing["worker0"] if m.startswith("no DPDK build below")], check.missing
+
+    pc.write_text("Name: DPDK\nVersion: 21.11.2\n")
+    with pytest.raises(ProvisionError) as e:
+        provision(src_inv, **go)
+    assert e.value.report.missing["worker0"][0].startswith(f"the DPDK below {prefix} is 21.11.2, not 22.11")
+
+    pc.write_text("Name: DPDK\nVersion: 22.11.4\n")
+    ok = provision(src_inv, **go)
+    assert ok.total_changed == 0 and not ok.missing
+    assert any(n.startswith(f"DPDK 22.11.4 from the source build below {prefix}") and "af_packet" in n for n in ok.notes)
+    provision(src_inv, playbook=VERIFY, **go)
