@@ -66,12 +66,15 @@ def _tofino_role(inv: Inventory, state: str, program: str | None, *, tags: list[
     try:
         report = provision(inv, tags=tags, limit=sw.name, extra_vars=extra_vars, progress=progress)
     except ProvisionError as e:
-        failures = "\n  ".join(f"task '{f.task}': {f.message}" for f in e.failures) or e.message
         rep = getattr(e, "report", None)
         missing = (rep.missing or {}).get(sw.name, []) if rep is not None else []
+        if missing:  # what the switch lacks, one thing a line, each with its fix
+            why = f"{sw.name} lacks:\n  - " + "\n  - ".join(missing)
+        else:
+            why = "\n  ".join(f"task '{f.task}': {f.message}" for f in e.failures) or e.message
         raise SwitchdError(
             f"switch {sw.name}: the {ROLE} role could not {'stop' if state == 'stopped' else 'start'} bf_switchd:\n  "
-            + failures, switch=sw.name,
+            + why, switch=sw.name,
             fix=("provide what is missing, then run `rainmaker switch start` again" if missing else
                  f"the role's full log is in {rep.run_dir / 'artifacts'}" if rep is not None and rep.run_dir else None),
         ) from e
