@@ -97,6 +97,7 @@ class ProvisionReport:
     # What a host lacks to be provisioned (hardware, vendor software): roles say it with
     # a "missing: WHAT; fix: HOW" message (roles/common/tasks/missing.yml). host -> items
     missing: dict[str, list[str]] = field(default_factory=dict)
+    roles: list[str] = field(default_factory=list)  # the roles that ran, in order
 
     @property
     def ok(self) -> bool:
@@ -245,6 +246,7 @@ class EventAggregator:
         self.events = 0
         self.notes: dict[str, list[str]] = {}  # message -> hosts: debug tasks' messages, module warnings
         self.missing: dict[str, list[str]] = {}  # host -> what it lacks ("missing: ..." messages)
+        self.roles: list[str] = []  # roles whose tasks ran, in order
         self._changed_items: dict[tuple[str, str], list[str]] = {}
         self._tasks: dict[str, tuple[str, str | None, str | None]] = {}  # task uuid -> (task, role, play)
 
@@ -278,6 +280,8 @@ class EventAggregator:
         elif kind in ("playbook_on_task_start", "playbook_on_handler_task_start"):
             self.task = data.get("task") or data.get("name") or "?"
             self.role = data.get("role") or None
+            if self.role and self.role not in self.roles:
+                self.roles.append(self.role)
             if data.get("task_uuid"):
                 self._tasks[data["task_uuid"]] = (self.task, self.role, self.play)
         elif kind == "runner_on_start":
@@ -387,7 +391,7 @@ class EventAggregator:
                                    changed=list(self.changed), failures=list(self.failures),
                                    duration_s=duration_s, status=status, rc=rc, run_dir=run_dir,
                                    tags=tags, limit=limit, notes={k: list(v) for k, v in self.notes.items()},
-                                   missing={k: list(v) for k, v in self.missing.items()})
+                                   missing={k: list(v) for k, v in self.missing.items()}, roles=list(self.roles))
 
     # -- the live display ------------------------------------------------------------
     def __rich__(self):

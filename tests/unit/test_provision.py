@@ -7,6 +7,7 @@ from a real run against the emulated testbed, trimmed to the fields that matter)
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -469,15 +470,25 @@ def test_site_playbook_passes_syntax_check_and_lists_the_roles(tmp_path, example
     r = _ansible("ansible-playbook", "-i", str(inv_file), "--list-tasks", "--list-tags", str(prov.SITE),
                  work=tmp_path / "work")
     assert r.returncode == 0, r.stdout + r.stderr
-    for role in ("common", "hugepages", "dpdk"):
-        assert f"{role} : " in r.stdout
-    assert "TASK TAGS: [common, dpdk, hugepages]" in r.stdout
+    for role in ROLES:
+        assert f"{role} : " in r.stdout, role
+    tags = {t for play in re.findall(r"TASK TAGS: \[([^\]]*)\]", r.stdout) for t in play.split(", ")}
+    assert {"common", "hugepages", "dpdk_host", "roce", "deploy", "tofino_sde", "switchd"} <= tags, tags
     assert "play #2 (switch)" in r.stdout
+    # verify.yml: every role's checks, in a playbook of its own
+    r = _ansible("ansible-playbook", "-i", str(inv_file), "--list-tasks", str(prov.VERIFY), work=tmp_path / "work")
+    assert r.returncode == 0, r.stdout + r.stderr
+    for role in ("common", "dpdk_host", "roce", "rainmaker_deploy", "tofino_sde"):
+        assert f"Verify the {role.replace('_', ' ')}" in r.stdout or role in r.stdout, role
+
+
+ROLES = ("common", "hugepages", "dpdk_host", "roce", "rainmaker_deploy", "tofino_sde")
 
 
 def test_roles_follow_the_house_layout():
     roles = REPO / "playbooks/roles"
-    for role in ("common", "hugepages", "dpdk"):
+    assert sorted(p.name for p in roles.iterdir() if p.is_dir()) == sorted(ROLES)
+    for role in ROLES:
         for part in ("defaults/main.yml", "tasks/main.yml", "meta/main.yml"):
             assert (roles / role / part).is_file(), f"{role}/{part}"
         defaults = yaml.safe_load((roles / role / "defaults/main.yml").read_text())
