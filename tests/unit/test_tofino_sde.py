@@ -463,3 +463,26 @@ def test_mock_switchd_checks_its_conf(mock_sde, tmp_path):
     assert "chip_family 'tofino9' is not tofino or tofino2" in r.stderr
     r = subprocess.run(switchd[:1] + ["--conf-file", str(conf)], capture_output=True, text=True, timeout=30)
     assert r.returncode == 2 and "--install-dir" in r.stderr
+
+
+@pytest.mark.skipif(not Path("/usr/bin/systemd-analyze").exists(), reason="systemd-analyze is not installed")
+def test_units_pass_systemd_analyze_verify(tmp_path):
+    """systemd itself parses the units the role writes (offline: no systemd needs to run)."""
+    env = {"SDE": "/opt/sde", "SDE_INSTALL": "/opt/sde/install", "LD_LIBRARY_PATH": "/opt/sde/install/lib:/usr/local/lib"}
+    model = {"description": "tofino-model for bf_switchd (rainmaker)", "argv": ["/bin/sleep", "infinity"],
+             "log": str(tmp_path / "tofino-model.log"), "after": [], "requires": [], "pre": []}
+    switchd = {"description": "bf_switchd serving the P4 program rain (rainmaker)",
+               "argv": ["/bin/sleep", "--conf-file=/opt/$x/rain.conf", "100%"], "log": str(tmp_path / "bf_switchd.log"),
+               "after": ["rainmaker-tofino-model.service"], "requires": ["rainmaker-tofino-model.service"],
+               "pre": [["/bin/sh", "-c", "[ -d /sys/module/bf_kdrv ] || exec /bin/true /opt/sde/install"]]}
+    for name, unit in (("rainmaker-tofino-model", model), ("rainmaker-switchd", switchd)):
+        text = render("unit.service.j2", tmp_path, tofino_sde_unit=unit, tofino_sde_env=env,
+                      tofino_sde_run_dir=str(tmp_path))
+        (tmp_path / f"{name}.service").write_text(text + "\n")
+    # a relative path: systemd-analyze then dumps the units it loaded, with their command lines
+    r = subprocess.run(["systemd-analyze", "verify", "--man=no", "./rainmaker-switchd.service"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=60, env={**os.environ, "SYSTEMD_LOG_LEVEL": "debug"})
+    assert r.returncode == 0, r.stderr[-2000:]
+    dump = r.stdout + r.stderr
+    assert 'Command Line: /bin/sleep "--conf-file=/opt/\\$\\$x/rain.conf" 100%' in dump  # $ and % kept literal
+    assert 'Command Line: /bin/sh -c "[ -d /sys/module/bf_kdrv ] || exec /bin/true /opt/sde/install"' in dump
