@@ -321,3 +321,39 @@ def test_a_dpdk_source_build_is_checked_in_place(converged, tmp_path):
     assert ok.total_changed == 0 and not ok.missing
     assert any(n.startswith(f"DPDK 22.11.4 from the source build below {prefix}") and "af_packet" in n for n in ok.notes)
     provision(src_inv, playbook=VERIFY, **go)
+
+
+def test_a_nic_for_vfio_pci(converged, tmp_path):
+    """An Intel NIC (mock) goes to vfio-pci: without an IOMMU that is missing; with one, a
+    check run reports the binding, and a real run refuses it when the NIC carries the
+    management address. (The bind itself needs a kernel: the mock has none.)"""
+    from tests.mock_connectx.mock_connectx import build, tools
+
+    inv, _ = converged
+    hw = as_hardware(inv, tmp_path / "hw.yaml")  # client0: a PCI NIC, no RDMA asked of it
+    pci = hw.host("client0").nic.pci
+
+    def machine(name: str, iommu: bool) -> tuple[Path, dict]:
+        root = tmp_path / name
+        root.mkdir()
+        build(str(root), pci=pci, netdev="ens1f0", other_vendor=True, iommu=iommu)
+        return root, {"dpdk_host_root": f"{root}/", "dpdk_host_tools": tools(str(root)), "dpdk_host_vfio_packages": []}
+
+    go = dict(progress=False, limit="client0", tags=["dpdk_host"])
+    _, extra = machine("no-iommu", iommu=False)
+    check = provision(hw, check=True, extra_vars=extra, **go)
+    assert [m for m in check.missing["client0"] if m.startswith("no IOMMU on client0, so vfio-pci cannot take")]
+    assert "dpdk_host : Bind the NIC to vfio-pci" not in {c.label for c in check.changed}
+
+    root, extra = machine("iommu", iommu=True)
+    check = provision(hw, check=True, extra_vars=extra, **go)
+    assert not check.missing
+    assert {"dpdk_host : Load the NIC's kernel modules", "dpdk_host : Bind the NIC to vfio-pci"} <= {c.label for c in check.changed}
+    assert any("would be bound to vfio-pci until the next boot" in n and "ens1f0" in n for n in check.notes)
+
+    mgmt = hw.host("client0").mgmt.address
+    subprocess.run([tools(str(root))["ip"], "addr", "add", f"{mgmt}/24", "dev", "ens1f0"], check=True)
+    with pytest.raises(ProvisionError) as e:
+        provision(hw, extra_vars=extra, **go)
+    assert "would remove ens1f0, which carries the management address" in e.value.failures[0].message
+    assert (root / f"sys/bus/pci/devices/{pci}/driver_override").read_text() == "(null)\n"  # untouched

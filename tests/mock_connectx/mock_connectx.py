@@ -50,19 +50,27 @@ def gid_of(ip: str) -> str:
 
 
 def build(root: str, *, pci: str, rdma_device: str = "mlx5_0", netdev: str = "enp59s0f0np0",
-          numa_node: int = 0, ecn_sysfs: bool = True, cpus: int = 8, irq_affinity: str = "0-7") -> None:
-    """Write the fake machine under `root` (a folder that exists) and its tools in root/bin."""
+          numa_node: int = 0, ecn_sysfs: bool = True, cpus: int = 8, irq_affinity: str = "0-7",
+          other_vendor: bool = False, iommu: bool = False) -> None:
+    """Write the fake machine under `root` (a folder that exists) and its tools in root/bin.
+    other_vendor: the PCI function is an Intel E810 on the ice driver instead (no RDMA
+    device), for the vfio-pci path; iommu: the machine has an IOMMU."""
     sysd = os.path.join(root, "sys")
     dev = os.path.join(sysd, "bus/pci/devices", pci)
-    _w(os.path.join(dev, "vendor"), "0x15b3\n")
-    _w(os.path.join(dev, "device"), "0x1017\n")  # ConnectX-5
+    _w(os.path.join(dev, "vendor"), "0x8086\n" if other_vendor else "0x15b3\n")
+    _w(os.path.join(dev, "device"), "0x1592\n" if other_vendor else "0x1017\n")  # E810 / ConnectX-5
     _w(os.path.join(dev, "numa_node"), f"{numa_node}\n")
     _w(os.path.join(dev, "driver_override"), "(null)\n")
-    drivers = os.path.join(sysd, "bus/pci/drivers/mlx5_core")
+    drivers = os.path.join(sysd, "bus/pci/drivers", "ice" if other_vendor else "mlx5_core")
     os.makedirs(drivers, exist_ok=True)
     os.symlink(drivers, os.path.join(dev, "driver"))
     os.makedirs(os.path.join(dev, "net", netdev))
-    os.makedirs(os.path.join(dev, "infiniband", rdma_device))
+    if not other_vendor:
+        os.makedirs(os.path.join(dev, "infiniband", rdma_device))
+    if iommu:
+        os.makedirs(os.path.join(sysd, "class/iommu/dmar0"))
+        os.makedirs(os.path.join(sysd, "kernel/iommu_groups/17"))
+        os.symlink(os.path.join(sysd, "kernel/iommu_groups/17"), os.path.join(dev, "iommu_group"))
     for irq in (100, 101, 102):
         os.makedirs(os.path.join(dev, "msi_irqs", str(irq)))
         _w(os.path.join(root, "proc/irq", str(irq), "smp_affinity_list"), irq_affinity + "\n")
