@@ -168,8 +168,6 @@ def test_switch_status_stop_start_through_the_role(model):
     assert "Compile" not in r.stdout  # nothing changed in the sources: no build
     with Client(minv.switch.bfrt, "rain") as c:  # the controller programs it like any switch
         RainController(c, minv).program()
-    r = cli(path, "switch", "start")
-    assert r.returncode == 0 and "Start bf_switchd" not in r.stdout  # running as asked: kept
     r = cli(path, "switch", "start", "--restart")
     assert r.returncode == 0 and "Stop bf_switchd" in r.stdout and "Start bf_switchd" in r.stdout
     r = cli(path, "switch", "start", "--program", "nosuch")
@@ -194,6 +192,26 @@ def test_switchd_tasks_alone_start_only_an_installed_program(model, tmp_path):
                   extra_vars={"tofino_sde_state": "restarted", "tofino_sde_p4_dir": str(src)})
     assert "is not installed on sw0 as this checkout would build it" in str(e.value)
     assert "rainmaker provision --tags tofino_sde" in str(e.value)
+
+
+def test_a_bf_switchd_that_is_not_the_roles_is_not_fought_over(model, tmp_path):
+    """A bf_switchd someone started by hand (here: a process of that name, sleeping) holds
+    the device: the role refuses to start another and names it."""
+    minv, _, _ = model
+    switchd.stop(minv)
+    fake = tmp_path / "bf_switchd"
+    shutil.copy("/bin/sleep", fake)
+    other = subprocess.Popen([str(fake), "300"])
+    try:
+        with pytest.raises(ProvisionError) as e:
+            provision(minv, limit="sw0", tags=["switchd"], progress=False, extra_vars={"tofino_sde_state": "started"})
+        assert f"already runs, not as rainmaker's service: {other.pid} {fake} 300" in str(e.value)
+        assert not switchd.status(minv).answers
+    finally:
+        other.kill()
+        other.wait()
+    r = provision(minv, limit="sw0", tags=["switchd"], progress=False, extra_vars={"tofino_sde_state": "started"})
+    assert "Start bf_switchd" in changed(r)
 
 
 def test_a_changed_program_is_rebuilt_and_restarted_and_a_broken_one_is_refused(model, tmp_path):
