@@ -37,6 +37,7 @@ REMOTE_TEMP = "/tmp/.ansible-rm"
 CONTROL_PERSIST_S = 15  # short: `testbed down` and the next run should not find stale masters
 KEEP_RUNS = 20  # run directories kept per testbed (older ones are pruned)
 STDERR_TAIL = 5  # lines of a failed module's stderr kept in its TaskFailure
+MAX_ITEMS = 6  # loop items shown per task in a summary
 
 MISSING = "missing: "  # how roles name what a host lacks (roles/common/tasks/missing.yml)
 COUNT_FIELDS = ("ok", "changed", "failed", "unreachable", "skipped", "rescued", "ignored")
@@ -117,6 +118,14 @@ class ProvisionReport:
                 out[c.label].append(c.host)
         return list(out.items())
 
+    def changed_items(self) -> dict[str, list[tuple[list[str], list[str]]]]:
+        """task label -> [(items, hosts that changed exactly those)] for loop tasks."""
+        per: dict[str, dict[tuple[str, ...], list[str]]] = {}
+        for c in self.changed:
+            if c.items:
+                per.setdefault(c.label, {}).setdefault(tuple(c.items), []).append(c.host)
+        return {label: [(list(its), who) for its, who in groups.items()] for label, groups in per.items()}
+
     def summary(self) -> str:
         """Plain text: a recap line, a per-host table, what changed and what failed."""
         mode = " (check mode: nothing was changed)" if self.check else ""
@@ -130,7 +139,13 @@ class ProvisionReport:
         changes = self.changed_by_task()
         if changes:
             lines.append(f"{'would change' if self.check else 'changed'}:")
-            lines += [f"  {label}  ({', '.join(hosts)})" for label, hosts in changes]
+            items = self.changed_items()
+            for label, hosts in changes:
+                lines.append(f"  {label}  ({', '.join(hosts)})")
+                # What a loop task changed (files, packages), grouped by hosts alike.
+                for its, who in items.get(label, []):
+                    shown = ", ".join(its[:MAX_ITEMS]) + (f" and {len(its) - MAX_ITEMS} more" if len(its) > MAX_ITEMS else "")
+                    lines.append(f"      {shown}" + (f"  ({', '.join(who)})" if len(who) < len(hosts) else ""))
         for text, hosts in self.notes.items():
             lines.append(f"note ({', '.join(hosts)}): {text}")
         if self.missing:
@@ -507,7 +522,8 @@ def provision(inv: Inventory, *, check: bool = False, tags: list[str] | None = N
     report, or raise ProvisionError.
 
     check: ansible-playbook --check --diff (nothing changes; the report lists what would).
-    tags, skip_tags: role tags (common, hugepages, dpdk). limit: an Ansible host pattern.
+    tags, skip_tags: role tags (common, hugepages, dpdk_host, roce, deploy, tofino_sde;
+    switchd: only the switch's service tasks). limit: an Ansible host pattern.
     extra_vars: role variables to override (e.g. {"hugepages_persist": True}).
     """
     import ansible_runner

@@ -500,3 +500,21 @@ def test_roles_follow_the_house_layout():
 def test_report_dataclass_defaults():
     r = ProvisionReport("x", False, {}, [], [], 0.0)
     assert r.ok and r.total_changed == 0 and r.summary().startswith("provision x: 0 hosts")
+
+
+def test_summary_names_what_loop_tasks_would_change_and_what_hosts_lack():
+    from orchestrator.provision import TaskChange
+
+    copy = "Copy the files that differ from the bundle"
+    r = ProvisionReport("rack1", True, {}, [
+        TaskChange("worker0", copy, "rainmaker_deploy", items=("bin/rain-worker",)),
+        TaskChange("worker1", copy, "rainmaker_deploy", items=("bin/rain-worker",)),
+        TaskChange("client0", copy, "rainmaker_deploy", items=tuple(f"agent/f{i}.py" for i in range(9))),
+        TaskChange("client0", "Mount hugetlbfs", "hugepages"),
+    ], [], 1.0, missing={"tofino1": ["a Tofino ASIC on PCI; fix: run this on the switch"]})
+    text = r.summary()
+    assert "  rainmaker_deploy : Copy the files that differ from the bundle  (worker0, worker1, client0)" in text
+    assert "      bin/rain-worker  (worker0, worker1)" in text
+    assert "agent/f0.py, agent/f1.py, agent/f2.py, agent/f3.py, agent/f4.py, agent/f5.py and 3 more  (client0)" in text
+    assert "missing (a real run would stop here; hardware or vendor software):\n  tofino1: a Tofino ASIC on PCI" in text
+    assert not r.ok  # something is missing: a real run would not succeed
