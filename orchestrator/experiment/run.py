@@ -630,6 +630,14 @@ def run(spec_path: str | Path, inv: Inventory, inv_path: Path | None = None, *, 
     spec_path = Path(spec_path)
     spec = load_spec(spec_path)
     supported_or_explain(spec)
+    not_root = [h.name for h in inv.hosts if h.mgmt.user != "root"]
+    if not_root:
+        # rain-worker and rain-client need root (huge pages, the NIC, real-time priority),
+        # and the agents run as the SSH login: provisioning can become root, a run cannot.
+        raise UsageError(f"{', '.join(not_root)} log in as {inv.host(not_root[0]).mgmt.user!r}, but the agents must run "
+                         "as root (DPDK needs huge pages and the NIC)",
+                         fix="let the orchestrator's key log in as root (e.g. `sudo cp ~/.ssh/authorized_keys "
+                             "/root/.ssh/` on each host; key-only root login is sshd's default) and set mgmt.user: root")
     points = plan(spec, shape_of(inv))
     if resume is not None:
         run_dir = Path(resume)
