@@ -194,14 +194,24 @@ def test_switchd_tasks_alone_start_only_an_installed_program(model, tmp_path):
     assert "rainmaker provision --tags tofino_sde" in str(e.value)
 
 
-def test_a_bf_switchd_that_is_not_the_roles_is_not_fought_over(model, tmp_path):
+def test_a_bf_switchd_that_is_not_the_roles_is_not_fought_over(testbed, model, tmp_path):
     """A bf_switchd someone started by hand (here: a process of that name, sleeping) holds
-    the device: the role refuses to start another and names it."""
+    the device: the role refuses to start another and names it. One on another machine
+    (here: another network namespace of this one) is none of its business."""
+    _, inv = testbed
     minv, _, _ = model
+    provision(minv, limit="sw0", tags=["tofino_sde"], progress=False)  # the program installed (a no-op after the others)
     switchd.stop(minv)
     fake = tmp_path / "bf_switchd"
     shutil.copy("/bin/sleep", fake)
-    other = subprocess.Popen([str(fake), "300"])
+    elsewhere = subprocess.Popen([str(fake), "300"])  # this machine's root namespace: not the switch
+    try:
+        r = provision(minv, limit="sw0", tags=["switchd"], progress=False, extra_vars={"tofino_sde_state": "stopped"})
+        assert not r.failures
+    finally:
+        elsewhere.kill()
+        elsewhere.wait()
+    other = subprocess.Popen(["ip", "netns", "exec", inv.switch.netns, str(fake), "300"])  # on the switch itself
     try:
         with pytest.raises(ProvisionError) as e:
             provision(minv, limit="sw0", tags=["switchd"], progress=False, extra_vars={"tofino_sde_state": "started"})
