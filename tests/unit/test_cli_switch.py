@@ -17,12 +17,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orchestrator import cli, switchd
+from orchestrator import switchd
 from orchestrator.inventory import load
 from switch.bfrt.client import Client
 from switch.control import RainController, Settings
 from switch.emulator.bfrt_server import serve
 from switch.emulator.rain import make_store
+from tests.cli import rainmaker as run
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -43,17 +44,6 @@ def write_inventory(tmp_path: Path, bfrt: str, kind: str = "tofino") -> Path:
     path = tmp_path / "inv.yaml"
     path.write_text(yaml.safe_dump(inv))
     return path
-
-
-def run(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["rainmaker", *args])
-    code = 0
-    try:
-        cli.main()
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else 1
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import sys
 import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
 from pathlib import Path
@@ -21,19 +20,9 @@ from orchestrator.cloudlab import importer, manifest, mapping
 from orchestrator.errors import CloudlabError, MapFileError
 from orchestrator.inventory import load as load_inventory
 from orchestrator.inventory.ansible import export
+from tests.cli import rainmaker
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures/cloudlab"
-
-
-def rainmaker(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["rainmaker", *args])
-    code = 0
-    try:
-        cli.main()
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else 1
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture

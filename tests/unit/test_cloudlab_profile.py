@@ -17,9 +17,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from orchestrator import cli
 from orchestrator.cloudlab.profile import IMAGES, Topology, render
 from orchestrator.errors import CloudlabError
+from tests.cli import rainmaker
 
 G = "{http://www.geni.net/resources/rspec/3}"
 EMULAB = "{http://www.protogeni.net/resources/rspec/ext/emulab/1}"
@@ -199,17 +199,6 @@ def test_bad_topologies_are_refused_with_the_option_named(kw, words):
     with pytest.raises(CloudlabError) as ei:
         render(Topology(**kw))
     assert words in ei.value.message and ei.value.fix
-
-
-def rainmaker(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["rainmaker", *args])
-    code = 0
-    try:
-        cli.main()
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else 1
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_command_line_writes_the_profile(tmp_path, monkeypatch, capsys):
