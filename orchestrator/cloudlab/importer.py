@@ -552,7 +552,8 @@ def header(p: Plan, out: Path, argv: str, now: datetime | None = None) -> str:
     except ValueError:
         pass
     lines = [f"Written by `{argv}` on {now:%Y-%m-%d %H:%M} UTC",
-             f"from the CloudLab manifest {src} (sha256 {man.sha256[:16]})"
+             # A non-breaking space: the digest stays beside its label when the line wraps.
+             f"from the CloudLab manifest {src} (sha256\u00a0{man.sha256[:16]})"
              + (f" and the map {p.mapfile.path}" if p.mapfile.path else "") + "."]
     what = []
     if exp:
@@ -576,8 +577,8 @@ def header(p: Plan, out: Path, argv: str, now: datetime | None = None) -> str:
     lines.append(f"Next: rainmaker inventory check {out.name}; rainmaker provision --check -i {out.name}")
     import textwrap
 
-    return "".join("# " + w + "\n" for ln in lines for w in textwrap.wrap(ln, 96, subsequent_indent="  ",
-                                                                        break_on_hyphens=False))
+    return "".join("# " + w.replace("\u00a0", " ") + "\n"
+                   for ln in lines for w in textwrap.wrap(ln, 96, subsequent_indent="  ", break_on_hyphens=False))
 
 
 def write(inv: dict[str, Any], out: Path, head: str):
