@@ -195,13 +195,17 @@ def exec_(inv_path: str | None, role: str | None, hosts: tuple[str, ...], timeou
 @cli.command()
 @click.option("-i", "--inventory", "inv_path", help=INVENTORY_HELP)
 @click.option("--check", is_flag=True, help="dry run: report what would change, change nothing")
-@click.option("--tags", help="only roles/tasks with these tags (comma-separated), e.g. dpdk,hugepages")
+@click.option("--tags", help="only roles/tasks with these tags (comma-separated): common, hugepages, dpdk_host, "
+                             "roce, deploy, tofino_sde, switchd")
 @click.option("--limit", help="only these hosts or groups (Ansible pattern), e.g. workers")
 @click.option("--verify", is_flag=True,
               help="check that every machine is in the state provisioning leaves it in (playbooks/verify.yml); changes nothing")
 def provision(inv_path: str | None, check: bool, tags: str | None, limit: str | None, verify: bool) -> None:
-    """Provision the testbed with Ansible (playbooks/site.yml): base packages and deploy
-    roots, hugepages, DPDK 22.11. Idempotent: a second run changes nothing.
+    """Provision the testbed with Ansible (playbooks/site.yml). Hosts: common (packages,
+    deploy root), hugepages, dpdk_host (DPDK 22.11, the NIC, CPU isolation checks), roce
+    (RoCEv2 on workers' ConnectX), deploy (binaries and agents). Switch: common,
+    hugepages, tofino_sde (SDE checks, the program compiled and installed, bf_switchd as
+    a service, ports up). Idempotent: a second run changes nothing.
 
     \b
     --check    dry run: what would change, and what hardware or vendor software each
