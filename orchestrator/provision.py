@@ -38,6 +38,7 @@ CONTROL_PERSIST_S = 15  # short: `testbed down` and the next run should not find
 KEEP_RUNS = 20  # run directories kept per testbed (older ones are pruned)
 STDERR_TAIL = 5  # lines of a failed module's stderr kept in its TaskFailure
 MAX_ITEMS = 6  # loop items shown per task in a summary
+DEPLOY_TAG = "deploy"  # the rainmaker_deploy role's tag (playbooks/hosts.yml, verify.yml)
 
 MISSING = "missing: "  # how roles name what a host lacks (roles/common/tasks/missing.yml)
 COUNT_FIELDS = ("ok", "changed", "failed", "unreachable", "skipped", "rescued", "ignored")
@@ -551,8 +552,11 @@ def provision(inv: Inventory, *, check: bool = False, tags: list[str] | None = N
     if limit:
         kwargs["limit"] = limit
     # The bundle the rainmaker_deploy role copies (orchestrator/deploy.py: defined once,
-    # shared with run.py's deploy()); the caller's extra vars win.
-    kwargs["extravars"] = {**deploy_vars(inv.deploy.build, stage=run_dir / "bundle"), **(extra_vars or {})}
+    # shared with run.py's deploy()), staged only for runs that include that role (not
+    # `switch start`, `--tags switchd`, ...); the caller's extra vars win.
+    deploy_runs = (tags is None or DEPLOY_TAG in tags) and DEPLOY_TAG not in (skip_tags or [])
+    bundle = deploy_vars(inv.deploy.build, stage=run_dir / "bundle") if deploy_runs else {}
+    kwargs["extravars"] = {**bundle, **(extra_vars or {})}
     if timeout:
         kwargs["timeout"] = timeout
 

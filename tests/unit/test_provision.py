@@ -518,3 +518,16 @@ def test_summary_names_what_loop_tasks_would_change_and_what_hosts_lack():
     assert "agent/f0.py, agent/f1.py, agent/f2.py, agent/f3.py, agent/f4.py, agent/f5.py and 3 more  (client0)" in text
     assert "missing (a real run would stop here; hardware or vendor software):\n  tofino1: a Tofino ASIC on PCI" in text
     assert not r.ok  # something is missing: a real run would not succeed
+
+
+@pytest.mark.parametrize("tags,skip,staged", [(None, None, True), (["deploy", "roce"], None, True),
+                                              (["switchd"], None, False), (["tofino_sde"], None, False),
+                                              (None, ["deploy"], False)])
+def test_the_bundle_is_staged_only_for_runs_that_deploy(tmp_path, example_inventory, fake_runner, tags, skip, staged):
+    fake = fake_runner(FakeRunner(converge_events().out))
+    prov.provision(example_inventory, tags=tags, skip_tags=skip, progress=False, work_dir=tmp_path,
+                   extra_vars={"tofino_sde_state": "stopped"})
+    kw = fake.kwargs
+    assert ("rainmaker_bundle" in kw["extravars"]) == staged
+    assert (Path(kw["private_data_dir"]) / "bundle").exists() == staged
+    assert kw["extravars"]["tofino_sde_state"] == "stopped"  # the caller's own vars always go through
