@@ -20,6 +20,7 @@ import pytest
 
 from orchestrator.errors import GroupError, RemoteError
 from orchestrator.remote import Group, Remote, Target
+from tests.poll import until
 
 pytestmark = pytest.mark.integration
 
@@ -129,15 +130,6 @@ def _gone(pid: int) -> bool:
         return True
 
 
-def _until(cond, timeout: float = 5.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.02)
-    return cond()
-
-
 # -- commands ------------------------------------------------------------------------
 def test_exit_codes_stdout_stderr(remote: Remote) -> None:
     r = remote.run_shell("echo out; echo err >&2; exit 7", timeout=10, check=False)
@@ -170,7 +162,7 @@ def test_timeout_returns_and_remote_process_is_gone(remote: Remote) -> None:
     assert time.monotonic() - t0 < 5
     assert r.error == "timed out after 1s" and r.exit_code is None
     pid = int(r.stdout.split()[0])
-    assert _until(lambda: _gone(pid), 3), "the remote sleep survived the timeout"
+    assert until(lambda: _gone(pid), 3), "the remote sleep survived the timeout"
     with pytest.raises(RemoteError, match="timed out after 0.5s"):
         remote.run(["sleep", "10"], timeout=0.5)
     # the connection is still usable afterwards

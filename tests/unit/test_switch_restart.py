@@ -18,6 +18,7 @@ from switch.bfrt.errors import BfrtError
 from switch.control import RainController
 from switch.emulator.bfrt_server import serve
 from switch.emulator.rain import make_store
+from tests.poll import until
 from tests.unit.test_controller import inventory, two_slices, worker_reg
 
 pytestmark = pytest.mark.timeout(120)
@@ -27,15 +28,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def wait_until(pred, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.02)
-    return pred()
 
 
 def test_a_restarted_switch_is_detected_and_reprogrammed_after_reconnect():
@@ -50,7 +42,7 @@ def test_a_restarted_switch_is_detected_and_reprogrammed_after_reconnect():
         assert set(ctl.workers) == {0, 1}
 
         srv.stop(0).wait()  # the switch goes away: our stream ends
-        assert wait_until(lambda: ctl.switch_restarted), "the client did not notice the switch stopping"
+        assert until(lambda: ctl.switch_restarted, 10), "the client did not notice the switch stopping"
 
         srv = serve(make_store(), "127.0.0.1", port)  # it comes back, with a blank program
         took = ctl.ensure_session(timeout=20)
@@ -86,7 +78,7 @@ def test_reconnect_gives_up_with_a_clear_error_when_the_switch_stays_away():
     client = Client(f"127.0.0.1:{port}", "rain", client_id=0)
     srv.stop(0).wait()
     try:
-        assert wait_until(lambda: client.lost)
+        assert until(lambda: client.lost, 10)
         t0 = time.monotonic()
         with pytest.raises(BfrtError) as ei:
             client.reconnect(timeout=1.0)
