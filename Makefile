@@ -23,7 +23,7 @@ help:
 	@echo "make setup  - install Debian packages (as root), create $(VENV), install rainmaker"
 	@echo "make demo   - the main job on an emulated testbed (runs setup first)"
 	@echo "make test   - the test suite; integration tests need root (runs setup first)"
-	@echo "make lint   - ansible-lint (production profile)"
+	@echo "make lint   - ansible-lint (production profile), ruff check and ruff format --check"
 
 setup: $(STAMPS)/apt $(STAMPS)/venv build
 
@@ -74,6 +74,8 @@ test: setup
 
 lint: setup
 	$(BIN)/ansible-lint
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 clean:
 	rm -rf $(VENV) $(STAMPS) *.egg-info switch/bfrt/_gen

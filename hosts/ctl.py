@@ -3,6 +3,7 @@ hosts/dpdk/include/rain_ctl.h. The agent reads statistics and samples and writes
 knobs (quota n_w, enabled, slice) through it. Checked against the C header by
 tests/unit/test_proto_layout.py. Standard library only (deployed with the agents).
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -97,11 +98,15 @@ class ControlBlock:
             os.close(fd)
         self.header = Header.from_buffer(self._mm, 0)
         if self.header.magic != MAGIC or self.header.version != VERSION:
-            raise ValueError(f"{self.path}: not a rain control block (magic {self.header.magic:#x}, version {self.header.version})")
+            raise ValueError(
+                f"{self.path}: not a rain control block (magic {self.header.magic:#x}, version {self.header.version})"
+            )
         n = self.header.n_workers
         if size(n) > total:
             raise ValueError(f"{self.path}: {total} bytes cannot hold {n} workers")
-        self.workers = [Worker.from_buffer(self._mm, ctypes.sizeof(Header) + i * ctypes.sizeof(Worker)) for i in range(n)]
+        self.workers = [
+            Worker.from_buffer(self._mm, ctypes.sizeof(Header) + i * ctypes.sizeof(Worker)) for i in range(n)
+        ]
         self._cursor = [w.ring.head for w in self.workers]
 
     def set_quota(self, i: int, quota: int) -> None:

@@ -5,6 +5,7 @@ and constant here against it, so the two cannot drift. Used by the software swit
 the test peers and the analysis code; it depends on nothing but the standard library
 (agents are deployed with it).
 """
+
 from __future__ import annotations
 
 import enum
@@ -120,24 +121,48 @@ class Header:
         slot, length = struct.unpack("!II", self.data)
         return slot, length
 
-    def with_service_ns(self, ns: int) -> "Header":
+    def with_service_ns(self, ns: int) -> Header:
         return replace(self, data=ns.to_bytes(8, "big"))
 
-    def with_desc(self, slot: int, length: int) -> "Header":
+    def with_desc(self, slot: int, length: int) -> Header:
         return replace(self, data=struct.pack("!II", slot, length), flags=(self.flags | Flag.DESC) & ~Flag.LARGE)
 
     def pack(self) -> bytes:
-        return _HDR.pack(self.version, self.kind, self.flags, self.task_type, self.slice, self.client_id,
-                         self.request_id, self.worker_id, self.report, self.data, self.int_qdelay_ns, self.int_qlen)
+        return _HDR.pack(
+            self.version,
+            self.kind,
+            self.flags,
+            self.task_type,
+            self.slice,
+            self.client_id,
+            self.request_id,
+            self.worker_id,
+            self.report,
+            self.data,
+            self.int_qdelay_ns,
+            self.int_qlen,
+        )
 
     @classmethod
-    def unpack(cls, buf: bytes) -> "Header":
+    def unpack(cls, buf: bytes) -> Header:
         """Parse a header; raise ProtoError(reason) for anything a switch or worker must drop."""
         if len(buf) < HDR_LEN:
             raise ProtoError("truncated", f"{len(buf)} < {HDR_LEN} bytes")
         v = _HDR.unpack_from(buf)
-        h = cls(version=v[0], kind=v[1], flags=v[2], task_type=v[3], slice=v[4], client_id=v[5],
-                request_id=v[6], worker_id=v[7], report=v[8], data=v[9], int_qdelay_ns=v[10], int_qlen=v[11])
+        h = cls(
+            version=v[0],
+            kind=v[1],
+            flags=v[2],
+            task_type=v[3],
+            slice=v[4],
+            client_id=v[5],
+            request_id=v[6],
+            worker_id=v[7],
+            report=v[8],
+            data=v[9],
+            int_qdelay_ns=v[10],
+            int_qlen=v[11],
+        )
         if h.version != VERSION:
             raise ProtoError("bad_version", str(h.version))
         if not 1 <= h.kind <= KIND_MAX:
@@ -156,18 +181,21 @@ class SlotHeader:
     magic: int = SLOT_MAGIC
 
     def pack(self) -> bytes:
-        return _SLOT.pack(self.magic, self.client_id, self.task_type, self.flags, self.request_id, self.length, self.arg)
+        return _SLOT.pack(
+            self.magic, self.client_id, self.task_type, self.flags, self.request_id, self.length, self.arg
+        )
 
     @classmethod
-    def unpack(cls, buf: bytes) -> "SlotHeader":
+    def unpack(cls, buf: bytes) -> SlotHeader:
         if len(buf) < SLOT_HDR_LEN:
             raise ProtoError("truncated", f"slot header needs {SLOT_HDR_LEN} bytes")
         m, cid, tt, fl, rid, ln, arg = _SLOT.unpack_from(buf)
         return cls(client_id=cid, request_id=rid, length=ln, task_type=tt, flags=fl, arg=arg, magic=m)
 
 
-def large_payload(client_id: int, request_id: int, total_len: int, *, task_type: int = 0, arg: bytes = bytes(8),
-                  fill: int = 0xA5) -> bytes:
+def large_payload(
+    client_id: int, request_id: int, total_len: int, *, task_type: int = 0, arg: bytes = bytes(8), fill: int = 0xA5
+) -> bytes:
     """The bytes a client puts after the header of a large task (slot header + filler)."""
     if total_len < SLOT_HDR_LEN:
         raise ValueError(f"a large payload is at least {SLOT_HDR_LEN} bytes")
@@ -185,11 +213,18 @@ class Bth:
     ack_req: bool = False
 
     def pack(self) -> bytes:
-        return _BTH.pack(self.opcode, self.se_m_pad_tver, self.pkey, 0, self.dst_qp.to_bytes(3, "big"),
-                         0x80 if self.ack_req else 0, (self.psn & 0xFFFFFF).to_bytes(3, "big"))
+        return _BTH.pack(
+            self.opcode,
+            self.se_m_pad_tver,
+            self.pkey,
+            0,
+            self.dst_qp.to_bytes(3, "big"),
+            0x80 if self.ack_req else 0,
+            (self.psn & 0xFFFFFF).to_bytes(3, "big"),
+        )
 
     @classmethod
-    def unpack(cls, buf: bytes) -> "Bth":
+    def unpack(cls, buf: bytes) -> Bth:
         if len(buf) < ROCE_BTH_LEN:
             raise ProtoError("truncated", "BTH")
         op, smpt, pkey, _, qp, ack, psn = _BTH.unpack_from(buf)
@@ -206,7 +241,7 @@ class Reth:
         return _RETH.pack(self.va, self.rkey, self.dma_len)
 
     @classmethod
-    def unpack(cls, buf: bytes) -> "Reth":
+    def unpack(cls, buf: bytes) -> Reth:
         if len(buf) < ROCE_RETH_LEN:
             raise ProtoError("truncated", "RETH")
         return cls(*_RETH.unpack_from(buf))
@@ -223,7 +258,7 @@ class Message:
         return self.hdr.pack() + self.payload
 
     @classmethod
-    def unpack(cls, buf: bytes) -> "Message":
+    def unpack(cls, buf: bytes) -> Message:
         h = Header.unpack(buf)
         payload = bytes(buf[HDR_LEN:])
         if h.flags & Flag.LARGE:

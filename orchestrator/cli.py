@@ -5,6 +5,7 @@ else the emulated testbed that `rainmaker testbed up` built. Errors print as one
 readable message (file, field, fix) with exit status 2 for bad input and 1 for
 failures; RAINMAKER_DEBUG=1 shows the traceback too.
 """
+
 from __future__ import annotations
 
 import os
@@ -24,8 +25,7 @@ from .errors import RainmakerError
 console = Console(highlight=False, soft_wrap=True)
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
-INVENTORY_HELP = ("testbed inventory (YAML). Default: $RAINMAKER_INVENTORY, else the emulated "
-                  "testbed that is up")
+INVENTORY_HELP = "testbed inventory (YAML). Default: $RAINMAKER_INVENTORY, else the emulated testbed that is up"
 
 
 def _inventory(path: str | None):
@@ -54,14 +54,20 @@ def cli() -> None:
 
 # -- testbed -------------------------------------------------------------------------
 
+
 @cli.group()
 def testbed() -> None:
     """Build, inspect and remove the emulated testbed (needs root)."""
 
 
 def _slot_option(f):
-    return click.option("--slot", type=click.IntRange(0, 15), default=0, show_default=True,
-                        help="which emulated testbed: slots are independent (own namespaces, addresses 10.79.SLOT.0/24)")(f)
+    return click.option(
+        "--slot",
+        type=click.IntRange(0, 15),
+        default=0,
+        show_default=True,
+        help="which emulated testbed: slots are independent (own namespaces, addresses 10.79.SLOT.0/24)",
+    )(f)
 
 
 @testbed.command("up")
@@ -109,8 +115,10 @@ def testbed_status(slot: int, as_json: bool) -> None:
     for col in ("name", "role", "netns", "mgmt", "sshd", "data"):
         t.add_column(col)
     for row in st["machines"]:
-        t.add_row(*(str(row[c]) for c in ("name", "role", "netns", "mgmt", "sshd", "data")),
-                  style=None if row["sshd"] == "up" else "red")
+        t.add_row(
+            *(str(row[c]) for c in ("name", "role", "netns", "mgmt", "sshd", "data")),
+            style=None if row["sshd"] == "up" else "red",
+        )
     console.print(t)
     console.print(f"inventory: {st['inventory']}")
     if any(r["sshd"] != "up" for r in st["machines"]):
@@ -118,6 +126,7 @@ def testbed_status(slot: int, as_json: bool) -> None:
 
 
 # -- inventory -----------------------------------------------------------------------
+
 
 @cli.group()
 def inventory() -> None:
@@ -134,8 +143,10 @@ def inventory_check(file: str) -> None:
     inv = load(file)
     for w in warnings(inv, Path(file).parent):
         err_console.print(Text("warning: ", style="yellow") + Text(w.render(file)))
-    console.print(f"{file}: ok: switch {inv.switch.name} ({inv.switch.kind}, {len(inv.switch.ports)} ports), "
-                  f"{len(inv.clients)} client(s), {len(inv.workers)} worker(s)")
+    console.print(
+        f"{file}: ok: switch {inv.switch.name} ({inv.switch.kind}, {len(inv.switch.ports)} ports), "
+        f"{len(inv.clients)} client(s), {len(inv.workers)} worker(s)"
+    )
 
 
 @inventory.command("export")
@@ -150,13 +161,16 @@ def inventory_export(inv_path: str | None, fmt: str) -> None:
 
 # -- exec ----------------------------------------------------------------------------
 
+
 @cli.command("exec", context_settings={"ignore_unknown_options": True})
 @click.option("-i", "--inventory", "inv_path", help=INVENTORY_HELP)
 @click.option("--role", type=click.Choice(["client", "worker", "switch"]), help="only machines of this role")
 @click.option("--host", "hosts", multiple=True, help="only this machine (repeatable)")
 @click.option("--timeout", type=float, default=60, show_default=True, help="seconds per host")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def exec_(inv_path: str | None, role: str | None, hosts: tuple[str, ...], timeout: float, command: tuple[str, ...]) -> None:
+def exec_(
+    inv_path: str | None, role: str | None, hosts: tuple[str, ...], timeout: float, command: tuple[str, ...]
+) -> None:
     """Run COMMAND on every machine (or a role / named hosts) over SSH, in parallel, and
     print each host's output and exit status. Put `--` before COMMAND:
 
@@ -192,14 +206,21 @@ def exec_(inv_path: str | None, role: str | None, hosts: tuple[str, ...], timeou
 
 # -- provision -----------------------------------------------------------------------
 
+
 @cli.command()
 @click.option("-i", "--inventory", "inv_path", help=INVENTORY_HELP)
 @click.option("--check", is_flag=True, help="dry run: report what would change, change nothing")
-@click.option("--tags", help="only roles/tasks with these tags (comma-separated): common, hugepages, dpdk_host, "
-                             "roce, deploy, tofino_sde, switchd")
+@click.option(
+    "--tags",
+    help="only roles/tasks with these tags (comma-separated): common, hugepages, dpdk_host, "
+    "roce, deploy, tofino_sde, switchd",
+)
 @click.option("--limit", help="only these hosts or groups (Ansible pattern), e.g. workers")
-@click.option("--verify", is_flag=True,
-              help="check that every machine is in the state provisioning leaves it in (playbooks/verify.yml); changes nothing")
+@click.option(
+    "--verify",
+    is_flag=True,
+    help="check that every machine is in the state provisioning leaves it in (playbooks/verify.yml); changes nothing",
+)
 def provision(inv_path: str | None, check: bool, tags: str | None, limit: str | None, verify: bool) -> None:
     """Provision the testbed with Ansible (playbooks/site.yml). Hosts: common (packages,
     deploy root), hugepages, dpdk_host (DPDK 22.11, the NIC, CPU isolation checks), roce
@@ -211,19 +232,22 @@ def provision(inv_path: str | None, check: bool, tags: str | None, limit: str | 
     --check    dry run: what would change, and what hardware or vendor software each
                machine lacks (exit status 1 if anything is missing)
     --verify   assert that the machines are provisioned (nothing changes)"""
-    from .provision import VERIFY, SITE, provision as run_provision
+    from .provision import SITE, VERIFY
+    from .provision import provision as run_provision
 
     if check and verify:
         raise click.UsageError("--check and --verify are two different runs: give one")
     inv = _inventory(inv_path)
-    report = run_provision(inv, check=check, tags=tags.split(",") if tags else None, limit=limit,
-                           playbook=VERIFY if verify else SITE)
+    report = run_provision(
+        inv, check=check, tags=tags.split(",") if tags else None, limit=limit, playbook=VERIFY if verify else SITE
+    )
     console.print(Text(report.summary()))
     if report.missing:
         sys.exit(1)
 
 
 # -- switch --------------------------------------------------------------------------
+
 
 @cli.group("switch")
 def switch_group() -> None:
@@ -241,13 +265,23 @@ def switch_group() -> None:
 @switch_group.command("start")
 @click.option("-i", "--inventory", "inv_path", help=INVENTORY_HELP)
 @click.option("--program", help="P4 program to run (default: the inventory's switch.program, rain)")
-@click.option("--timeout", type=click.FloatRange(min=1), default=None,
-              help="seconds to wait for the switch to answer BFRuntime [default: 60 emulated, 300 tofino]")
-@click.option("--port-timeout", type=click.FloatRange(min=1), default=30, show_default=True,
-              help="seconds to wait for every port to be up")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=1),
+    default=None,
+    help="seconds to wait for the switch to answer BFRuntime [default: 60 emulated, 300 tofino]",
+)
+@click.option(
+    "--port-timeout",
+    type=click.FloatRange(min=1),
+    default=30,
+    show_default=True,
+    help="seconds to wait for every port to be up",
+)
 @click.option("--restart", is_flag=True, help="stop the switch's software first if it runs")
-def switch_start(inv_path: str | None, program: str | None, timeout: float | None, port_timeout: float,
-                 restart: bool) -> None:
+def switch_start(
+    inv_path: str | None, program: str | None, timeout: float | None, port_timeout: float, restart: bool
+) -> None:
     """Start the switch and bring the inventory's ports up (added, enabled, oper up).
 
     \b
@@ -260,8 +294,15 @@ def switch_start(inv_path: str | None, program: str | None, timeout: float | Non
     from . import switchd
 
     inv = _inventory(inv_path)
-    st = switchd.start(inv, program, log=lambda m: console.print(Text(f"· {m}", style="dim")), ready_timeout=timeout,
-                       port_timeout=port_timeout, restart=restart, progress=inv.switch.kind == "tofino")
+    st = switchd.start(
+        inv,
+        program,
+        log=lambda m: console.print(Text(f"· {m}", style="dim")),
+        ready_timeout=timeout,
+        port_timeout=port_timeout,
+        restart=restart,
+        progress=inv.switch.kind == "tofino",
+    )
     _print_switch_status(st)
     if not st.ok:
         sys.exit(1)
@@ -269,16 +310,18 @@ def switch_start(inv_path: str | None, program: str | None, timeout: float | Non
 
 @switch_group.command("stop")
 @click.option("-i", "--inventory", "inv_path", help=INVENTORY_HELP)
-@click.option("--grace", type=click.FloatRange(min=0), default=5, show_default=True,
-              help="seconds between TERM and KILL")
+@click.option(
+    "--grace", type=click.FloatRange(min=0), default=5, show_default=True, help="seconds between TERM and KILL"
+)
 def switch_stop(inv_path: str | None, grace: float) -> None:
     """Stop the switch's software (TERM, then KILL after --grace seconds). Safe to run twice.
     On a tofino: the tofino_sde role stops bf_switchd (and tofino-model)."""
     from . import switchd
 
     inv = _inventory(inv_path)
-    how = switchd.stop(inv, grace=grace, log=lambda m: console.print(Text(f"· {m}", style="dim")),
-                       progress=inv.switch.kind == "tofino")
+    how = switchd.stop(
+        inv, grace=grace, log=lambda m: console.print(Text(f"· {m}", style="dim")), progress=inv.switch.kind == "tofino"
+    )
     console.print(f"switch {inv.switch.name}: {how}")
 
 
@@ -362,7 +405,10 @@ def switch_tables(inv_path: str | None, as_json: bool) -> None:
         for e in t["entries"]:
             row = [_value(k, e["key"].get(k), widths.get(k, 0)) for k in keys]
             if has_action:
-                row += [e["action"] or "", ", ".join(f"{n}={_value(n, v, widths.get(n, 0))}" for n, v in e["data"].items())]
+                row += [
+                    e["action"] or "",
+                    ", ".join(f"{n}={_value(n, v, widths.get(n, 0))}" for n, v in e["data"].items()),
+                ]
             else:
                 row += [_value(c, e["data"].get(c), widths.get(c, 0)) for c in data_cols]
             tab.add_row(*row)
@@ -371,8 +417,12 @@ def switch_tables(inv_path: str | None, as_json: bool) -> None:
 
 @switch_group.command("registers")
 @click.option("-i", "--inventory", "inv_path", help=INVENTORY_HELP)
-@click.option("--all", "everything", is_flag=True,
-              help="read the 128K-entry arrays too (slow: a minute or more through BFRuntime)")
+@click.option(
+    "--all",
+    "everything",
+    is_flag=True,
+    help="read the 128K-entry arrays too (slow: a minute or more through BFRuntime)",
+)
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output (the controller's snapshot)")
 def switch_registers(inv_path: str | None, everything: bool, as_json: bool) -> None:
     """Print the registers and counters: small registers fully (non-zero cells), the
@@ -393,8 +443,11 @@ def switch_registers(inv_path: str | None, everything: bool, as_json: bool) -> N
         head = f"{name} [{r['size']} x {r['width']} bit]"
         if r.get("skipped"):
             occ = r.get("occupied")
-            where = (f"queues occupy {r['occupied_count']} entries: "
-                     + ", ".join(f"{a}..{b}" for a, b in occ)) if occ else "queues empty"
+            where = (
+                (f"queues occupy {r['occupied_count']} entries: " + ", ".join(f"{a}..{b}" for a, b in occ))
+                if occ
+                else "queues empty"
+            )
             console.print(Text(f"{head}: not read ({where if occ is not None else 'use --all'})"))
             continue
         for p, cells in enumerate(r["pipes"]):
@@ -407,10 +460,13 @@ def switch_registers(inv_path: str | None, everything: bool, as_json: bool) -> N
         body = ", ".join(f"{k}={v['packets']} pkts/{v['bytes']} B" for k, v in nz.items()) or "all 0"
         console.print(Text(f"{name}: {body}"))
     for s, q in snap.get("queues", {}).items():
-        console.print(Text(
-            f"queue of slice {s}: entries {q['first']}..{q['last']} ({q['capacity']}), balance {q['balance']} "
-            f"({q['tasks']} tasks, {q['tokens']} tokens waiting), head {q['head']}, tail {q['tail']}; "
-            f"RDMA ring {q['ring_slots']} slots, next {q['ring_offset']}, mgid {q['mgid']}"))
+        console.print(
+            Text(
+                f"queue of slice {s}: entries {q['first']}..{q['last']} ({q['capacity']}), balance {q['balance']} "
+                f"({q['tasks']} tasks, {q['tokens']} tokens waiting), head {q['head']}, tail {q['tail']}; "
+                f"RDMA ring {q['ring_slots']} slots, next {q['ring_offset']}, mgid {q['mgid']}"
+            )
+        )
 
 
 def _call(d: dict, widths: dict) -> str:

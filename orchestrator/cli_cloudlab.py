@@ -1,4 +1,5 @@
 """The CloudLab verbs of the CLI: `rainmaker cloudlab profile` and `rainmaker cloudlab import`."""
+
 from __future__ import annotations
 
 import shlex
@@ -29,29 +30,78 @@ def register(cli: click.Group, console, err_console) -> None:
         """
 
     @cloudlab.command("profile")
-    @click.option("--clients", type=click.IntRange(1, profile_mod.MAX_HOSTS), default=1, show_default=True,
-                  help="client hosts (they send the load)")
-    @click.option("--workers", type=click.IntRange(1, profile_mod.MAX_HOSTS), default=2, show_default=True,
-                  help="worker hosts (they serve it)")
-    @click.option("--hardware-type", default=profile_mod.DEFAULT_HOST_TYPE, show_default=True,
-                  help="CloudLab hardware type of the hosts: raw PCs with a ConnectX NIC")
-    @click.option("--image", default=profile_mod.DEFAULT_IMAGE, show_default=True,
-                  help=f"disk image of the hosts: {', '.join(profile_mod.IMAGES)}, or an image URN")
-    @click.option("--switch-hardware-type", default=profile_mod.DEFAULT_SWITCH_TYPE, show_default=True,
-                  help="hardware type of the Tofino switch. Only some CloudLab clusters have Tofinos, and each names "
-                       "its type: check the cluster's hardware list and pass that name (the default is a placeholder; "
-                       "the portal can also change it at instantiation)")
-    @click.option("--switch-image", default=None,
-                  help="disk image of the switch (default: the image the cluster gives that switch type)")
+    @click.option(
+        "--clients",
+        type=click.IntRange(1, profile_mod.MAX_HOSTS),
+        default=1,
+        show_default=True,
+        help="client hosts (they send the load)",
+    )
+    @click.option(
+        "--workers",
+        type=click.IntRange(1, profile_mod.MAX_HOSTS),
+        default=2,
+        show_default=True,
+        help="worker hosts (they serve it)",
+    )
+    @click.option(
+        "--hardware-type",
+        default=profile_mod.DEFAULT_HOST_TYPE,
+        show_default=True,
+        help="CloudLab hardware type of the hosts: raw PCs with a ConnectX NIC",
+    )
+    @click.option(
+        "--image",
+        default=profile_mod.DEFAULT_IMAGE,
+        show_default=True,
+        help=f"disk image of the hosts: {', '.join(profile_mod.IMAGES)}, or an image URN",
+    )
+    @click.option(
+        "--switch-hardware-type",
+        default=profile_mod.DEFAULT_SWITCH_TYPE,
+        show_default=True,
+        help="hardware type of the Tofino switch. Only some CloudLab clusters have Tofinos, and each names "
+        "its type: check the cluster's hardware list and pass that name (the default is a placeholder; "
+        "the portal can also change it at instantiation)",
+    )
+    @click.option(
+        "--switch-image",
+        default=None,
+        help="disk image of the switch (default: the image the cluster gives that switch type)",
+    )
     @click.option("--switch-name", default="tofino", show_default=True, help="the switch node's name in the profile")
-    @click.option("--subnet", default="10.10.1.0/24", show_default=True,
-                  help="data network: clients get the first addresses, then workers; the last stays for the switch")
-    @click.option("--bandwidth-gbps", type=click.IntRange(1, 400), default=100, show_default=True,
-                  help="speed of each host-switch link")
-    @click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True), default="-",
-                  help="where to write profile.py (default: standard output)")
-    def profile_cmd(clients: int, workers: int, hardware_type: str, image: str, switch_hardware_type: str,
-                    switch_image: str | None, switch_name: str, subnet: str, bandwidth_gbps: int, output: str) -> None:
+    @click.option(
+        "--subnet",
+        default="10.10.1.0/24",
+        show_default=True,
+        help="data network: clients get the first addresses, then workers; the last stays for the switch",
+    )
+    @click.option(
+        "--bandwidth-gbps",
+        type=click.IntRange(1, 400),
+        default=100,
+        show_default=True,
+        help="speed of each host-switch link",
+    )
+    @click.option(
+        "-o",
+        "--output",
+        type=click.Path(dir_okay=False, allow_dash=True),
+        default="-",
+        help="where to write profile.py (default: standard output)",
+    )
+    def profile_cmd(
+        clients: int,
+        workers: int,
+        hardware_type: str,
+        image: str,
+        switch_hardware_type: str,
+        switch_image: str | None,
+        switch_name: str,
+        subnet: str,
+        bandwidth_gbps: int,
+        output: str,
+    ) -> None:
         """Write a CloudLab profile (geni-lib Python) that requests a Rain testbed: CLIENTS
         and WORKERS raw PCs, each with one data interface on a point-to-point link to a
         port of the Tofino switch, which CloudLab allocates as a node too.
@@ -67,11 +117,32 @@ def register(cli: click.Group, console, err_console) -> None:
         free for the switch's scheduling address. Once the experiment is ready,
         download its manifest and run `rainmaker cloudlab import`.
         """
-        topo = profile_mod.Topology(clients=clients, workers=workers, hardware_type=hardware_type, image=image,
-                                    switch_name=switch_name, switch_hardware_type=switch_hardware_type,
-                                    switch_image=switch_image, subnet=subnet, bandwidth_gbps=bandwidth_gbps)
-        cmd = ["rainmaker", "cloudlab", "profile", "--clients", str(clients), "--workers", str(workers),
-               "--hardware-type", hardware_type, "--image", image, "--switch-hardware-type", switch_hardware_type]
+        topo = profile_mod.Topology(
+            clients=clients,
+            workers=workers,
+            hardware_type=hardware_type,
+            image=image,
+            switch_name=switch_name,
+            switch_hardware_type=switch_hardware_type,
+            switch_image=switch_image,
+            subnet=subnet,
+            bandwidth_gbps=bandwidth_gbps,
+        )
+        cmd = [
+            "rainmaker",
+            "cloudlab",
+            "profile",
+            "--clients",
+            str(clients),
+            "--workers",
+            str(workers),
+            "--hardware-type",
+            hardware_type,
+            "--image",
+            image,
+            "--switch-hardware-type",
+            switch_hardware_type,
+        ]
         if switch_image:
             cmd += ["--switch-image", switch_image]
         if switch_name != "tofino":
@@ -83,24 +154,40 @@ def register(cli: click.Group, console, err_console) -> None:
         else:
             Path(output).write_text(text)
         addrs = topo.addresses()
-        err_console.print(f"profile: {clients} client(s) and {workers} worker(s) on {hardware_type}, switch "
-                          f"{switch_name} ({switch_hardware_type}); data network {topo.network}: "
-                          + ", ".join(f"{n} {a}" for n, a in addrs.items())
-                          + (f"; written to {output}" if output != "-" else ""))
+        err_console.print(
+            f"profile: {clients} client(s) and {workers} worker(s) on {hardware_type}, switch "
+            f"{switch_name} ({switch_hardware_type}); data network {topo.network}: "
+            + ", ".join(f"{n} {a}" for n, a in addrs.items())
+            + (f"; written to {output}" if output != "-" else "")
+        )
 
     @cloudlab.command("import")
     @click.argument("manifest", type=click.Path(dir_okay=False))
-    @click.option("--map", "map_path", type=click.Path(dir_okay=False),
-                  help="YAML map of what the manifest cannot say (switch ports and dev_ports, NIC PCI addresses, "
-                       "cores, the SDE, the SSH key and known_hosts)")
+    @click.option(
+        "--map",
+        "map_path",
+        type=click.Path(dir_okay=False),
+        help="YAML map of what the manifest cannot say (switch ports and dev_ports, NIC PCI addresses, "
+        "cores, the SDE, the SSH key and known_hosts)",
+    )
     @click.option("--switch", "switch_node", help="the Tofino node's client_id in the manifest (default: tofino)")
-    @click.option("-o", "--output", type=click.Path(dir_okay=False), default="cloudlab.yaml", show_default=True,
-                  help="the inventory to write")
+    @click.option(
+        "-o",
+        "--output",
+        type=click.Path(dir_okay=False),
+        default="cloudlab.yaml",
+        show_default=True,
+        help="the inventory to write",
+    )
     @click.option("--force", is_flag=True, help="overwrite the output if it exists")
-    @click.option("--interactive/--no-interactive", default=None,
-                  help="ask for what is missing (default: when the terminal is interactive)")
-    def import_cmd(manifest: str, map_path: str | None, switch_node: str | None, output: str, force: bool,
-                   interactive: bool | None) -> None:
+    @click.option(
+        "--interactive/--no-interactive",
+        default=None,
+        help="ask for what is missing (default: when the terminal is interactive)",
+    )
+    def import_cmd(
+        manifest: str, map_path: str | None, switch_node: str | None, output: str, force: bool, interactive: bool | None
+    ) -> None:
         """Turn the RSpec manifest of a running CloudLab experiment into a rainmaker
         inventory: nodes, logins, MACs, IPs and links come from MANIFEST; the Tofino
         node becomes `switch:` (BFRuntime at its address, port 50052), every other node
@@ -133,7 +220,8 @@ def register(cli: click.Group, console, err_console) -> None:
           rainmaker cloudlab import manifest.xml --map map.yaml -o cloudlab.yaml
           rainmaker inventory check cloudlab.yaml
         """
-        from .cloudlab import importer, manifest as manifest_mod, mapping
+        from .cloudlab import importer, mapping
+        from .cloudlab import manifest as manifest_mod
         from .errors import CloudlabError, UsageError
         from .inventory import warnings
 
@@ -156,10 +244,12 @@ def register(cli: click.Group, console, err_console) -> None:
                 snippet = importer.snippet(left).replace("\n", "\n    ")
                 raise CloudlabError(
                     f"{manifest}: {n} thing{'s' if n != 1 else ''} the manifest cannot say "
-                    f"{'are' if n != 1 else 'is'} missing " + (f"from {map_path}" if map_path else "(no --map given)")
+                    f"{'are' if n != 1 else 'is'} missing "
+                    + (f"from {map_path}" if map_path else "(no --map given)")
                     + f":\n{items}",
                     fix=f"add them to the map file (--map), e.g. (replace the examples):\n    {snippet}\n"
-                        "  or run in a terminal to be asked")
+                    "  or run in a terminal to be asked",
+                )
             err_console.print(f"{len(left)} thing(s) the manifest cannot say (Ctrl-C to stop):")
             new = {tuple(n.path): _prompt(n) for n in left}
             answers.update(new)
@@ -168,22 +258,33 @@ def register(cli: click.Group, console, err_console) -> None:
             raise CloudlabError("the answers still leave things missing", fix="write them in the map file instead")
 
         inv_data = importer.build(plan, out.parent)
-        argv = shlex.join(["rainmaker", "cloudlab", "import", manifest] + (["--map", map_path] if map_path else [])
-                          + (["--switch", switch_node] if switch_node else []) + ["-o", output])
+        argv = shlex.join(
+            ["rainmaker", "cloudlab", "import", manifest]
+            + (["--map", map_path] if map_path else [])
+            + (["--switch", switch_node] if switch_node else [])
+            + ["-o", output]
+        )
         inv = importer.write(inv_data, out, importer.header(plan, out, argv))
 
         sw = inv.switch
         console.print(f"{out}: inventory [bold]{inv.name}[/] from {len(man.nodes)} nodes")
+
         def node(name: str, cid: str) -> str:
             return name if name == cid else f"{name} (node {cid})"
 
-        console.print(f"  switch {node(sw.name, plan.switch.client_id)}: ssh {sw.mgmt.user}@{sw.mgmt.address}:"
-                      f"{sw.mgmt.port}, BFRuntime {sw.bfrt}, scheduling address {sw.service_ip}", markup=False)
+        console.print(
+            f"  switch {node(sw.name, plan.switch.client_id)}: ssh {sw.mgmt.user}@{sw.mgmt.address}:"
+            f"{sw.mgmt.port}, BFRuntime {sw.bfrt}, scheduling address {sw.service_ip}",
+            markup=False,
+        )
         for h, hp in zip(inv.hosts, plan.hosts):
             sp = sw.port(h.nic.switch_port)
-            console.print(f"  {h.role} {node(h.name, hp.node.client_id)}: ssh {h.mgmt.user}@{h.mgmt.address}:"
-                          f"{h.mgmt.port}, nic {h.nic.pci} {h.nic.mac} {h.nic.ip} on port {sp.port} "
-                          f"(dev_port {sp.dev_port})", markup=False)
+            console.print(
+                f"  {h.role} {node(h.name, hp.node.client_id)}: ssh {h.mgmt.user}@{h.mgmt.address}:"
+                f"{h.mgmt.port}, nic {h.nic.pci} {h.nic.mac} {h.nic.ip} on port {sp.port} "
+                f"(dev_port {sp.dev_port})",
+                markup=False,
+            )
         for note in importer.notes(plan):
             err_console.print(Text("note: ", style="yellow") + Text(note))
         for w in warnings(inv, out.parent):
@@ -205,5 +306,4 @@ def _prompt(need) -> object:
             raise click.BadParameter(str(e)) from None
 
     kind = click.Choice(list(need.choices)) if need.choices else None
-    return click.prompt(need.question, default=need.default, type=kind,
-                        value_proc=None if kind else proc, err=True)
+    return click.prompt(need.question, default=need.default, type=kind, value_proc=None if kind else proc, err=True)

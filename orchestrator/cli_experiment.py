@@ -1,4 +1,5 @@
 """The experiment verbs of the CLI: plan, run, analyze, plot, report."""
+
 from __future__ import annotations
 
 import json
@@ -9,15 +10,18 @@ import click
 from rich.table import Table
 from rich.text import Text
 
-INVENTORY_HELP = ("testbed inventory (YAML). Default: $RAINMAKER_INVENTORY, else the emulated "
-                  "testbed that is up")
+INVENTORY_HELP = "testbed inventory (YAML). Default: $RAINMAKER_INVENTORY, else the emulated testbed that is up"
 
 
 def register(cli: click.Group, console) -> None:
     @cli.command("plan")
     @click.argument("spec", type=click.Path(dir_okay=False))
-    @click.option("-i", "--inventory", "inv_path", help=INVENTORY_HELP + "; without one, a nominal emulated "
-                  "testbed of 2 workers and 1 client is assumed")
+    @click.option(
+        "-i",
+        "--inventory",
+        "inv_path",
+        help=INVENTORY_HELP + "; without one, a nominal emulated testbed of 2 workers and 1 client is assumed",
+    )
     @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
     def plan_cmd(spec: str, inv_path: str | None, as_json: bool) -> None:
         """Print the points SPEC expands into on a testbed (pure: touches nothing).
@@ -33,7 +37,8 @@ def register(cli: click.Group, console) -> None:
         shape = TestbedShape(2, 1, True)
         where = "a nominal emulated testbed (2 worker hosts, 1 client host)"
         try:
-            from .inventory import load as load_inv, resolve_path
+            from .inventory import load as load_inv
+            from .inventory import resolve_path
 
             inv = load_inv(resolve_path(inv_path))
             shape, where = shape_of(inv), f"testbed {inv.name}"
@@ -47,15 +52,35 @@ def register(cli: click.Group, console) -> None:
             click.echo(json.dumps([asdict(p) for p in points], indent=1))
             return
         t = Table(title=f"{s.name}: {len(points)} points on {where}")
-        for col in ("#", "id", "system", "load (paper kRPS)", "capacity", "offered (testbed rps)", "warm-up + measure", "handler"):
+        for col in (
+            "#",
+            "id",
+            "system",
+            "load (paper kRPS)",
+            "capacity",
+            "offered (testbed rps)",
+            "warm-up + measure",
+            "handler",
+        ):
             t.add_column(col, justify="right" if col[0] in "#lco" else "left", no_wrap=col == "id")
         for p in points:
-            t.add_row(str(p.index), p.id, p.curve, f"{p.load_krps:,.1f}", f"{p.capacity_fraction:.2f}",
-                      f"{p.offered_rps:,.1f}", f"{p.warmup_s:g} + {p.measure_s:g} s", p.handler)
+            t.add_row(
+                str(p.index),
+                p.id,
+                p.curve,
+                f"{p.load_krps:,.1f}",
+                f"{p.capacity_fraction:.2f}",
+                f"{p.offered_rps:,.1f}",
+                f"{p.warmup_s:g} + {p.measure_s:g} s",
+                p.handler,
+            )
         console.print(t)
         per = points[0].warmup_s + points[0].measure_s if points else 0
-        console.print(f"about {len(points) * (per + 3) / 60:.1f} min of testbed time (dilation x{points[0].dilation:g})"
-                      if points else "no points")
+        console.print(
+            f"about {len(points) * (per + 3) / 60:.1f} min of testbed time (dilation x{points[0].dilation:g})"
+            if points
+            else "no points"
+        )
         missing = sorted(s.needs() - SUPPORTED)
         for m in missing:
             console.print(Text(f"not runnable yet: {m}: {NOT_YET.get(m, 'not supported')}", style="yellow"))
@@ -65,10 +90,17 @@ def register(cli: click.Group, console) -> None:
     @click.option("-i", "--inventory", "inv_path", help=INVENTORY_HELP)
     @click.option("--resume", "resume", type=click.Path(file_okay=False), help="continue the run in RUN_DIR")
     @click.option("--results", "results", default="results", show_default=True, help="where new runs go")
-    @click.option("--retries", type=click.IntRange(0, 10), default=2, show_default=True,
-                  help="attempts after an infrastructure failure before a point is marked failed")
+    @click.option(
+        "--retries",
+        type=click.IntRange(0, 10),
+        default=2,
+        show_default=True,
+        help="attempts after an infrastructure failure before a point is marked failed",
+    )
     @click.option("--no-analysis", is_flag=True, help="skip analysis, plots and report at the end")
-    def run_cmd(spec: str, inv_path: str | None, resume: str | None, results: str, retries: int, no_analysis: bool) -> None:
+    def run_cmd(
+        spec: str, inv_path: str | None, resume: str | None, results: str, retries: int, no_analysis: bool
+    ) -> None:
         """Run SPEC on the testbed as a resumable sweep, then analyze, plot and report.
 
         \b
@@ -77,13 +109,23 @@ def register(cli: click.Group, console) -> None:
         point), summary.parquet, plots/, report.md. Ctrl-C keeps the done points:
           rainmaker run experiments/demo.yaml --resume results/demo/<timestamp>"""
         from .experiment.run import run
-        from .inventory import load as load_inv, resolve_path
+        from .inventory import load as load_inv
+        from .inventory import resolve_path
 
         p = resolve_path(inv_path)
         inv = load_inv(p)
         try:
-            run_dir = run(spec, inv, p, resume=Path(resume) if resume else None, results_root=Path(results),
-                          retries=retries, console=console, progress=sys.stdout.isatty(), analyze_after=not no_analysis)
+            run_dir = run(
+                spec,
+                inv,
+                p,
+                resume=Path(resume) if resume else None,
+                results_root=Path(results),
+                retries=retries,
+                console=console,
+                progress=sys.stdout.isatty(),
+                analyze_after=not no_analysis,
+            )
         except KeyboardInterrupt:
             sys.exit(130)
         console.print(f"results: [bold]{run_dir}[/]")

@@ -12,6 +12,7 @@ before a run). Both compare each file's SHA-256 on the host with the bundle's an
 only what differs, so a run after `provision` copies nothing, and a file changed on a host
 is found even when VERSION still matches.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -26,9 +27,17 @@ REPO = Path(__file__).resolve().parent.parent
 DPDK_SRC = REPO / "hosts" / "dpdk"
 BUILD = DPDK_SRC / "build"
 BINARIES = ("rain-client", "rain-worker")
-AGENT_FILES = ("hosts/__init__.py", "hosts/proto.py", "hosts/ctl.py", "hosts/agent/__init__.py",
-               "hosts/agent/__main__.py", "hosts/agent/common.py", "hosts/agent/worker.py",
-               "hosts/agent/client.py", "hosts/agent/adaptive.py")
+AGENT_FILES = (
+    "hosts/__init__.py",
+    "hosts/proto.py",
+    "hosts/ctl.py",
+    "hosts/agent/__init__.py",
+    "hosts/agent/__main__.py",
+    "hosts/agent/common.py",
+    "hosts/agent/worker.py",
+    "hosts/agent/client.py",
+    "hosts/agent/adaptive.py",
+)
 # What `make -C src/dpdk` needs on a host (README files, benchmarks and build/ stay here).
 SOURCE_GLOBS = ("Makefile", "include/*.h", "common/*.[ch]", "client/*.[ch]", "worker/*.[ch]")
 VERSION = "agent/VERSION"
@@ -105,9 +114,11 @@ def bundle(build: str = "local", *, repo: Path = REPO, stage: Path | None = None
         build_dir = repo / "hosts" / "dpdk" / "build"
         missing = missing_binaries(build_dir)
         if missing:
-            raise UsageError(f"{' and '.join(missing)} {'are' if len(missing) > 1 else 'is'} not built "
-                             f"(no {', '.join(str(build_dir / m) for m in missing)})",
-                             fix="run `make build` (it builds hosts/dpdk against the DPDK here)")
+            raise UsageError(
+                f"{' and '.join(missing)} {'are' if len(missing) > 1 else 'is'} not built "
+                f"(no {', '.join(str(build_dir / m) for m in missing)})",
+                fix="run `make build` (it builds hosts/dpdk against the DPDK here)",
+            )
         binaries = tuple(_file(build_dir / b, f"bin/{b}", 0o755, stage) for b in BINARIES)
         files, sources = binaries + agents, ()
     else:
@@ -115,7 +126,9 @@ def bundle(build: str = "local", *, repo: Path = REPO, stage: Path | None = None
         paths = sorted({p for g in SOURCE_GLOBS for p in src.glob(g) if p.is_file()})
         if not (src / "Makefile").is_file():
             raise UsageError(f"no DPDK sources in {src}", fix="run rainmaker from a complete checkout")
-        sources = tuple(_file(p, str(PurePosixPath(SOURCE_DIR, *p.relative_to(src).parts)), 0o644, stage) for p in paths)
+        sources = tuple(
+            _file(p, str(PurePosixPath(SOURCE_DIR, *p.relative_to(src).parts)), 0o644, stage) for p in paths
+        )
         files = agents
     return Bundle(build=build, files=files, sources=sources, digest=digest_of(build, files + sources))
 
@@ -128,18 +141,20 @@ def ansible_vars(build: str = "local", stage: Path | None = None) -> dict[str, A
         b = bundle(build, stage=stage)
     except UsageError as e:
         return {"rainmaker_bundle": {"error": e.render()}}
-    return {"rainmaker_bundle": {
-        "build": b.build,
-        "digest": b.digest,
-        "version_file": VERSION,
-        "source_dir": SOURCE_DIR,
-        "binaries": list(b.binaries),
-        # Every folder the files need, parents first: the role makes them 0755 like the
-        # deploy root's own (roles/common).
-        "dirs": directories(b),
-        "files": [f.as_var() for f in b.files],
-        "sources": [f.as_var() for f in b.sources],
-    }}
+    return {
+        "rainmaker_bundle": {
+            "build": b.build,
+            "digest": b.digest,
+            "version_file": VERSION,
+            "source_dir": SOURCE_DIR,
+            "binaries": list(b.binaries),
+            # Every folder the files need, parents first: the role makes them 0755 like the
+            # deploy root's own (roles/common).
+            "dirs": directories(b),
+            "files": [f.as_var() for f in b.files],
+            "sources": [f.as_var() for f in b.sources],
+        }
+    }
 
 
 def directories(b: Bundle) -> list[str]:
@@ -167,5 +182,20 @@ def differing(b: Bundle, have: dict[str, str], files: tuple[BundleFile, ...] | N
     return [f for f in (b.files if files is None else files) if have.get(f.dest) != f.sha256]
 
 
-__all__ = ["AGENT_FILES", "BINARIES", "BUILD", "Bundle", "BundleFile", "SOURCE_DIR", "VERSION",
-           "ansible_vars", "bundle", "differing", "directories", "digest_of", "missing_binaries", "parse_sha256sum", "sha256_file"]
+__all__ = [
+    "AGENT_FILES",
+    "BINARIES",
+    "BUILD",
+    "Bundle",
+    "BundleFile",
+    "SOURCE_DIR",
+    "VERSION",
+    "ansible_vars",
+    "bundle",
+    "differing",
+    "directories",
+    "digest_of",
+    "missing_binaries",
+    "parse_sha256sum",
+    "sha256_file",
+]

@@ -3,6 +3,7 @@
 Exit codes of the CLI follow the error's kind: input a person wrote that is wrong
 (an inventory, a spec, a command line) exits 2; everything else that fails exits 1.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

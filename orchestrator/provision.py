@@ -11,6 +11,7 @@ report attached as `error.report`.
 Nothing printed comes from module arguments or raw output, and private keys are
 redacted from every message we keep: the inventory names key files, never contents.
 """
+
 from __future__ import annotations
 
 import os
@@ -43,12 +44,20 @@ DEPLOY_TAG = "deploy"  # the rainmaker_deploy role's tag (playbooks/hosts.yml, v
 MISSING = "missing: "  # how roles name what a host lacks (roles/common/tasks/missing.yml)
 COUNT_FIELDS = ("ok", "changed", "failed", "unreachable", "skipped", "rescued", "ignored")
 # playbook_on_stats names -> ours
-_STATS_KEYS = {"ok": "ok", "changed": "changed", "failures": "failed", "dark": "unreachable",
-               "skipped": "skipped", "rescued": "rescued", "ignored": "ignored"}
+_STATS_KEYS = {
+    "ok": "ok",
+    "changed": "changed",
+    "failures": "failed",
+    "dark": "unreachable",
+    "skipped": "skipped",
+    "rescued": "rescued",
+    "ignored": "ignored",
+}
 _PRIVATE_KEY = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(-----END [A-Z0-9 ]*PRIVATE KEY-----|$)", re.S)
 
 
 # -- what a run produced ---------------------------------------------------------------
+
 
 @dataclass
 class HostCounts:
@@ -103,8 +112,7 @@ class ProvisionReport:
 
     @property
     def ok(self) -> bool:
-        return (self.rc == 0 and not self.failures and not self.missing
-                and all(c.healthy for c in self.hosts.values()))
+        return self.rc == 0 and not self.failures and not self.missing and all(c.healthy for c in self.hosts.values())
 
     @property
     def total_changed(self) -> int:
@@ -131,8 +139,10 @@ class ProvisionReport:
         """Plain text: a recap line, a per-host table, what changed and what failed."""
         mode = " (check mode: nothing was changed)" if self.check else ""
         verb = "would change" if self.check else "changed"
-        lines = [f"provision {self.inventory}{mode}: {len(self.hosts)} hosts, "
-                 f"{self.total_changed} {verb}, {len(self.failures)} failed, {self.duration_s:.1f} s"]
+        lines = [
+            f"provision {self.inventory}{mode}: {len(self.hosts)} hosts, "
+            f"{self.total_changed} {verb}, {len(self.failures)} failed, {self.duration_s:.1f} s"
+        ]
         width = max([len(h) for h in self.hosts] + [4])
         lines.append("  " + "host".ljust(width) + "".join(f"{f:>12}" for f in COUNT_FIELDS[:5]))
         for host, c in self.hosts.items():
@@ -145,13 +155,18 @@ class ProvisionReport:
                 lines.append(f"  {label}  ({', '.join(hosts)})")
                 # What a loop task changed (files, packages), grouped by hosts alike.
                 for its, who in items.get(label, []):
-                    shown = ", ".join(its[:MAX_ITEMS]) + (f" and {len(its) - MAX_ITEMS} more" if len(its) > MAX_ITEMS else "")
+                    shown = ", ".join(its[:MAX_ITEMS]) + (
+                        f" and {len(its) - MAX_ITEMS} more" if len(its) > MAX_ITEMS else ""
+                    )
                     lines.append(f"      {shown}" + (f"  ({', '.join(who)})" if len(who) < len(hosts) else ""))
         for text, hosts in self.notes.items():
             lines.append(f"note ({', '.join(hosts)}): {text}")
         if self.missing:
-            lines.append("missing (a real run would stop here; hardware or vendor software):"
-                         if self.check else "missing (hardware or vendor software):")
+            lines.append(
+                "missing (a real run would stop here; hardware or vendor software):"
+                if self.check
+                else "missing (hardware or vendor software):"
+            )
             for host, items in self.missing.items():
                 lines += [f"  {host}: {item}" for item in items]
         for f in self.failures:
@@ -164,8 +179,10 @@ class ProvisionReport:
         from rich.text import Text
 
         verb = "would change" if self.check else "changed"
-        t = Table(title=f"provision {self.inventory}: {self.total_changed} {verb}, {self.duration_s:.1f} s",
-                  title_justify="left")
+        t = Table(
+            title=f"provision {self.inventory}: {self.total_changed} {verb}, {self.duration_s:.1f} s",
+            title_justify="left",
+        )
         t.add_column("host")
         for f in COUNT_FIELDS[:5]:
             t.add_column(verb if f == "changed" else f, justify="right")
@@ -180,6 +197,7 @@ def _styled(field_name: str, n: int) -> str:
 
 
 # -- runner events -> counts, changes, failures -------------------------------------
+
 
 def redact(text: str) -> str:
     return _PRIVATE_KEY.sub("(private key redacted)", text)
@@ -336,7 +354,7 @@ class EventAggregator:
 
     def _missing(self, host: str, text: str) -> None:
         items = self.missing.setdefault(host, [])
-        for item in text[len(MISSING):].split(" | "):
+        for item in text[len(MISSING) :].split(" | "):
             item = item.strip()
             if item and item not in items:
                 items.append(item)
@@ -396,18 +414,36 @@ class EventAggregator:
         for host in recap:
             self.now.setdefault(host, _HostNow())
         # A failure inside a block that rescued it is not a failure of the run.
-        self.failures = [f for f in self.failures
-                         if f.host not in recap or not recap[f.host].healthy]
+        self.failures = [f for f in self.failures if f.host not in recap or not recap[f.host].healthy]
 
-    def report(self, inventory: str, *, duration_s: float, status: str = "successful", rc: int = 0,
-               run_dir: Path | None = None, tags: list[str] | None = None, limit: str | None = None) -> ProvisionReport:
+    def report(
+        self,
+        inventory: str,
+        *,
+        duration_s: float,
+        status: str = "successful",
+        rc: int = 0,
+        run_dir: Path | None = None,
+        tags: list[str] | None = None,
+        limit: str | None = None,
+    ) -> ProvisionReport:
         with self.lock:
-            return ProvisionReport(inventory=inventory, check=self.check,
-                                   hosts={h: HostCounts(**vars(c)) for h, c in self.hosts.items()},
-                                   changed=list(self.changed), failures=list(self.failures),
-                                   duration_s=duration_s, status=status, rc=rc, run_dir=run_dir,
-                                   tags=tags, limit=limit, notes={k: list(v) for k, v in self.notes.items()},
-                                   missing={k: list(v) for k, v in self.missing.items()}, roles=list(self.roles))
+            return ProvisionReport(
+                inventory=inventory,
+                check=self.check,
+                hosts={h: HostCounts(**vars(c)) for h, c in self.hosts.items()},
+                changed=list(self.changed),
+                failures=list(self.failures),
+                duration_s=duration_s,
+                status=status,
+                rc=rc,
+                run_dir=run_dir,
+                tags=tags,
+                limit=limit,
+                notes={k: list(v) for k, v in self.notes.items()},
+                missing={k: list(v) for k, v in self.missing.items()},
+                roles=list(self.roles),
+            )
 
     # -- the live display ------------------------------------------------------------
     def __rich__(self):
@@ -426,13 +462,17 @@ class EventAggregator:
             t.add_column("last task", no_wrap=True, overflow="ellipsis", min_width=8, max_width=48)
             for host, c in self.hosts.items():
                 now = self.now.get(host) or _HostNow()
-                t.add_row(Text(host), *[_styled(f, getattr(c, f)) for f in COUNT_FIELDS[:5]],
-                          Text(f"{now.state} {now.task}".strip()))  # Text: task names are not markup
+                t.add_row(
+                    Text(host),
+                    *[_styled(f, getattr(c, f)) for f in COUNT_FIELDS[:5]],
+                    Text(f"{now.state} {now.task}".strip()),
+                )  # Text: task names are not markup
             head = Text(("[check] " if self.check else "") + where, style="bold", no_wrap=True, overflow="ellipsis")
             return Group(head, t)
 
 
 # -- running ansible-playbook --------------------------------------------------------------
+
 
 def work_dir_for(inv: Inventory) -> Path:
     """Where runs of this testbed keep their state (control sockets, run directories)."""
@@ -515,10 +555,20 @@ def _runner_output_tail(r: Any, n: int = 15) -> str:
     return redact("\n".join(lines[-n:]))
 
 
-def provision(inv: Inventory, *, check: bool = False, tags: list[str] | None = None,
-              limit: str | None = None, progress: bool = True, skip_tags: list[str] | None = None,
-              extra_vars: dict[str, Any] | None = None, work_dir: Path | None = None,
-              timeout: int | None = None, console=None, playbook: Path = SITE) -> ProvisionReport:
+def provision(
+    inv: Inventory,
+    *,
+    check: bool = False,
+    tags: list[str] | None = None,
+    limit: str | None = None,
+    progress: bool = True,
+    skip_tags: list[str] | None = None,
+    extra_vars: dict[str, Any] | None = None,
+    work_dir: Path | None = None,
+    timeout: int | None = None,
+    console=None,
+    playbook: Path = SITE,
+) -> ProvisionReport:
     """Run playbooks/site.yml (or `playbook`, e.g. VERIFY) against `inv`; return the
     report, or raise ProvisionError.
 
@@ -540,8 +590,12 @@ def provision(inv: Inventory, *, check: bool = False, tags: list[str] | None = N
 
     agg = EventAggregator(check=check)
     kwargs: dict[str, Any] = dict(
-        private_data_dir=str(run_dir), playbook=str(playbook), inventory=str(inventory_file),
-        envvars=ansible_env(work), event_handler=agg, quiet=True,
+        private_data_dir=str(run_dir),
+        playbook=str(playbook),
+        inventory=str(inventory_file),
+        envvars=ansible_env(work),
+        event_handler=agg,
+        quiet=True,
     )
     if check:
         kwargs["cmdline"] = "--check --diff"
@@ -564,27 +618,43 @@ def provision(inv: Inventory, *, check: bool = False, tags: list[str] | None = N
     with _live(agg, progress, console):
         r = ansible_runner.run(**kwargs)
     duration = time.monotonic() - t0
-    report = agg.report(inv.name, duration_s=duration, status=r.status, rc=r.rc if r.rc is not None else -1,
-                        run_dir=run_dir, tags=tags, limit=limit)
+    report = agg.report(
+        inv.name,
+        duration_s=duration,
+        status=r.status,
+        rc=r.rc if r.rc is not None else -1,
+        run_dir=run_dir,
+        tags=tags,
+        limit=limit,
+    )
 
     if report.failures:
         bad = sorted({f.host for f in report.failures})
-        err = ProvisionError(f"provisioning {inv.name} failed on {len(bad)} host{'s' if len(bad) > 1 else ''} "
-                             f"({', '.join(bad)}); ansible's events are in {run_dir / 'artifacts'}", report.failures)
+        err = ProvisionError(
+            f"provisioning {inv.name} failed on {len(bad)} host{'s' if len(bad) > 1 else ''} "
+            f"({', '.join(bad)}); ansible's events are in {run_dir / 'artifacts'}",
+            report.failures,
+        )
         err.report = report  # type: ignore[attr-defined]
         raise err
     if report.rc != 0 or report.status != "successful":
         # ansible-playbook stopped before any task failed: a syntax error, a missing role,
         # no host matching --limit, or ansible-playbook not found at all.
         tail = _runner_output_tail(r)
-        err = ProvisionError(f"ansible-playbook ended with status {report.status} (rc {report.rc}) "
-                             f"without a failed task; its last output:\n" + (tail or "(none)"), [])
+        err = ProvisionError(
+            f"ansible-playbook ended with status {report.status} (rc {report.rc}) "
+            f"without a failed task; its last output:\n" + (tail or "(none)"),
+            [],
+        )
         err.report = report  # type: ignore[attr-defined]
         raise err
     if not report.hosts:
-        err = ProvisionError(f"ansible-playbook provisioned no host of {inv.name}"
-                             + (f" (--limit {limit!r})" if limit else "")
-                             + f"; see {run_dir / 'artifacts'}", [])
+        err = ProvisionError(
+            f"ansible-playbook provisioned no host of {inv.name}"
+            + (f" (--limit {limit!r})" if limit else "")
+            + f"; see {run_dir / 'artifacts'}",
+            [],
+        )
         err.report = report  # type: ignore[attr-defined]
         raise err
     return report
@@ -603,8 +673,14 @@ class _live:
             from rich.live import Live
 
             console = self.console or Console(stderr=True)
-            self.live = Live(get_renderable=lambda: self.agg, console=console, transient=True,
-                             refresh_per_second=4, redirect_stdout=False, redirect_stderr=False)
+            self.live = Live(
+                get_renderable=lambda: self.agg,
+                console=console,
+                transient=True,
+                refresh_per_second=4,
+                redirect_stdout=False,
+                redirect_stderr=False,
+            )
             self.live.start()
         return self
 
@@ -613,5 +689,17 @@ class _live:
             self.live.stop()
 
 
-__all__ = ["EventAggregator", "HostCounts", "ProvisionReport", "TaskChange", "ansible_env", "failure_message",
-           "provision", "work_dir_for", "PLAYBOOKS", "SITE", "VERIFY", "ROLES"]
+__all__ = [
+    "EventAggregator",
+    "HostCounts",
+    "ProvisionReport",
+    "TaskChange",
+    "ansible_env",
+    "failure_message",
+    "provision",
+    "work_dir_for",
+    "PLAYBOOKS",
+    "SITE",
+    "VERIFY",
+    "ROLES",
+]

@@ -16,6 +16,7 @@ Remote scripts are POSIX sh and need only coreutils, grep, awk, util-linux `sets
 (2.31 or later, for -f) and /proc, which every Linux host we target has (servers, the
 Tofino switch's OS, namespaces).
 """
+
 from __future__ import annotations
 
 import base64
@@ -114,9 +115,7 @@ def targets(
         return every if include_switch else every[1:]
     chosen = [t for t in every if (role is None or t.role == role) and (hosts is None or t.name in hosts)]
     if not chosen:
-        asked = " and ".join(
-            ([f"named {', '.join(hosts)}"] if hosts else []) + ([f"of role '{role}'"] if role else [])
-        )
+        asked = " and ".join(([f"named {', '.join(hosts)}"] if hosts else []) + ([f"of role '{role}'"] if role else []))
         raise UsageError(f"no machine in inventory '{inv.name}' is {asked or 'selected'}")
     return chosen
 
@@ -507,8 +506,14 @@ class Remote:
             # The local timeout is only a backstop for a hung network: the remote
             # `timeout` normally ends the command first, KILL_AFTER_S after TERM.
             r = conn.run(
-                line, hide=True, warn=True, pty=False, in_stream=False, echo=False,
-                encoding="utf-8", timeout=timeout + KILL_AFTER_S + 10,
+                line,
+                hide=True,
+                warn=True,
+                pty=False,
+                in_stream=False,
+                echo=False,
+                encoding="utf-8",
+                timeout=timeout + KILL_AFTER_S + 10,
             )
             elapsed = time.monotonic() - t0
             result = HostResult(host, shown, r.exited, r.stdout, r.stderr, duration_s=elapsed)
@@ -520,7 +525,11 @@ class Remote:
         except CommandTimedOut as e:
             self._drop()
             result = HostResult(
-                host, shown, None, e.result.stdout, e.result.stderr,
+                host,
+                shown,
+                None,
+                e.result.stdout,
+                e.result.stderr,
                 error=f"timed out after {_seconds(timeout)}s (no answer from the host)",
                 duration_s=time.monotonic() - t0,
             )
@@ -765,8 +774,10 @@ class Remote:
         rainmaker did not start, is only removed.
         """
         r = self._script(
-            _SH_LEFTOVERS, [str(self.target.run_dir), _cs(grace)],
-            what=f"kill_leftovers {self.target.run_dir}", timeout=grace + 20,
+            _SH_LEFTOVERS,
+            [str(self.target.run_dir), _cs(grace)],
+            what=f"kill_leftovers {self.target.run_dir}",
+            timeout=grace + 20,
         )
         if not r.ok:
             raise RemoteError(r)

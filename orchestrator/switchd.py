@@ -13,11 +13,12 @@ Readiness is probed: the emulator's ready line (or bf_switchd's BFRuntime port),
 BFRuntime port listening, a BFRuntime session that subscribes and reads the program,
 every port's $PORT_UP.
 """
+
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from .errors import ProvisionError, RainmakerError, RemoteError, SwitchdError
 from .inventory.model import Inventory
@@ -56,8 +57,16 @@ def _remote(inv: Inventory) -> Remote:
     return Remote(t)
 
 
-def _tofino_role(inv: Inventory, state: str, program: str | None, *, tags: list[str], log: Callable[[str], None],
-                progress: bool, extra: dict | None = None):
+def _tofino_role(
+    inv: Inventory,
+    state: str,
+    program: str | None,
+    *,
+    tags: list[str],
+    log: Callable[[str], None],
+    progress: bool,
+    extra: dict | None = None,
+):
     """Run the tofino_sde role on the switch alone; its report, or a SwitchdError naming what failed."""
     from .provision import provision
 
@@ -74,11 +83,17 @@ def _tofino_role(inv: Inventory, state: str, program: str | None, *, tags: list[
             why = "\n  ".join(f"task '{f.task}': {f.message}" for f in e.failures) or e.message
         raise SwitchdError(
             f"switch {sw.name}: the {ROLE} role could not {'stop' if state == 'stopped' else 'start'} bf_switchd:\n  "
-            + why, switch=sw.name,
-            fix=("provide what is missing, then run `rainmaker switch start` again" if missing else
-                 f"the role's full log is in {rep.run_dir / 'artifacts'}" if rep is not None and rep.run_dir else None),
+            + why,
+            switch=sw.name,
+            fix=(
+                "provide what is missing, then run `rainmaker switch start` again"
+                if missing
+                else f"the role's full log is in {rep.run_dir / 'artifacts'}"
+                if rep is not None and rep.run_dir
+                else None
+            ),
         ) from e
-    for label, hosts in report.changed_by_task():
+    for label, _hosts in report.changed_by_task():
         log(label.removeprefix(f"{ROLE} : "))
     for text in report.notes:
         log(text)
@@ -95,23 +110,39 @@ def emulator_argv(inv: Inventory, program: str, log_path: str) -> list[str]:
     argv = [sys.executable, "-m", "switch.emulator", "--program", program]
     for p in sw.ports:
         if p.iface is None:
-            raise SwitchdError(f"switch port {p.port} (dev_port {p.dev_port}) has no iface", switch=sw.name,
-                               fix="an emulated switch's ports name their interfaces: rebuild the testbed inventory")
+            raise SwitchdError(
+                f"switch port {p.port} (dev_port {p.dev_port}) has no iface",
+                switch=sw.name,
+                fix="an emulated switch's ports name their interfaces: rebuild the testbed inventory",
+            )
         argv += ["--port", f"{p.dev_port}={p.iface}"]
     return argv + ["--grpc", sw.bfrt, "--log", log_path]
 
 
-def connect(inv: Inventory, *, program: str | None = None, bind: bool = False, client_id: int = READER_CLIENT_ID,
-            timeout: float = CONNECT_TIMEOUT_S):
+def connect(
+    inv: Inventory,
+    *,
+    program: str | None = None,
+    bind: bool = False,
+    client_id: int = READER_CLIENT_ID,
+    timeout: float = CONNECT_TIMEOUT_S,
+):
     """A BFRuntime session to the inventory's switch (switch.bfrt.Client)."""
     from switch.bfrt.client import Client
 
     return Client(inv.switch.bfrt, p4_name=program, client_id=client_id, bind=bind, connect_timeout=timeout)
 
 
-def start(inv: Inventory, program: str | None = None, *, log: Callable[[str], None] = lambda m: None,
-          ready_timeout: float | None = None, port_timeout: float = 30.0, restart: bool = False,
-          progress: bool = False) -> SwitchStatus:
+def start(
+    inv: Inventory,
+    program: str | None = None,
+    *,
+    log: Callable[[str], None] = lambda m: None,
+    ready_timeout: float | None = None,
+    port_timeout: float = 30.0,
+    restart: bool = False,
+    progress: bool = False,
+) -> SwitchStatus:
     """Start the switch's software and bring its ports up; returns its status.
 
     Emulated: runs the emulator over SSH (`restart` stops a running one first; without
@@ -130,8 +161,9 @@ def start(inv: Inventory, program: str | None = None, *, log: Callable[[str], No
         if ready_timeout is not None:
             extra["tofino_sde_ready_timeout"] = int(max(1, ready_timeout))
         log(f"running the {ROLE} role on {sw.name} (bf_switchd, {program}, target {sw.target})")
-        _tofino_role(inv, "restarted" if restart else "started", program, tags=[ROLE], log=log, progress=progress,
-                     extra=extra)
+        _tofino_role(
+            inv, "restarted" if restart else "started", program, tags=[ROLE], log=log, progress=progress, extra=extra
+        )
         return status(inv)
     ready_timeout = READY_TIMEOUT_S if ready_timeout is None else ready_timeout
     if restart:
@@ -139,8 +171,11 @@ def start(inv: Inventory, program: str | None = None, *, log: Callable[[str], No
     with _remote(inv) as r:
         running = r.find(PROCESS)
         if running is not None:
-            raise SwitchdError(f"the switch software already runs on {sw.name} (process group {running.pgid})",
-                               switch=sw.name, fix="stop it first (rainmaker switch stop), or start it with --restart")
+            raise SwitchdError(
+                f"the switch software already runs on {sw.name} (process group {running.pgid})",
+                switch=sw.name,
+                fix="stop it first (rainmaker switch stop), or start it with --restart",
+            )
         run_dir = str(r.target.run_dir)
         argv = emulator_argv(inv, program, f"{run_dir}/emulator.log")
         log(f"starting the {program} emulator on {sw.name} ({len(sw.ports)} ports, BFRuntime on {sw.bfrt})")
@@ -162,18 +197,27 @@ def start(inv: Inventory, program: str | None = None, *, log: Callable[[str], No
                 f"switch {sw.name}: the {program} emulator did not come up "
                 f"({'it had exited' if how == 'not running' else 'stopped it again'}):\n  {why}"
                 + (f"\n  log {bg.log}:\n    " + tail.replace("\n", "\n    ") if tail else ""),
-                switch=sw.name) from e
+                switch=sw.name,
+            ) from e
     return status(inv)
 
 
-def stop(inv: Inventory, *, grace: float = STOP_GRACE_S, log: Callable[[str], None] = lambda m: None,
-         progress: bool = False) -> str:
+def stop(
+    inv: Inventory, *, grace: float = STOP_GRACE_S, log: Callable[[str], None] = lambda m: None, progress: bool = False
+) -> str:
     """Stop the switch's software (TERM, then KILL after `grace`): "terminated",
     "killed" or "not running" (emulated); "stopped" or "not running" (tofino: the
     tofino_sde role's switchd tasks, tofino-model too)."""
     if inv.switch.kind == "tofino":
-        report = _tofino_role(inv, "stopped", None, tags=[SWITCHD_TAG], log=log, progress=progress,
-                              extra={"tofino_sde_stop_timeout": int(max(1, grace))})
+        report = _tofino_role(
+            inv,
+            "stopped",
+            None,
+            tags=[SWITCHD_TAG],
+            log=log,
+            progress=progress,
+            extra={"tofino_sde_stop_timeout": int(max(1, grace))},
+        )
         stopped = any(c.task.startswith("Stop ") for c in report.changed)
         return "stopped" if stopped else "not running"
     with _remote(inv) as r:
@@ -222,17 +266,26 @@ def tables(client) -> list[dict]:
         if info.table_type in ("Register", "Counter", "PortStat"):
             continue
         t = client.table(info.name)
-        rows = [{"key": e.key, "action": _short(e.action), "data": e.data, "priority": e.priority}
-                for e in t.entries()]
+        rows = [{"key": e.key, "action": _short(e.action), "data": e.data, "priority": e.priority} for e in t.entries()]
         default = None
         if info.actions:
             d = t.default()
             default = {"action": _short(d.action), "data": d.data}
-        out.append({"name": info.name, "type": info.table_type, "size": info.size,
-                    "keys": [k.name for k in info.keys if k.name != "$MATCH_PRIORITY"],
-                    "widths": {**{k.name: k.width for k in info.keys}, **{d.name: d.width for d in info.data},
-                               **{p.name: p.width for a in info.actions for p in a.params}},
-                    "entries": rows, "default": default})
+        out.append(
+            {
+                "name": info.name,
+                "type": info.table_type,
+                "size": info.size,
+                "keys": [k.name for k in info.keys if k.name != "$MATCH_PRIORITY"],
+                "widths": {
+                    **{k.name: k.width for k in info.keys},
+                    **{d.name: d.width for d in info.data},
+                    **{p.name: p.width for a in info.actions for p in a.params},
+                },
+                "entries": rows,
+                "default": default,
+            }
+        )
     return out
 
 
@@ -253,11 +306,17 @@ def registers(client, inv: Inventory, *, everything: bool = False) -> dict:
             if info.size > BIG_REGISTER and not everything:
                 regs[info.name] = {"size": info.size, "width": reg.field.width, "skipped": True}
             else:
-                regs[info.name] = {"size": info.size, "width": reg.field.width,
-                                   "pipes": _cells.values_per_pipe(reg.read_all())}
+                regs[info.name] = {
+                    "size": info.size,
+                    "width": reg.field.width,
+                    "pipes": _cells.values_per_pipe(reg.read_all()),
+                }
         elif info.table_type == "Counter":
-            counters[info.name] = {str(i): {"packets": v.packets, "bytes": v.bytes}
-                                   for i, v in enumerate(client.counter(info.name).read_all()) if v.packets or v.bytes}
+            counters[info.name] = {
+                str(i): {"packets": v.packets, "bytes": v.bytes}
+                for i, v in enumerate(client.counter(info.name).read_all())
+                if v.packets or v.bytes
+            }
     return {"program": client.p4_name, "registers": regs, "counters": counters}
 
 

@@ -4,6 +4,7 @@ Validation errors name the field path (``hosts[1].nic.mac``); this module maps s
 path back to the line it was written on, and refuses duplicate keys, which plain
 YAML loaders silently resolve to the last one (a classic way to lose a setting).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -47,8 +48,14 @@ def _walk(node: yaml.Node, path: str, lines: dict[str, int], problems: list[Prob
             key = key_node.value if isinstance(key_node, yaml.ScalarNode) else str(key_node)
             line = key_node.start_mark.line + 1
             if key in seen:
-                problems.append(Problem(join(path, key), f"key '{key}' appears twice (first on line {seen[key]})",
-                                        "keep one of them: YAML would silently use the last", line))
+                problems.append(
+                    Problem(
+                        join(path, key),
+                        f"key '{key}' appears twice (first on line {seen[key]})",
+                        "keep one of them: YAML would silently use the last",
+                        line,
+                    )
+                )
             seen[key] = line
             child = join(path, key)
             lines[child] = line
@@ -72,7 +79,11 @@ def load(path: Path, problems: list[Problem]) -> Located | None:
         mark = getattr(e, "problem_mark", None)
         line = mark.line + 1 if mark else None
         what = getattr(e, "problem", None) or str(e)
-        problems.append(Problem("", f"not valid YAML: {what}", "fix the syntax at that line (indentation, a missing ':' or quote)", line))
+        problems.append(
+            Problem(
+                "", f"not valid YAML: {what}", "fix the syntax at that line (indentation, a missing ':' or quote)", line
+            )
+        )
         return None
     lines: dict[str, int] = {}
     if node is not None:
@@ -100,7 +111,7 @@ def pydantic_problems(exc: Any, located: Located, root_model: type | None = None
             msg = "this field is required"
             fix = fix or "add it"
         elif msg.startswith("Value error, "):
-            msg = msg[len("Value error, "):]
+            msg = msg[len("Value error, ") :]
         if kind != "rainmaker" and kind not in ("missing", "extra_forbidden"):
             if "input" in err and not isinstance(err["input"], (dict, list)):
                 msg += f" (got {err['input']!r})"

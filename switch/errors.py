@@ -5,6 +5,7 @@ run without it), so this root mirrors orchestrator.errors.RainmakerError: a mess
 an optional fix, `exit_code` and `render()`, data attributes on the subclasses, so the
 orchestrator's CLI can report a SwitchError exactly like one of its own.
 """
+
 from __future__ import annotations
 
 

@@ -1,4 +1,5 @@
 """Running the `rainmaker` command line in-process, as a person types it."""
+
 from __future__ import annotations
 
 import sys

@@ -4,6 +4,7 @@ Integration tests (marked `integration`) build emulated testbeds: they need root
 run only then. They use their own state folder and slots 9-12, so a testbed a person
 has up (slot 0) is never touched.
 """
+
 from __future__ import annotations
 
 import os

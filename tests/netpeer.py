@@ -4,6 +4,7 @@ and a raw-socket peer inside one of them that sends and receives whole frames.
 Only namespaces this module creates are used, and nothing in them has a route out.
 Frames are built with `frame()` (Ethernet/IPv4/UDP around a payload) or scapy.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -39,18 +40,32 @@ class NetnsPair:
     net_af_packet0,iface=dp0); side b hosts the Python peer.
     """
 
-    def __init__(self, tag: str, mac_a: str = "02:52:4d:aa:00:01", mac_b: str = "02:52:4d:aa:00:02",
-                 ip_a: str = "10.81.0.1", ip_b: str = "10.81.0.2"):
+    def __init__(
+        self,
+        tag: str,
+        mac_a: str = "02:52:4d:aa:00:01",
+        mac_b: str = "02:52:4d:aa:00:02",
+        ip_a: str = "10.81.0.1",
+        ip_b: str = "10.81.0.2",
+    ):
         self.tag = tag
         self.a = Side(f"{tag}-a", "dp0", mac_a, ip_a)
         self.b = Side(f"{tag}-b", "dp0", mac_b, ip_b)
 
-    def __enter__(self) -> "NetnsPair":
+    def __enter__(self) -> NetnsPair:
         self.close()
         for s in (self.a, self.b):
             _sh("ip", "netns", "add", s.netns)
-            _sh("ip", "netns", "exec", s.netns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1",
-                "net.ipv6.conf.default.disable_ipv6=1")
+            _sh(
+                "ip",
+                "netns",
+                "exec",
+                s.netns,
+                "sysctl",
+                "-qw",
+                "net.ipv6.conf.all.disable_ipv6=1",
+                "net.ipv6.conf.default.disable_ipv6=1",
+            )
             _sh("ip", "netns", "exec", s.netns, "ip", "link", "set", "lo", "up")
         tmp_a, tmp_b = f"{self.tag}xa"[:15], f"{self.tag}xb"[:15]
         _sh("ip", "link", "add", tmp_a, "type", "veth", "peer", "name", tmp_b)
@@ -120,7 +135,7 @@ class RawPeer:
                 data, addr = self.sock.recvfrom(65535)
                 if addr[2] != socket.PACKET_OUTGOING:  # skip our own transmissions
                     return time.monotonic_ns(), data
-        except (socket.timeout, BlockingIOError):
+        except (TimeoutError, BlockingIOError):
             return None
 
     def recv_until(self, pred, timeout: float) -> list[tuple[int, bytes]]:
@@ -168,4 +183,4 @@ def parse_udp(fr: bytes) -> tuple[int, int, bytes] | None:
         return None
     ihl = (fr[14] & 0x0F) * 4
     sport, dport, ulen = struct.unpack_from("!HHH", fr, 14 + ihl)
-    return sport, dport, fr[14 + ihl + 8: 14 + ihl + ulen]
+    return sport, dport, fr[14 + ihl + 8 : 14 + ihl + ulen]

@@ -1,4 +1,5 @@
 """Waiting for a condition in tests: probed every 20 ms, never slept for blindly."""
+
 from __future__ import annotations
 
 import time

@@ -1,4 +1,5 @@
 """`python3 -m hosts.agent worker|client --config FILE` or `enable --ctl FILE`."""
+
 from __future__ import annotations
 
 import argparse
@@ -20,11 +21,14 @@ def main() -> int:
     a = ap.parse_args()
     if a.cmd == "worker":
         from .worker import run
+
         return run(a.config)
     if a.cmd == "client":
         from .client import run
+
         return run(a.config)
     from .worker import enable
+
     return enable(a.ctl, a.quota, a.slice, a.disable)
 
 

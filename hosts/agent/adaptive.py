@@ -6,6 +6,7 @@ the samples from the control block and writes the decisions back to it.
 Per sample (one finished task): slowdown (L_w + L_sw + T_w) / T_w, the worker-side
 share of queuing L_w / (L_w + L_sw), and the switch queue length Q_sw seen at dispatch.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -13,15 +14,15 @@ from dataclasses import dataclass, field
 
 @dataclass
 class Params:
-    s_th: float = 10.0   # slowdown threshold S_th
-    r_th: float = 0.5    # HoL-blocking threshold R_th
-    n_max: int = 8       # quota cap
+    s_th: float = 10.0  # slowdown threshold S_th
+    r_th: float = 0.5  # HoL-blocking threshold R_th
+    n_max: int = 8  # quota cap
 
 
 @dataclass
 class WorkerState:
-    wid: int             # index in the control block
-    quota: int           # n_w
+    wid: int  # index in the control block
+    quota: int  # n_w
     slice: int
     samples: list[tuple[int, int, int, int]] = field(default_factory=list)  # (L_w, T_w, L_sw, Q_sw) ns/ns/ns/tasks
     idleness: float = 0.0  # I_w over the interval, 0..1
@@ -97,6 +98,9 @@ def decide(workers: list[WorkerState], p: Params) -> tuple[list[Decision], dict]
             why[w_star.wid] = f"moved from underloaded slice {su} to overloaded slice {so}, quota 1"
         s_o.discard(so)
         s_u.discard(su)
-    out = [Decision(w.wid, quota[w.wid], slice_of[w.wid], why[w.wid]) for w in workers
-           if quota[w.wid] != w.quota or slice_of[w.wid] != w.slice]
+    out = [
+        Decision(w.wid, quota[w.wid], slice_of[w.wid], why[w.wid])
+        for w in workers
+        if quota[w.wid] != w.quota or slice_of[w.wid] != w.slice
+    ]
     return out, {"labels": labels, "overload": over, "idleness": idle}

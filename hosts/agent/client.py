@@ -4,6 +4,7 @@ histograms and summary in the output folder. Started as
 rain-client is ready (and, with `wait_start`, hands on the SIGUSR1 that starts the
 load) and `rain-agent done` when it has written its results. SIGTERM
 ends rain-client early (its summary is then marked partial)."""
+
 from __future__ import annotations
 
 import signal
@@ -15,10 +16,27 @@ from .common import DONE, READY, AgentError, Child, Stop, eal_args, load_config,
 
 def client_argv(cfg: dict, out: Path) -> list[str]:
     c = cfg["client"]
-    argv = [cfg["binary"], *eal_args(cfg["eal"]), "--",
-            "--src-ip", c["src_ip"], "--dst-mac", c["dst_mac"], "--dst-ip", c["dst_ip"],
-            "--client-id", str(c.get("client_id", 0)), "--arrival", c.get("arrival", "poisson"),
-            "--warmup", str(c["warmup_s"]), "--duration", str(c["measure_s"]), "--out", str(out)]
+    argv = [
+        cfg["binary"],
+        *eal_args(cfg["eal"]),
+        "--",
+        "--src-ip",
+        c["src_ip"],
+        "--dst-mac",
+        c["dst_mac"],
+        "--dst-ip",
+        c["dst_ip"],
+        "--client-id",
+        str(c.get("client_id", 0)),
+        "--arrival",
+        c.get("arrival", "poisson"),
+        "--warmup",
+        str(c["warmup_s"]),
+        "--duration",
+        str(c["measure_s"]),
+        "--out",
+        str(out),
+    ]
     if "schedule" in c:
         argv += ["--schedule", c["schedule"]]
     else:

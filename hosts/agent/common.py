@@ -1,4 +1,5 @@
 """What both agents share: configuration, EAL arguments, running a child program."""
+
 from __future__ import annotations
 
 import json
@@ -36,8 +37,13 @@ def eal_args(eal: dict) -> list[str]:
     """EAL arguments from the orchestrator's description of this host's NIC and cores."""
     lcores = str(eal.get("lcores", "0"))
     # "0@(0-1)" maps lcores onto CPU sets (shared cores); plain lists use -l.
-    args = [f"--lcores={lcores}" if "@" in lcores else "-l", *([] if "@" in lcores else [lcores]),
-            f"--file-prefix={eal['file_prefix']}", "--no-telemetry", "--log-level=lib.eal:error"]
+    args = [
+        f"--lcores={lcores}" if "@" in lcores else "-l",
+        *([] if "@" in lcores else [lcores]),
+        f"--file-prefix={eal['file_prefix']}",
+        "--no-telemetry",
+        "--log-level=lib.eal:error",
+    ]
     if eal.get("no_huge", False):
         args.append("--no-huge")
     args += list(eal.get("devices", []))
@@ -71,10 +77,14 @@ class Child:
                 return
             pos = max(0, pos + len(chunk) - len(text))
             if self.proc.poll() is not None:
-                raise AgentError(f"{Path(self.argv[0]).name} exited with status {self.proc.returncode} before "
-                                 f"'{text}':\n{self.tail()}")
+                raise AgentError(
+                    f"{Path(self.argv[0]).name} exited with status {self.proc.returncode} before "
+                    f"'{text}':\n{self.tail()}"
+                )
             if time.monotonic() > deadline:
-                raise AgentError(f"{Path(self.argv[0]).name} did not print '{text}' within {timeout:.0f} s:\n{self.tail()}")
+                raise AgentError(
+                    f"{Path(self.argv[0]).name} did not print '{text}' within {timeout:.0f} s:\n{self.tail()}"
+                )
             time.sleep(0.02)
 
     def ready(self, text: str, cfg: dict) -> None:

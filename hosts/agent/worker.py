@@ -8,6 +8,7 @@ folder). Tokens stay off until the orchestrator has programmed the switch and se
 SIGUSR1 to the agent (or runs `python3 -m hosts.agent enable --ctl FILE`). SIGTERM
 stops rain-worker cleanly and writes the final files.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,7 +19,6 @@ from pathlib import Path
 from .. import ctl
 from .adaptive import Params, WorkerState, decide
 from .common import READY, AgentError, Child, Stop, eal_args, load_config, say, write_json
-
 
 QP_TYPES = ("uc", "rc")
 RDMA_MTUS = (1024, 2048, 4096)
@@ -36,8 +36,9 @@ def roce_facts(path: str | None) -> dict:
     except (OSError, ValueError) as e:
         raise AgentError(f"{path}: {e}; the roce role writes this file: run `rainmaker provision` again") from None
     if not isinstance(facts, dict):
-        raise AgentError(f"{path}: expected a JSON object; the roce role writes this file: "
-                         "run `rainmaker provision` again")
+        raise AgentError(
+            f"{path}: expected a JSON object; the roce role writes this file: run `rainmaker provision` again"
+        )
     return facts
 
 
@@ -81,13 +82,35 @@ def rdma_argv(rdma: dict) -> list[str]:
 
 def worker_argv(cfg: dict, out: Path) -> list[str]:
     w = cfg["worker"]
-    argv = [cfg["binary"], *eal_args(cfg["eal"]), "--",
-            "--switch-mac", w["switch_mac"], "--switch-ip", w["switch_ip"], "--src-ip", w["src_ip"],
-            "--threads", str(w["threads"]), "--worker-base", str(w["worker_base"]),
-            "--mode", w.get("mode", "rain"), "--handler", w.get("handler", "sleep"),
-            "--quota", str(w.get("quota", 1)), "--slice", str(w.get("slice", 0)),
-            "--ctl", str(out / "worker.ctl"), "--registration", str(out / "registration.json"),
-            "--stats", str(out / "stats.json")]
+    argv = [
+        cfg["binary"],
+        *eal_args(cfg["eal"]),
+        "--",
+        "--switch-mac",
+        w["switch_mac"],
+        "--switch-ip",
+        w["switch_ip"],
+        "--src-ip",
+        w["src_ip"],
+        "--threads",
+        str(w["threads"]),
+        "--worker-base",
+        str(w["worker_base"]),
+        "--mode",
+        w.get("mode", "rain"),
+        "--handler",
+        w.get("handler", "sleep"),
+        "--quota",
+        str(w.get("quota", 1)),
+        "--slice",
+        str(w.get("slice", 0)),
+        "--ctl",
+        str(out / "worker.ctl"),
+        "--registration",
+        str(out / "registration.json"),
+        "--stats",
+        str(out / "stats.json"),
+    ]
     for opt in ("ring_slots", "slot_size", "rkey", "qpn_base", "psn", "idle", "fifo_size"):
         if opt in w:
             argv += [f"--{opt.replace('_', '-')}", str(w[opt])]
@@ -138,9 +161,17 @@ def run(config_path: str) -> int:
             row = {"t": round(now - t0, 4), "workers": []}
             for i in range(n):
                 w = block.workers[i]
-                row["workers"].append({"fifo": w.stats.fifo_len, "outstanding": w.stats.outstanding,
-                                       "done": w.stats.tasks_done, "busy_ns": w.stats.busy_ns,
-                                       "quota": w.knobs.quota, "slice": w.knobs.slice, "enabled": w.knobs.enabled})
+                row["workers"].append(
+                    {
+                        "fifo": w.stats.fifo_len,
+                        "outstanding": w.stats.outstanding,
+                        "done": w.stats.tasks_done,
+                        "busy_ns": w.stats.busy_ns,
+                        "quota": w.knobs.quota,
+                        "slice": w.knobs.slice,
+                        "enabled": w.knobs.enabled,
+                    }
+                )
                 if params is not None:
                     new, dropped = block.new_samples(i)
                     pending[i] += new
@@ -161,10 +192,20 @@ def run(config_path: str) -> int:
                         block.set_quota(d.wid, d.quota)
                     if d.slice != block.workers[d.wid].knobs.slice:
                         block.set_slice(d.wid, d.slice)
-                decisions.write(json.dumps({"t": round(now - t0, 4), "changes": [d.__dict__ for d in changes],
-                                            "quotas": [block.workers[i].knobs.quota for i in range(n)],
-                                            "samples": [len(p) for p in pending], "lost_samples": lost,
-                                            **info}, default=str) + "\n")
+                decisions.write(
+                    json.dumps(
+                        {
+                            "t": round(now - t0, 4),
+                            "changes": [d.__dict__ for d in changes],
+                            "quotas": [block.workers[i].knobs.quota for i in range(n)],
+                            "samples": [len(p) for p in pending],
+                            "lost_samples": lost,
+                            **info,
+                        },
+                        default=str,
+                    )
+                    + "\n"
+                )
                 decisions.flush()
                 pending = [[] for _ in range(n)]
                 last_ctrl = now
@@ -173,7 +214,10 @@ def run(config_path: str) -> int:
         decisions.close()
         status = child.stop()
         block.close()
-        write_json(out / "agent.json", {"worker_exit": status, "lost_samples": lost, "stopped_by": "signal" if stop.requested else "worker exit"})
+        write_json(
+            out / "agent.json",
+            {"worker_exit": status, "lost_samples": lost, "stopped_by": "signal" if stop.requested else "worker exit"},
+        )
     if status not in (0, None) and not stop.requested:
         raise AgentError(f"rain-worker exited with status {status}:\n{child.tail()}")
     return 0

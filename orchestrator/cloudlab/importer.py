@@ -8,15 +8,17 @@ for the map file); `build()` makes the inventory once nothing is missing, and
 `write()` writes it with a header saying where it came from and loads it back, so
 a file that would not validate is never left behind as the inventory.
 """
+
 from __future__ import annotations
 
 import ipaddress
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 
@@ -67,6 +69,7 @@ class Need:
 
 # -- plan ------------------------------------------------------------------------------
 
+
 def _name(client_id: str) -> str:
     """An inventory name from a client_id: lower case, [a-z0-9-], starting with a letter."""
     n = re.sub(r"[^a-z0-9-]+", "-", client_id.lower()).strip("-")
@@ -106,13 +109,17 @@ def plan(manifest: Manifest, mapfile: MapFile, switch_node: str | None = None) -
         how = "--switch" if switch_node else ("switch.node in the map" if m.switch.node else "the default")
         raise CloudlabError(
             f"{mf}: no switch node: {how} names '{wanted}', and the manifest's nodes are {', '.join(names)}",
-            fix="name the Tofino node with --switch NODE (or switch.node in the map file)")
+            fix="name the Tofino node with --switch NODE (or switch.node in the map file)",
+        )
 
     for section in ("ports", "hosts"):
         for key in getattr(m, section):
             if manifest.node(key) is None:
-                mapp(f"{section}.{key}", f"no node '{key}' in the manifest (its nodes: {', '.join(names)})",
-                     "key this entry by a node's client_id, as the manifest names it")
+                mapp(
+                    f"{section}.{key}",
+                    f"no node '{key}' in the manifest (its nodes: {', '.join(names)})",
+                    "key this entry by a node's client_id, as the manifest names it",
+                )
             elif key == sw.client_id:
                 mapp(f"{section}.{key}", f"'{key}' is the switch node", "settings of the switch go under switch:")
 
@@ -131,24 +138,34 @@ def plan(manifest: Manifest, mapfile: MapFile, switch_node: str | None = None) -
             pick = [t for t in on_switch if t[0].client_id == hm.interface]
             if not pick:
                 ok = ", ".join(t[0].client_id for t in on_switch) or "none"
-                mapp(f"hosts.{node.client_id}.interface",
-                     f"'{hm.interface}' is not an interface of {node.client_id} on a link to the switch "
-                     f"(those are: {ok})", "name one of them")
+                mapp(
+                    f"hosts.{node.client_id}.interface",
+                    f"'{hm.interface}' is not an interface of {node.client_id} on a link to the switch "
+                    f"(those are: {ok})",
+                    "name one of them",
+                )
                 continue
             on_switch = pick
         if not on_switch:
             if hm is not None and hm.role is not None:
-                mapp(f"hosts.{node.client_id}.role", f"{node.client_id} has no link to the switch {sw.client_id}, "
-                     "so it cannot be a client or a worker", "link it to the switch in the profile, or remove it here")
+                mapp(
+                    f"hosts.{node.client_id}.role",
+                    f"{node.client_id} has no link to the switch {sw.client_id}, so it cannot be a client or a worker",
+                    "link it to the switch in the profile, or remove it here",
+                )
             else:
                 skipped.append((node.client_id, f"no link to the switch {sw.client_id}"))
             continue
         if len(on_switch) > 1:
             which = ", ".join(f"{i.client_id} (link {lk.client_id})" for i, lk, _ in on_switch)
-            man(f"node[{node.client_id}]", f"host {node.client_id} has {len(on_switch)} interfaces on links to the "
+            man(
+                f"node[{node.client_id}]",
+                f"host {node.client_id} has {len(on_switch)} interfaces on links to the "
                 f"switch: {which}; a rainmaker host has one data NIC",
                 f"keep one link per host in the profile, or pick one with hosts.{node.client_id}.interface "
-                "in the map file", node.line)
+                "in the map file",
+                node.line,
+            )
             continue
         iface, lk, side = on_switch[0]
         role = hm.role if hm is not None and hm.role else None
@@ -157,26 +174,38 @@ def plan(manifest: Manifest, mapfile: MapFile, switch_node: str | None = None) -
         name = (hm.name if hm is not None and hm.name else None) or _name(node.client_id)
         hosts.append(HostPlan(node, name, role, iface, side, lk.client_id))
         if iface.mac is None and (hm is None or hm.mac is None):
-            man(f"node[{node.client_id}].interface[{iface.client_id}].mac_address",
+            man(
+                f"node[{node.client_id}].interface[{iface.client_id}].mac_address",
                 f"the data interface {iface.client_id} has no MAC address",
                 "download the manifest again once the experiment is ready (a ready one has every MAC), or give "
-                f"hosts.{node.client_id}.mac in the map file", iface.line)
+                f"hosts.{node.client_id}.mac in the map file",
+                iface.line,
+            )
         if iface.ip is None and (hm is None or hm.ip is None):
-            man(f"node[{node.client_id}].interface[{iface.client_id}].ip",
+            man(
+                f"node[{node.client_id}].interface[{iface.client_id}].ip",
                 f"the data interface {iface.client_id} has no IPv4 address",
                 f"give its interface an address in the profile (pg.IPv4Address), or hosts.{node.client_id}.ip "
-                "in the map file", iface.line)
+                "in the map file",
+                iface.line,
+            )
 
     for node_id, why in skipped:
         if node_id in m.ports:
-            mapp(f"ports.{node_id}", f"{node_id} is left out of the inventory ({why}), so it has no switch port",
-                 "remove this entry, or link the node to the switch")
+            mapp(
+                f"ports.{node_id}",
+                f"{node_id} is left out of the inventory ({why}), so it has no switch port",
+                "remove this entry, or link the node to the switch",
+            )
     switch_name = m.switch.name or _name(sw.client_id)
     seen: dict[str, str] = {switch_name: sw.client_id}
     for h in hosts:
         if h.name in seen:
-            mapp(f"hosts.{h.node.client_id}.name", f"nodes {seen[h.name]} and {h.node.client_id} would both be "
-                 f"named '{h.name}' in the inventory", f"give one a name of its own: hosts.{h.node.client_id}.name")
+            mapp(
+                f"hosts.{h.node.client_id}.name",
+                f"nodes {seen[h.name]} and {h.node.client_id} would both be named '{h.name}' in the inventory",
+                f"give one a name of its own: hosts.{h.node.client_id}.name",
+            )
         seen.setdefault(h.name, h.node.client_id)
 
     if not problems and hosts:
@@ -184,12 +213,20 @@ def plan(manifest: Manifest, mapfile: MapFile, switch_node: str | None = None) -
         if known and len(known) == len(hosts):
             for role in ("client", "worker"):
                 if not any(h.role == role for h in hosts):
-                    man("rspec", f"no host node is a {role} (clients send load, workers serve it)",
-                        f"name a node {role}0 in the profile, or set hosts.<node>.role: {role} in the map file", None)
+                    man(
+                        "rspec",
+                        f"no host node is a {role} (clients send load, workers serve it)",
+                        f"name a node {role}0 in the profile, or set hosts.<node>.role: {role} in the map file",
+                        None,
+                    )
     if not hosts and not problems:
         why = "; ".join(f"{n}: {w}" for n, w in skipped) or "the manifest has only the switch"
-        man("rspec", f"no host is on a link to the switch {sw.client_id} ({why})",
-            "the profile must link each client and worker to the switch", None)
+        man(
+            "rspec",
+            f"no host is on a link to the switch {sw.client_id} ({why})",
+            "the profile must link each client and worker to the switch",
+            None,
+        )
 
     ports = m.ports
     for field_name in ("port", "dev_port"):
@@ -197,8 +234,11 @@ def plan(manifest: Manifest, mapfile: MapFile, switch_node: str | None = None) -
         for node_id, sp in ports.items():
             v = str(getattr(sp, field_name))
             if v in owner:
-                mapp(f"ports.{node_id}.{field_name}", f"{field_name} {v} is already the port of {owner[v]}",
-                     "each host has its own cable, so its own port")
+                mapp(
+                    f"ports.{node_id}.{field_name}",
+                    f"{field_name} {v} is already the port of {owner[v]}",
+                    "each host has its own cable, so its own port",
+                )
             owner.setdefault(v, node_id)
 
     if problems:
@@ -211,6 +251,7 @@ def plan(manifest: Manifest, mapfile: MapFile, switch_node: str | None = None) -
 
 
 # -- needs -----------------------------------------------------------------------------
+
 
 def _port_name(text: str) -> str:
     from ..inventory.model import SwitchPort
@@ -256,20 +297,45 @@ def needs(p: Plan) -> list[Need]:
     user = chosen_user(p)
 
     if user is None and p.users:
-        out.append(Need(("user",), f"The manifest lists several logins ({', '.join(p.users)}): which user logs in?",
-                        "the login the orchestrator uses on every node", p.users[0], choices=tuple(p.users)))
+        out.append(
+            Need(
+                ("user",),
+                f"The manifest lists several logins ({', '.join(p.users)}): which user logs in?",
+                "the login the orchestrator uses on every node",
+                p.users[0],
+                choices=tuple(p.users),
+            )
+        )
     elif user is None and not (m.switch.user and all(_host(m, h).user or m.host_defaults.user for h in p.hosts)):
-        out.append(Need(("user",), "The manifest has no logins: which user logs in to the nodes?",
-                        "your CloudLab user name", "alice"))
+        out.append(
+            Need(
+                ("user",),
+                "The manifest has no logins: which user logs in to the nodes?",
+                "your CloudLab user name",
+                "alice",
+            )
+        )
 
     sw = p.switch
     if m.switch.address is None and sw.control_address is None:
-        out.append(Need(("switch", "address"), f"SSH address of the switch node {sw.client_id}?",
-                        "the switch's control-network host name or address", "tofino1.example.net"))
+        out.append(
+            Need(
+                ("switch", "address"),
+                f"SSH address of the switch node {sw.client_id}?",
+                "the switch's control-network host name or address",
+                "tofino1.example.net",
+            )
+        )
     if m.switch.sde is None:
-        out.append(Need(("switch", "sde"), f"SDE folder ($SDE) on the switch {sw.client_id}?",
-                        "$SDE on the switch: the folder of the Intel P4 Studio SDE", "/root/bf-sde-9.13.0",
-                        parse=lambda t: t.strip()))
+        out.append(
+            Need(
+                ("switch", "sde"),
+                f"SDE folder ($SDE) on the switch {sw.client_id}?",
+                "$SDE on the switch: the folder of the Intel P4 Studio SDE",
+                "/root/bf-sde-9.13.0",
+                parse=lambda t: t.strip(),
+            )
+        )
 
     has_client = any(h.role == "client" for h in p.hosts)
     for k, h in enumerate(p.hosts):
@@ -277,23 +343,49 @@ def needs(p: Plan) -> list[Need]:
         if h.role is None:
             example = "worker" if has_client else "client"
             has_client = True
-            out.append(Need(("hosts", cid, "role"), f"Role of node {cid} (its name says neither client nor worker)?",
-                            "client (sends load) or worker (serves it)", example, choices=("client", "worker")))
+            out.append(
+                Need(
+                    ("hosts", cid, "role"),
+                    f"Role of node {cid} (its name says neither client nor worker)?",
+                    "client (sends load) or worker (serves it)",
+                    example,
+                    choices=("client", "worker"),
+                )
+            )
         hm = m.hosts.get(cid)
         if (hm is None or hm.address is None) and h.node.control_address is None:
-            out.append(Need(("hosts", cid, "address"), f"SSH address of node {cid} (the manifest has no login for it)?",
-                            "its control-network host name or address", f"{cid}.example.net"))
+            out.append(
+                Need(
+                    ("hosts", cid, "address"),
+                    f"SSH address of node {cid} (the manifest has no login for it)?",
+                    "its control-network host name or address",
+                    f"{cid}.example.net",
+                )
+            )
         if cid not in m.ports:
             hint = f"link {h.link}"
             if h.switch_side is not None:
                 hint += f", switch side {h.switch_side.client_id}"
                 if h.switch_side.component_id:
                     hint += f" ({h.switch_side.component_id.rpartition('+')[2]})"
-            out.append(Need(("ports", cid, "port"), f"Front-panel port of the switch cabled to {cid} ({hint}), like 1/0?",
-                            f"{hint}: its faceplate port and dev_port (bfshell: pm show)", f"{k + 1}/0",
-                            parse=_port_name))
-            out.append(Need(("ports", cid, "dev_port"), "dev_port of that port (bfshell: pm show, column D_P)?",
-                            "", 132 + 8 * k, parse=_int))
+            out.append(
+                Need(
+                    ("ports", cid, "port"),
+                    f"Front-panel port of the switch cabled to {cid} ({hint}), like 1/0?",
+                    f"{hint}: its faceplate port and dev_port (bfshell: pm show)",
+                    f"{k + 1}/0",
+                    parse=_port_name,
+                )
+            )
+            out.append(
+                Need(
+                    ("ports", cid, "dev_port"),
+                    "dev_port of that port (bfshell: pm show, column D_P)?",
+                    "",
+                    132 + 8 * k,
+                    parse=_int,
+                )
+            )
 
     def per_host(key: str, hosts: list[HostPlan], question: str, comment: str, example: Any, parse) -> None:
         lacking = [h for h in hosts if getattr(_host(m, h), key) is None and getattr(m.host_defaults, key) is None]
@@ -302,29 +394,67 @@ def needs(p: Plan) -> list[Need]:
         types = {h.node.hardware_type for h in hosts}
         if len(lacking) == len(hosts) and len(types) == 1:
             kind = f" (all {next(iter(types))})" if None not in types else ""
-            out.append(Need(("host_defaults", key), question.format(where=f"every host{kind}"), comment, example,
-                            parse=parse))
+            out.append(
+                Need(("host_defaults", key), question.format(where=f"every host{kind}"), comment, example, parse=parse)
+            )
         else:
             for h in lacking:
-                out.append(Need(("hosts", h.node.client_id, key), question.format(where=h.node.client_id), comment,
-                                example, parse=parse))
+                out.append(
+                    Need(
+                        ("hosts", h.node.client_id, key),
+                        question.format(where=h.node.client_id),
+                        comment,
+                        example,
+                        parse=parse,
+                    )
+                )
 
-    per_host("pci", p.hosts, "PCI address of the data NIC on {where} (lspci -D | grep -i mellanox)?",
-             "the data NIC: `lspci -D | grep -i mellanox` on the host", "0000:41:00.0", lambda t: t.strip().lower())
-    per_host("cores", [h for h in p.hosts if h.role != "client"], "Cores for the worker threads on {where}, like 2-15?",
-             "CPU cores of the worker threads (`lscpu`; keep core 0 for the OS)", [2, 3, 4, 5], _cores)
+    per_host(
+        "pci",
+        p.hosts,
+        "PCI address of the data NIC on {where} (lspci -D | grep -i mellanox)?",
+        "the data NIC: `lspci -D | grep -i mellanox` on the host",
+        "0000:41:00.0",
+        lambda t: t.strip().lower(),
+    )
+    per_host(
+        "cores",
+        [h for h in p.hosts if h.role != "client"],
+        "Cores for the worker threads on {where}, like 2-15?",
+        "CPU cores of the worker threads (`lscpu`; keep core 0 for the OS)",
+        [2, 3, 4, 5],
+        _cores,
+    )
 
     if m.ssh.key is None and not (m.switch.key and all(_host(m, h).key or m.host_defaults.key for h in p.hosts)):
-        default = next((str(Path("~/.ssh", k)) for k in ("id_ed25519", "id_ecdsa", "id_rsa")
-                        if (Path.home() / ".ssh" / k).is_file()), None)
-        out.append(Need(("ssh", "key"), "Path of the private key whose public key is in your CloudLab account?",
-                        "a path: the key itself is never copied", "~/.ssh/id_ed25519", default=default,
-                        parse=lambda t: t.strip()))
+        default = next(
+            (
+                str(Path("~/.ssh", k))
+                for k in ("id_ed25519", "id_ecdsa", "id_rsa")
+                if (Path.home() / ".ssh" / k).is_file()
+            ),
+            None,
+        )
+        out.append(
+            Need(
+                ("ssh", "key"),
+                "Path of the private key whose public key is in your CloudLab account?",
+                "a path: the key itself is never copied",
+                "~/.ssh/id_ed25519",
+                default=default,
+                parse=lambda t: t.strip(),
+            )
+        )
     if m.ssh.known_hosts is None:
-        out.append(Need(("ssh", "known_hosts"), "Path of the known_hosts file pinning the nodes' host keys "
-                        f"(make it with: {keyscan_command(p)})?",
-                        f"pinned host keys: {keyscan_command(p)} (then compare the fingerprints)", "known_hosts",
-                        parse=lambda t: t.strip()))
+        out.append(
+            Need(
+                ("ssh", "known_hosts"),
+                f"Path of the known_hosts file pinning the nodes' host keys (make it with: {keyscan_command(p)})?",
+                f"pinned host keys: {keyscan_command(p)} (then compare the fingerprints)",
+                "known_hosts",
+                parse=lambda t: t.strip(),
+            )
+        )
     return out
 
 
@@ -401,6 +531,7 @@ def _scalar(v: Any) -> str:
 
 # -- build -----------------------------------------------------------------------------
 
+
 def _first(*values):
     return next((v for v in values if v is not None), None)
 
@@ -416,8 +547,10 @@ def _service_ip(p: Plan, ips: list[str]) -> str:
     for a in reversed(list(net.hosts()) if net.num_addresses <= 65536 else []):
         if str(a) not in used:
             return str(a)
-    raise CloudlabError(f"the data network {net} has no free address for the switch's scheduling address",
-                        fix="set switch.service_ip in the map file to an unused address the hosts can reach")
+    raise CloudlabError(
+        f"the data network {net} has no free address for the switch's scheduling address",
+        fix="set switch.service_ip in the map file to an unused address the hosts can reach",
+    )
 
 
 def build(p: Plan, out_dir: Path) -> dict[str, Any]:
@@ -442,8 +575,11 @@ def build(p: Plan, out_dir: Path) -> dict[str, Any]:
 
     def mgmt(node: Node, address: str | None, u: str | None, port: int | None, key) -> dict[str, Any]:
         lg = _login(node, u or user)
-        d: dict[str, Any] = {"address": address or node.control_address, "user": u or user or (lg.user if lg else None),
-                             "port": port or (lg.port if lg else 22)}
+        d: dict[str, Any] = {
+            "address": address or node.control_address,
+            "user": u or user or (lg.user if lg else None),
+            "port": port or (lg.port if lg else 22),
+        }
         if key is not None:
             d["key"] = path(key)
         return d
@@ -462,8 +598,12 @@ def build(p: Plan, out_dir: Path) -> dict[str, Any]:
         if port["autoneg"] == "default":
             del port["autoneg"]
         ports.append(port)
-        nic: dict[str, Any] = {"pci": _first(hm.pci, hd.pci), "mac": _first(hm.mac, h.data.mac),
-                               "ip": _first(hm.ip, h.data.ip_address), "switch_port": sp.port}
+        nic: dict[str, Any] = {
+            "pci": _first(hm.pci, hd.pci),
+            "mac": _first(hm.mac, h.data.mac),
+            "ip": _first(hm.ip, h.data.ip_address),
+            "switch_port": sp.port,
+        }
         for k in ("netdev", "rdma_device", "driver", "rdma", "gid_index"):
             v = _first(getattr(hm, k), getattr(hd, k))
             if v is not None:
@@ -487,10 +627,23 @@ def build(p: Plan, out_dir: Path) -> dict[str, Any]:
 
     s = m.switch
     sw_mgmt = mgmt(p.switch, s.address, s.user, s.ssh_port, s.key)
-    switch: dict[str, Any] = {"name": p.switch_name, "kind": "tofino", "mgmt": sw_mgmt,
-                              "bfrt": s.bfrt or f"{sw_mgmt['address']}:{BFRT_PORT}"}
-    for k in ("sde", "sde_install", "sde_version", "target", "chip", "kernel_module", "program", "service_mac",
-              "deploy_root"):
+    switch: dict[str, Any] = {
+        "name": p.switch_name,
+        "kind": "tofino",
+        "mgmt": sw_mgmt,
+        "bfrt": s.bfrt or f"{sw_mgmt['address']}:{BFRT_PORT}",
+    }
+    for k in (
+        "sde",
+        "sde_install",
+        "sde_version",
+        "target",
+        "chip",
+        "kernel_module",
+        "program",
+        "service_mac",
+        "deploy_root",
+    ):
         v = getattr(s, k)
         if v is not None:
             switch[k] = str(v) if isinstance(v, Path) else v
@@ -519,6 +672,7 @@ def _inventory_name(man: Manifest) -> str:
 
 # -- notes and writing -------------------------------------------------------------------
 
+
 def notes(p: Plan, now: datetime | None = None) -> list[str]:
     """Things the user should know about this import (printed, and kept in the header)."""
     out = [f"left out node {n}: {why}" for n, why in p.skipped]
@@ -527,34 +681,40 @@ def notes(p: Plan, now: datetime | None = None) -> list[str]:
         try:
             when = datetime.fromisoformat(exp.replace("Z", "+00:00"))
             if when.tzinfo is None:
-                when = when.replace(tzinfo=timezone.utc)
-            if when < (now or datetime.now(timezone.utc)):
+                when = when.replace(tzinfo=UTC)
+            if when < (now or datetime.now(UTC)):
                 out.append(f"the experiment expired at {exp}: its nodes are gone or belong to someone else now")
         except ValueError:
             pass
     m = p.mapfile.map
-    images = sorted({h.node.disk_image.rpartition("+")[2].lstrip("/:").split("//")[-1]
-                     for h in p.hosts if h.node.disk_image})
+    images = sorted(
+        {h.node.disk_image.rpartition("+")[2].lstrip("/:").split("//")[-1] for h in p.hosts if h.node.disk_image}
+    )
     if images and not any("DEBIAN" in i.upper() for i in images) and (m.dpdk is None or m.dpdk.source == "debian"):
-        out.append(f"the hosts run {', '.join(images)}: rainmaker's default DPDK is Debian 12's 22.11 packages, which "
-                   "this image does not have; build DPDK 22.11 on the hosts and set dpdk: {source: prefix, prefix: ...} "
-                   "and deploy: {build: host} in the map file, or use a Debian 12 image")
+        out.append(
+            f"the hosts run {', '.join(images)}: rainmaker's default DPDK is Debian 12's 22.11 packages, which "
+            "this image does not have; build DPDK 22.11 on the hosts and set dpdk: {source: prefix, prefix: ...} "
+            "and deploy: {build: host} in the map file, or use a Debian 12 image"
+        )
     return out
 
 
 def header(p: Plan, out: Path, argv: str, now: datetime | None = None) -> str:
     man = p.manifest
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     exp, proj = man.experiment
     src = Path(man.source).resolve()
     try:
         src = src.relative_to(out.parent.resolve())
     except ValueError:
         pass
-    lines = [f"Written by `{argv}` on {now:%Y-%m-%d %H:%M} UTC",
-             # A non-breaking space: the digest stays beside its label when the line wraps.
-             f"from the CloudLab manifest {src} (sha256\u00a0{man.sha256[:16]})"
-             + (f" and the map {p.mapfile.path}" if p.mapfile.path else "") + "."]
+    lines = [
+        f"Written by `{argv}` on {now:%Y-%m-%d %H:%M} UTC",
+        # A non-breaking space: the digest stays beside its label when the line wraps.
+        f"from the CloudLab manifest {src} (sha256\u00a0{man.sha256[:16]})"
+        + (f" and the map {p.mapfile.path}" if p.mapfile.path else "")
+        + ".",
+    ]
     what = []
     if exp:
         what.append(f"experiment {exp}" + (f" of project {proj}" if proj else ""))
@@ -577,8 +737,11 @@ def header(p: Plan, out: Path, argv: str, now: datetime | None = None) -> str:
     lines.append(f"Next: rainmaker inventory check {out.name}; rainmaker provision --check -i {out.name}")
     import textwrap
 
-    return "".join("# " + w.replace("\u00a0", " ") + "\n"
-                   for ln in lines for w in textwrap.wrap(ln, 96, subsequent_indent="  ", break_on_hyphens=False))
+    return "".join(
+        "# " + w.replace("\u00a0", " ") + "\n"
+        for ln in lines
+        for w in textwrap.wrap(ln, 96, subsequent_indent="  ", break_on_hyphens=False)
+    )
 
 
 def write(inv: dict[str, Any], out: Path, head: str):
@@ -595,9 +758,11 @@ def write(inv: dict[str, Any], out: Path, head: str):
     except InventoryError as e:
         rejected = out.with_name(out.name + ".rejected")
         os.replace(tmp, rejected)
-        raise CloudlabError(f"the inventory built from the manifest does not validate (kept as {rejected}):\n"
-                            + e.render().replace(str(tmp), str(rejected)),
-                            fix="correct the map file (or the profile) and import again") from None
+        raise CloudlabError(
+            f"the inventory built from the manifest does not validate (kept as {rejected}):\n"
+            + e.render().replace(str(tmp), str(rejected)),
+            fix="correct the map file (or the profile) and import again",
+        ) from None
     os.replace(tmp, out)
     return loaded
 

@@ -8,6 +8,7 @@ numbers: every problem names the element, its line and the fix, and all problems
 are reported at once. A document with a DTD is refused before anything is expanded
 (manifests have none; entities are how XML bombs work).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -26,14 +27,14 @@ EMULAB = "http://www.protogeni.net/resources/rspec/ext/emulab/1"
 _MAC_BARE = re.compile(r"^[0-9a-f]{12}$")
 _MAC_SEP = re.compile(r"^[0-9a-f]{2}([:-])[0-9a-f]{2}(\1[0-9a-f]{2}){4}$")
 
-DOWNLOAD_FIX = "download the manifest again from the running experiment's page in the portal (tab \"Manifest\")"
+DOWNLOAD_FIX = 'download the manifest again from the running experiment\'s page in the portal (tab "Manifest")'
 
 
 def normalise_mac(value: str) -> str | None:
     """'0c42a1dd5f3a', '0C:42:A1:DD:5F:3A' or '0c-42-...' -> '0c:42:a1:dd:5f:3a'; None if not a MAC."""
     v = value.strip().lower()
     if _MAC_BARE.match(v):
-        return ":".join(v[i:i + 2] for i in range(0, 12, 2))
+        return ":".join(v[i : i + 2] for i in range(0, 12, 2))
     if _MAC_SEP.match(v):
         return v.replace("-", ":")
     return None
@@ -136,13 +137,14 @@ class Manifest:
         """(experiment, project) from a control host name: <node>.<experiment>.<project>.<cluster domain>."""
         for n in self.nodes:
             if n.host_name and n.host_name.startswith(n.client_id + "."):
-                parts = n.host_name[len(n.client_id) + 1:].split(".")
+                parts = n.host_name[len(n.client_id) + 1 :].split(".")
                 if len(parts) >= 3:
                     return parts[0], parts[1]
         return None, None
 
 
 # -- XML with line numbers ------------------------------------------------------------
+
 
 class _El:
     __slots__ = ("ns", "tag", "attrib", "children", "line")
@@ -151,10 +153,10 @@ class _El:
         self.ns, self.tag, self.attrib, self.line = ns, tag, attrib, line
         self.children: list[_El] = []
 
-    def all(self, tag: str, ns: str = RSPEC3) -> list["_El"]:
+    def all(self, tag: str, ns: str = RSPEC3) -> list[_El]:
         return [c for c in self.children if c.tag == tag and c.ns == ns]
 
-    def first(self, tag: str, ns: str = RSPEC3) -> "_El | None":
+    def first(self, tag: str, ns: str = RSPEC3) -> _El | None:
         found = self.all(tag, ns)
         return found[0] if found else None
 
@@ -193,17 +195,30 @@ def _xml(data: bytes, problems: list[Problem]) -> _El | None:
     try:
         parser.Parse(data, True)
     except _Refused as e:
-        problems.append(Problem("", "the document declares a DTD or entities, which a manifest never does",
-                                "use the manifest exactly as the portal gives it", e.args[0]))
+        problems.append(
+            Problem(
+                "",
+                "the document declares a DTD or entities, which a manifest never does",
+                "use the manifest exactly as the portal gives it",
+                e.args[0],
+            )
+        )
         return None
     except expat.ExpatError as e:
-        problems.append(Problem("", f"not valid XML: {expat.ErrorString(e.code)} (column {e.offset + 1})",
-                                "give the manifest's XML file, complete: " + DOWNLOAD_FIX, e.lineno))
+        problems.append(
+            Problem(
+                "",
+                f"not valid XML: {expat.ErrorString(e.code)} (column {e.offset + 1})",
+                "give the manifest's XML file, complete: " + DOWNLOAD_FIX,
+                e.lineno,
+            )
+        )
         return None
     return root[0] if root else None
 
 
 # -- the RSpec v3 manifest ----------------------------------------------------------
+
 
 def load(path: str | Path) -> Manifest:
     """Parse a manifest file; raise ManifestError naming every problem."""
@@ -229,49 +244,96 @@ def parse(data: bytes | str, source: str = "<manifest>") -> Manifest:
     nodes = [n for el in root.all("node") if (n := _node(el, problems)) is not None]
     links = [lk for el in root.all("link") if (lk := _link(el, problems)) is not None]
     if not root.all("node"):
-        problems.append(Problem("rspec", "the manifest has no node", "the experiment must have its nodes: " + DOWNLOAD_FIX,
-                                root.line))
+        problems.append(
+            Problem(
+                "rspec", "the manifest has no node", "the experiment must have its nodes: " + DOWNLOAD_FIX, root.line
+            )
+        )
     _check_ids(nodes, links, problems)
     if problems:
         raise ManifestError(source, problems)
-    return Manifest(source=source, sha256=hashlib.sha256(data).hexdigest(), nodes=tuple(nodes), links=tuple(links),
-                    expires=root.attrib.get("expires"), generated=root.attrib.get("generated"))
+    return Manifest(
+        source=source,
+        sha256=hashlib.sha256(data).hexdigest(),
+        nodes=tuple(nodes),
+        links=tuple(links),
+        expires=root.attrib.get("expires"),
+        generated=root.attrib.get("generated"),
+    )
 
 
 def _check_root(root: _El, problems: list[Problem]) -> None:
     if root.tag != "rspec":
-        problems.append(Problem(root.tag, f"the document is a <{root.tag}>, not an RSpec (<rspec>)",
-                                "give the experiment's manifest: " + DOWNLOAD_FIX, root.line))
+        problems.append(
+            Problem(
+                root.tag,
+                f"the document is a <{root.tag}>, not an RSpec (<rspec>)",
+                "give the experiment's manifest: " + DOWNLOAD_FIX,
+                root.line,
+            )
+        )
         return
     if root.ns == RSPEC2:
-        problems.append(Problem("rspec", "this is an RSpec v2 (ProtoGENI) document; rainmaker reads RSpec v3",
-                                "download the manifest in GENI RSpec v3 form (xmlns=\"" + RSPEC3 + "\")", root.line))
+        problems.append(
+            Problem(
+                "rspec",
+                "this is an RSpec v2 (ProtoGENI) document; rainmaker reads RSpec v3",
+                'download the manifest in GENI RSpec v3 form (xmlns="' + RSPEC3 + '")',
+                root.line,
+            )
+        )
         return
     if root.ns != RSPEC3:
         got = f"namespace '{root.ns}'" if root.ns else "no namespace"
-        problems.append(Problem("rspec", f"the <rspec> element has {got}, not RSpec v3's",
-                                f"an RSpec v3 manifest declares xmlns=\"{RSPEC3}\": " + DOWNLOAD_FIX, root.line))
+        problems.append(
+            Problem(
+                "rspec",
+                f"the <rspec> element has {got}, not RSpec v3's",
+                f'an RSpec v3 manifest declares xmlns="{RSPEC3}": ' + DOWNLOAD_FIX,
+                root.line,
+            )
+        )
         return
     kind = root.attrib.get("type")
     if kind == "manifest":
         return
     if kind == "request":
-        problems.append(Problem("rspec.type", "this is a request RSpec (what a profile asks for), not a manifest "
-                                "(what the experiment got: MACs, logins)", DOWNLOAD_FIX, root.line))
+        problems.append(
+            Problem(
+                "rspec.type",
+                "this is a request RSpec (what a profile asks for), not a manifest "
+                "(what the experiment got: MACs, logins)",
+                DOWNLOAD_FIX,
+                root.line,
+            )
+        )
     elif kind == "advertisement":
-        problems.append(Problem("rspec.type", "this is an advertisement RSpec (a cluster's resources), not a manifest",
-                                DOWNLOAD_FIX, root.line))
+        problems.append(
+            Problem(
+                "rspec.type",
+                "this is an advertisement RSpec (a cluster's resources), not a manifest",
+                DOWNLOAD_FIX,
+                root.line,
+            )
+        )
     else:
         what = f"type '{kind}'" if kind else "no type"
-        problems.append(Problem("rspec.type", f"the <rspec> has {what}; a manifest has type=\"manifest\"",
-                                DOWNLOAD_FIX, root.line))
+        problems.append(
+            Problem("rspec.type", f'the <rspec> has {what}; a manifest has type="manifest"', DOWNLOAD_FIX, root.line)
+        )
 
 
 def _node(el: _El, problems: list[Problem]) -> Node | None:
     cid = el.attrib.get("client_id")
     if not cid:
-        problems.append(Problem("node", "a <node> without client_id", "every node of a manifest has its client_id: "
-                                + DOWNLOAD_FIX, el.line))
+        problems.append(
+            Problem(
+                "node",
+                "a <node> without client_id",
+                "every node of a manifest has its client_id: " + DOWNLOAD_FIX,
+                el.line,
+            )
+        )
         return None
     where = f"node[{cid}]"
     st = el.first("sliver_type")
@@ -285,11 +347,14 @@ def _node(el: _El, problems: list[Problem]) -> Node | None:
     for lg in services.all("login") if services is not None else []:
         user, hostname, port = lg.attrib.get("username"), lg.attrib.get("hostname"), lg.attrib.get("port", "22")
         if not user or not hostname:
-            problems.append(Problem(f"{where}.services.login", "a <login> needs both username and hostname",
-                                    DOWNLOAD_FIX, lg.line))
+            problems.append(
+                Problem(f"{where}.services.login", "a <login> needs both username and hostname", DOWNLOAD_FIX, lg.line)
+            )
             continue
         if not port.isdigit() or not 0 < int(port) < 65536:
-            problems.append(Problem(f"{where}.services.login.port", f"'{port}' is not a TCP port", DOWNLOAD_FIX, lg.line))
+            problems.append(
+                Problem(f"{where}.services.login.port", f"'{port}' is not a TCP port", DOWNLOAD_FIX, lg.line)
+            )
             continue
         logins.append(Login(user, hostname, int(port), lg.attrib.get("authentication", "ssh-keys")))
 
@@ -305,12 +370,19 @@ def _node(el: _El, problems: list[Problem]) -> Node | None:
         if raw_mac is not None:
             mac = normalise_mac(raw_mac)
             if mac is None:
-                problems.append(Problem(f"{iwhere}.mac_address", f"'{raw_mac}' is not a MAC address",
-                                        "a MAC is six hex bytes, as 0c42a1dd5f3a or 0c:42:a1:dd:5f:3a", ie.line))
+                problems.append(
+                    Problem(
+                        f"{iwhere}.mac_address",
+                        f"'{raw_mac}' is not a MAC address",
+                        "a MAC is six hex bytes, as 0c42a1dd5f3a or 0c:42:a1:dd:5f:3a",
+                        ie.line,
+                    )
+                )
         ifaces.append(Interface(icid, cid, ie.line, ie.attrib.get("component_id"), mac, _ip(ie, iwhere, problems)))
 
     return Node(
-        client_id=cid, line=el.line,
+        client_id=cid,
+        line=el.line,
         component_id=el.attrib.get("component_id"),
         component_manager_id=el.attrib.get("component_manager_id"),
         sliver_id=el.attrib.get("sliver_id"),
@@ -341,8 +413,14 @@ def _ip(ie: _El, where: str, problems: list[Problem]) -> ipaddress.IPv4Interface
         try:
             return ipaddress.IPv4Interface(f"{a}/{mask}")
         except ValueError:
-            problems.append(Problem(f"{where}.ip.netmask", f"'{mask}' is not a netmask",
-                                    "write it dotted, like 255.255.255.0, or as a prefix length", ip.line))
+            problems.append(
+                Problem(
+                    f"{where}.ip.netmask",
+                    f"'{mask}' is not a netmask",
+                    "write it dotted, like 255.255.255.0, or as a prefix length",
+                    ip.line,
+                )
+            )
             return None
     return None
 
@@ -356,8 +434,9 @@ def _link(el: _El, problems: list[Problem]) -> Link | None:
     for ref in el.all("interface_ref"):
         rid = ref.attrib.get("client_id")
         if not rid:
-            problems.append(Problem(f"link[{cid}].interface_ref", "an <interface_ref> without client_id",
-                                    DOWNLOAD_FIX, ref.line))
+            problems.append(
+                Problem(f"link[{cid}].interface_ref", "an <interface_ref> without client_id", DOWNLOAD_FIX, ref.line)
+            )
             continue
         refs.append(rid)
         lines.append(ref.line)
@@ -369,9 +448,14 @@ def _check_ids(nodes: list[Node], links: list[Link], problems: list[Problem]) ->
     seen_nodes: dict[str, int] = {}
     for n in nodes:
         if n.client_id in seen_nodes:
-            problems.append(Problem(f"node[{n.client_id}]", f"client_id '{n.client_id}' is already a node on line "
-                                    f"{seen_nodes[n.client_id]}", "client_ids are unique in a manifest (was it edited or merged?): " + DOWNLOAD_FIX,
-                                    n.line))
+            problems.append(
+                Problem(
+                    f"node[{n.client_id}]",
+                    f"client_id '{n.client_id}' is already a node on line {seen_nodes[n.client_id]}",
+                    "client_ids are unique in a manifest (was it edited or merged?): " + DOWNLOAD_FIX,
+                    n.line,
+                )
+            )
         else:
             seen_nodes[n.client_id] = n.line
     owner: dict[str, Interface] = {}
@@ -379,9 +463,14 @@ def _check_ids(nodes: list[Node], links: list[Link], problems: list[Problem]) ->
         for i in n.interfaces:
             if i.client_id in owner:
                 first = owner[i.client_id]
-                problems.append(Problem(f"node[{n.client_id}].interface[{i.client_id}]",
-                                        f"interface '{i.client_id}' already belongs to node {first.node} (line {first.line})",
-                                        "interface client_ids are unique in a manifest (was it edited or merged?): " + DOWNLOAD_FIX, i.line))
+                problems.append(
+                    Problem(
+                        f"node[{n.client_id}].interface[{i.client_id}]",
+                        f"interface '{i.client_id}' already belongs to node {first.node} (line {first.line})",
+                        "interface client_ids are unique in a manifest (was it edited or merged?): " + DOWNLOAD_FIX,
+                        i.line,
+                    )
+                )
             else:
                 owner[i.client_id] = i
     seen_links: dict[str, int] = {}
@@ -389,21 +478,43 @@ def _check_ids(nodes: list[Node], links: list[Link], problems: list[Problem]) ->
     for lk in links:
         where = f"link[{lk.client_id}]"
         if lk.client_id in seen_links:
-            problems.append(Problem(where, f"client_id '{lk.client_id}' is already a link on line {seen_links[lk.client_id]}",
-                                    "link client_ids are unique in a manifest (was it edited or merged?): " + DOWNLOAD_FIX, lk.line))
+            problems.append(
+                Problem(
+                    where,
+                    f"client_id '{lk.client_id}' is already a link on line {seen_links[lk.client_id]}",
+                    "link client_ids are unique in a manifest (was it edited or merged?): " + DOWNLOAD_FIX,
+                    lk.line,
+                )
+            )
             continue
         seen_links[lk.client_id] = lk.line
         if len(lk.interfaces) < 2:
-            problems.append(Problem(where, f"link '{lk.client_id}' joins {len(lk.interfaces)} interface(s); a link joins two "
-                                    "or more", DOWNLOAD_FIX, lk.line))
+            problems.append(
+                Problem(
+                    where,
+                    f"link '{lk.client_id}' joins {len(lk.interfaces)} interface(s); a link joins two or more",
+                    DOWNLOAD_FIX,
+                    lk.line,
+                )
+            )
         for ref, line in zip(lk.interfaces, lk.ref_lines):
             if ref not in owner:
-                problems.append(Problem(f"{where}.interface_ref[{ref}]",
-                                        f"link '{lk.client_id}' refers to interface '{ref}', which no node has",
-                                        "the manifest is incomplete or was edited: " + DOWNLOAD_FIX, line))
+                problems.append(
+                    Problem(
+                        f"{where}.interface_ref[{ref}]",
+                        f"link '{lk.client_id}' refers to interface '{ref}', which no node has",
+                        "the manifest is incomplete or was edited: " + DOWNLOAD_FIX,
+                        line,
+                    )
+                )
             elif ref in on_link:
-                problems.append(Problem(f"{where}.interface_ref[{ref}]",
-                                        f"interface '{ref}' is already on link '{on_link[ref]}'",
-                                        "an interface is on one link or LAN: " + DOWNLOAD_FIX, line))
+                problems.append(
+                    Problem(
+                        f"{where}.interface_ref[{ref}]",
+                        f"interface '{ref}' is already on link '{on_link[ref]}'",
+                        "an interface is on one link or LAN: " + DOWNLOAD_FIX,
+                        line,
+                    )
+                )
             else:
                 on_link[ref] = lk.client_id

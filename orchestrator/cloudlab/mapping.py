@@ -21,6 +21,7 @@ Typed like the inventory: unknown keys are errors, values are checked by the sam
 rules as the inventory's, and every problem names the file, line, field and fix.
 Relative paths are relative to the map file.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -31,9 +32,23 @@ from pydantic import AfterValidator, Field, ValidationError, field_validator
 
 from .. import yamlfile
 from ..errors import MapFileError, Problem
+from ..inventory.model import (
+    FECS,
+    SPEEDS,
+    Deploy,
+    Dpdk,
+    Host,
+    Hugepages,
+    Mgmt,
+    Name,
+    Nic,
+    Roce,
+    Strict,
+    Switch,
+    SwitchPort,
+    bad,
+)
 from .manifest import normalise_mac
-from ..inventory.model import (FECS, SPEEDS, Deploy, Dpdk, Host, Hugepages, Mgmt, Name, Nic, Roce, Strict,
-                               Switch, SwitchPort, bad)
 
 
 def _opt(check):
@@ -55,8 +70,10 @@ Cores = Annotated[list[int] | None, _opt(Host._cores)]
 def _key_path(v: Path | None) -> Path | None:
     text = str(v) if v is not None else ""
     if "BEGIN" in text or "\n" in text or len(text) > 400:
-        raise bad("this looks like a key's contents, not a path to it",
-                  "give the path of the private key file, e.g. ~/.ssh/id_ed25519 (its contents never go in any file)")
+        raise bad(
+            "this looks like a key's contents, not a path to it",
+            "give the path of the private key file, e.g. ~/.ssh/id_ed25519 (its contents never go in any file)",
+        )
     return v
 
 
@@ -183,8 +200,14 @@ def load(path: str | Path) -> MapFile:
         raise MapFileError(str(path), problems)
     data = located.data if located.data is not None else {}
     if not isinstance(data, dict):
-        problems.append(Problem("", "a map file is a mapping (switch, ports, host_defaults, hosts, ssh)",
-                                "see `rainmaker cloudlab import --help` for an example", 1))
+        problems.append(
+            Problem(
+                "",
+                "a map file is a mapping (switch, ports, host_defaults, hosts, ssh)",
+                "see `rainmaker cloudlab import --help` for an example",
+                1,
+            )
+        )
         raise MapFileError(str(path), problems)
     if problems:
         raise MapFileError(str(path), problems)
@@ -209,8 +232,16 @@ def with_answers(mf: MapFile, answers: dict[tuple[str, ...], Any]) -> MapFile:
         for k in path[:-1]:
             d = d.setdefault(k, {})
             if not isinstance(d, dict):
-                raise MapFileError(mf.where(), [Problem(".".join(path), "cannot add an answer below a value that is not a "
-                                                        "mapping", "fix that section of the map file")])
+                raise MapFileError(
+                    mf.where(),
+                    [
+                        Problem(
+                            ".".join(path),
+                            "cannot add an answer below a value that is not a mapping",
+                            "fix that section of the map file",
+                        )
+                    ],
+                )
         d[path[-1]] = value
     try:
         m = Map.model_validate(data)

@@ -15,6 +15,7 @@ free for the switch's scheduling address. The names (`tofino`, `client0`,
 `worker0`, interfaces `client0:data` and `tofino:client0`) are what
 `rainmaker cloudlab import` expects back in the manifest.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -54,30 +55,46 @@ class Topology:
     subnet: str = "10.10.1.0/24"
     bandwidth_gbps: int = 100
 
-    def check(self) -> "Topology":
+    def check(self) -> Topology:
         """Refuse what the portal would refuse later, naming the option and the fix."""
+
         def no(msg: str, fix: str) -> CloudlabError:
             return CloudlabError(msg, fix=fix)
 
         if self.clients < 1 or self.workers < 1:
-            raise no("a Rain testbed needs at least one client and one worker", "use --clients 1 or more, --workers 1 or more")
+            raise no(
+                "a Rain testbed needs at least one client and one worker",
+                "use --clients 1 or more, --workers 1 or more",
+            )
         if self.clients + self.workers > MAX_HOSTS:
-            raise no(f"{self.clients + self.workers} hosts: a Tofino has at most {MAX_HOSTS} ports to cable them to",
-                     f"ask for at most {MAX_HOSTS} clients and workers together")
+            raise no(
+                f"{self.clients + self.workers} hosts: a Tofino has at most {MAX_HOSTS} ports to cable them to",
+                f"ask for at most {MAX_HOSTS} clients and workers together",
+            )
         for opt, v in (("--hardware-type", self.hardware_type), ("--switch-hardware-type", self.switch_hardware_type)):
             if not _TYPE_RE.match(v):
-                raise no(f"{opt} '{v}' is not a hardware type name", "use the type's name as the cluster lists it, like d6515")
+                raise no(
+                    f"{opt} '{v}' is not a hardware type name",
+                    "use the type's name as the cluster lists it, like d6515",
+                )
         for opt, v in (("--image", self.image), ("--switch-image", self.switch_image)):
             if v is not None and v not in IMAGES and not _URN_RE.match(v):
-                raise no(f"{opt} '{v}' is neither a known image ({', '.join(IMAGES)}) nor an image URN",
-                         "give a name from that list, or a URN like " + IMAGES[DEFAULT_IMAGE])
+                raise no(
+                    f"{opt} '{v}' is neither a known image ({', '.join(IMAGES)}) nor an image URN",
+                    "give a name from that list, or a URN like " + IMAGES[DEFAULT_IMAGE],
+                )
         if not _NODE_RE.match(self.switch_name) or re.match(r"^(client|worker)", self.switch_name):
-            raise no(f"--switch-name '{self.switch_name}' cannot name the switch node",
-                     "use lower-case letters, digits and '-', not starting with client or worker (default: tofino)")
+            raise no(
+                f"--switch-name '{self.switch_name}' cannot name the switch node",
+                "use lower-case letters, digits and '-', not starting with client or worker (default: tofino)",
+            )
         net = self.network
         if net.num_addresses - 2 < self.clients + self.workers + 1:
-            raise no(f"subnet {net} has {max(net.num_addresses - 2, 0)} host addresses; {self.clients + self.workers} hosts "
-                     "and the switch's scheduling address need more", "use a larger subnet, e.g. --subnet 10.10.1.0/24")
+            raise no(
+                f"subnet {net} has {max(net.num_addresses - 2, 0)} host addresses; {self.clients + self.workers} hosts "
+                "and the switch's scheduling address need more",
+                "use a larger subnet, e.g. --subnet 10.10.1.0/24",
+            )
         if not 1 <= self.bandwidth_gbps <= 400:
             raise no(f"--bandwidth-gbps {self.bandwidth_gbps} is not a link speed", "give the NICs' speed, e.g. 100")
         return self
@@ -87,11 +104,14 @@ class Topology:
         try:
             net = ipaddress.IPv4Network(self.subnet, strict=False)
         except ValueError:
-            raise CloudlabError(f"--subnet '{self.subnet}' is not an IPv4 network",
-                                fix="write it as address/prefix, e.g. 10.10.1.0/24") from None
+            raise CloudlabError(
+                f"--subnet '{self.subnet}' is not an IPv4 network", fix="write it as address/prefix, e.g. 10.10.1.0/24"
+            ) from None
         if not net.is_private:
-            raise CloudlabError(f"--subnet {net} is not a private network: the data network must not shadow real "
-                                "addresses", fix="use a private range, e.g. 10.10.1.0/24")
+            raise CloudlabError(
+                f"--subnet {net} is not a private network: the data network must not shadow real addresses",
+                fix="use a private range, e.g. 10.10.1.0/24",
+            )
         return net
 
     @property
@@ -206,11 +226,20 @@ def render(topo: Topology, command: str = "rainmaker cloudlab profile") -> str:
         images.insert(0, (topo.image_urn, topo.image_urn.rpartition("+")[2].lstrip("/:")))
     images_text = "\n".join(f"    {pair!r}," for pair in images)
     return _TEMPLATE.format(
-        clients=topo.clients, workers=topo.workers, hardware_type=topo.hardware_type,
-        image=topo.image_urn, images=images_text, switch_name=topo.switch_name,
-        switch_hardware_type=topo.switch_hardware_type, switch_image=topo.switch_image_urn,
-        subnet=str(net), network=int(net.network_address), prefix=net.prefixlen,
-        bandwidth_gbps=topo.bandwidth_gbps, max_hosts=MAX_HOSTS, command=_docstring_safe(command),
+        clients=topo.clients,
+        workers=topo.workers,
+        hardware_type=topo.hardware_type,
+        image=topo.image_urn,
+        images=images_text,
+        switch_name=topo.switch_name,
+        switch_hardware_type=topo.switch_hardware_type,
+        switch_image=topo.switch_image_urn,
+        subnet=str(net),
+        network=int(net.network_address),
+        prefix=net.prefixlen,
+        bandwidth_gbps=topo.bandwidth_gbps,
+        max_hosts=MAX_HOSTS,
+        command=_docstring_safe(command),
     )
 
 

@@ -22,13 +22,15 @@ Inputs of one point (points/<id>/):
   switch/snapshot.json              optional: the controller's register/counter snapshot
   validity.json                     the verdict (validity.py)
 """
+
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from .histograms import Cube, Hist, merge_logs, read_hlog
 
@@ -37,11 +39,21 @@ PCTS = (50.0, 99.0, 99.9)
 
 # rain-client counters (report.c, json_counters): summed across hosts, except these
 _MAX_KEYS = {"max_lag_ns"}
-_SKIP_KEYS = {"mean_service_ns", "mean_keys", "latency_ns", "slowdown", "task_type", "weight", "payload",
-              "service", "mean_service_ns_expected"}
+_SKIP_KEYS = {
+    "mean_service_ns",
+    "mean_keys",
+    "latency_ns",
+    "slowdown",
+    "task_type",
+    "weight",
+    "payload",
+    "service",
+    "mean_service_ns_expected",
+}
 
 
 # -- one point's inputs --------------------------------------------------------------
+
 
 @dataclass
 class PointData:
@@ -51,12 +63,12 @@ class PointData:
     point: dict
     hosts: list[str] = field(default_factory=list)
     summaries: dict[str, dict] = field(default_factory=dict)
-    latency: dict[str, Hist] = field(default_factory=dict)        # class (and 'all') -> whole window, ns
-    slowdown: dict[str, Hist] = field(default_factory=dict)       # the same, slowdown x 1000
-    latency_cube: Cube | None = None                              # per class and interval
+    latency: dict[str, Hist] = field(default_factory=dict)  # class (and 'all') -> whole window, ns
+    slowdown: dict[str, Hist] = field(default_factory=dict)  # the same, slowdown x 1000
+    latency_cube: Cube | None = None  # per class and interval
     slowdown_cube: Cube | None = None
     traces: dict[str, Path] = field(default_factory=dict)
-    problems: list[str] = field(default_factory=list)             # missing or unreadable files
+    problems: list[str] = field(default_factory=list)  # missing or unreadable files
 
     @property
     def id(self) -> str:
@@ -170,8 +182,7 @@ def load_point(point_dir: str | Path, point: dict | None = None) -> PointData:
                 problems.append(f"unreadable clients/{h}/{name}: {e}")
         if (hd / "trace.csv").exists():
             data.traces[h] = hd / "trace.csv"
-    for logs, whole_attr, cube_attr in ((lat_logs, "latency", "latency_cube"),
-                                        (sd_logs, "slowdown", "slowdown_cube")):
+    for logs, whole_attr, cube_attr in ((lat_logs, "latency", "latency_cube"), (sd_logs, "slowdown", "slowdown_cube")):
         if logs:
             try:
                 cube = merge_logs(logs)
@@ -184,6 +195,7 @@ def load_point(point_dir: str | Path, point: dict | None = None) -> PointData:
 
 
 # -- the run directory ----------------------------------------------------------------
+
 
 def read_manifest(run_dir: str | Path) -> dict:
     p = Path(run_dir) / "manifest.json"
@@ -238,6 +250,7 @@ def point_dirs(run_dir: str | Path) -> list[Path]:
             return (int(json.loads((p / "point.json").read_text()).get("index", 1 << 30)), p.name)
         except (OSError, ValueError, AttributeError):
             return (1 << 30, p.name)
+
     return sorted(dirs, key=order)
 
 
@@ -278,8 +291,15 @@ def _row(data: PointData, cls: str, verdict: dict, base: dict) -> dict:
     row["samples"] = n
     p50, p99, p999 = lat.percentiles(PCTS) if lat is not None else (nan, nan, nan)
     lo, hi = lat.quantile_ci(0.99) if n else (nan, nan)
-    stats = {"mean": lat.mean() if n else nan, "p50": p50, "p99": p99, "p999": p999,
-             "max": lat.max() if n else nan, "p99_ci_lo": lo, "p99_ci_hi": hi}
+    stats = {
+        "mean": lat.mean() if n else nan,
+        "p50": p50,
+        "p99": p99,
+        "p999": p999,
+        "max": lat.max() if n else nan,
+        "p99_ci_lo": lo,
+        "p99_ci_hi": hi,
+    }
     for name, ns in stats.items():
         row[f"{name}_us"] = _us(ns)
     for name, ns in stats.items():
@@ -287,8 +307,19 @@ def _row(data: PointData, cls: str, verdict: dict, base: dict) -> dict:
     row["p99_ci_rel_width"] = (hi - lo) / p99 if n and p99 > 0 else nan
     s50, s99, s999 = sd.percentiles(PCTS) if sd is not None and sd.total else (nan, nan, nan)
     row["p50_slowdown"], row["p99_slowdown"], row["p999_slowdown"] = s50 / 1000.0, s99 / 1000.0, s999 / 1000.0
-    for key in ("offered", "sent", "sent_in_window", "received", "timed_out", "lost", "rejected", "failed",
-                "not_sent", "late_sends", "resubmitted"):
+    for key in (
+        "offered",
+        "sent",
+        "sent_in_window",
+        "received",
+        "timed_out",
+        "lost",
+        "rejected",
+        "failed",
+        "not_sent",
+        "late_sends",
+        "resubmitted",
+    ):
         row[key] = int(c.get(key, 0))
     row["late_fraction"] = row["late_sends"] / row["sent"] if row["sent"] else nan
     row["max_lag_us"] = c["max_lag_ns"] / 1000.0 if "max_lag_ns" in c else nan
@@ -337,12 +368,20 @@ def analyze(run_dir: str | Path, *, recheck: bool = False, write: bool = True):
         verdict = _verdict(data, spec_validity, recheck)
         p = data.point
         base = {
-            "experiment": experiment, "run": run_dir.name, "point_id": data.id, "index": p.get("index"),
-            "system": p.get("system"), "variant": p.get("variant"), "variant_label": p.get("variant_label"),
-            "curve": curve_of(p), "repetition": int(p.get("repetition", 1)),
+            "experiment": experiment,
+            "run": run_dir.name,
+            "point_id": data.id,
+            "index": p.get("index"),
+            "system": p.get("system"),
+            "variant": p.get("variant"),
+            "variant_label": p.get("variant_label"),
+            "curve": curve_of(p),
+            "repetition": int(p.get("repetition", 1)),
             "load_krps": float(p["load_krps"]) if p.get("load_krps") is not None else math.nan,
             "capacity_fraction": float(p["capacity_fraction"]) if p.get("capacity_fraction") is not None else math.nan,
-            "dilation": data.dilation, "status": str(p.get("status", "")), "hosts": len(data.hosts),
+            "dilation": data.dilation,
+            "status": str(p.get("status", "")),
+            "hosts": len(data.hosts),
             "partial": data.partial,
             "_planned_rps": p.get("offered_rps"),
             "queuing_ratio": queuing_ratio(switch_snapshot(d)),
@@ -376,13 +415,24 @@ def _timeseries(data: PointData, experiment: str, base: dict, valid: bool) -> li
             p50, p99 = h.percentiles((50.0, 99.0))
             j = s_index.get(t)
             s99 = sd_iv[cls][j].percentile(99.0) / 1000.0 if cls in sd_iv and j is not None else math.nan
-            out.append({
-                "experiment": experiment, "point_id": data.id, "curve": base["curve"],
-                "repetition": base["repetition"], "load_krps": base["load_krps"], "class": cls,
-                "t_s": t, "t_s_paper": t / k, "samples": h.total,
-                "p50_us": p50 / 1000.0, "p99_us": p99 / 1000.0, "p99_us_paper": p99 / 1000.0 / k,
-                "p99_slowdown": s99, "valid": valid,
-            })
+            out.append(
+                {
+                    "experiment": experiment,
+                    "point_id": data.id,
+                    "curve": base["curve"],
+                    "repetition": base["repetition"],
+                    "load_krps": base["load_krps"],
+                    "class": cls,
+                    "t_s": t,
+                    "t_s_paper": t / k,
+                    "samples": h.total,
+                    "p50_us": p50 / 1000.0,
+                    "p99_us": p99 / 1000.0,
+                    "p99_us_paper": p99 / 1000.0 / k,
+                    "p99_slowdown": s99,
+                    "valid": valid,
+                }
+            )
     return out
 
 
@@ -390,8 +440,19 @@ def _with_repetition_aggregates(df):
     """Per curve, class and load: the mean and min/max over repetitions of p99 (paper
     time) and p99 slowdown, how many repetitions and how many were valid."""
     agg = aggregate(df)
-    keep = ["curve", "class", "load_krps", "reps", "valid_reps", "p99_us_paper_mean", "p99_us_paper_min",
-            "p99_us_paper_max", "p99_slowdown_mean", "p99_slowdown_min", "p99_slowdown_max"]
+    keep = [
+        "curve",
+        "class",
+        "load_krps",
+        "reps",
+        "valid_reps",
+        "p99_us_paper_mean",
+        "p99_us_paper_min",
+        "p99_us_paper_max",
+        "p99_slowdown_mean",
+        "p99_slowdown_min",
+        "p99_slowdown_max",
+    ]
     return df.merge(agg[keep], on=["curve", "class", "load_krps"], how="left")
 
 
@@ -403,8 +464,16 @@ def aggregate(df):
             df = df.assign(**{col: math.nan})
     keys = ["curve", "class", "load_krps"]
     g = df.groupby(keys, sort=True, dropna=False)
-    mean_cols = ["offered_krps", "achieved_krps", "p50_us_paper", "p99_us_paper", "p999_us_paper", "p99_slowdown",
-                 "queuing_ratio", "mean_quota"]
+    mean_cols = [
+        "offered_krps",
+        "achieved_krps",
+        "p50_us_paper",
+        "p99_us_paper",
+        "p999_us_paper",
+        "p99_slowdown",
+        "queuing_ratio",
+        "mean_quota",
+    ]
     span_cols = ["achieved_krps", "p99_us_paper", "p99_slowdown", "queuing_ratio", "mean_quota"]
     means = g[mean_cols].mean()
     mins = g[span_cols].min().add_suffix("_min")
@@ -431,6 +500,7 @@ def read_summary(run_dir: str | Path):
 
 
 # -- throughput under SLO ---------------------------------------------------------------
+
 
 def _slo_limits(slo) -> dict[str, float]:
     """{'p99_us': x (paper time), 'p99_slowdown': y} from a Slo, a dict or a number
@@ -462,8 +532,17 @@ def throughput_under_slo(df, slo, *, cls: str = ALL, load: str = "achieved_krps"
         raise ValueError("throughput_under_slo needs an SLO with p99_us and/or p99_slowdown")
     sub = df[df["class"] == cls]
     if sub.empty:
-        return pd.DataFrame(columns=["curve", "throughput_krps", "load_krps", "p99_us_paper", "p99_slowdown",
-                                     "first_violation_krps", "slo"])
+        return pd.DataFrame(
+            columns=[
+                "curve",
+                "throughput_krps",
+                "load_krps",
+                "p99_us_paper",
+                "p99_slowdown",
+                "first_violation_krps",
+                "slo",
+            ]
+        )
     agg = aggregate(sub)
     metric = {"p99_us": "p99_us_paper_mean", "p99_slowdown": "p99_slowdown_mean"}
     load_col = {"achieved_krps": "achieved_krps", "offered_krps": "offered_krps", "load_krps": "load_krps"}[load]
@@ -474,24 +553,28 @@ def throughput_under_slo(df, slo, *, cls: str = ALL, load: str = "achieved_krps"
         violation = math.nan
         for _, r in g.iterrows():
             ok = bool(r["all_valid"]) and all(
-                not math.isnan(r[metric[m]]) and r[metric[m]] <= lim for m, lim in limits.items())
+                not math.isnan(r[metric[m]]) and r[metric[m]] <= lim for m, lim in limits.items()
+            )
             if not ok:
                 violation = float(r[load_col])
                 break
             best = r
-        out.append({
-            "curve": curve,
-            "throughput_krps": float(best[load_col]) if best is not None else math.nan,
-            "load_krps": float(best["load_krps"]) if best is not None else math.nan,
-            "p99_us_paper": float(best["p99_us_paper_mean"]) if best is not None else math.nan,
-            "p99_slowdown": float(best["p99_slowdown_mean"]) if best is not None else math.nan,
-            "first_violation_krps": violation,
-            "slo": ", ".join(f"{m} <= {v:g}" for m, v in limits.items()),
-        })
+        out.append(
+            {
+                "curve": curve,
+                "throughput_krps": float(best[load_col]) if best is not None else math.nan,
+                "load_krps": float(best["load_krps"]) if best is not None else math.nan,
+                "p99_us_paper": float(best["p99_us_paper_mean"]) if best is not None else math.nan,
+                "p99_slowdown": float(best["p99_slowdown_mean"]) if best is not None else math.nan,
+                "first_violation_krps": violation,
+                "slo": ", ".join(f"{m} <= {v:g}" for m, v in limits.items()),
+            }
+        )
     return pd.DataFrame(out)
 
 
 # -- optional inputs: switch snapshots, worker stats series, agent decisions ---------------
+
 
 def _event_index() -> dict[str, int]:
     """EV_* numbers of the Rain program (switch/p4/types.p4), read from the sources."""
@@ -500,8 +583,15 @@ def _event_index() -> dict[str, int]:
 
         return {k[3:].lower(): int(v) for k, v in constants().items() if k.startswith("EV_")}
     except Exception:  # the P4 sources are not shipped with this install
-        return {"task_in": 0, "token_in": 1, "dispatch_direct": 2, "dispatch_queued": 3, "task_queued": 4,
-                "token_queued": 5, "task_rejected": 6}
+        return {
+            "task_in": 0,
+            "token_in": 1,
+            "dispatch_direct": 2,
+            "dispatch_queued": 3,
+            "task_queued": 4,
+            "token_queued": 5,
+            "task_rejected": 6,
+        }
 
 
 def _cell_packets(cell: Any) -> int:

@@ -17,6 +17,7 @@ checks that both give the same quantiles (within the histograms' 0.1% precision)
 and prints the times and their ratio. Generation is not timed. The whole run stays
 under two minutes at the default size on a small machine.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -72,19 +73,57 @@ def generate(root: Path, points: int, samples: int, intervals: int, seed: int = 
         counters = {}
         for c, cname in enumerate(CLASSES):
             n = int((cls == c).sum())
-            counters[cname] = {"offered": n, "sent": n, "sent_in_window": n, "received": n, "failed": 0,
-                               "timed_out": 0, "rejected": 0, "lost": 0, "not_sent": 0, "late_sends": 0,
-                               "max_lag_ns": 5000, "scheduled_rps": n / duration, "achieved_rps": n / duration,
-                               "received_rps": n / duration, "mean_service_ns": float(service[cls == c].mean())}
+            counters[cname] = {
+                "offered": n,
+                "sent": n,
+                "sent_in_window": n,
+                "received": n,
+                "failed": 0,
+                "timed_out": 0,
+                "rejected": 0,
+                "lost": 0,
+                "not_sent": 0,
+                "late_sends": 0,
+                "max_lag_ns": 5000,
+                "scheduled_rps": n / duration,
+                "achieved_rps": n / duration,
+                "received_rps": n / duration,
+                "mean_service_ns": float(service[cls == c].mean()),
+            }
         tot = {key: sum(c[key] for c in counters.values()) for key in counters[CLASSES[0]]}
         tot["max_lag_ns"] = 5000
-        (hd / "summary.json").write_text(json.dumps({
-            "partial": False, "arrival": "poisson", "lcores": 1, "dilation": k, "warmup_s": 1.0,
-            "duration_s": duration, "schedule": [[0.0, samples / duration]], "offered_rps": samples / duration,
-            "achieved_rps": samples / duration, "totals": tot, "classes": counters}))
-        (d / "point.json").write_text(json.dumps({
-            "id": pid, "index": i, "system": "rain", "variant": None, "repetition": 1,
-            "load_krps": (1000 + 100 * i), "offered_rps": samples / duration, "dilation": k, "status": "done"}))
+        (hd / "summary.json").write_text(
+            json.dumps(
+                {
+                    "partial": False,
+                    "arrival": "poisson",
+                    "lcores": 1,
+                    "dilation": k,
+                    "warmup_s": 1.0,
+                    "duration_s": duration,
+                    "schedule": [[0.0, samples / duration]],
+                    "offered_rps": samples / duration,
+                    "achieved_rps": samples / duration,
+                    "totals": tot,
+                    "classes": counters,
+                }
+            )
+        )
+        (d / "point.json").write_text(
+            json.dumps(
+                {
+                    "id": pid,
+                    "index": i,
+                    "system": "rain",
+                    "variant": None,
+                    "repetition": 1,
+                    "load_krps": (1000 + 100 * i),
+                    "offered_rps": samples / duration,
+                    "dilation": k,
+                    "status": "done",
+                }
+            )
+        )
     return run
 
 
@@ -113,8 +152,10 @@ def histogram_core(run: Path) -> dict:
     for d in point_dirs(run):
         data = load_point(d)
         for cls, h in data.latency.items():
-            out[(data.id, cls)] = (h.percentiles((50.0, 99.0, 99.9)),
-                                   data.slowdown[cls].percentiles((50.0, 99.0, 99.9)))
+            out[(data.id, cls)] = (
+                h.percentiles((50.0, 99.0, 99.9)),
+                data.slowdown[cls].percentiles((50.0, 99.0, 99.9)),
+            )
     return out
 
 
@@ -134,15 +175,22 @@ def _best(n: int, fn, *a, deadline: float = math.inf, **kw):
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m orchestrator.experiment.bench_analysis", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m orchestrator.experiment.bench_analysis",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--points", type=int, default=20)
     ap.add_argument("--samples", type=int, default=1_000_000, help="requests per point")
     ap.add_argument("--intervals", type=int, default=10, help="1-second intervals per point")
     ap.add_argument("--target", type=float, default=50.0, help="speed-up to report as met (vs the CSV baseline)")
     ap.add_argument("--repeat", type=int, default=2, help="runs of each method; the best time counts")
-    ap.add_argument("--budget-s", type=float, default=100.0,
-                    help="skip further repetitions of the slow baselines past this many seconds")
+    ap.add_argument(
+        "--budget-s",
+        type=float,
+        default=100.0,
+        help="skip further repetitions of the slow baselines past this many seconds",
+    )
     ap.add_argument("--dir", help="work directory (default: a temporary one, removed after)")
     args = ap.parse_args(argv)
 
@@ -152,8 +200,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         t0 = time.perf_counter()
         run = generate(root, args.points, args.samples, args.intervals)
-        print(f"generated {args.points} points x {args.samples:,} requests ({len(CLASSES)} classes, "
-              f"{args.intervals} intervals) in {time.perf_counter() - t0:.1f} s")
+        print(
+            f"generated {args.points} points x {args.samples:,} requests ({len(CLASSES)} classes, "
+            f"{args.intervals} intervals) in {time.perf_counter() - t0:.1f} s"
+        )
         analyze(run, recheck=True)  # warm-up: imports, layout tables, the parquet writer
         deadline = t0 + args.budget_s
         df, t_hist, n_hist = _best(args.repeat, analyze, run, recheck=True)
@@ -169,18 +219,28 @@ def main(argv: list[str] | None = None) -> int:
                 exact = ref.loc[q, "latency_ns"] / 1000.0
                 worst = max(worst, abs(r[col] - exact) / exact)
         print(f"best of runs: analyze() {n_hist}, same quantiles {n_core}, CSV {n_csv}, Parquet {n_pq}")
-        print(f"histogram path, analyze():      {t_hist:7.3f} s  ({len(df)} rows; per-interval series, CIs, "
-              f"validity checks, parquet included)")
+        print(
+            f"histogram path, analyze():      {t_hist:7.3f} s  ({len(df)} rows; per-interval series, CIs, "
+            f"validity checks, parquet included)"
+        )
         print(f"histogram path, same quantiles: {t_core:7.3f} s  (only what the baseline computes)")
-        print(f"pandas on raw samples, CSV:     {t_csv:7.3f} s  -> analyze() {t_csv / t_hist:5.1f}x faster, "
-              f"like for like {t_csv / t_core:5.1f}x")
-        print(f"pandas on raw samples, Parquet: {t_pq:7.3f} s  -> analyze() {t_pq / t_hist:5.1f}x faster, "
-              f"like for like {t_pq / t_core:5.1f}x")
-        print(f"largest relative difference of p50/p99/p99.9 from the exact sample quantiles: {worst:.2e} "
-              f"(HdrHistogram at 3 significant digits, plus rank rounding)")
+        print(
+            f"pandas on raw samples, CSV:     {t_csv:7.3f} s  -> analyze() {t_csv / t_hist:5.1f}x faster, "
+            f"like for like {t_csv / t_core:5.1f}x"
+        )
+        print(
+            f"pandas on raw samples, Parquet: {t_pq:7.3f} s  -> analyze() {t_pq / t_hist:5.1f}x faster, "
+            f"like for like {t_pq / t_core:5.1f}x"
+        )
+        print(
+            f"largest relative difference of p50/p99/p99.9 from the exact sample quantiles: {worst:.2e} "
+            f"(HdrHistogram at 3 significant digits, plus rank rounding)"
+        )
         met = t_csv / t_hist >= args.target
-        print(f"target >= {args.target:g}x (analyze() vs CSV): {'met' if met else 'NOT met'}; "
-              f"total {time.perf_counter() - t0:.1f} s")
+        print(
+            f"target >= {args.target:g}x (analyze() vs CSV): {'met' if met else 'NOT met'}; "
+            f"total {time.perf_counter() - t0:.1f} s"
+        )
         return 0 if worst < 5e-3 else 1
     finally:
         if not args.dir:

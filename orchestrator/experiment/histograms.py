@@ -13,6 +13,7 @@ The interval-log format (hosts/dpdk/client/hdr.h): `#[...]` comment lines, a leg
 then `Tag=<class>,<start s>,<length s>,<max>,<base64 V2 histogram>` per interval and
 class; start times are relative to `#[BaseTime: ...]`.
 """
+
 from __future__ import annotations
 
 import base64
@@ -20,10 +21,10 @@ import math
 import re
 import struct
 import zlib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -47,7 +48,7 @@ class Layout:
 
     @cached_property
     def half_mag(self) -> int:
-        mag = int(math.ceil(math.log2(2 * 10 ** self.sigfigs)))
+        mag = int(math.ceil(math.log2(2 * 10**self.sigfigs)))
         return max(mag - 1, 0)
 
     @cached_property
@@ -103,6 +104,7 @@ def _midf(layout: Layout) -> np.ndarray:
 
 DEFAULT = Layout(LOWEST, HIGHEST, SIGFIGS)
 
+
 @lru_cache(maxsize=4096)
 def _ci_ranks(n: int, q: float, confidence: float) -> tuple[int, int]:
     """Order-statistic ranks (1-based) l, u with P(X_(l) <= x_q <= X_(u)) >= confidence:
@@ -136,14 +138,14 @@ class Hist:
     # -- building ----------------------------------------------------------------
 
     @classmethod
-    def from_counts(cls, counts: np.ndarray, layout: Layout = DEFAULT) -> "Hist":
+    def from_counts(cls, counts: np.ndarray, layout: Layout = DEFAULT) -> Hist:
         """From a dense counts array (one count per bucket index)."""
         counts = np.asarray(counts)
         nz = np.flatnonzero(counts)
         return cls(layout, nz.astype(np.int64), counts[nz].astype(np.int64))
 
     @classmethod
-    def from_values(cls, values: Iterable[int] | np.ndarray, layout: Layout = DEFAULT) -> "Hist":
+    def from_values(cls, values: Iterable[int] | np.ndarray, layout: Layout = DEFAULT) -> Hist:
         v = np.asarray(values, dtype=np.int64)
         if v.size == 0:
             return cls(layout)
@@ -152,7 +154,7 @@ class Hist:
         return cls.from_counts(counts, layout)
 
     @classmethod
-    def decode(cls, b64: str) -> "Hist":
+    def decode(cls, b64: str) -> Hist:
         """A V2 base64 payload (what an interval-log line carries)."""
         return _decode(*_inflate(b64))
 
@@ -174,10 +176,10 @@ class Hist:
         out[self.idx] = self.cnt
         return out
 
-    def copy(self) -> "Hist":
+    def copy(self) -> Hist:
         return Hist(self.layout, self.idx.copy(), self.cnt.copy())
 
-    def add(self, other: "Hist") -> "Hist":
+    def add(self, other: Hist) -> Hist:
         if other.layout != self.layout:
             raise ValueError(f"cannot add histograms of layouts {self.layout} and {other.layout}")
         merged = Hist.merge([self, other], self.layout)
@@ -185,7 +187,7 @@ class Hist:
         return self
 
     @staticmethod
-    def merge(hists: Iterable["Hist"], layout: Layout | None = None) -> "Hist":
+    def merge(hists: Iterable[Hist], layout: Layout | None = None) -> Hist:
         """The sum of several histograms (of one layout), in one pass."""
         hs = [h for h in hists]
         if layout is None:
@@ -347,9 +349,9 @@ _START = re.compile(r"#\[StartTime:\s*([\d.]+)")
 @dataclass
 class Interval:
     tag: str | None
-    start_s: float     # relative to the log's base time (rain-client: the window start)
+    start_s: float  # relative to the log's base time (rain-client: the window start)
     length_s: float
-    max: float         # as logged (already divided by the writer's max ratio)
+    max: float  # as logged (already divided by the writer's max ratio)
     hist: Hist
 
 
@@ -394,7 +396,7 @@ def read_hlog(path: str | Path) -> IntervalLog:
             tag = None
             if line.startswith("Tag="):
                 comma = line.index(",")
-                tag, line = line[4:comma], line[comma + 1:]
+                tag, line = line[4:comma], line[comma + 1 :]
             parts = line.rstrip("\n").split(",", 3)
             if len(parts) != 4:
                 raise ValueError(f"{path}: not an interval line: {line[:60]!r}")
@@ -404,8 +406,14 @@ def read_hlog(path: str | Path) -> IntervalLog:
     return IntervalLog(path, start, base, out)
 
 
-def write_hlog(path: str | Path, intervals: Sequence[tuple[str, float, float, Hist]], *, start_unix_s: float = 0.0,
-               max_ratio: float = 1e6, comment: str | None = None) -> Path:
+def write_hlog(
+    path: str | Path,
+    intervals: Sequence[tuple[str, float, float, Hist]],
+    *,
+    start_unix_s: float = 0.0,
+    max_ratio: float = 1e6,
+    comment: str | None = None,
+) -> Path:
     """Write (tag, start_s, length_s, hist) rows as rain-client does (hdr.c,
     hdr_log_write): comment, version, StartTime, BaseTime, legend, then
     `Tag=<tag>,<start>,<length>,<max/ratio>,<payload>` with 3 decimals."""

@@ -3,6 +3,7 @@ files, no connections (DESIGN.md rule 5). Points are ordered so that a sweep
 interleaves repetitions (all loads of repetition 1, then of repetition 2) and a
 partial run still covers every load.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -34,13 +35,13 @@ class Point:
     variant: str | None
     variant_label: str | None
     repetition: int
-    load_krps: float                 # offered load in paper time
+    load_krps: float  # offered load in paper time
     capacity_fraction: float | None  # as the spec gave it, if it did
-    offered_rps: float               # offered load on this testbed (dilated)
+    offered_rps: float  # offered load on this testbed (dilated)
     dilation: float
-    warmup_s: float                  # testbed time
+    warmup_s: float  # testbed time
     measure_s: float
-    handler: str                     # spin | sleep
+    handler: str  # spin | sleep
     worker_threads: int
     params: dict = field(default_factory=dict)
 
@@ -76,14 +77,23 @@ def plan(spec: Spec, shape: TestbedShape) -> list[Point]:
                 for krps, frac in loads:
                     label = fmt_load(krps) if tag == "k" else fmt_load(frac)
                     name = f"{system}.{variant}" if variant else system
-                    points.append(Point(
-                        id=f"{name}-{tag}{label}-r{rep}", index=len(points), system=system,
-                        variant=variant, variant_label=vlabel, repetition=rep,
-                        load_krps=round(krps, 6),
-                        capacity_fraction=round(frac, 6),
-                        offered_rps=round(krps * 1000.0 / k, 3),
-                        dilation=k, warmup_s=d.warmup_s, measure_s=d.measure_s,
-                        handler=handler, worker_threads=threads,
-                        params=(rain if system == "rain" else baseline).model_dump(),
-                    ))
+                    points.append(
+                        Point(
+                            id=f"{name}-{tag}{label}-r{rep}",
+                            index=len(points),
+                            system=system,
+                            variant=variant,
+                            variant_label=vlabel,
+                            repetition=rep,
+                            load_krps=round(krps, 6),
+                            capacity_fraction=round(frac, 6),
+                            offered_rps=round(krps * 1000.0 / k, 3),
+                            dilation=k,
+                            warmup_s=d.warmup_s,
+                            measure_s=d.measure_s,
+                            handler=handler,
+                            worker_threads=threads,
+                            params=(rain if system == "rain" else baseline).model_dump(),
+                        )
+                    )
     return points

@@ -16,18 +16,30 @@ Kinds (spec.PLOTS):
   queuing_ratio         tasks dispatched from the switch queue / all dispatched (Fig. 11)
   quota_vs_load         mean token quota (worker queue depth) vs load (Fig. 9b)
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from matplotlib import rc_context
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from .analyze import (ALL, aggregate, experiment_name, point_dirs, read_manifest, read_summary, spec_of,
-                      switch_queue_series, switch_snapshot, testbed_kind, worker_queue_series)
+from .analyze import (
+    ALL,
+    aggregate,
+    experiment_name,
+    point_dirs,
+    read_manifest,
+    read_summary,
+    spec_of,
+    switch_queue_series,
+    switch_snapshot,
+    testbed_kind,
+    worker_queue_series,
+)
 from .spec import PLOTS
 
 KINDS = PLOTS
@@ -55,17 +67,18 @@ class _Ctx:
         self.skipped: dict[str, str] = {}
 
     def caption(self) -> str:
-        return (f"{self.experiment} ({self.run_dir.name}) | testbed: {self.kind} | time dilation k = {self.k}: "
-                f"paper time (loads x k, latencies / k) | mean of repetitions, bars min-max | "
-                f"hollow marker: failed validity checks")
+        return (
+            f"{self.experiment} ({self.run_dir.name}) | testbed: {self.kind} | time dilation k = {self.k}: "
+            f"paper time (loads x k, latencies / k) | mean of repetitions, bars min-max | "
+            f"hollow marker: failed validity checks"
+        )
 
     def figure(self, ncols: int = 1, width: float = 5.2, height: float = 3.8):
         w, h = width * ncols, height + 0.5
         fig = Figure(figsize=(w, h))
         # fixed margins (constrained layout costs more than the drawing); room at the
         # bottom for the caption line
-        fig.subplots_adjust(left=0.75 / w, right=1 - 0.15 / w, bottom=1.0 / h, top=1 - 0.35 / h,
-                            wspace=0.9 / width)
+        fig.subplots_adjust(left=0.75 / w, right=1 - 0.15 / w, bottom=1.0 / h, top=1 - 0.35 / h, wspace=0.9 / width)
         axes = fig.subplots(1, ncols, squeeze=False)[0]
         return fig, list(axes)
 
@@ -135,6 +148,7 @@ def _load_label(ctx: _Ctx) -> str:
 
 
 # -- the kinds -----------------------------------------------------------------------------
+
 
 def _p99_vs_load(ctx: _Ctx) -> list[Path]:
     agg = ctx.agg[ctx.agg["class"] == ALL]
@@ -208,9 +222,16 @@ def _p99_over_time(ctx: _Ctx) -> list[Path]:
             s = ts[ts["point_id"] == r["point_id"]].sort_values("t_s")
             if s.empty:
                 continue
-            ax.plot(s["t_s_paper"] * 1000.0, s["p99_us_paper"], marker=".", ms=3, lw=1.1,
-                    color=f"C{i % 10}", label=f"{r['load_krps']:g} kRPS" + ("" if r["valid"] else " (invalid)"),
-                    ls="-" if r["valid"] else ":")
+            ax.plot(
+                s["t_s_paper"] * 1000.0,
+                s["p99_us_paper"],
+                marker=".",
+                ms=3,
+                lw=1.1,
+                color=f"C{i % 10}",
+                label=f"{r['load_krps']:g} kRPS" + ("" if r["valid"] else " (invalid)"),
+                ls="-" if r["valid"] else ":",
+            )
         ax.set_title(curve, fontsize=9)
         ax.set_xlabel("time in the measurement window (ms, paper time)")
         ax.set_ylabel("99% tail latency (us)")
@@ -235,16 +256,22 @@ def _queue_depth(ctx: _Ctx) -> list[Path]:
         if len(sw) > 1:
             series.append((r["curve"], f"{r['load_krps']:g} kRPS, switch queue", sw, k, "--"))
     if not series:
-        ctx.skipped["queue_depth"] = ("no periodic worker stats (workers/<host>/stats.jsonl) or timed switch "
-                                      "snapshots")
+        ctx.skipped["queue_depth"] = "no periodic worker stats (workers/<host>/stats.jsonl) or timed switch snapshots"
         return []
     curves = sorted({s[0] for s in series})
     fig, axes = ctx.figure(ncols=len(curves), width=4.4)
     for ax, curve in zip(axes, curves):
         for i, (_, label, s, k, ls) in enumerate(x for x in series if x[0] == curve):
             t0 = s[0][0]
-            ax.step([(t - t0) / k * 1000.0 for t, _ in s], [v for _, v in s], where="post", ls=ls,
-                    color=f"C{i % 10}", lw=1.1, label=label)
+            ax.step(
+                [(t - t0) / k * 1000.0 for t, _ in s],
+                [v for _, v in s],
+                where="post",
+                ls=ls,
+                color=f"C{i % 10}",
+                lw=1.1,
+                label=label,
+            )
         ax.set_title(curve, fontsize=9)
         ax.set_xlabel("time (ms, paper time)")
         ax.set_ylabel("queued tasks")
@@ -269,19 +296,34 @@ def _per_point_metric(ctx: _Ctx, kind: str, col: str, ylabel: str, title: str, m
 
 
 def _queuing_ratio(ctx: _Ctx) -> list[Path]:
-    return _per_point_metric(ctx, "queuing_ratio", "queuing_ratio", "on-switch queuing ratio",
-                             "tasks dispatched from the switch queue / all dispatched",
-                             "no switch event counters (switch/snapshot.json)")
+    return _per_point_metric(
+        ctx,
+        "queuing_ratio",
+        "queuing_ratio",
+        "on-switch queuing ratio",
+        "tasks dispatched from the switch queue / all dispatched",
+        "no switch event counters (switch/snapshot.json)",
+    )
 
 
 def _quota_vs_load(ctx: _Ctx) -> list[Path]:
-    return _per_point_metric(ctx, "quota_vs_load", "mean_quota", "worker queue depth (mean token quota)",
-                             "token quota vs load", "no agent decisions (agent/<host>/decisions.jsonl)")
+    return _per_point_metric(
+        ctx,
+        "quota_vs_load",
+        "mean_quota",
+        "worker queue depth (mean token quota)",
+        "token quota vs load",
+        "no agent decisions (agent/<host>/decisions.jsonl)",
+    )
 
 
 _KIND_FN = {
-    "p99_vs_load": _p99_vs_load, "p99_per_class": _p99_per_class, "p99_slowdown_vs_load": _p99_slowdown_vs_load,
-    "queue_depth": _queue_depth, "p99_over_time": _p99_over_time, "queuing_ratio": _queuing_ratio,
+    "p99_vs_load": _p99_vs_load,
+    "p99_per_class": _p99_per_class,
+    "p99_slowdown_vs_load": _p99_slowdown_vs_load,
+    "queue_depth": _queue_depth,
+    "p99_over_time": _p99_over_time,
+    "queuing_ratio": _queuing_ratio,
     "quota_vs_load": _quota_vs_load,
 }
 

@@ -6,16 +6,27 @@ paper time), per-class tables, throughput under the SLO, the validity verdict of
 every point (what failed and why), the figures, and the provenance (git revision
 and dirty state, versions, hashes) recorded when the run started.
 """
+
 from __future__ import annotations
 
 import html
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from .analyze import (ALL, aggregate, experiment_name, point_dirs, read_manifest, read_summary, spec_of,
-                      testbed_kind, throughput_under_slo)
+from .analyze import (
+    ALL,
+    aggregate,
+    experiment_name,
+    point_dirs,
+    read_manifest,
+    read_summary,
+    spec_of,
+    testbed_kind,
+    throughput_under_slo,
+)
 
 
 def _fmt(x: Any, digits: int = 4) -> str:
@@ -49,8 +60,10 @@ def _spec_section(spec, manifest: dict, df) -> list[str]:
     lines = ["## Setup", ""]
     kind = testbed_kind(manifest)
     ks = sorted(df["dilation"].unique()) if not df.empty else []
-    lines.append(f"- testbed: **{kind}**; time dilation k = {', '.join(f'{k:g}' for k in ks) or '?'} "
-                 f"(tables and figures are in paper time: loads x k, latencies / k)")
+    lines.append(
+        f"- testbed: **{kind}**; time dilation k = {', '.join(f'{k:g}' for k in ks) or '?'} "
+        f"(tables and figures are in paper time: loads x k, latencies / k)"
+    )
     if spec is None:
         lines += ["- (no spec recorded in manifest.json)", ""]
         return lines
@@ -58,22 +71,36 @@ def _spec_section(spec, manifest: dict, df) -> list[str]:
         lines.append(f"- paper figure: {spec.figure}")
     lines.append(f"- systems: {', '.join(spec.systems)}")
     if spec.variants:
-        lines.append("- variants: " + "; ".join(f"{v.name} ({v.label or v.name}): rain {v.rain or {}}, "
-                                                 f"baseline {v.baseline or {}}" for v in spec.variants))
+        lines.append(
+            "- variants: "
+            + "; ".join(
+                f"{v.name} ({v.label or v.name}): rain {v.rain or {}}, baseline {v.baseline or {}}"
+                for v in spec.variants
+            )
+        )
     wl = spec.workload
-    cls = "; ".join(f"{c.name} (weight {c.weight:g}, service {c.service.model_dump(exclude_none=True)}, "
-                    f"{c.payload.bytes} B, {c.payload.large_fraction:.0%} large)" for c in wl.classes)
+    cls = "; ".join(
+        f"{c.name} (weight {c.weight:g}, service {c.service.model_dump(exclude_none=True)}, "
+        f"{c.payload.bytes} B, {c.payload.large_fraction:.0%} large)"
+        for c in wl.classes
+    )
     lines.append(f"- workload: {wl.arrival} arrivals; classes: {cls}; mean service {wl.mean_service_us:g} us")
     if wl.phases:
-        lines.append("- phases: " + "; ".join(f"from {p.at_s:g} s: {p.capacity_fraction:g} of capacity"
-                                              + (f" ({', '.join(p.classes)})" if p.classes else "")
-                                              for p in wl.phases))
+        lines.append(
+            "- phases: "
+            + "; ".join(
+                f"from {p.at_s:g} s: {p.capacity_fraction:g} of capacity"
+                + (f" ({', '.join(p.classes)})" if p.classes else "")
+                for p in wl.phases
+            )
+        )
     load = spec.load.krps or spec.load.capacity_fraction
     unit = "kRPS" if spec.load.krps else "x capacity"
     lines.append(f"- loads ({unit}): {', '.join(f'{x:g}' for x in load or [])}; repetitions: {spec.repetitions}")
-    lines.append(f"- durations: warm-up {spec.warmup_s:g} s, measurement {spec.measure_s:g} s"
-                 + (f" (emulated: {spec.emulated.warmup_s:g} s + {spec.emulated.measure_s:g} s)" if spec.emulated
-                    else ""))
+    lines.append(
+        f"- durations: warm-up {spec.warmup_s:g} s, measurement {spec.measure_s:g} s"
+        + (f" (emulated: {spec.emulated.warmup_s:g} s + {spec.emulated.measure_s:g} s)" if spec.emulated else "")
+    )
     lines.append(f"- workers: {spec.workers.per_host_threads} threads per host; handler {spec.handler}")
     if "rain" in spec.systems:
         lines.append(f"- rain: {spec.rain.model_dump(exclude_none=True)}")
@@ -90,14 +117,36 @@ def _results_section(df, spec) -> list[str]:
         return lines + ["No analysed points.", ""]
     agg = aggregate(df)
     allc = agg[agg["class"] == ALL]
-    hdr = ["curve", "load (kRPS)", "achieved (kRPS)", "p50 (us)", "p99 (us) mean", "p99 min", "p99 max",
-           "p99.9 (us)", "p99 slowdown", "valid reps"]
+    hdr = [
+        "curve",
+        "load (kRPS)",
+        "achieved (kRPS)",
+        "p50 (us)",
+        "p99 (us) mean",
+        "p99 min",
+        "p99 max",
+        "p99.9 (us)",
+        "p99 slowdown",
+        "valid reps",
+    ]
 
     def rows(a):
-        return [[r["curve"], r["load_krps"], r["achieved_krps"], r["p50_us_paper_mean"], r["p99_us_paper_mean"],
-                 r["p99_us_paper_min"], r["p99_us_paper_max"], r["p999_us_paper_mean"], r["p99_slowdown_mean"],
-                 f"{int(r['valid_reps'])}/{int(r['reps'])}"]
-                for _, r in a.sort_values(["curve", "load_krps"]).iterrows()]
+        return [
+            [
+                r["curve"],
+                r["load_krps"],
+                r["achieved_krps"],
+                r["p50_us_paper_mean"],
+                r["p99_us_paper_mean"],
+                r["p99_us_paper_min"],
+                r["p99_us_paper_max"],
+                r["p999_us_paper_mean"],
+                r["p99_slowdown_mean"],
+                f"{int(r['valid_reps'])}/{int(r['reps'])}",
+            ]
+            for _, r in a.sort_values(["curve", "load_krps"]).iterrows()
+        ]
+
     lines += ["All requests (paper time; mean over repetitions):", "", table(hdr, rows(allc)), ""]
     for cls in [c for c in agg["class"].unique() if c != ALL]:
         lines += [f"### Class `{cls}`", "", table(hdr, rows(agg[agg["class"] == cls])), ""]
@@ -108,13 +157,29 @@ def _slo_section(df, spec) -> list[str]:
     if spec is None or spec.slo is None or df.empty:
         return []
     tput = throughput_under_slo(df, spec.slo)
-    lines = ["## Throughput under SLO", "",
-             f"The highest load (mean achieved, paper kRPS) before the first load that breaks "
-             f"{tput['slo'].iloc[0] if len(tput) else 'the SLO'} or has invalid repetitions.", ""]
-    lines.append(table(["curve", "throughput (kRPS)", "at load (kRPS)", "p99 (us)", "p99 slowdown",
-                        "first violation (kRPS)"],
-                       [[r["curve"], r["throughput_krps"], r["load_krps"], r["p99_us_paper"], r["p99_slowdown"],
-                         r["first_violation_krps"]] for _, r in tput.iterrows()]))
+    lines = [
+        "## Throughput under SLO",
+        "",
+        f"The highest load (mean achieved, paper kRPS) before the first load that breaks "
+        f"{tput['slo'].iloc[0] if len(tput) else 'the SLO'} or has invalid repetitions.",
+        "",
+    ]
+    lines.append(
+        table(
+            ["curve", "throughput (kRPS)", "at load (kRPS)", "p99 (us)", "p99 slowdown", "first violation (kRPS)"],
+            [
+                [
+                    r["curve"],
+                    r["throughput_krps"],
+                    r["load_krps"],
+                    r["p99_us_paper"],
+                    r["p99_slowdown"],
+                    r["first_violation_krps"],
+                ]
+                for _, r in tput.iterrows()
+            ],
+        )
+    )
     return lines + [""]
 
 
@@ -133,8 +198,14 @@ def _validity_section(run_dir: Path) -> list[str]:
             rows.append([name, "unknown", "-", "no validity.json"])
             continue
         failed = [c for c in v.get("checks", []) if c.get("passed") is False]
-        rows.append([name, bool(v.get("valid")), ", ".join(c["name"] for c in failed) or "-",
-                     "; ".join(f"{c['name']}: {c['message']}" for c in failed) or "-"])
+        rows.append(
+            [
+                name,
+                bool(v.get("valid")),
+                ", ".join(c["name"] for c in failed) or "-",
+                "; ".join(f"{c['name']}: {c['message']}" for c in failed) or "-",
+            ]
+        )
     lines += [table(["point", "valid", "failed checks", "why"], rows), ""]
     not_run: dict[str, set[str]] = {}
     for _, v in verdicts:
@@ -155,8 +226,7 @@ def _figures_section(run_dir: Path) -> list[str]:
         return []
     lines = ["## Figures", ""]
     for p in pngs:
-        lines += [f"### {p.stem.replace('_', ' ')}", "",
-                  f"![{p.stem}](plots/{p.name}) ([SVG](plots/{p.stem}.svg))", ""]
+        lines += [f"### {p.stem.replace('_', ' ')}", "", f"![{p.stem}](plots/{p.name}) ([SVG](plots/{p.stem}.svg))", ""]
     return lines
 
 
@@ -169,14 +239,18 @@ def _provenance_section(manifest: dict) -> list[str]:
     git = manifest.get("git") if isinstance(manifest.get("git"), dict) else {}
     rev = git.get("revision") or manifest.get("git_revision")
     dirty = git.get("dirty", manifest.get("git_dirty"))
-    lines.append(f"- git revision: `{rev or 'unknown'}`"
-                 + ("" if dirty is None else f" ({'DIRTY: uncommitted changes' if dirty else 'clean'})"))
+    lines.append(
+        f"- git revision: `{rev or 'unknown'}`"
+        + ("" if dirty is None else f" ({'DIRTY: uncommitted changes' if dirty else 'clean'})")
+    )
     if dirty and git.get("dirty_files"):
         files = [str(f).strip() for f in git["dirty_files"]]
-        lines.append(f"- uncommitted: {', '.join(f'`{f}`' for f in files[:20])}"
-                     + (f" and {len(files) - 20} more" if len(files) > 20 else ""))
+        lines.append(
+            f"- uncommitted: {', '.join(f'`{f}`' for f in files[:20])}"
+            + (f" and {len(files) - 20} more" if len(files) > 20 else "")
+        )
     if isinstance(manifest.get("created_unix"), (int, float)):
-        when = datetime.datetime.fromtimestamp(manifest["created_unix"], datetime.timezone.utc)
+        when = datetime.datetime.fromtimestamp(manifest["created_unix"], datetime.UTC)
         lines.append(f"- started: {when:%Y-%m-%d %H:%M:%S} UTC")
     for key in ("spec_file", "inventory_file"):
         if manifest.get(key):
@@ -194,9 +268,22 @@ def _provenance_section(manifest: dict) -> list[str]:
         cols = sorted({k for f in facts.values() if isinstance(f, dict) for k in f})
         rows = [[h] + [(f or {}).get(c, "-") if isinstance(f, dict) else "-" for c in cols] for h, f in facts.items()]
         lines += ["", "Hosts:", "", table(["host"] + cols, rows)]
-    shown = {"git", "versions", "hashes", "spec", "testbed", "experiment", "git_revision", "git_dirty",
-             "created_unix", "spec_file", "inventory_file", "host_facts",
-             "points", "inventory"}  # points: the tables above; inventory: in manifest.json
+    shown = {
+        "git",
+        "versions",
+        "hashes",
+        "spec",
+        "testbed",
+        "experiment",
+        "git_revision",
+        "git_dirty",
+        "created_unix",
+        "spec_file",
+        "inventory_file",
+        "host_facts",
+        "points",
+        "inventory",
+    }  # points: the tables above; inventory: in manifest.json
     rest = {k: v for k, v in manifest.items() if k not in shown}
     if rest:
         lines += ["", "Other manifest entries:", ""]
@@ -231,12 +318,16 @@ def _html(md: str, title: str) -> str:
         body = MarkdownIt("commonmark").enable("table").render(md)
     except ImportError:  # markdown-it-py comes with rich; without it, the text as is
         body = f"<pre>{html.escape(md)}</pre>"
-    style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;line-height:1.4}"
-             "table{border-collapse:collapse;font-size:0.85em;margin:0.5em 0}"
-             "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
-             "td:first-child,th:first-child{text-align:left}img{max-width:100%}code{font-size:0.9em}")
-    return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
-            f"<style>{style}</style></head><body>\n{body}</body></html>\n")
+    style = (
+        "body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;line-height:1.4}"
+        "table{border-collapse:collapse;font-size:0.85em;margin:0.5em 0}"
+        "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
+        "td:first-child,th:first-child{text-align:left}img{max-width:100%}code{font-size:0.9em}"
+    )
+    return (
+        f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+        f"<style>{style}</style></head><body>\n{body}</body></html>\n"
+    )
 
 
 def report(run_dir: str | Path, *, make_plots: bool = True) -> Path:
@@ -255,6 +346,7 @@ def report(run_dir: str | Path, *, make_plots: bool = True) -> Path:
     md = render_markdown(run_dir)
     out = run_dir / "report.md"
     out.write_text(md)
-    (run_dir / "report.html").write_text(_html(md, f"{experiment_name(run_dir, read_manifest(run_dir))} "
-                                                   f"{run_dir.name}"))
+    (run_dir / "report.html").write_text(
+        _html(md, f"{experiment_name(run_dir, read_manifest(run_dir))} {run_dir.name}")
+    )
     return out

@@ -12,6 +12,7 @@ agent) are retried a bounded number of times, then the point is marked failed wi
 the reason and the sweep goes on. Ctrl-C stops the remote processes, puts the point
 back to todo and leaves a run that `--resume` continues.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -28,14 +29,15 @@ from ..errors import RainmakerError, UsageError
 from ..inventory import Host, Inventory
 from ..remote import Background, Remote, Target, targets
 from .plan import Point, TestbedShape, plan
-from .spec import Spec, load as load_spec
+from .spec import Spec
+from .spec import load as load_spec
 from .sweep import DONE, FAILED, Sweep
 
 REPO = Path(__file__).resolve().parents[2]
 SUPPORTED = {"adaptive"}
 NOT_YET = {
     "baselines": "the baseline switch programs (R2P2-SW, RackSched-SW, Draconis-SW, Pallas-SW) are not built yet; "
-                 "run with systems: [rain]",
+    "run with systems: [rain]",
     "rocksdb": "the RocksDB worker handler is not built yet; key-count workloads cannot run",
     "time_varying": "phases that change the request classes mid-run are not supported by rain-client yet",
 }
@@ -62,9 +64,12 @@ def shape_of(inv: Inventory) -> TestbedShape:
 
 # -- provenance ------------------------------------------------------------------------
 
+
 def _git(*args: str) -> str:
     try:
-        return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True, timeout=10).stdout.strip()
+        return subprocess.run(
+            ["git", "-C", str(REPO), *args], capture_output=True, text=True, timeout=10
+        ).stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
         return ""
 
@@ -87,14 +92,23 @@ def _versions() -> dict:
         except md.PackageNotFoundError:
             pass
     try:
-        out["dpdk"] = subprocess.run(["pkg-config", "--modversion", "libdpdk"], capture_output=True, text=True).stdout.strip()
+        out["dpdk"] = subprocess.run(
+            ["pkg-config", "--modversion", "libdpdk"], capture_output=True, text=True
+        ).stdout.strip()
     except OSError:
         pass
     return out
 
 
-def manifest(spec_path: Path, spec: Spec, inv: Inventory, inv_path: Path | None, points: list[Point],
-             host_facts: dict, bfrt_json_sha: str | None) -> dict:
+def manifest(
+    spec_path: Path,
+    spec: Spec,
+    inv: Inventory,
+    inv_path: Path | None,
+    points: list[Point],
+    host_facts: dict,
+    bfrt_json_sha: str | None,
+) -> dict:
     status = _git("status", "--porcelain")
     return {
         "experiment": spec.name,
@@ -105,10 +119,13 @@ def manifest(spec_path: Path, spec: Spec, inv: Inventory, inv_path: Path | None,
         "inventory_file": str(inv_path) if inv_path else None,
         # Key *paths* only: an inventory never holds key material.
         "inventory": inv.model_dump(mode="json"),
-        "testbed": {"kind": "emulated" if inv.is_emulated else ("tofino-model" if inv.switch.target == "model"
-                                                                  else "hardware"),
-                    "switch": inv.switch.kind, "switch_target": inv.switch.target,
-                    "workers": len(inv.workers), "clients": len(inv.clients)},
+        "testbed": {
+            "kind": "emulated" if inv.is_emulated else ("tofino-model" if inv.switch.target == "model" else "hardware"),
+            "switch": inv.switch.kind,
+            "switch_target": inv.switch.target,
+            "workers": len(inv.workers),
+            "clients": len(inv.clients),
+        },
         "points": [asdict(p) for p in points],
         "host_facts": host_facts,
         "versions": _versions(),
@@ -123,6 +140,7 @@ def manifest(spec_path: Path, spec: Spec, inv: Inventory, inv_path: Path | None,
 
 
 # -- the run ---------------------------------------------------------------------------
+
 
 @dataclass
 class Testbed:
@@ -165,7 +183,8 @@ class Testbed:
 
 _SH_HASHES = (  # $1: the deploy root, then the files: their sha256sum lines, then VERSION
     'cd "$1" 2>/dev/null && shift && sha256sum -- "$@" 2>/dev/null; '
-    'printf "version=%s\\n" "$(cat agent/VERSION 2>/dev/null)"; exit 0')
+    'printf "version=%s\\n" "$(cat agent/VERSION 2>/dev/null)"; exit 0'
+)
 
 
 def deploy(tb: Testbed, log) -> None:
@@ -185,11 +204,13 @@ def deploy(tb: Testbed, log) -> None:
             dests = [f.dest for f in b.all_files()] + ([] if b.build == "local" else list(b.binaries))
             out = r.run(["sh", "-c", _SH_HASHES, "sh", str(r.target.deploy_root), *dests], timeout=30).stdout
             have = parse_sha256sum(out)
-            version = next((line[len("version="):] for line in out.splitlines() if line.startswith("version=")), "")
+            version = next((line[len("version=") :] for line in out.splitlines() if line.startswith("version=")), "")
             if b.build == "host" and (differing(b, have, b.sources) or any(d not in have for d in b.binaries)):
-                raise UsageError(f"{name}: rain-client and rain-worker are built on the host (deploy.build: host) "
-                                 f"and were not built from these sources",
-                                 fix="run `rainmaker provision --tags deploy`: it copies the sources and builds them there")
+                raise UsageError(
+                    f"{name}: rain-client and rain-worker are built on the host (deploy.build: host) "
+                    f"and were not built from these sources",
+                    fix="run `rainmaker provision --tags deploy`: it copies the sources and builds them there",
+                )
             todo = differing(b, have)
             for f in todo:
                 r.put(f.src, f.dest, mode=f.mode)
@@ -201,8 +222,10 @@ def deploy(tb: Testbed, log) -> None:
         copied = tb.parallel(one, hosts)
     n = sum(copied.values())
     if n:
-        log(f"deployed {n} file(s) of bundle {b.digest} (rain-client, rain-worker, agents) to "
-            f"{sum(1 for c in copied.values() if c)} of {len(hosts)} hosts")
+        log(
+            f"deployed {n} file(s) of bundle {b.digest} (rain-client, rain-worker, agents) to "
+            f"{sum(1 for c in copied.values() if c)} of {len(hosts)} hosts"
+        )
     else:
         log(f"bundle {b.digest} already on all {len(hosts)} hosts")
 
@@ -210,10 +233,12 @@ def deploy(tb: Testbed, log) -> None:
 def host_facts(tb: Testbed) -> dict:
     """Per machine: kernel, CPUs, DPDK, hugepages, CPU model, and what the roce role
     recorded (<deploy_root>/facts/roce.json: RDMA device, GID index, MTUs, ...)."""
-    cmd = ("echo kernel=$(uname -r); echo cpus=$(nproc); echo python=$(python3 -V 2>&1); "
-           "echo dpdk=$(dpkg-query -W -f='${Version}' dpdk 2>/dev/null); "
-           "echo hugepages=$(cat /proc/sys/vm/nr_hugepages); echo model=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2); "
-           'printf "roce=%s\\n" "$(tr -d "\\n" < "$1/facts/roce.json" 2>/dev/null)"')
+    cmd = (
+        "echo kernel=$(uname -r); echo cpus=$(nproc); echo python=$(python3 -V 2>&1); "
+        "echo dpdk=$(dpkg-query -W -f='${Version}' dpdk 2>/dev/null); "
+        "echo hugepages=$(cat /proc/sys/vm/nr_hugepages); echo model=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2); "
+        'printf "roce=%s\\n" "$(tr -d "\\n" < "$1/facts/roce.json" 2>/dev/null)"'
+    )
 
     def one(n: str) -> dict:
         r = tb.remotes[n]
@@ -234,8 +259,12 @@ def _eal(inv: Inventory, host: Host, role: str, lcores: str) -> dict:
     prefix = f"rm{inv.emulation.slot}-{host.name}-{role}" if inv.emulation else f"rain-{host.name}-{role}"
     # Namespace hosts share this machine's few huge pages: they run without (virtual
     # ports need none); a real host uses the pages provisioning reserved for it.
-    return {"lcores": lcores, "no_huge": host.netns is not None, "devices": host.nic.eal_device_args,
-            "file_prefix": prefix}
+    return {
+        "lcores": lcores,
+        "no_huge": host.netns is not None,
+        "devices": host.nic.eal_device_args,
+        "file_prefix": prefix,
+    }
 
 
 def _lcores(inv: Inventory, host: Host) -> str:
@@ -277,8 +306,20 @@ def _slices_of(spec: Spec, n_threads: int) -> list[int]:
 
 
 class Runner:
-    def __init__(self, spec_path: Path, spec: Spec, inv: Inventory, inv_path: Path | None, run_dir: Path,
-                 points: list[Point], sweep: Sweep, *, retries: int, log, progress):
+    def __init__(
+        self,
+        spec_path: Path,
+        spec: Spec,
+        inv: Inventory,
+        inv_path: Path | None,
+        run_dir: Path,
+        points: list[Point],
+        sweep: Sweep,
+        *,
+        retries: int,
+        log,
+        progress,
+    ):
         self.spec_path, self.spec, self.inv, self.inv_path = spec_path, spec, inv, inv_path
         self.run_dir, self.points, self.sweep = run_dir, points, sweep
         self.retries, self.log, self.progress = retries, log, progress
@@ -319,8 +360,12 @@ class Runner:
         if not slices:
             types = sorted({c.task_type for c in self.spec.workload.classes})
             slices = {0: SliceSettings(task_types=tuple(types))}
-        settings = Settings(slices=slices, int_enabled=self.spec.rain.int_enabled,
-                            service_mac=self.inv.switch.service_mac, service_ip=self.inv.switch.service_ip)
+        settings = Settings(
+            slices=slices,
+            int_enabled=self.spec.rain.int_enabled,
+            service_mac=self.inv.switch.service_mac,
+            service_ip=self.inv.switch.service_ip,
+        )
         self.ctl = RainController(self.bfrt, self.inv, settings)
 
     def bfrt_sha(self) -> str | None:
@@ -369,28 +414,50 @@ class Runner:
         if p.system == "rain" and p.params.get("adaptive"):
             r = p.params
             # K samples of dt each, in testbed time (paper: 1000 x 10 us = 10 ms).
-            adaptive = {"s_th": r["s_th"], "r_th": r["r_th"], "n_max": r["n_max"],
-                        "control_interval_s": r["k_samples"] * r["sample_interval_us"] * 1e-6 * k}
+            adaptive = {
+                "s_th": r["s_th"],
+                "r_th": r["r_th"],
+                "n_max": r["n_max"],
+                "control_interval_s": r["k_samples"] * r["sample_interval_us"] * 1e-6 * k,
+            }
         regs = {}
 
         def start_worker(name: str) -> dict:
             h = inv.host(name)
             i = [w.name for w in inv.workers].index(name)
             out = self.remote_dir(h, p, "worker")
-            cfg = {"binary": str(PurePosixPath(h.deploy_root) / "bin" / "rain-worker"), "out_dir": str(out),
-                   "eal": _eal(inv, h, "worker", _lcores(inv, h)),
-                   "sample_period_s": max(0.01, min(0.5, p.measure_s / 50)),
-                   "adaptive": adaptive,
-                   "worker": {"switch_mac": inv.switch.service_mac, "switch_ip": inv.switch.service_ip,
-                              "src_ip": h.nic.ip, "threads": threads, "worker_base": i * threads,
-                              "mode": "rain", "handler": p.handler, "quota": quota,
-                              "slice": slices[i * threads], "slot_size": 2048, "ring_slots": 64,
-                              "idle": _idle(inv, k), "start_disabled": True}}
+            cfg = {
+                "binary": str(PurePosixPath(h.deploy_root) / "bin" / "rain-worker"),
+                "out_dir": str(out),
+                "eal": _eal(inv, h, "worker", _lcores(inv, h)),
+                "sample_period_s": max(0.01, min(0.5, p.measure_s / 50)),
+                "adaptive": adaptive,
+                "worker": {
+                    "switch_mac": inv.switch.service_mac,
+                    "switch_ip": inv.switch.service_ip,
+                    "src_ip": h.nic.ip,
+                    "threads": threads,
+                    "worker_base": i * threads,
+                    "mode": "rain",
+                    "handler": p.handler,
+                    "quota": quota,
+                    "slice": slices[i * threads],
+                    "slot_size": 2048,
+                    "ring_slots": 64,
+                    "idle": _idle(inv, k),
+                    "start_disabled": True,
+                },
+            }
             # How the switch's WRITEs reach the ring: the NIC (ibverbs) or the worker itself.
             rdma = {"transport": h.nic.rdma_transport, "qp_type": inv.roce.qp_type}
             if h.nic.rdma_transport == "ibverbs":
-                rdma.update(device=h.nic.rdma_device, gid_index=h.nic.gid_index, mtu=inv.roce.mtu,
-                            dscp=inv.roce.dscp, roce_facts=str(PurePosixPath(h.deploy_root) / "facts" / "roce.json"))
+                rdma.update(
+                    device=h.nic.rdma_device,
+                    gid_index=h.nic.gid_index,
+                    mtu=inv.roce.mtu,
+                    dscp=inv.roce.dscp,
+                    roce_facts=str(PurePosixPath(h.deploy_root) / "facts" / "roce.json"),
+                )
             cfg["worker"]["rdma"] = rdma
             return self._start_agent(name, "worker", cfg, out)
 
@@ -401,7 +468,10 @@ class Runner:
         n_clients = len(inv.clients)
         timeout_us = int(max(200_000, 200 * mean_service_ns / 1000))
         large = [c.payload for c in spec.workload.classes]
-        classes = [f"{c.name}:{c.weight}:{c.task_type}:{c.service.client_arg(k)}:{c.payload.bytes}" for c in spec.workload.classes]
+        classes = [
+            f"{c.name}:{c.weight}:{c.task_type}:{c.service.client_arg(k)}:{c.payload.bytes}"
+            for c in spec.workload.classes
+        ]
         rate = p.offered_rps / n_clients
         trace = rate * (p.warmup_s + p.measure_s) <= 2_000_000
 
@@ -409,22 +479,40 @@ class Runner:
             h = inv.host(name)
             i = [c.name for c in inv.clients].index(name)
             out = self.remote_dir(h, p, "client")
-            c = {"client_id": i, "src_ip": h.nic.ip, "dst_mac": inv.switch.service_mac, "dst_ip": inv.switch.service_ip,
-                 "arrival": spec.workload.arrival, "rate": round(rate, 3), "classes": classes,
-                 "warmup_s": p.warmup_s, "measure_s": p.measure_s, "max_outstanding": max(1, q_max // n_clients),
-                 "timeout_us": timeout_us, "dilation": k, "seed": 1000 * p.repetition + i + 1, "trace": trace,
-                 "idle": _idle(inv, k), "wait_start": True}
+            c = {
+                "client_id": i,
+                "src_ip": h.nic.ip,
+                "dst_mac": inv.switch.service_mac,
+                "dst_ip": inv.switch.service_ip,
+                "arrival": spec.workload.arrival,
+                "rate": round(rate, 3),
+                "classes": classes,
+                "warmup_s": p.warmup_s,
+                "measure_s": p.measure_s,
+                "max_outstanding": max(1, q_max // n_clients),
+                "timeout_us": timeout_us,
+                "dilation": k,
+                "seed": 1000 * p.repetition + i + 1,
+                "trace": trace,
+                "idle": _idle(inv, k),
+                "wait_start": True,
+            }
             if large and large[0].large_fraction > 0:
                 c["large_fraction"], c["large_bytes"] = large[0].large_fraction, large[0].large_bytes
-            cfg = {"binary": str(PurePosixPath(h.deploy_root) / "bin" / "rain-client"), "out_dir": str(out),
-                   "eal": _eal(inv, h, "client", _lcores(inv, h)), "client": c,
-                   "realtime": 10 if inv.shared_system else 0}
+            cfg = {
+                "binary": str(PurePosixPath(h.deploy_root) / "bin" / "rain-client"),
+                "out_dir": str(out),
+                "eal": _eal(inv, h, "client", _lcores(inv, h)),
+                "client": c,
+                "realtime": 10 if inv.shared_system else 0,
+            }
             return self._start_agent(name, "client", cfg, out)
 
         # Workers and clients initialise together; clients hold their load until the
         # switch is programmed and the workers' tokens are on (SIGUSR1, below).
-        started = self.tb.parallel(lambda n: start_worker(n) if inv.host(n).role == "worker" else start_client(n),
-                                   [h.name for h in inv.hosts])
+        started = self.tb.parallel(
+            lambda n: start_worker(n) if inv.host(n).role == "worker" else start_client(n), [h.name for h in inv.hosts]
+        )
         bgs = {n: started[n] for n in (w.name for w in inv.workers)}
         cbgs = {n: started[n] for n in (c.name for c in inv.clients)}
         from switch.control.registration import WorkerRegistration
@@ -446,29 +534,40 @@ class Runner:
         # start the load. Tasks that arrive before a worker's first token wait in the switch.
         self.phase("start load")
         go = {**{n: bgs[n].pgid for n in bgs}, **{n: cbgs[n].pgid for n in cbgs}}
-        self.tb.parallel(lambda n: self.tb.remotes[n].run(
-            # Anchored: the group's shell wrapper has the same words later in its command line.
-            ["pkill", "-USR1", "-g", str(go[n]), "-f", r"^[^ ]*python3[^ ]* -m hosts\.agent "], timeout=20), list(go))
+        self.tb.parallel(
+            lambda n: self.tb.remotes[n].run(
+                # Anchored: the group's shell wrapper has the same words later in its command line.
+                ["pkill", "-USR1", "-g", str(go[n]), "-f", r"^[^ ]*python3[^ ]* -m hosts\.agent "],
+                timeout=20,
+            ),
+            list(go),
+        )
         setup_s = time.monotonic() - t0
         self.phase(f"measure ({p.warmup_s:g} s warm-up + {p.measure_s:g} s)")
         budget = p.warmup_s + p.measure_s + 2 * timeout_us / 1e6 + 30
-        self.tb.parallel(lambda n: self.tb.remotes[n].wait_ready(cbgs[n], log_regex="rain-agent done", timeout=budget),
-                         list(cbgs))
+        self.tb.parallel(
+            lambda n: self.tb.remotes[n].wait_ready(cbgs[n], log_regex="rain-agent done", timeout=budget), list(cbgs)
+        )
         t1 = time.monotonic()
         if self.ctl.switch_restarted:
             # Its queues and tables were gone mid-measurement: the point is not trusted.
             raise PointFailed(f"{p.id}: the switch restarted during the measurement")
         self.phase("stop")
         agents = {**{f"w:{n}": (n, bgs[n], 15) for n in bgs}, **{f"c:{n}": (n, cbgs[n], 5) for n in cbgs}}
-        self.tb.parallel(lambda key: self.tb.remotes[agents[key][0]].stop(agents[key][1], grace=agents[key][2]),
-                         list(agents))
+        self.tb.parallel(
+            lambda key: self.tb.remotes[agents[key][0]].stop(agents[key][1], grace=agents[key][2]), list(agents)
+        )
         self.running = []
         self.phase("collect")
+
         def get(n: str) -> None:
             role = inv.host(n).role
             self.tb.remotes[n].get_tree(str(self.remote_dir(inv.host(n), p, role)), pdir / f"{role}s" / n)
-            self.tb.remotes[n].get(str(PurePosixPath(self.tb.remotes[n].target.run_dir) / f"{role}-agent.log"),
-                                   pdir / f"{role}s" / n / "agent.log", check=False)
+            self.tb.remotes[n].get(
+                str(PurePosixPath(self.tb.remotes[n].target.run_dir) / f"{role}-agent.log"),
+                pdir / f"{role}s" / n / "agent.log",
+                check=False,
+            )
 
         self.tb.parallel(get, [h.name for h in inv.hosts])
         (pdir / "switch").mkdir(exist_ok=True)
@@ -479,10 +578,17 @@ class Runner:
         verdict = check_point(pdir, asdict(p), spec.validity)
         self.phase("done")
         self.overheads.append(setup_s + (time.monotonic() - t1))
-        (pdir / "timing.json").write_text(json.dumps({
-            "setup_s": round(setup_s, 3), "measure_wall_s": round(t1 - t0 - setup_s, 3),
-            "teardown_s": round(time.monotonic() - t1, 3), "overhead_s": round(self.overheads[-1], 3),
-            "phases_s": dict(self._phases[:-1])}))
+        (pdir / "timing.json").write_text(
+            json.dumps(
+                {
+                    "setup_s": round(setup_s, 3),
+                    "measure_wall_s": round(t1 - t0 - setup_s, 3),
+                    "teardown_s": round(time.monotonic() - t1, 3),
+                    "overhead_s": round(self.overheads[-1], 3),
+                    "phases_s": dict(self._phases[:-1]),
+                }
+            )
+        )
         return verdict
 
     def _start_agent(self, name: str, role: str, cfg: dict, out: PurePosixPath) -> Background:
@@ -495,8 +601,11 @@ class Runner:
             r.put(fh.name, str(out / "agent-config.json"))  # creates the folders
         finally:
             Path(fh.name).unlink()
-        bg = r.start(f"{role}-agent", [REMOTE_PYTHON, "-m", "hosts.agent", role, "--config", str(out / "agent-config.json")],
-                     cwd=str(PurePosixPath(r.target.deploy_root) / "agent"))
+        bg = r.start(
+            f"{role}-agent",
+            [REMOTE_PYTHON, "-m", "hosts.agent", role, "--config", str(out / "agent-config.json")],
+            cwd=str(PurePosixPath(r.target.deploy_root) / "agent"),
+        )
         self.running.append((name, bg))
         r.wait_ready(bg, log_regex="rain-agent ready", timeout=60)
         return bg
@@ -592,13 +701,23 @@ class Progress:
 
     def __init__(self, console=None, enabled: bool = True):
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress as RP, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+        from rich.progress import Progress as RP
 
         self.console = console or Console()
         self.enabled = enabled
-        self.rp = RP(TextColumn("[bold]{task.fields[pid]}[/]"), BarColumn(), MofNCompleteColumn(),
-                     TextColumn("{task.fields[phase]}"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-                     console=self.console, transient=False, disable=not enabled)
+        self.rp = RP(
+            TextColumn("[bold]{task.fields[pid]}[/]"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[phase]}"),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=self.console,
+            transient=False,
+            disable=not enabled,
+        )
         self.task = None
 
     def __enter__(self):
@@ -624,9 +743,18 @@ class Progress:
             self.rp.advance(self.task)
 
 
-def run(spec_path: str | Path, inv: Inventory, inv_path: Path | None = None, *, resume: Path | None = None,
-        results_root: Path = Path("results"), retries: int = 2, console=None, progress: bool = True,
-        analyze_after: bool = True) -> Path:
+def run(
+    spec_path: str | Path,
+    inv: Inventory,
+    inv_path: Path | None = None,
+    *,
+    resume: Path | None = None,
+    results_root: Path = Path("results"),
+    retries: int = 2,
+    console=None,
+    progress: bool = True,
+    analyze_after: bool = True,
+) -> Path:
     spec_path = Path(spec_path)
     spec = load_spec(spec_path)
     supported_or_explain(spec)
@@ -634,10 +762,12 @@ def run(spec_path: str | Path, inv: Inventory, inv_path: Path | None = None, *, 
     if not_root:
         # rain-worker and rain-client need root (huge pages, the NIC, real-time priority),
         # and the agents run as the SSH login: provisioning can become root, a run cannot.
-        raise UsageError(f"{', '.join(not_root)} log in as {inv.host(not_root[0]).mgmt.user!r}, but the agents must run "
-                         "as root (DPDK needs huge pages and the NIC)",
-                         fix="let the orchestrator's key log in as root (e.g. `sudo cp ~/.ssh/authorized_keys "
-                             "/root/.ssh/` on each host; key-only root login is sshd's default) and set mgmt.user: root")
+        raise UsageError(
+            f"{', '.join(not_root)} log in as {inv.host(not_root[0]).mgmt.user!r}, but the agents must run "
+            "as root (DPDK needs huge pages and the NIC)",
+            fix="let the orchestrator's key log in as root (e.g. `sudo cp ~/.ssh/authorized_keys "
+            "/root/.ssh/` on each host; key-only root login is sshd's default) and set mgmt.user: root",
+        )
     points = plan(spec, shape_of(inv))
     if resume is not None:
         run_dir = Path(resume)
@@ -658,7 +788,9 @@ def run(spec_path: str | Path, inv: Inventory, inv_path: Path | None = None, *, 
         logf.flush()
         console.print(f"[dim]·[/] {msg}", markup=True, highlight=False)
 
-    log(f"{'resuming' if resume else 'run'} {spec.name}: {len(points)} points, {sweep.counts()['done']} done; results in {run_dir}")
+    log(
+        f"{'resuming' if resume else 'run'} {spec.name}: {len(points)} points, {sweep.counts()['done']} done; results in {run_dir}"
+    )
     with Progress(console, enabled=progress) as prog:
         runner = Runner(spec_path, spec, inv, inv_path, run_dir, points, sweep, retries=retries, log=log, progress=prog)
         try:
@@ -678,8 +810,10 @@ def run(spec_path: str | Path, inv: Inventory, inv_path: Path | None = None, *, 
     counts = sweep.counts()
     if runner.overheads:
         ov = sorted(runner.overheads)
-        log(f"orchestration overhead per point (beyond warm-up + measurement): median {ov[len(ov) // 2]:.2f} s, "
-            f"max {ov[-1]:.2f} s")
+        log(
+            f"orchestration overhead per point (beyond warm-up + measurement): median {ov[len(ov) // 2]:.2f} s, "
+            f"max {ov[-1]:.2f} s"
+        )
     log(f"{counts['done']} done, {counts['failed']} failed, {counts['todo']} todo")
     if analyze_after and counts["done"]:
         from .analyze import analyze

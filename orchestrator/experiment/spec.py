@@ -7,12 +7,13 @@ which `plan` turns into request rates from the worker count and the mean service
 time; service times are in paper time (microseconds) and the emulated testbed
 dilates them by `dilation.emulated` (DESIGN.md, "Time dilation").
 """
+
 from __future__ import annotations
 
 import math
 import os
 from pathlib import Path
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
@@ -21,8 +22,15 @@ from .. import yamlfile
 from ..errors import InputFileError, Problem
 
 SYSTEMS = ("rain", "r2p2", "racksched", "draconis", "pallas")
-PLOTS = ("p99_vs_load", "p99_per_class", "p99_slowdown_vs_load", "queue_depth", "p99_over_time",
-         "queuing_ratio", "quota_vs_load")
+PLOTS = (
+    "p99_vs_load",
+    "p99_per_class",
+    "p99_slowdown_vs_load",
+    "queue_depth",
+    "p99_over_time",
+    "queuing_ratio",
+    "quota_vs_load",
+)
 
 
 class SpecError(InputFileError):
@@ -38,6 +46,7 @@ class Strict(BaseModel):
 
 
 # -- service-time distributions (paper time, microseconds) --------------------------
+
 
 class Constant(Strict):
     dist: Literal["constant"]
@@ -99,7 +108,7 @@ class Keys(Strict):
         return f"keys-exp:{self.keys}:{ns}"
 
 
-Service = Annotated[Union[Constant, Exponential, Bimodal, Keys], Field(discriminator="dist")]
+Service = Annotated[Constant | Exponential | Bimodal | Keys, Field(discriminator="dist")]
 
 
 class Payload(Strict):
@@ -120,7 +129,9 @@ class Phase(Strict):
     """A piece of a time-varying workload (paper 5.3.2): from `at_s` on, this load."""
 
     at_s: float = Field(ge=0)
-    capacity_fraction: float = Field(gt=0, le=1.5, description="load, as a fraction of the capacity for this phase's classes")
+    capacity_fraction: float = Field(
+        gt=0, le=1.5, description="load, as a fraction of the capacity for this phase's classes"
+    )
     classes: list[str] | None = Field(None, description="which classes run in this phase (default: all)")
 
 
@@ -130,7 +141,7 @@ class Workload(Strict):
     phases: list[Phase] | None = None
 
     @model_validator(mode="after")
-    def _names(self) -> "Workload":
+    def _names(self) -> Workload:
         names = [c.name for c in self.classes]
         dup = {n for n in names if names.count(n) > 1}
         if dup:
@@ -143,8 +154,10 @@ class Workload(Strict):
             for p in self.phases:
                 for n in p.classes or []:
                     if n not in names:
-                        raise bad(f"phase at {p.at_s} s names class '{n}', which is not defined",
-                                  f"use one of {', '.join(names)}")
+                        raise bad(
+                            f"phase at {p.at_s} s names class '{n}', which is not defined",
+                            f"use one of {', '.join(names)}",
+                        )
         return self
 
     @property
@@ -158,10 +171,12 @@ class Load(Strict):
     capacity_fraction: list[float] | None = Field(None, description="fractions of the testbed's capacity")
 
     @model_validator(mode="after")
-    def _one(self) -> "Load":
+    def _one(self) -> Load:
         if (self.krps is None) == (self.capacity_fraction is None):
-            raise bad("give exactly one of krps and capacity_fraction",
-                      "capacity_fraction fits any testbed: e.g. capacity_fraction: [0.5, 0.7, 0.9]")
+            raise bad(
+                "give exactly one of krps and capacity_fraction",
+                "capacity_fraction fits any testbed: e.g. capacity_fraction: [0.5, 0.7, 0.9]",
+            )
         vals = self.krps or self.capacity_fraction or []
         if not vals:
             raise bad("the list of loads is empty", "list at least one load")
@@ -175,8 +190,12 @@ class Load(Strict):
 class Workers(Strict):
     per_host_threads: int = Field(2, ge=1, le=64)
     emulated_per_host_threads: int | None = Field(
-        None, ge=1, le=16, description="fewer threads on the emulated testbed (its 2 cores); loads given as "
-                                       "capacity fractions keep the curves' shape")
+        None,
+        ge=1,
+        le=16,
+        description="fewer threads on the emulated testbed (its 2 cores); loads given as "
+        "capacity fractions keep the curves' shape",
+    )
 
     def threads(self, emulated: bool) -> int:
         return self.emulated_per_host_threads or self.per_host_threads if emulated else self.per_host_threads
@@ -200,9 +219,11 @@ class Rain(Strict):
     int_enabled: bool = True
 
     @model_validator(mode="after")
-    def _quota(self) -> "Rain":
+    def _quota(self) -> Rain:
         if self.initial_quota > self.n_max:
-            raise bad(f"initial_quota {self.initial_quota} is above n_max {self.n_max}", "lower initial_quota or raise n_max")
+            raise bad(
+                f"initial_quota {self.initial_quota} is above n_max {self.n_max}", "lower initial_quota or raise n_max"
+            )
         return self
 
 
@@ -216,7 +237,7 @@ class Slo(Strict):
     p99_slowdown: float | None = Field(None, gt=1)
 
     @model_validator(mode="after")
-    def _one(self) -> "Slo":
+    def _one(self) -> Slo:
         if self.p99_us is None and self.p99_slowdown is None:
             raise bad("an SLO needs p99_us or p99_slowdown", "e.g. slo: {p99_slowdown: 10}")
         return self
@@ -238,7 +259,9 @@ class Validity(Strict):
     max_lost_fraction: float = Field(0.001, ge=0, lt=1)
     min_samples_p99: int = Field(1000, ge=100, description="samples needed for a p99 worth reporting")
     gof_alpha: float = Field(0.001, gt=0, lt=1, description="inter-arrival goodness-of-fit: reject below this p-value")
-    max_late_fraction: float = Field(0.01, ge=0, le=1, description="share of sends later than the client's lateness threshold (1 us of paper time)")
+    max_late_fraction: float = Field(
+        0.01, ge=0, le=1, description="share of sends later than the client's lateness threshold (1 us of paper time)"
+    )
     max_p99_ci_width: float = Field(0.25, gt=0, description="relative width of the p99's 95% confidence interval")
 
 
@@ -261,6 +284,7 @@ class Spec(Strict):
     @classmethod
     def _figure(cls, v: object) -> object:
         return str(v) if isinstance(v, int) else v
+
     systems: list[Literal[SYSTEMS]] = Field(min_length=1)  # type: ignore[valid-type]
     workers: Workers = Workers()
     workload: Workload
@@ -278,7 +302,8 @@ class Spec(Strict):
     plots: list[Literal[PLOTS]] = Field(default_factory=lambda: ["p99_vs_load"])  # type: ignore[valid-type]
     validity: Validity = Validity()
     requires: list[Literal["rocksdb", "adaptive", "baselines", "time_varying"]] = Field(
-        default_factory=list, description="features beyond the static Rain path (checked by `run`)")
+        default_factory=list, description="features beyond the static Rain path (checked by `run`)"
+    )
 
     @field_validator("systems")
     @classmethod
@@ -288,7 +313,7 @@ class Spec(Strict):
         return v
 
     @model_validator(mode="after")
-    def _variants(self) -> "Spec":
+    def _variants(self) -> Spec:
         names = [v.name for v in self.variants or []]
         if len(set(names)) != len(names):
             raise bad("a variant name is used twice", "give every variant its own name")
@@ -299,16 +324,25 @@ class Spec(Strict):
             except ValidationError as e:
                 first = e.errors()[0]
                 where = ".".join(str(x) for x in first["loc"])
-                raise bad(f"variant '{v.name}': {where}: {first['msg']}",
-                          "use the fields and ranges of the rain/baseline sections") from None
+                raise bad(
+                    f"variant '{v.name}': {where}: {first['msg']}",
+                    "use the fields and ranges of the rain/baseline sections",
+                ) from None
         return self
 
     def variant_params(self) -> list[tuple[str | None, str | None, Rain, Baseline]]:
         """(variant name, label, rain parameters, baseline parameters); one (None...) without variants."""
         if not self.variants:
             return [(None, None, self.rain, self.baseline)]
-        return [(v.name, v.label or v.name, Rain.model_validate(self.rain.model_dump() | v.rain),
-                 Baseline.model_validate(self.baseline.model_dump() | v.baseline)) for v in self.variants]
+        return [
+            (
+                v.name,
+                v.label or v.name,
+                Rain.model_validate(self.rain.model_dump() | v.rain),
+                Baseline.model_validate(self.baseline.model_dump() | v.baseline),
+            )
+            for v in self.variants
+        ]
 
     def durations(self, emulated: bool) -> Durations:
         if emulated and self.emulated is not None:
@@ -336,8 +370,17 @@ def load(path: str | os.PathLike) -> Spec:
     if located is None:
         raise SpecError(str(path), problems)
     if not isinstance(located.data, dict):
-        raise SpecError(str(path), [Problem("", "a spec is a mapping (name, systems, workload, load, ...)",
-                                            "start from experiments/demo.yaml", 1)])
+        raise SpecError(
+            str(path),
+            [
+                Problem(
+                    "",
+                    "a spec is a mapping (name, systems, workload, load, ...)",
+                    "start from experiments/demo.yaml",
+                    1,
+                )
+            ],
+        )
     try:
         spec = Spec.model_validate(located.data)
     except ValidationError as e:

@@ -3,6 +3,7 @@ running, done or failed, and every change is written atomically before anything 
 happens, so a crash, a Ctrl-C or a lost host never loses a done point. A point found
 `running` when a sweep is loaded was interrupted: it goes back to todo and reruns.
 """
+
 from __future__ import annotations
 
 import json
@@ -47,25 +48,32 @@ class Sweep:
         try:
             raw = json.loads(self.path.read_text())["points"]
         except (OSError, ValueError, KeyError) as e:
-            raise UsageError(f"cannot resume: {self.path} is missing or damaged ({e})",
-                             fix="start a new run without --resume") from None
+            raise UsageError(
+                f"cannot resume: {self.path} is missing or damaged ({e})", fix="start a new run without --resume"
+            ) from None
         state = {}
         for pid in self.order:
             p = self.points[pid]
             if pid not in raw:
-                raise UsageError(f"cannot resume: point {pid} of the spec is not in {self.path}",
-                                 fix="the spec changed since that run: start a new run")
+                raise UsageError(
+                    f"cannot resume: point {pid} of the spec is not in {self.path}",
+                    fix="the spec changed since that run: start a new run",
+                )
             s = PointState(**raw[pid])
             if s.digest != p.digest:
-                raise UsageError(f"cannot resume: point {pid} is defined differently than in {self.path}",
-                                 fix="the spec or the testbed changed since that run: start a new run")
+                raise UsageError(
+                    f"cannot resume: point {pid} is defined differently than in {self.path}",
+                    fix="the spec or the testbed changed since that run: start a new run",
+                )
             if s.status == RUNNING:  # interrupted mid-point: run it again
                 s.status, s.reason = TODO, "interrupted"
             state[pid] = s
         extra = set(raw) - set(self.order)
         if extra:
-            raise UsageError(f"cannot resume: {self.path} has points the spec no longer has ({', '.join(sorted(extra))})",
-                             fix="the spec changed since that run: start a new run")
+            raise UsageError(
+                f"cannot resume: {self.path} has points the spec no longer has ({', '.join(sorted(extra))})",
+                fix="the spec changed since that run: start a new run",
+            )
         self._save_state(state)
         return state
 

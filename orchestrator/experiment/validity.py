@@ -22,6 +22,7 @@ Checks:
                 against the exponential for poisson; near-constant gaps for
                 constant); needs clients/<host>/trace.csv, else 'not run'
 """
+
 from __future__ import annotations
 
 import json
@@ -36,8 +37,8 @@ from .analyze import ALL, PointData, load_point
 # fields come first: orchestrator/experiment/spec.py, Validity).
 EXTRA_DEFAULTS = {
     "ci_confidence": 0.95,
-    "gof_max_samples": 5000,     # KS on a random subsample: enough power, no pedantry
-    "constant_max_cv": 0.10,     # constant arrivals: std / mean of the gaps
+    "gof_max_samples": 5000,  # KS on a random subsample: enough power, no pedantry
+    "constant_max_cv": 0.10,  # constant arrivals: std / mean of the gaps
 }
 FAILED_STATUSES = {"failed", "error", "aborted", "interrupted"}
 
@@ -45,7 +46,7 @@ FAILED_STATUSES = {"failed", "error", "aborted", "interrupted"}
 @dataclass
 class Check:
     name: str
-    passed: bool | None          # None: not run
+    passed: bool | None  # None: not run
     value: Any
     threshold: Any
     message: str
@@ -85,12 +86,27 @@ class Verdict:
         raise KeyError(name)
 
     def to_dict(self) -> dict:
-        return _finite({
-            "point_id": self.point_id, "valid": self.valid, "failed": self.failed, "not_run": self.not_run,
-            "checks": [{"name": c.name, "passed": c.passed, "status": c.status, "value": c.value,
-                        "threshold": c.threshold, "message": c.message, "detail": c.detail} for c in self.checks],
-            "thresholds": self.thresholds,
-        })
+        return _finite(
+            {
+                "point_id": self.point_id,
+                "valid": self.valid,
+                "failed": self.failed,
+                "not_run": self.not_run,
+                "checks": [
+                    {
+                        "name": c.name,
+                        "passed": c.passed,
+                        "status": c.status,
+                        "value": c.value,
+                        "threshold": c.threshold,
+                        "message": c.message,
+                        "detail": c.detail,
+                    }
+                    for c in self.checks
+                ],
+                "thresholds": self.thresholds,
+            }
+        )
 
     def write(self, point_dir: str | Path, as_dict: dict | None = None) -> Path:
         p = Path(point_dir) / "validity.json"
@@ -122,8 +138,9 @@ def thresholds_of(spec_validity) -> dict:
     elif hasattr(spec_validity, "model_dump"):
         v = spec_validity.model_dump()
     else:
-        v = Validity.model_validate({k: val for k, val in dict(spec_validity).items()
-                                     if k in Validity.model_fields}).model_dump()
+        v = Validity.model_validate(
+            {k: val for k, val in dict(spec_validity).items() if k in Validity.model_fields}
+        ).model_dump()
         v |= {k: val for k, val in dict(spec_validity).items() if k in EXTRA_DEFAULTS}
     for k, default in EXTRA_DEFAULTS.items():
         v.setdefault(k, default)
@@ -135,6 +152,7 @@ def _pct(x: float) -> str:
 
 
 # -- the checks ----------------------------------------------------------------------------
+
 
 def check_complete(data: PointData) -> Check:
     status = str(data.point.get("status", "") or "")
@@ -163,12 +181,14 @@ def check_load(data: PointData, tol: float) -> Check:
         return Check("load", False, None, tol, "no achieved or offered rate (summary.json missing?)")
     err = abs(achieved - scheduled) / scheduled
     n = max(1.0, float(c.get("offered") or 0))
-    draw_tol = max(tol, 4.0 / n ** 0.5)
+    draw_tol = max(tol, 4.0 / n**0.5)
     draw_err = abs(scheduled - configured) / configured
     ok = err <= tol and draw_err <= draw_tol
-    msg = (f"achieved {achieved:,.0f} rps vs scheduled {scheduled:,.0f} rps ({(achieved - scheduled) / scheduled:+.2%}; "
-           f"tolerance {_pct(tol)}); the schedule drew {scheduled:,.0f} of the {configured:,.0f} rps asked "
-           f"({(scheduled - configured) / configured:+.2%}; Poisson noise allows {_pct(draw_tol)})")
+    msg = (
+        f"achieved {achieved:,.0f} rps vs scheduled {scheduled:,.0f} rps ({(achieved - scheduled) / scheduled:+.2%}; "
+        f"tolerance {_pct(tol)}); the schedule drew {scheduled:,.0f} of the {configured:,.0f} rps asked "
+        f"({(scheduled - configured) / configured:+.2%}; Poisson noise allows {_pct(draw_tol)})"
+    )
     if planned and abs(configured - float(planned)) / float(planned) > tol:
         msg += f"; note: the plan asked for {float(planned):,.0f} rps"
     return Check("load", ok, err, tol, msg)
@@ -180,9 +200,14 @@ def check_lag(data: PointData, max_lag_us: float) -> Check:
         return Check("schedule_lag", None, None, max_lag_us, "not run: no client counters")
     lag = c["max_lag_ns"] / 1000.0
     ok = lag <= max_lag_us
-    return Check("schedule_lag", ok, lag, max_lag_us,
-                 f"largest send lag {lag:,.1f} us (testbed time); limit {max_lag_us:g} us"
-                 + ("" if ok else ": the client could not keep its schedule"))
+    return Check(
+        "schedule_lag",
+        ok,
+        lag,
+        max_lag_us,
+        f"largest send lag {lag:,.1f} us (testbed time); limit {max_lag_us:g} us"
+        + ("" if ok else ": the client could not keep its schedule"),
+    )
 
 
 def check_late(data: PointData, max_frac: float) -> Check:
@@ -191,8 +216,13 @@ def check_late(data: PointData, max_frac: float) -> Check:
     if not sent:
         return Check("late_sends", None, None, max_frac, "not run: nothing was sent in the window")
     frac = c.get("late_sends", 0) / sent
-    return Check("late_sends", frac <= max_frac, frac, max_frac,
-                 f"{int(c.get('late_sends', 0)):,} of {int(sent):,} sends late ({_pct(frac)}; limit {_pct(max_frac)})")
+    return Check(
+        "late_sends",
+        frac <= max_frac,
+        frac,
+        max_frac,
+        f"{int(c.get('late_sends', 0)):,} of {int(sent):,} sends late ({_pct(frac)}; limit {_pct(max_frac)})",
+    )
 
 
 def check_losses(data: PointData, max_frac: float) -> list[Check]:
@@ -202,15 +232,28 @@ def check_losses(data: PointData, max_frac: float) -> list[Check]:
         msg = "not run: no requests offered in the window"
         return [Check(n, None, None, max_frac, msg) for n in ("lost", "timed_out", "rejected")]
     lost = c.get("lost", 0) + c.get("failed", 0) + c.get("not_sent", 0)
-    out = [Check("lost", lost / offered <= max_frac, lost / offered, max_frac,
-                 f"{int(lost):,} of {int(offered):,} requests lost ({int(c.get('lost', 0)):,} unanswered at the end, "
-                 f"{int(c.get('failed', 0)):,} failed by a worker, {int(c.get('not_sent', 0)):,} never sent); "
-                 f"limit {_pct(max_frac)}")]
+    out = [
+        Check(
+            "lost",
+            lost / offered <= max_frac,
+            lost / offered,
+            max_frac,
+            f"{int(lost):,} of {int(offered):,} requests lost ({int(c.get('lost', 0)):,} unanswered at the end, "
+            f"{int(c.get('failed', 0)):,} failed by a worker, {int(c.get('not_sent', 0)):,} never sent); "
+            f"limit {_pct(max_frac)}",
+        )
+    ]
     for name, what in (("timed_out", "timed out"), ("rejected", "rejected by the switch")):
         n = c.get(name, 0)
-        out.append(Check(name, n / offered <= max_frac, n / offered, max_frac,
-                         f"{int(n):,} of {int(offered):,} requests {what} ({_pct(n / offered)}; "
-                         f"limit {_pct(max_frac)})"))
+        out.append(
+            Check(
+                name,
+                n / offered <= max_frac,
+                n / offered,
+                max_frac,
+                f"{int(n):,} of {int(offered):,} requests {what} ({_pct(n / offered)}; limit {_pct(max_frac)})",
+            )
+        )
     return out
 
 
@@ -221,8 +264,11 @@ def check_samples(data: PointData, min_n: int) -> Check:
     worst = min(counts, key=lambda c: counts[c])
     ok = counts[worst] >= min_n
     per = ", ".join(f"{c}: {n:,}" for c, n in counts.items())
-    msg = (f"samples per class {per} (all >= {min_n:,})" if ok else
-           f"samples per class {per}: '{worst}' has fewer than {min_n:,}, too few for a p99")
+    msg = (
+        f"samples per class {per} (all >= {min_n:,})"
+        if ok
+        else f"samples per class {per}: '{worst}' has fewer than {min_n:,}, too few for a p99"
+    )
     return Check("samples_p99", ok, counts[worst], min_n, msg, {"samples": counts})
 
 
@@ -238,20 +284,22 @@ def check_p99_ci(data: PointData, max_width: float, confidence: float) -> Check:
             p99 = h.percentile(99.0)
             lo, hi = h.quantile_ci(0.99, confidence)
             w = (hi - lo) / p99 if p99 > 0 else math.inf
-        detail[cls] = {"samples": n, "p99_us": p99 / 1000, "ci_lo_us": lo / 1000, "ci_hi_us": hi / 1000,
-                       "rel_width": w}
+        detail[cls] = {"samples": n, "p99_us": p99 / 1000, "ci_lo_us": lo / 1000, "ci_hi_us": hi / 1000, "rel_width": w}
         if w > worst_w:
             worst, worst_w = cls, w
     d = detail[worst]
     hi_txt = "unbounded" if not math.isfinite(d["ci_hi_us"]) else f"{d['ci_hi_us']:,.1f}"
-    msg = (f"p99 of '{worst}' {d['p99_us']:,.1f} us, {confidence:.0%} CI [{d['ci_lo_us']:,.1f}, {hi_txt}] us "
-           f"(testbed time), relative width {worst_w:.3g}; limit {max_width:g}")
+    msg = (
+        f"p99 of '{worst}' {d['p99_us']:,.1f} us, {confidence:.0%} CI [{d['ci_lo_us']:,.1f}, {hi_txt}] us "
+        f"(testbed time), relative width {worst_w:.3g}; limit {max_width:g}"
+    )
     if worst_w > max_width:
         msg += ": more samples are needed (a longer measurement, or fewer classes)"
     return Check("p99_ci", worst_w <= max_width, worst_w, max_width, msg, detail)
 
 
 # -- inter-arrival goodness of fit --------------------------------------------------------
+
 
 def _cum_intensity(schedule: list, lcores: int):
     """Breakpoints (ns) and the cumulative per-lcore intensity at them, for np.interp:
@@ -298,8 +346,13 @@ def check_interarrival(data: PointData, arrival: str | None, alpha: float, th: d
     from scipy import stats
 
     if not data.traces:
-        return Check("interarrival", None, None, alpha,
-                     "not run: no trace (clients/<host>/trace.csv; run rain-client with --trace)")
+        return Check(
+            "interarrival",
+            None,
+            None,
+            alpha,
+            "not run: no trace (clients/<host>/trace.csv; run rain-client with --trace)",
+        )
     if arrival not in ("poisson", "constant"):
         return Check("interarrival", None, None, alpha, f"not run: no test for arrival process '{arrival}'")
     gaps = {"sent_ns": [], "intended_ns": []}
@@ -314,8 +367,9 @@ def check_interarrival(data: PointData, arrival: str | None, alpha: float, th: d
                 return Check("interarrival", None, None, alpha, f"not run: unreadable trace of {host}: {e}")
     g = {k: np.concatenate(v) if v else np.array([]) for k, v in gaps.items()}
     if len(g["sent_ns"]) < 20:
-        return Check("interarrival", None, None, alpha,
-                     f"not run: only {len(g['sent_ns'])} inter-send gaps in the window")
+        return Check(
+            "interarrival", None, None, alpha, f"not run: only {len(g['sent_ns'])} inter-send gaps in the window"
+        )
     rng = np.random.default_rng(seed)
     m = int(th["gof_max_samples"])
     if arrival == "poisson":
@@ -330,29 +384,46 @@ def check_interarrival(data: PointData, arrival: str | None, alpha: float, th: d
         p_sent = res["sent_ns"][1]
         p_int = res.get("intended_ns", (math.nan, math.nan, 0))[1]
         p = min(p_sent, p_int) if not math.isnan(p_int) else p_sent
-        msg = (f"KS vs exponential of the scheduled rate: actual sends D={res['sent_ns'][0]:.4f} p={p_sent:.3g} "
-               f"(n={res['sent_ns'][2]:,})" + (f", intended p={p_int:.3g}" if not math.isnan(p_int) else "")
-               + f"; reject below {alpha:g}")
+        msg = (
+            f"KS vs exponential of the scheduled rate: actual sends D={res['sent_ns'][0]:.4f} p={p_sent:.3g} "
+            f"(n={res['sent_ns'][2]:,})"
+            + (f", intended p={p_int:.3g}" if not math.isnan(p_int) else "")
+            + f"; reject below {alpha:g}"
+        )
         if p < alpha:
-            msg += (": the sends are not Poisson at the scheduled rate" if p_sent < alpha
-                    else ": the generator's schedule is not Poisson")
-        return Check("interarrival", p >= alpha, p, alpha, msg,
-                     {k: {"D": v[0], "p": v[1], "n": v[2]} for k, v in res.items()})
+            msg += (
+                ": the sends are not Poisson at the scheduled rate"
+                if p_sent < alpha
+                else ": the generator's schedule is not Poisson"
+            )
+        return Check(
+            "interarrival", p >= alpha, p, alpha, msg, {k: {"D": v[0], "p": v[1], "n": v[2]} for k, v in res.items()}
+        )
     x = g["sent_ns"]
     mean = float(np.mean(x))
     cv = float(np.std(x) / mean) if mean > 0 else math.inf
     lim = float(th["constant_max_cv"])
     tol = float(th["load_tolerance"])
     ok = cv <= lim and abs(mean - 1.0) <= tol
-    msg = (f"constant arrivals: gap CV {cv:.3g} (limit {lim:g}), mean gap {mean:.4g} x scheduled "
-           f"(tolerance {_pct(tol)}), n={len(x):,}")
+    msg = (
+        f"constant arrivals: gap CV {cv:.3g} (limit {lim:g}), mean gap {mean:.4g} x scheduled "
+        f"(tolerance {_pct(tol)}), n={len(x):,}"
+    )
     return Check("interarrival", ok, cv, lim, msg, {"cv": cv, "mean": mean, "n": len(x)})
 
 
 # -- the verdict ---------------------------------------------------------------------------
 
-def check_point(point_dir: str | Path, point: dict | None, spec_validity=None, *, data: PointData | None = None,
-                arrival: str | None = None, write: bool = True) -> Verdict:
+
+def check_point(
+    point_dir: str | Path,
+    point: dict | None,
+    spec_validity=None,
+    *,
+    data: PointData | None = None,
+    arrival: str | None = None,
+    write: bool = True,
+) -> Verdict:
     """Run every check on one point directory and write its validity.json.
     `spec_validity` is the spec's Validity (or a dict, or None for the defaults);
     `arrival` overrides the arrival process the client reports in summary.json."""
@@ -360,11 +431,16 @@ def check_point(point_dir: str | Path, point: dict | None, spec_validity=None, *
     if data is None:
         data = load_point(point_dir, point)
     th = thresholds_of(spec_validity)
-    checks = [check_complete(data), check_load(data, th["load_tolerance"]), check_lag(data, th["max_lag_us"]),
-              check_late(data, th["max_late_fraction"]), *check_losses(data, th["max_lost_fraction"]),
-              check_samples(data, th["min_samples_p99"]),
-              check_p99_ci(data, th["max_p99_ci_width"], th["ci_confidence"]),
-              check_interarrival(data, arrival or data.arrival(), th["gof_alpha"], th)]
+    checks = [
+        check_complete(data),
+        check_load(data, th["load_tolerance"]),
+        check_lag(data, th["max_lag_us"]),
+        check_late(data, th["max_late_fraction"]),
+        *check_losses(data, th["max_lost_fraction"]),
+        check_samples(data, th["min_samples_p99"]),
+        check_p99_ci(data, th["max_p99_ci_width"], th["ci_confidence"]),
+        check_interarrival(data, arrival or data.arrival(), th["gof_alpha"], th),
+    ]
     verdict = Verdict(data.id, checks, th)
     if write:
         verdict.write(point_dir)

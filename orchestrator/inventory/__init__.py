@@ -1,4 +1,5 @@
 """The testbed inventory: load, validate, export."""
+
 from __future__ import annotations
 
 import os
@@ -6,13 +7,25 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from ..errors import InventoryError, Problem
 from .. import yamlfile
+from ..errors import InventoryError, Problem
 from .model import Emulation, Host, Hugepages, Inventory, Mgmt, Nic, Ssh, Switch, SwitchPort
 from .validate import check, warnings
 
-__all__ = ["Emulation", "Host", "Hugepages", "Inventory", "Mgmt", "Nic", "Ssh", "Switch", "SwitchPort",
-           "load", "resolve_path", "warnings"]
+__all__ = [
+    "Emulation",
+    "Host",
+    "Hugepages",
+    "Inventory",
+    "Mgmt",
+    "Nic",
+    "Ssh",
+    "Switch",
+    "SwitchPort",
+    "load",
+    "resolve_path",
+    "warnings",
+]
 
 
 def load(path: str | os.PathLike) -> Inventory:
@@ -23,8 +36,14 @@ def load(path: str | os.PathLike) -> Inventory:
     if located is None:
         raise InventoryError(str(path), problems)
     if not isinstance(located.data, dict):
-        problems.append(Problem("", "an inventory is a mapping with name, switch and hosts",
-                                "start from examples/inventory-hardware.yaml", 1))
+        problems.append(
+            Problem(
+                "",
+                "an inventory is a mapping with name, switch and hosts",
+                "start from examples/inventory-hardware.yaml",
+                1,
+            )
+        )
         raise InventoryError(str(path), problems)
     try:
         inv = Inventory.model_validate(located.data)
@@ -41,6 +60,7 @@ def load(path: str | os.PathLike) -> Inventory:
 
 def _absolute(inv: Inventory, base: Path) -> Inventory:
     """Resolve relative key paths against the inventory's folder."""
+
     def fix(p: Path | None) -> Path | None:
         if p is None:
             return None
@@ -66,5 +86,7 @@ def resolve_path(explicit: str | None) -> Path:
     current = state.current_inventory()
     if current is not None:
         return current
-    raise UsageError("no inventory given and no emulated testbed is up",
-                     fix="bring one up with `rainmaker testbed up`, or pass -i FILE (or set RAINMAKER_INVENTORY)")
+    raise UsageError(
+        "no inventory given and no emulated testbed is up",
+        fix="bring one up with `rainmaker testbed up`, or pass -i FILE (or set RAINMAKER_INVENTORY)",
+    )

@@ -3,6 +3,7 @@
 Groups: `switch`, `clients`, `workers` (and `hosts` = clients + workers). Host keys
 are pinned: ssh is told to use the testbed's known_hosts and to refuse unknown keys.
 """
+
 from __future__ import annotations
 
 import shlex
@@ -23,19 +24,21 @@ def _conn(inv: Inventory, mgmt: Mgmt) -> dict[str, Any]:
 
 def _host_vars(inv: Inventory, h: Host) -> dict[str, Any]:
     v = _conn(inv, h.mgmt)
-    v.update({
-        "rainmaker_role": h.role,
-        "rainmaker_deploy_root": str(h.deploy_root),
-        "rainmaker_numa_node": h.numa_node,
-        "rainmaker_cores": list(h.cores),
-        "rainmaker_hugepages_size_kb": h.hugepages.size_kb,
-        "rainmaker_hugepages_count": h.hugepages.count,
-        "rainmaker_nic": h.nic.model_dump(),
-        "rainmaker_nic_kind": "pci" if h.nic.pci else "vdev",
-        "rainmaker_rdma": h.nic.rdma_transport,
-        # This host is a namespace of the machine running rainmaker (no hardware of its own).
-        "rainmaker_host_emulated": h.netns is not None,
-    })
+    v.update(
+        {
+            "rainmaker_role": h.role,
+            "rainmaker_deploy_root": str(h.deploy_root),
+            "rainmaker_numa_node": h.numa_node,
+            "rainmaker_cores": list(h.cores),
+            "rainmaker_hugepages_size_kb": h.hugepages.size_kb,
+            "rainmaker_hugepages_count": h.hugepages.count,
+            "rainmaker_nic": h.nic.model_dump(),
+            "rainmaker_nic_kind": "pci" if h.nic.pci else "vdev",
+            "rainmaker_rdma": h.nic.rdma_transport,
+            # This host is a namespace of the machine running rainmaker (no hardware of its own).
+            "rainmaker_host_emulated": h.netns is not None,
+        }
+    )
     return v
 
 
@@ -46,19 +49,21 @@ def export(inv: Inventory) -> dict[str, Any]:
         common.append("-o GlobalKnownHostsFile=/dev/null")
     sw = inv.switch
     sw_vars = _conn(inv, sw.mgmt)
-    sw_vars.update({
-        "rainmaker_switch_kind": sw.kind,
-        "rainmaker_switch_target": sw.target,
-        "rainmaker_switch_chip": sw.chip,
-        "rainmaker_switch_kernel_module": sw.kernel_module,
-        "rainmaker_deploy_root": str(sw.deploy_root),
-        "rainmaker_bfrt": sw.bfrt,
-        "rainmaker_program": sw.program,
-        "rainmaker_ports": [p.model_dump() for p in sw.ports],
-        "rainmaker_hugepages_size_kb": sw.hugepages.size_kb,
-        "rainmaker_hugepages_count": sw.hugepages.count,
-        "rainmaker_host_emulated": sw.netns is not None,
-    })
+    sw_vars.update(
+        {
+            "rainmaker_switch_kind": sw.kind,
+            "rainmaker_switch_target": sw.target,
+            "rainmaker_switch_chip": sw.chip,
+            "rainmaker_switch_kernel_module": sw.kernel_module,
+            "rainmaker_deploy_root": str(sw.deploy_root),
+            "rainmaker_bfrt": sw.bfrt,
+            "rainmaker_program": sw.program,
+            "rainmaker_ports": [p.model_dump() for p in sw.ports],
+            "rainmaker_hugepages_size_kb": sw.hugepages.size_kb,
+            "rainmaker_hugepages_count": sw.hugepages.count,
+            "rainmaker_host_emulated": sw.netns is not None,
+        }
+    )
     if sw.sde is not None:
         sw_vars["rainmaker_sde"] = str(sw.sde)
         sw_vars["rainmaker_sde_install"] = str(sw.sde_install_path)
@@ -84,10 +89,12 @@ def export(inv: Inventory) -> dict[str, Any]:
             },
             "children": {
                 "switch": {"hosts": {sw.name: sw_vars}},
-                "hosts": {"children": {
-                    "clients": {"hosts": {h.name: _host_vars(inv, h) for h in inv.clients}},
-                    "workers": {"hosts": {h.name: _host_vars(inv, h) for h in inv.workers}},
-                }},
+                "hosts": {
+                    "children": {
+                        "clients": {"hosts": {h.name: _host_vars(inv, h) for h in inv.clients}},
+                        "workers": {"hosts": {h.name: _host_vars(inv, h) for h in inv.workers}},
+                    }
+                },
             },
         }
     }

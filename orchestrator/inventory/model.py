@@ -5,6 +5,7 @@ NICs) and the emulated one that `rainmaker testbed up` builds; only values diffe
 Field-level checks live here; checks that relate fields to each other (duplicates,
 cabling) are in `validate.py` so each can name the exact field path it concerns.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -12,8 +13,8 @@ import re
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic_core import PydanticCustomError
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 _PORT_RE = re.compile(r"^(\d{1,2})/(\d)$")
 _MAC_RE = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
@@ -38,7 +39,10 @@ class Strict(BaseModel):
 
 def _name(v: str) -> str:
     if not _NAME_RE.match(v):
-        raise bad(f"'{v}' is not a valid name", "use lower-case letters, digits and '-', starting with a letter (at most 31 characters)")
+        raise bad(
+            f"'{v}' is not a valid name",
+            "use lower-case letters, digits and '-', starting with a letter (at most 31 characters)",
+        )
     return v
 
 
@@ -60,7 +64,9 @@ class Mgmt(Strict):
             ipaddress.ip_address(v)
         except ValueError:
             if not re.match(r"^[A-Za-z0-9][A-Za-z0-9.-]*$", v):
-                raise bad(f"'{v}' is neither an IP address nor a host name", "give the machine's management address") from None
+                raise bad(
+                    f"'{v}' is neither an IP address nor a host name", "give the machine's management address"
+                ) from None
         return v
 
     @field_validator("user")
@@ -89,7 +95,7 @@ class SwitchPort(Strict):
         return v
 
     @model_validator(mode="after")
-    def _fec_fits_speed(self) -> "SwitchPort":
+    def _fec_fits_speed(self) -> SwitchPort:
         if self.speed in ("100G", "200G", "400G") and self.fec == "fc":
             raise bad(f"FEC 'fc' (Firecode) does not exist at {self.speed}", "use fec: rs (or none)")
         return self
@@ -166,10 +172,12 @@ class Switch(Strict):
         return v
 
     @model_validator(mode="after")
-    def _tofino_needs_sde(self) -> "Switch":
+    def _tofino_needs_sde(self) -> Switch:
         if self.kind == "tofino" and self.sde is None:
-            raise bad("a tofino switch needs 'sde', the SDE folder on the switch ($SDE)",
-                      "add sde: /root/bf-sde-9.13.0 (and sde_install if it is not $SDE/install)")
+            raise bad(
+                "a tofino switch needs 'sde', the SDE folder on the switch ($SDE)",
+                "add sde: /root/bf-sde-9.13.0 (and sde_install if it is not $SDE/install)",
+            )
         return self
 
     @property
@@ -218,7 +226,10 @@ class Nic(Strict):
         if v is not None:
             v = v.lower()
             if not _PCI_RE.match(v):
-                raise bad(f"'{v}' is not a PCI address", "write domain:bus:device.function, like 0000:3b:00.0 (see `lspci -D`)")
+                raise bad(
+                    f"'{v}' is not a PCI address",
+                    "write domain:bus:device.function, like 0000:3b:00.0 (see `lspci -D`)",
+                )
         return v
 
     @field_validator("vdev")
@@ -235,7 +246,9 @@ class Nic(Strict):
         if not _MAC_RE.match(v):
             raise bad(f"'{v}' is not a MAC address", "write six hex bytes, like 0c:42:a1:dd:5f:3a (see `ip link`)")
         if int(v[:2], 16) & 1:
-            raise bad(f"'{v}' is a multicast MAC address", "a NIC has a unicast MAC (first byte even): copy it from `ip link`")
+            raise bad(
+                f"'{v}' is a multicast MAC address", "a NIC has a unicast MAC (first byte even): copy it from `ip link`"
+            )
         return v
 
     @field_validator("ip")
@@ -253,7 +266,9 @@ class Nic(Strict):
     @classmethod
     def _sp(cls, v: str) -> str:
         if not _PORT_RE.match(v):
-            raise bad(f"'{v}' is not a front-panel port name", "write port/lane as in switch.ports, like '1/0' (quoted)")
+            raise bad(
+                f"'{v}' is not a front-panel port name", "write port/lane as in switch.ports, like '1/0' (quoted)"
+            )
         return v
 
     @field_validator("netdev")
@@ -267,28 +282,39 @@ class Nic(Strict):
     @classmethod
     def _rdma_device(cls, v: str | None) -> str | None:
         if v is not None and not re.match(r"^[A-Za-z0-9_]{1,63}$", v):
-            raise bad(f"'{v}' is not an RDMA device name", "give it as `ibv_devices` or `rdma link` shows it, like mlx5_0")
+            raise bad(
+                f"'{v}' is not an RDMA device name", "give it as `ibv_devices` or `rdma link` shows it, like mlx5_0"
+            )
         return v
 
     @model_validator(mode="after")
-    def _one_device(self) -> "Nic":
+    def _one_device(self) -> Nic:
         if (self.pci is None) == (self.vdev is None):
-            raise bad("a NIC needs exactly one of 'pci' and 'vdev'", "keep 'pci' for a real NIC, or 'vdev' for a DPDK virtual device")
+            raise bad(
+                "a NIC needs exactly one of 'pci' and 'vdev'",
+                "keep 'pci' for a real NIC, or 'vdev' for a DPDK virtual device",
+            )
         if self.vdev is not None:
             if self.rdma == "ibverbs":
-                raise bad("rdma: ibverbs needs a PCI NIC (a ConnectX), not a virtual device",
-                          "use rdma: emulated (or auto) with a vdev, or give the ConnectX's pci address")
+                raise bad(
+                    "rdma: ibverbs needs a PCI NIC (a ConnectX), not a virtual device",
+                    "use rdma: emulated (or auto) with a vdev, or give the ConnectX's pci address",
+                )
             for f in ("netdev", "rdma_device", "gid_index"):
                 if getattr(self, f) is not None:
-                    raise bad(f"'{f}' belongs to a PCI NIC; this NIC is a virtual device",
-                              f"remove {f}, or give the NIC's pci address instead of vdev")
+                    raise bad(
+                        f"'{f}' belongs to a PCI NIC; this NIC is a virtual device",
+                        f"remove {f}, or give the NIC's pci address instead of vdev",
+                    )
             if self.driver != "auto":
                 raise bad("'driver' belongs to a PCI NIC; this NIC is a virtual device", "remove driver")
         if self.rdma == "emulated" and (self.rdma_device is not None or self.gid_index is not None):
             raise bad("rdma_device and gid_index are for rdma: ibverbs", "remove them, or set rdma: ibverbs")
         if self.driver == "vfio-pci" and self.rdma_transport == "ibverbs":
-            raise bad("a NIC bound to vfio-pci has no RDMA device: ibverbs cannot register the worker's ring",
-                      "keep a ConnectX on mlx5 (driver: auto or mlx5), or set rdma: emulated")
+            raise bad(
+                "a NIC bound to vfio-pci has no RDMA device: ibverbs cannot register the worker's ring",
+                "keep a ConnectX on mlx5 (driver: auto or mlx5), or set rdma: emulated",
+            )
         return self
 
     @property
@@ -356,10 +382,12 @@ class Dpdk(Strict):
     version: str = "22.11"
 
     @model_validator(mode="after")
-    def _prefix(self) -> "Dpdk":
+    def _prefix(self) -> Dpdk:
         if self.source == "prefix" and self.prefix is None:
-            raise bad("dpdk.source: prefix needs dpdk.prefix, where the source build is installed",
-                      "add prefix: /opt/dpdk-22.11 (the --prefix of its meson build)")
+            raise bad(
+                "dpdk.source: prefix needs dpdk.prefix, where the source build is installed",
+                "add prefix: /opt/dpdk-22.11 (the --prefix of its meson build)",
+            )
         if self.source == "debian" and self.prefix is not None:
             raise bad("dpdk.prefix is only read with source: prefix", "set source: prefix, or remove prefix")
         return self

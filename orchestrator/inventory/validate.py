@@ -1,4 +1,5 @@
 """Checks that relate fields to each other: what a person gets wrong across a file."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -25,26 +26,47 @@ def check(inv: Inventory) -> list[Problem]:
 
     names = [("switch.name", sw.name)] + [(f"hosts[{i}].name", h.name) for i, h in enumerate(inv.hosts)]
     p += _dups(names, "name", "give every machine its own name")
-    p += _dups([("switch.service_mac", sw.service_mac)] + [(f"hosts[{i}].nic.mac", h.nic.mac) for i, h in enumerate(inv.hosts)],
-               "MAC address", "each NIC has its own MAC: copy it from `ip link` on that host")
-    p += _dups([("switch.service_ip", sw.service_ip)] + [(f"hosts[{i}].nic.ip", h.nic.ip) for i, h in enumerate(inv.hosts)],
-               "data IP address", "give each host its own data-plane address")
+    p += _dups(
+        [("switch.service_mac", sw.service_mac)]
+        + [(f"hosts[{i}].nic.mac", h.nic.mac) for i, h in enumerate(inv.hosts)],
+        "MAC address",
+        "each NIC has its own MAC: copy it from `ip link` on that host",
+    )
+    p += _dups(
+        [("switch.service_ip", sw.service_ip)] + [(f"hosts[{i}].nic.ip", h.nic.ip) for i, h in enumerate(inv.hosts)],
+        "data IP address",
+        "give each host its own data-plane address",
+    )
     mg = [("switch.mgmt", f"{sw.mgmt.address}:{sw.mgmt.port}")]
     mg += [(f"hosts[{i}].mgmt", f"{h.mgmt.address}:{h.mgmt.port}") for i, h in enumerate(inv.hosts)]
     p += _dups(mg, "management address", "each machine needs its own SSH address (or port)")
-    p += _dups([(f"switch.ports[{i}].port", sp.port) for i, sp in enumerate(sw.ports)],
-               "switch port", "list each front-panel port once")
-    p += _dups([(f"switch.ports[{i}].dev_port", str(sp.dev_port)) for i, sp in enumerate(sw.ports)],
-               "dev_port", "each front-panel port has its own dev_port: see `bf-sde> pm show` on the switch")
+    p += _dups(
+        [(f"switch.ports[{i}].port", sp.port) for i, sp in enumerate(sw.ports)],
+        "switch port",
+        "list each front-panel port once",
+    )
+    p += _dups(
+        [(f"switch.ports[{i}].dev_port", str(sp.dev_port)) for i, sp in enumerate(sw.ports)],
+        "dev_port",
+        "each front-panel port has its own dev_port: see `bf-sde> pm show` on the switch",
+    )
     needs_iface = sw.kind == "emulated" or sw.target == "model"
     if needs_iface:
         what = "an emulated switch port" if sw.kind == "emulated" else "a tofino-model port (switch.target: model)"
         for i, sp in enumerate(sw.ports):
             if sp.iface is None:
-                p.append(Problem(f"switch.ports[{i}].iface", f"{what} needs the interface behind it",
-                                 "name the switch machine's veth for this port (testbed up writes it)"))
-    p += _dups([(f"switch.ports[{i}].iface", sp.iface) for i, sp in enumerate(sw.ports) if sp.iface],
-               "interface", "each port is backed by its own interface")
+                p.append(
+                    Problem(
+                        f"switch.ports[{i}].iface",
+                        f"{what} needs the interface behind it",
+                        "name the switch machine's veth for this port (testbed up writes it)",
+                    )
+                )
+    p += _dups(
+        [(f"switch.ports[{i}].iface", sp.iface) for i, sp in enumerate(sw.ports) if sp.iface],
+        "interface",
+        "each port is backed by its own interface",
+    )
 
     ports = {sp.port for sp in sw.ports}
     cabled: dict[str, str] = {}
@@ -53,35 +75,67 @@ def check(inv: Inventory) -> list[Problem]:
         sp = h.nic.switch_port
         if sp not in ports:
             have = ", ".join(sorted(ports))
-            p.append(Problem(path, f"host {h.name} is cabled to port {sp}, which switch {sw.name} does not have (it has {have})",
-                             f"cable it to one of {have}, or add port {sp} under switch.ports"))
+            p.append(
+                Problem(
+                    path,
+                    f"host {h.name} is cabled to port {sp}, which switch {sw.name} does not have (it has {have})",
+                    f"cable it to one of {have}, or add port {sp} under switch.ports",
+                )
+            )
         elif sp in cabled:
-            p.append(Problem(path, f"port {sp} is already cabled to {cabled[sp]}",
-                             "a port takes one cable: use a free port"))
+            p.append(
+                Problem(path, f"port {sp} is already cabled to {cabled[sp]}", "a port takes one cable: use a free port")
+            )
         else:
             cabled[sp] = h.name
         if h.role == "worker" and not h.cores:
-            p.append(Problem(f"hosts[{i}].cores", f"worker {h.name} has no cores: it could run no worker thread",
-                             "list the CPU cores its worker threads may use, e.g. cores: [2, 3, 4, 5]"))
+            p.append(
+                Problem(
+                    f"hosts[{i}].cores",
+                    f"worker {h.name} has no cores: it could run no worker thread",
+                    "list the CPU cores its worker threads may use, e.g. cores: [2, 3, 4, 5]",
+                )
+            )
         if h.nic.vdev and sw.kind == "tofino" and sw.target == "asic":
-            p.append(Problem(f"hosts[{i}].nic.vdev", f"host {h.name} uses a virtual device but the switch is a real Tofino",
-                             "give the PCI address of the NIC cabled to the switch (see `lspci -D | grep -i mellanox`), "
-                             "or set switch.target: model to run the program on tofino-model"))
+            p.append(
+                Problem(
+                    f"hosts[{i}].nic.vdev",
+                    f"host {h.name} uses a virtual device but the switch is a real Tofino",
+                    "give the PCI address of the NIC cabled to the switch (see `lspci -D | grep -i mellanox`), "
+                    "or set switch.target: model to run the program on tofino-model",
+                )
+            )
         if h.nic.pci and sw.kind == "emulated":
-            p.append(Problem(f"hosts[{i}].nic.pci", f"host {h.name} names a PCI NIC but the switch is emulated",
-                             "use a vdev on the namespace's data interface, e.g. net_af_packet0,iface=data0"))
+            p.append(
+                Problem(
+                    f"hosts[{i}].nic.pci",
+                    f"host {h.name} names a PCI NIC but the switch is emulated",
+                    "use a vdev on the namespace's data interface, e.g. net_af_packet0,iface=data0",
+                )
+            )
 
     if inv.dpdk.source == "prefix" and inv.deploy.build == "local":
-        p.append(Problem("deploy.build", "the hosts run a DPDK source build, but deploy.build: local copies binaries "
-                         "built here against Debian's DPDK 22.11, whose libraries the hosts may lack",
-                         "set deploy.build: host (the sources are built on each host against dpdk.prefix)"))
+        p.append(
+            Problem(
+                "deploy.build",
+                "the hosts run a DPDK source build, but deploy.build: local copies binaries "
+                "built here against Debian's DPDK 22.11, whose libraries the hosts may lack",
+                "set deploy.build: host (the sources are built on each host against dpdk.prefix)",
+            )
+        )
 
     if not inv.clients:
-        p.append(Problem("hosts", "no host has role 'client': nothing would send load",
-                         "give at least one host role: client"))
+        p.append(
+            Problem(
+                "hosts", "no host has role 'client': nothing would send load", "give at least one host role: client"
+            )
+        )
     if not inv.workers:
-        p.append(Problem("hosts", "no host has role 'worker': nothing would serve tasks",
-                         "give at least one host role: worker"))
+        p.append(
+            Problem(
+                "hosts", "no host has role 'worker': nothing would serve tasks", "give at least one host role: worker"
+            )
+        )
 
     return p
 
@@ -102,9 +156,18 @@ def warnings(inv: Inventory, base_dir: Path) -> list[Problem]:
     need("switch.mgmt.key", inv.switch.mgmt.key, "SSH key", key_fix)
     for i, h in enumerate(inv.hosts):
         need(f"hosts[{i}].mgmt.key", h.mgmt.key, "SSH key", key_fix)
-    need("ssh.known_hosts", inv.ssh.known_hosts, "known_hosts file",
-         "collect the keys with `ssh-keyscan HOST >> FILE` and check their fingerprints")
+    need(
+        "ssh.known_hosts",
+        inv.ssh.known_hosts,
+        "known_hosts file",
+        "collect the keys with `ssh-keyscan HOST >> FILE` and check their fingerprints",
+    )
     if inv.ssh.known_hosts is None:
-        out.append(Problem("ssh.known_hosts", "no known_hosts file: host keys cannot be verified, so SSH will refuse every host",
-                           "add ssh.known_hosts with the machines' pinned host keys"))
+        out.append(
+            Problem(
+                "ssh.known_hosts",
+                "no known_hosts file: host keys cannot be verified, so SSH will refuse every host",
+                "add ssh.known_hosts with the machines' pinned host keys",
+            )
+        )
     return out

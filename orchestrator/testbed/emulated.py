@@ -15,6 +15,7 @@ generates; host keys are pinned in the testbed's known_hosts. Data interfaces ca
 no kernel IP (the kernel would answer DPDK's UDP with ICMP port-unreachable).
 The blackhole route keeps stray testbed packets on this machine once the bridge is gone.
 """
+
 from __future__ import annotations
 
 import json
@@ -117,11 +118,16 @@ class Plan:
 
 # -- small command helpers ----------------------------------------------------------
 
-def _run(argv: list[str], *, check: bool = True, timeout: float = 30, input: str | None = None) -> subprocess.CompletedProcess:
+
+def _run(
+    argv: list[str], *, check: bool = True, timeout: float = 30, input: str | None = None
+) -> subprocess.CompletedProcess:
     try:
         r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, input=input)
     except FileNotFoundError:
-        raise TestbedError(f"`{argv[0]}` is not installed", fix="run `make setup` (it installs iproute2, openssh-server, ethtool)") from None
+        raise TestbedError(
+            f"`{argv[0]}` is not installed", fix="run `make setup` (it installs iproute2, openssh-server, ethtool)"
+        ) from None
     except subprocess.TimeoutExpired:
         raise TestbedError(f"`{' '.join(argv)}` did not finish in {timeout:.0f} s") from None
     if check and r.returncode != 0:
@@ -185,6 +191,7 @@ def _ssh_banner(addr: str, port: int = 22, timeout: float = 0.5) -> bool:
 
 # -- the testbed ---------------------------------------------------------------------
 
+
 class EmulatedTestbed:
     def __init__(self, slot: int = 0):
         if not 0 <= slot <= 15:
@@ -229,27 +236,36 @@ class EmulatedTestbed:
     # Up ------------------------------------------------------------------------------
     def up(self, clients: int = 1, workers: int = 2, *, log=print) -> Path:
         if os.geteuid() != 0:
-            raise TestbedError("the emulated testbed needs root (network namespaces, veths, sshd)",
-                               fix="run as root, e.g. with sudo")
+            raise TestbedError(
+                "the emulated testbed needs root (network namespaces, veths, sshd)", fix="run as root, e.g. with sudo"
+            )
         if clients < 1 or workers < 1 or clients + workers > MAX_HOSTS:
-            raise TestbedError(f"{clients} clients + {workers} workers is not a testbed this can build",
-                               fix=f"use at least 1 client and 1 worker, at most {MAX_HOSTS} hosts in all")
+            raise TestbedError(
+                f"{clients} clients + {workers} workers is not a testbed this can build",
+                fix=f"use at least 1 client and 1 worker, at most {MAX_HOSTS} hosts in all",
+            )
         for tool in ("ip", "ssh-keygen", "unshare", "ethtool", SSHD):
             if shutil.which(tool) is None:
-                raise TestbedError(f"`{tool}` is missing", fix="run `make setup` (apt: iproute2 openssh-server ethtool util-linux)")
+                raise TestbedError(
+                    f"`{tool}` is missing", fix="run `make setup` (apt: iproute2 openssh-server ethtool util-linux)"
+                )
         plan = Plan(self.slot, clients, workers)
         existing = self._saved_plan()
         if existing is not None:
             if existing == plan and self.healthy(existing):
                 log(f"testbed slot {self.slot} is already up ({clients} client(s), {workers} worker(s))")
                 return self.inventory_path
-            raise TestbedError(f"a testbed already exists in slot {self.slot} ({existing.clients} client(s), "
-                               f"{existing.workers} worker(s){'' if self.healthy(existing) else ', not healthy'})",
-                               fix=f"take it down first: rainmaker testbed down --slot {self.slot}")
+            raise TestbedError(
+                f"a testbed already exists in slot {self.slot} ({existing.clients} client(s), "
+                f"{existing.workers} worker(s){'' if self.healthy(existing) else ', not healthy'})",
+                fix=f"take it down first: rainmaker testbed down --slot {self.slot}",
+            )
         stray = [n for n in _netns_list() if n.startswith(plan.prefix + "-")]
         if stray or plan.bridge in _links():
-            raise TestbedError(f"leftovers of an earlier testbed in slot {self.slot}: {', '.join(stray + [plan.bridge])}",
-                               fix=f"clean them with: rainmaker testbed down --slot {self.slot}")
+            raise TestbedError(
+                f"leftovers of an earlier testbed in slot {self.slot}: {', '.join(stray + [plan.bridge])}",
+                fix=f"clean them with: rainmaker testbed down --slot {self.slot}",
+            )
 
         # Record the plan first: a crash from here on leaves enough for `down`.
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -307,7 +323,9 @@ class EmulatedTestbed:
         self.ssh_dir.mkdir(parents=True, exist_ok=True)
         os.chmod(self.ssh_dir, 0o700)
         if not self.key.exists():
-            _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"rainmaker-slot{self.slot}", "-f", str(self.key)])
+            _run(
+                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"rainmaker-slot{self.slot}", "-f", str(self.key)]
+            )
         (self.ssh_dir / "authorized_keys").write_text(self.key.with_suffix(".pub").read_text())
         os.chmod(self.ssh_dir / "authorized_keys", 0o600)
         lines = []
@@ -329,32 +347,52 @@ class EmulatedTestbed:
         for m in plan.machines:
             d = self.machine_dir(m)
             cfg = d / "sshd_config"
-            cfg.write_text("\n".join([
-                f"ListenAddress {plan.mgmt_ip(m)}",
-                "Port 22",
-                f"HostKey {d / 'ssh_host_ed25519_key'}",
-                f"PidFile {d / 'sshd.pid'}",
-                f"AuthorizedKeysFile {self.ssh_dir / 'authorized_keys'}",
-                "PermitRootLogin prohibit-password",
-                "PubkeyAuthentication yes",
-                "PasswordAuthentication no",
-                "KbdInteractiveAuthentication no",
-                "UsePAM no",
-                "X11Forwarding no",
-                "AllowTcpForwarding no",
-                "PrintMotd no",
-                "Subsystem sftp internal-sftp",
-                # Processes started over SSH see where their deploy root is.
-                f"SetEnv RAINMAKER_HOST={m.name} RAINMAKER_DEPLOY_ROOT={self.deploy_root(m)}",
-                "MaxStartups 64:30:128",
-                "MaxSessions 64",
-                "",
-            ]))
+            cfg.write_text(
+                "\n".join(
+                    [
+                        f"ListenAddress {plan.mgmt_ip(m)}",
+                        "Port 22",
+                        f"HostKey {d / 'ssh_host_ed25519_key'}",
+                        f"PidFile {d / 'sshd.pid'}",
+                        f"AuthorizedKeysFile {self.ssh_dir / 'authorized_keys'}",
+                        "PermitRootLogin prohibit-password",
+                        "PubkeyAuthentication yes",
+                        "PasswordAuthentication no",
+                        "KbdInteractiveAuthentication no",
+                        "UsePAM no",
+                        "X11Forwarding no",
+                        "AllowTcpForwarding no",
+                        "PrintMotd no",
+                        "Subsystem sftp internal-sftp",
+                        # Processes started over SSH see where their deploy root is.
+                        f"SetEnv RAINMAKER_HOST={m.name} RAINMAKER_DEPLOY_ROOT={self.deploy_root(m)}",
+                        "MaxStartups 64:30:128",
+                        "MaxSessions 64",
+                        "",
+                    ]
+                )
+            )
             os.chmod(cfg, 0o600)
             _run([SSHD, "-t", "-f", str(cfg)])
             # A UTS namespace gives each machine its own hostname (Ansible's ansible_hostname).
-            _run(["ip", "netns", "exec", m.netns(plan.slot), "unshare", "--uts", "sh", "-c",
-                  'hostname "$1" && exec "$2" -f "$3" -E "$4"', "sh", m.name, SSHD, str(cfg), str(d / "sshd.log")])
+            _run(
+                [
+                    "ip",
+                    "netns",
+                    "exec",
+                    m.netns(plan.slot),
+                    "unshare",
+                    "--uts",
+                    "sh",
+                    "-c",
+                    'hostname "$1" && exec "$2" -f "$3" -E "$4"',
+                    "sh",
+                    m.name,
+                    SSHD,
+                    str(cfg),
+                    str(d / "sshd.log"),
+                ]
+            )
         log(f"ssh: {len(plan.machines)} sshd started")
 
     def _wait_ssh(self, plan: Plan, log, timeout: float = 15.0) -> None:
@@ -368,8 +406,10 @@ class EmulatedTestbed:
                 time.sleep(0.05)
         if pending:
             names = ", ".join(pending.values())
-            raise TestbedError(f"sshd did not answer on {names} within {timeout:.0f} s",
-                               fix=f"see the sshd logs under {self.dir / 'machines'}; then `rainmaker testbed down --slot {self.slot}`")
+            raise TestbedError(
+                f"sshd did not answer on {names} within {timeout:.0f} s",
+                fix=f"see the sshd logs under {self.dir / 'machines'}; then `rainmaker testbed down --slot {self.slot}`",
+            )
 
     def _write_inventory(self, plan: Plan) -> Path:
         sw = plan.switch
@@ -384,27 +424,45 @@ class EmulatedTestbed:
                 "service_mac": f"02:52:4d:{self.slot:02x}:ff:fe",
                 "deploy_root": str(self.deploy_root(sw)),
                 "netns": sw.netns(plan.slot),
-                "ports": [{"port": plan.switch_port(m), "dev_port": plan.dev_port(m), "speed": "100G",
-                           "fec": "none", "iface": plan.switch_iface(m)} for m in plan.hosts],
+                "ports": [
+                    {
+                        "port": plan.switch_port(m),
+                        "dev_port": plan.dev_port(m),
+                        "speed": "100G",
+                        "fec": "none",
+                        "iface": plan.switch_iface(m),
+                    }
+                    for m in plan.hosts
+                ],
             },
-            "hosts": [{
-                "name": m.name,
-                "role": m.role,
-                "mgmt": {"address": plan.mgmt_ip(m), "user": "root"},
-                "nic": {"vdev": f"net_af_packet0,iface={DATA_IFACE}", "mac": plan.mac(m), "ip": plan.data_ip(m),
-                        "switch_port": plan.switch_port(m)},
-                "cores": [0, 1] if m.role == "worker" else [0],
-                "hugepages": {"size": "2M", "count": 64},
-                "deploy_root": str(self.deploy_root(m)),
-                "netns": m.netns(plan.slot),
-            } for m in plan.hosts],
+            "hosts": [
+                {
+                    "name": m.name,
+                    "role": m.role,
+                    "mgmt": {"address": plan.mgmt_ip(m), "user": "root"},
+                    "nic": {
+                        "vdev": f"net_af_packet0,iface={DATA_IFACE}",
+                        "mac": plan.mac(m),
+                        "ip": plan.data_ip(m),
+                        "switch_port": plan.switch_port(m),
+                    },
+                    "cores": [0, 1] if m.role == "worker" else [0],
+                    "hugepages": {"size": "2M", "count": 64},
+                    "deploy_root": str(self.deploy_root(m)),
+                    "netns": m.netns(plan.slot),
+                }
+                for m in plan.hosts
+            ],
             "ssh": {"key": str(self.key), "known_hosts": str(self.known_hosts)},
             "emulation": {"state_dir": str(self.dir), "slot": self.slot},
         }
-        header = (f"# Written by `rainmaker testbed up --slot {self.slot}`: the emulated testbed on this machine.\n"
-                  f"# It is the default inventory while the testbed is up; `rainmaker testbed down` removes it.\n")
+        header = (
+            f"# Written by `rainmaker testbed up --slot {self.slot}`: the emulated testbed on this machine.\n"
+            f"# It is the default inventory while the testbed is up; `rainmaker testbed down` removes it.\n"
+        )
         self.inventory_path.write_text(header + yaml.safe_dump(inv, sort_keys=False))
         from ..inventory import load  # validate what we wrote, as any user file
+
         load(self.inventory_path)
         return self.inventory_path
 
@@ -429,18 +487,27 @@ class EmulatedTestbed:
             except (OSError, ValueError):
                 alive = False
             ns = m.netns(plan.slot)
-            rows.append({
-                "name": m.name, "role": m.role, "netns": ns if ns in names else "missing",
-                "mgmt": plan.mgmt_ip(m),
-                "sshd": "up" if alive and _ssh_banner(plan.mgmt_ip(m)) else "down",
-                "data": "-" if m.role == "switch" else f"{plan.data_ip(m)} via {plan.switch_port(m)}",
-            })
+            rows.append(
+                {
+                    "name": m.name,
+                    "role": m.role,
+                    "netns": ns if ns in names else "missing",
+                    "mgmt": plan.mgmt_ip(m),
+                    "sshd": "up" if alive and _ssh_banner(plan.mgmt_ip(m)) else "down",
+                    "data": "-" if m.role == "switch" else f"{plan.data_ip(m)} via {plan.switch_port(m)}",
+                }
+            )
         try:
             complete = json.loads(self.plan_path.read_text()).get("complete", False)
         except (OSError, ValueError):
             complete = False
-        return {"slot": self.slot, "up": True, "complete": complete, "inventory": str(self.inventory_path),
-                "machines": rows}
+        return {
+            "slot": self.slot,
+            "up": True,
+            "complete": complete,
+            "inventory": str(self.inventory_path),
+            "machines": rows,
+        }
 
     # Down ----------------------------------------------------------------------------
     def down(self, *, log=print) -> list[str]:
@@ -499,7 +566,9 @@ class EmulatedTestbed:
         if self.dir.exists():
             shutil.rmtree(self.dir)
             removed.append(f"state {self.dir}")
-        log(f"testbed slot {self.slot} down" + (f": removed {', '.join(removed)}" if removed else ": nothing to remove"))
+        log(
+            f"testbed slot {self.slot} down" + (f": removed {', '.join(removed)}" if removed else ": nothing to remove")
+        )
         return removed
 
     def _control_sockets(self) -> list[Path]:

@@ -4,6 +4,7 @@ Everything `testbed up` makes lives under one folder per slot, so `down` can fin
 again after a crash: keys, sshd configs and logs, each host's deploy root, the
 inventory it wrote. The state root is root-owned (sshd's StrictModes checks it).
 """
+
 from __future__ import annotations
 
 import os

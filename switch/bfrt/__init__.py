@@ -6,6 +6,7 @@
 - `info.py`: bf-rt.json parsed, names resolved (unique dot-suffixes too).
 - `errors.py`: `BfrtError`, decoded per update from the switch's error trailer.
 """
+
 from ._stubs import load as _load
 
 bfruntime_pb2, bfruntime_pb2_grpc = _load()

@@ -24,14 +24,16 @@ prefix_len) for LPM, (low, high) for Range, (value, is_valid) for Optional; a ba
 int matches exactly and None matches anything. Refusals raise `BfrtError` naming the
 update, the table and the switch's code.
 """
+
 from __future__ import annotations
 
 import json
 import logging
 import queue
 import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 import grpc
 
@@ -45,8 +47,13 @@ log = logging.getLogger(__name__)
 DEFAULT_PORT = 50052
 ALL_PIPES = 0xFFFF
 _SPEEDS = {"1G", "10G", "25G", "40G", "50G", "100G", "200G", "400G"}
-_FECS = {"none": "BF_FEC_TYP_NONE", "fc": "BF_FEC_TYP_FIRECODE", "firecode": "BF_FEC_TYP_FIRECODE",
-         "rs": "BF_FEC_TYP_REED_SOLOMON", "reed_solomon": "BF_FEC_TYP_REED_SOLOMON"}
+_FECS = {
+    "none": "BF_FEC_TYP_NONE",
+    "fc": "BF_FEC_TYP_FIRECODE",
+    "firecode": "BF_FEC_TYP_FIRECODE",
+    "rs": "BF_FEC_TYP_REED_SOLOMON",
+    "reed_solomon": "BF_FEC_TYP_REED_SOLOMON",
+}
 _AUTONEG = {None: None, True: "PM_AN_FORCE_ENABLE", False: "PM_AN_FORCE_DISABLE", "default": "PM_AN_DEFAULT"}
 
 
@@ -71,8 +78,7 @@ class CounterValue(NamedTuple):
 
 def _to_bytes(f: FieldInfo, value: Any, table: str, part: str = "") -> bytes:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0 or value >> f.width:
-        raise BfrtValueError(f"table {table}: field {f.name}{part}: {value!r} is not an unsigned "
-                             f"{f.width}-bit integer")
+        raise BfrtValueError(f"table {table}: field {f.name}{part}: {value!r} is not an unsigned {f.width}-bit integer")
     return value.to_bytes(f.nbytes, "big")
 
 
@@ -84,7 +90,9 @@ def _key_field(f: FieldInfo, value: Any, table: str) -> pb.KeyField:
         raise BfrtValueError(f"table {table}: key field {f.name}: expected a pair, got {value!r}")
     if f.match == "Exact":
         if value is None or pair:
-            raise BfrtValueError(f"table {table}: key field {f.name} is an exact match: give one integer, not {value!r}")
+            raise BfrtValueError(
+                f"table {table}: key field {f.name} is an exact match: give one integer, not {value!r}"
+            )
         kf.exact.value = _to_bytes(f, value, table)
     elif f.match == "Ternary":
         v, m = value if pair else (0, 0) if value is None else (value, full)
@@ -109,8 +117,9 @@ def _key_field(f: FieldInfo, value: Any, table: str) -> pb.KeyField:
 
 def _data_field(f: FieldInfo, value: Any, table: str) -> pb.DataField:
     df = pb.DataField(field_id=f.id)
-    bad = BfrtValueError(f"table {table}: data field {f.name} ({f.type}{', repeated' if f.repeated else ''}): "
-                         f"cannot take {value!r}")
+    bad = BfrtValueError(
+        f"table {table}: data field {f.name} ({f.type}{', repeated' if f.repeated else ''}): cannot take {value!r}"
+    )
     if f.type == "bytes" or (f.is_int and not f.repeated):
         df.stream = _to_bytes(f, value, table)
     elif f.is_int:
@@ -174,7 +183,7 @@ def _data_value(df: pb.DataField) -> Any:
 class Table:
     """A table of the switch, by name. Get one with `client.table(name)`."""
 
-    def __init__(self, client: "Client", info: TableInfo):
+    def __init__(self, client: Client, info: TableInfo):
         self.client = client
         self.info = info
         self.name = info.name
@@ -183,17 +192,20 @@ class Table:
         return f"<Table {self.name}>"
 
     # -------------------------------------------------- writes
-    def add(self, key: Any, action: str | None = None, data: Mapping[str, Any] | None = None, *,
-            priority: int | None = None) -> None:
+    def add(
+        self, key: Any, action: str | None = None, data: Mapping[str, Any] | None = None, *, priority: int | None = None
+    ) -> None:
         """INSERT an entry (ALREADY_EXISTS if its key is installed)."""
         self.client.write([self.update("INSERT", key, action, data, priority=priority)], [self.name])
 
-    def modify(self, key: Any, action: str | None = None, data: Mapping[str, Any] | None = None, *,
-               priority: int | None = None) -> None:
+    def modify(
+        self, key: Any, action: str | None = None, data: Mapping[str, Any] | None = None, *, priority: int | None = None
+    ) -> None:
         self.client.write([self.update("MODIFY", key, action, data, priority=priority)], [self.name])
 
-    def upsert(self, key: Any, action: str | None = None, data: Mapping[str, Any] | None = None, *,
-               priority: int | None = None) -> None:
+    def upsert(
+        self, key: Any, action: str | None = None, data: Mapping[str, Any] | None = None, *, priority: int | None = None
+    ) -> None:
         """INSERT_OR_MODIFY."""
         self.client.write([self.update("INSERT_OR_MODIFY", key, action, data, priority=priority)], [self.name])
 
@@ -215,8 +227,16 @@ class Table:
         op = pb.TableOperation(table_id=self.info.id, table_operations_type=operation)
         self.client.write([pb.Update(type=pb.Update.INSERT, entity=pb.Entity(table_operation=op))], [self.name])
 
-    def update(self, type: str, key: Any, action: str | None = None, data: Mapping[str, Any] | None = None, *,
-               priority: int | None = None, default: bool = False) -> pb.Update:
+    def update(
+        self,
+        type: str,
+        key: Any,
+        action: str | None = None,
+        data: Mapping[str, Any] | None = None,
+        *,
+        priority: int | None = None,
+        default: bool = False,
+    ) -> pb.Update:
         """The protobuf Update for one write (for batches); `type` is an Update.Type name."""
         entry = pb.TableEntry(table_id=self.info.id, is_default_entry=default)
         if key is not None:
@@ -248,9 +268,12 @@ class Table:
 
     def usage(self) -> int:
         """How many entries the table holds."""
-        req = pb.ReadRequest(target=self.client.target(), client_id=self.client.client_id,
-                             entities=[pb.Entity(table_usage=pb.TableUsage(table_id=self.info.id))],
-                             p4_name=self.client.p4_name or "")
+        req = pb.ReadRequest(
+            target=self.client.target(),
+            client_id=self.client.client_id,
+            entities=[pb.Entity(table_usage=pb.TableUsage(table_id=self.info.id))],
+            p4_name=self.client.p4_name or "",
+        )
         for e in self.client._read(req, [self.name]):
             return e.table_usage.usage
         return 0
@@ -270,8 +293,10 @@ class Table:
         elif len(fields) == 1:
             given = {fields[0].name: key}
         else:
-            raise BfrtValueError(f"table {self.name} has {len(fields)} key fields: give a mapping "
-                                 f"{{name: value}} for {[f.name for f in fields]}")
+            raise BfrtValueError(
+                f"table {self.name} has {len(fields)} key fields: give a mapping "
+                f"{{name: value}} for {[f.name for f in fields]}"
+            )
         out = pb.TableKey()
         for f in fields:
             value = given.get(f.name)
@@ -405,7 +430,7 @@ class Counter:
 class Pre:
     """Multicast: `$pre.node` (rid + ports) and `$pre.mgid` (groups of nodes)."""
 
-    def __init__(self, client: "Client"):
+    def __init__(self, client: Client):
         self.client = client
 
     @property
@@ -417,30 +442,41 @@ class Pre:
         return self.client.table("$pre.mgid")
 
     def add_node(self, node_id: int, rid: int, dev_ports: Iterable[int] = (), lag_ids: Iterable[int] = ()) -> None:
-        self.nodes_table.add({"$MULTICAST_NODE_ID": node_id}, data={
-            "$MULTICAST_RID": rid, "$MULTICAST_LAG_ID": list(lag_ids), "$DEV_PORT": list(dev_ports)})
+        self.nodes_table.add(
+            {"$MULTICAST_NODE_ID": node_id},
+            data={"$MULTICAST_RID": rid, "$MULTICAST_LAG_ID": list(lag_ids), "$DEV_PORT": list(dev_ports)},
+        )
 
     def modify_node(self, node_id: int, rid: int, dev_ports: Iterable[int] = (), lag_ids: Iterable[int] = ()) -> None:
-        self.nodes_table.modify({"$MULTICAST_NODE_ID": node_id}, data={
-            "$MULTICAST_RID": rid, "$MULTICAST_LAG_ID": list(lag_ids), "$DEV_PORT": list(dev_ports)})
+        self.nodes_table.modify(
+            {"$MULTICAST_NODE_ID": node_id},
+            data={"$MULTICAST_RID": rid, "$MULTICAST_LAG_ID": list(lag_ids), "$DEV_PORT": list(dev_ports)},
+        )
 
     def delete_node(self, node_id: int) -> None:
         self.nodes_table.delete({"$MULTICAST_NODE_ID": node_id})
 
     def nodes(self) -> dict[int, dict[str, Any]]:
         """node id -> {"rid", "dev_ports", "lag_ids"}."""
-        return {e.key["$MULTICAST_NODE_ID"]: {"rid": e.data.get("$MULTICAST_RID"),
-                                              "dev_ports": e.data.get("$DEV_PORT", []),
-                                              "lag_ids": e.data.get("$MULTICAST_LAG_ID", [])}
-                for e in self.nodes_table.entries()}
+        return {
+            e.key["$MULTICAST_NODE_ID"]: {
+                "rid": e.data.get("$MULTICAST_RID"),
+                "dev_ports": e.data.get("$DEV_PORT", []),
+                "lag_ids": e.data.get("$MULTICAST_LAG_ID", []),
+            }
+            for e in self.nodes_table.entries()
+        }
 
     def _members(self, node_ids: Sequence[int], l1_xids: Sequence[int | None] | None) -> dict[str, Any]:
         node_ids = list(node_ids)
         xids = list(l1_xids) if l1_xids is not None else [None] * len(node_ids)
         if len(xids) != len(node_ids):
             raise BfrtValueError(f"$pre.mgid: {len(node_ids)} nodes but {len(xids)} L1 XIDs")
-        return {"$MULTICAST_NODE_ID": node_ids, "$MULTICAST_NODE_L1_XID_VALID": [x is not None for x in xids],
-                "$MULTICAST_NODE_L1_XID": [x or 0 for x in xids]}
+        return {
+            "$MULTICAST_NODE_ID": node_ids,
+            "$MULTICAST_NODE_L1_XID_VALID": [x is not None for x in xids],
+            "$MULTICAST_NODE_L1_XID": [x or 0 for x in xids],
+        }
 
     def add_group(self, mgid: int, node_ids: Sequence[int], l1_xids: Sequence[int | None] | None = None) -> None:
         """A multicast group of nodes; `l1_xids[i]` (None: none) is node i's exclusion id."""
@@ -465,7 +501,7 @@ class Pre:
 class Ports:
     """Front-panel ports (`$PORT`): speed "100G" or "BF_SPEED_100G", fec "rs"/"fc"/"none" or BF names."""
 
-    def __init__(self, client: "Client"):
+    def __init__(self, client: Client):
         self.client = client
 
     @property
@@ -487,13 +523,29 @@ class Ports:
             out["$N_LANES"] = n_lanes
         return out
 
-    def add(self, dev_port: int, speed: str, fec: str = "none", *, enable: bool = True, autoneg: Any = None,
-            n_lanes: int | None = None) -> None:
+    def add(
+        self,
+        dev_port: int,
+        speed: str,
+        fec: str = "none",
+        *,
+        enable: bool = True,
+        autoneg: Any = None,
+        n_lanes: int | None = None,
+    ) -> None:
         """Add (and by default enable) a port. autoneg: None (driver default), True, False or a PM_AN_* name."""
         self.table.add({"$DEV_PORT": dev_port}, data=self._fields(speed, fec, enable, autoneg, n_lanes))
 
-    def modify(self, dev_port: int, *, speed: str | None = None, fec: str | None = None, enable: bool | None = None,
-               autoneg: Any = None, n_lanes: int | None = None) -> None:
+    def modify(
+        self,
+        dev_port: int,
+        *,
+        speed: str | None = None,
+        fec: str | None = None,
+        enable: bool | None = None,
+        autoneg: Any = None,
+        n_lanes: int | None = None,
+    ) -> None:
         self.table.modify({"$DEV_PORT": dev_port}, data=self._fields(speed, fec, enable, autoneg, n_lanes))
 
     def delete(self, dev_port: int) -> None:
@@ -513,7 +565,7 @@ class Ports:
 class Batch:
     """Several updates in one Write. Used as a context manager it sends on exit."""
 
-    def __init__(self, client: "Client", atomicity: str = "CONTINUE_ON_ERROR"):
+    def __init__(self, client: Client, atomicity: str = "CONTINUE_ON_ERROR"):
         self.client = client
         self.atomicity = atomicity
         self.updates: list[pb.Update] = []
@@ -522,7 +574,7 @@ class Batch:
     def __len__(self) -> int:
         return len(self.updates)
 
-    def __enter__(self) -> "Batch":
+    def __enter__(self) -> Batch:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -532,31 +584,52 @@ class Batch:
     def _table(self, table: Table | str) -> Table:
         return table if isinstance(table, Table) else self.client.table(table)
 
-    def _push(self, table: Table, update: pb.Update) -> "Batch":
+    def _push(self, table: Table, update: pb.Update) -> Batch:
         self.updates.append(update)
         self.tables.append(table.name)
         return self
 
-    def add(self, table: Table | str, key: Any, action: str | None = None, data: Mapping | None = None, *,
-            priority: int | None = None) -> "Batch":
+    def add(
+        self,
+        table: Table | str,
+        key: Any,
+        action: str | None = None,
+        data: Mapping | None = None,
+        *,
+        priority: int | None = None,
+    ) -> Batch:
         t = self._table(table)
         return self._push(t, t.update("INSERT", key, action, data, priority=priority))
 
-    def modify(self, table: Table | str, key: Any, action: str | None = None, data: Mapping | None = None, *,
-               priority: int | None = None) -> "Batch":
+    def modify(
+        self,
+        table: Table | str,
+        key: Any,
+        action: str | None = None,
+        data: Mapping | None = None,
+        *,
+        priority: int | None = None,
+    ) -> Batch:
         t = self._table(table)
         return self._push(t, t.update("MODIFY", key, action, data, priority=priority))
 
-    def upsert(self, table: Table | str, key: Any, action: str | None = None, data: Mapping | None = None, *,
-               priority: int | None = None) -> "Batch":
+    def upsert(
+        self,
+        table: Table | str,
+        key: Any,
+        action: str | None = None,
+        data: Mapping | None = None,
+        *,
+        priority: int | None = None,
+    ) -> Batch:
         t = self._table(table)
         return self._push(t, t.update("INSERT_OR_MODIFY", key, action, data, priority=priority))
 
-    def delete(self, table: Table | str, key: Any, *, priority: int | None = None) -> "Batch":
+    def delete(self, table: Table | str, key: Any, *, priority: int | None = None) -> Batch:
         t = self._table(table)
         return self._push(t, t.update("DELETE", key, priority=priority))
 
-    def set_default(self, table: Table | str, action: str, data: Mapping | None = None) -> "Batch":
+    def set_default(self, table: Table | str, action: str, data: Mapping | None = None) -> Batch:
         t = self._table(table)
         return self._push(t, t.update("MODIFY", None, action, data, default=True))
 
@@ -578,10 +651,20 @@ class Client:
     `bind=False`). `close()` half-closes the stream and joins its receive thread.
     """
 
-    def __init__(self, address: str = f"127.0.0.1:{DEFAULT_PORT}", p4_name: str | None = None, *,
-                 client_id: int = 0, device_id: int = 0, bind: bool = True, connect_timeout: float = 10.0,
-                 subscribe_timeout: float = 1.0, subscribe_retries: int = 5, timeout: float = 30.0,
-                 notifications: Mapping[str, bool] | None = None):
+    def __init__(
+        self,
+        address: str = f"127.0.0.1:{DEFAULT_PORT}",
+        p4_name: str | None = None,
+        *,
+        client_id: int = 0,
+        device_id: int = 0,
+        bind: bool = True,
+        connect_timeout: float = 10.0,
+        subscribe_timeout: float = 1.0,
+        subscribe_retries: int = 5,
+        timeout: float = 30.0,
+        notifications: Mapping[str, bool] | None = None,
+    ):
         self.address = address
         self.client_id = client_id
         self.device_id = device_id
@@ -609,8 +692,10 @@ class Client:
         self._closing = False
         self._lost.clear()
         self.bound = False
-        self._channel = grpc.insecure_channel(self.address, options=[("grpc.max_receive_message_length", 64 << 20),
-                                                                     ("grpc.max_send_message_length", 64 << 20)])
+        self._channel = grpc.insecure_channel(
+            self.address,
+            options=[("grpc.max_receive_message_length", 64 << 20), ("grpc.max_send_message_length", 64 << 20)],
+        )
         self.stub = pb_grpc.BfRuntimeStub(self._channel)
         try:
             self._connect(connect_timeout, *self._session)
@@ -643,7 +728,7 @@ class Client:
         self.reconnects += 1
         return time.monotonic() - t0
 
-    def __enter__(self) -> "Client":
+    def __enter__(self) -> Client:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -681,13 +766,16 @@ class Client:
             log.debug("BFRuntime stream from %s ended by the switch", self.address)
             self._lost.set()
 
-    def _connect(self, connect_timeout: float, subscribe_timeout: float, retries: int,
-                 notifications: Mapping[str, bool]) -> None:
+    def _connect(
+        self, connect_timeout: float, subscribe_timeout: float, retries: int, notifications: Mapping[str, bool]
+    ) -> None:
         try:
             grpc.channel_ready_future(self._channel).result(timeout=connect_timeout)
         except grpc.FutureTimeoutError:
-            raise BfrtConnectError(f"BFRuntime at {self.address} did not answer within {connect_timeout:g} s",
-                                   fix="is bf_switchd (or the emulator) running, and is the address right?") from None
+            raise BfrtConnectError(
+                f"BFRuntime at {self.address} did not answer within {connect_timeout:g} s",
+                fix="is bf_switchd (or the emulator) running, and is the address right?",
+            ) from None
         self._responses = self.stub.StreamChannel(self._stream_requests())
         self._receiver = threading.Thread(target=self._receive, name=f"bfrt-stream-{self.client_id}", daemon=True)
         self._receiver.start()
@@ -702,22 +790,28 @@ class Client:
                 log.debug("no subscribe reply from %s (attempt %d of %d)", self.address, attempt, retries)
                 continue
             if isinstance(reply, grpc.RpcError):
-                raise BfrtConnectError(f"BFRuntime at {self.address} closed the stream: {reply.code().name}: "
-                                       f"{reply.details()}")
+                raise BfrtConnectError(
+                    f"BFRuntime at {self.address} closed the stream: {reply.code().name}: {reply.details()}"
+                )
             if reply.status.code == 0:
                 return
-            raise BfrtConnectError(f"BFRuntime at {self.address} refused client {self.client_id}: "
-                                   f"{reply.status.message} (code {reply.status.code})",
-                                   fix="use another client_id, or close the other session")
-        raise BfrtConnectError(f"BFRuntime at {self.address} did not confirm the subscription "
-                               f"({retries} attempts of {subscribe_timeout:g} s)")
+            raise BfrtConnectError(
+                f"BFRuntime at {self.address} refused client {self.client_id}: "
+                f"{reply.status.message} (code {reply.status.code})",
+                fix="use another client_id, or close the other session",
+            )
+        raise BfrtConnectError(
+            f"BFRuntime at {self.address} did not confirm the subscription "
+            f"({retries} attempts of {subscribe_timeout:g} s)"
+        )
 
     def fetch_info(self, p4_name: str | None = None) -> BfrtInfo:
         """GetForwardingPipelineConfig: the program's and the non-P4 bf-rt.json, parsed."""
         try:
             reply = self.stub.GetForwardingPipelineConfig(
                 pb.GetForwardingPipelineConfigRequest(device_id=self.device_id, client_id=self.client_id),
-                timeout=self.timeout)
+                timeout=self.timeout,
+            )
         except grpc.RpcError as e:
             raise from_rpc_error(e, "GetForwardingPipelineConfig") from None
         configs = list(reply.config)
@@ -728,8 +822,9 @@ class Client:
         else:
             config = next((c for c in configs if c.p4_name == p4_name), None)
             if config is None:
-                raise BfrtConnectError(f"the switch at {self.address} does not run {p4_name!r}; "
-                                       f"it runs {[c.p4_name for c in configs]}")
+                raise BfrtConnectError(
+                    f"the switch at {self.address} does not run {p4_name!r}; it runs {[c.p4_name for c in configs]}"
+                )
         non_p4 = reply.non_p4_config.bfruntime_info
         info = BfrtInfo(config.p4_name, json.loads(config.bfruntime_info), json.loads(non_p4) if non_p4 else None)
         self._tables.clear()
@@ -738,14 +833,16 @@ class Client:
     def bind(self, p4_name: str | None = None) -> None:
         """SetForwardingPipelineConfig BIND to the program (one binder per program on the switch)."""
         name = p4_name or self.p4_name
-        request = pb.SetForwardingPipelineConfigRequest(client_id=self.client_id, device_id=self.device_id,
-                                                        config=[pb.ForwardingPipelineConfig(p4_name=name)])
+        request = pb.SetForwardingPipelineConfigRequest(
+            client_id=self.client_id, device_id=self.device_id, config=[pb.ForwardingPipelineConfig(p4_name=name)]
+        )
         try:
             self.stub.SetForwardingPipelineConfig(request, timeout=self.timeout)
         except grpc.RpcError as e:
             err = from_rpc_error(e, f"binding to {name}")
-            raise BfrtConnectError(err.message, grpc_code=err.grpc_code,
-                                   fix="another client may be bound to this program") from None
+            raise BfrtConnectError(
+                err.message, grpc_code=err.grpc_code, fix="another client may be bound to this program"
+            ) from None
         self.bound = True
 
     def close(self) -> None:
@@ -782,11 +879,17 @@ class Client:
         return Batch(self, atomicity)
 
     # -------------------------------------------------- raw calls
-    def write(self, updates: Sequence[pb.Update], tables: Sequence[str | None] = (), *,
-              atomicity: str = "CONTINUE_ON_ERROR") -> None:
+    def write(
+        self, updates: Sequence[pb.Update], tables: Sequence[str | None] = (), *, atomicity: str = "CONTINUE_ON_ERROR"
+    ) -> None:
         """One Write; `tables[i]` names the table of update i in errors."""
-        request = pb.WriteRequest(target=self.target(), client_id=self.client_id, updates=updates,
-                                  atomicity=pb.WriteRequest.Atomicity.Value(atomicity), p4_name=self.p4_name or "")
+        request = pb.WriteRequest(
+            target=self.target(),
+            client_id=self.client_id,
+            updates=updates,
+            atomicity=pb.WriteRequest.Atomicity.Value(atomicity),
+            p4_name=self.p4_name or "",
+        )
         try:
             self.stub.Write(request, timeout=self.timeout)
         except grpc.RpcError as e:
@@ -794,8 +897,12 @@ class Client:
             raise from_rpc_error(e, f"write of {len(updates)} update(s)", tables) from None
 
     def read_entries(self, entries: Sequence[pb.TableEntry], tables: Sequence[str | None] = ()) -> list[pb.TableEntry]:
-        request = pb.ReadRequest(target=self.target(), client_id=self.client_id,
-                                 entities=[pb.Entity(table_entry=e) for e in entries], p4_name=self.p4_name or "")
+        request = pb.ReadRequest(
+            target=self.target(),
+            client_id=self.client_id,
+            entities=[pb.Entity(table_entry=e) for e in entries],
+            p4_name=self.p4_name or "",
+        )
         return [e.table_entry for e in self._read(request, tables)]
 
     def _read(self, request: pb.ReadRequest, tables: Sequence[str | None]) -> list[pb.Entity]:

@@ -6,10 +6,11 @@ ones padding the gaps. `BfrtError.errors` holds the failed ones, each naming its
 update index, its table and its canonical code, so a caller can tell which entry of a
 batch was refused and why.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import grpc
 from google.rpc import code_pb2
@@ -47,8 +48,14 @@ class UpdateError:
 class BfrtError(SwitchError):
     """A BFRuntime call failed. `errors` lists each refused update; `grpc_code` is the RPC's status."""
 
-    def __init__(self, message: str, *, errors: Sequence[UpdateError] = (), grpc_code: grpc.StatusCode | None = None,
-                 fix: str | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        errors: Sequence[UpdateError] = (),
+        grpc_code: grpc.StatusCode | None = None,
+        fix: str | None = None,
+    ):
         self.errors = list(errors)
         self.grpc_code = grpc_code
         super().__init__(message, fix=fix)
@@ -92,7 +99,7 @@ def from_rpc_error(e: grpc.RpcError, operation: str, tables: Sequence[str | None
                 table = tables[i] if i < len(tables) else None
                 message = err.message
                 if table and message.startswith(f"{table}: "):
-                    message = message[len(table) + 2:]  # the switch named the table too
+                    message = message[len(table) + 2 :]  # the switch named the table too
                 errors.append(UpdateError(i, table, err.canonical_code, message, err.code))
     if errors:
         primary = [x for x in errors if x.code != code_pb2.ABORTED] or errors

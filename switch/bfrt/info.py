@@ -6,12 +6,14 @@ looked up by name. A name may be given in full (`pipe.SwitchIngress.forward.forw
 or as any dot-suffix no other name shares (`forward.forward`, `forward`), as the SDE's
 client allows; the same holds for fields and actions within a table.
 """
+
 from __future__ import annotations
 
 import difflib
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from .errors import BfrtNameError
 
@@ -37,11 +39,15 @@ def _resolve(names: dict[str, str], name: str, what: str, where: str) -> str:
     if full is None:
         several = sorted(n for n in set(names.values()) if n.endswith("." + name))
         if several:
-            raise BfrtNameError(f"{where}: {what} name {name!r} is ambiguous: {', '.join(several)}",
-                                fix="give more of the name")
+            raise BfrtNameError(
+                f"{where}: {what} name {name!r} is ambiguous: {', '.join(several)}", fix="give more of the name"
+            )
         close = difflib.get_close_matches(name, list(names), n=3)
-        fix = f"did you mean {' or '.join(close)}?" if close else \
-            f"known: {', '.join(sorted(n for n, f in names.items() if n == f)) or 'none'}"
+        fix = (
+            f"did you mean {' or '.join(close)}?"
+            if close
+            else f"known: {', '.join(sorted(n for n, f in names.items() if n == f)) or 'none'}"
+        )
         raise BfrtNameError(f"{where} has no {what} {name!r}", fix=fix)
     return full
 
@@ -74,16 +80,30 @@ class FieldInfo:
         return self.annotations.get("$bfrt_field_class") == "register_data"
 
     @classmethod
-    def parse(cls, j: dict[str, Any], *, match: str | None = None, mandatory: bool | None = None,
-              read_only: bool | None = None) -> "FieldInfo":
+    def parse(
+        cls,
+        j: dict[str, Any],
+        *,
+        match: str | None = None,
+        mandatory: bool | None = None,
+        read_only: bool | None = None,
+    ) -> FieldInfo:
         t = j.get("type", {})
         kind = t.get("type", "bytes")
         width = t.get("width") or _UINT_WIDTH.get(kind) or (1 if kind == "bool" else 0)
         notes = {a.get("name"): a.get("value") for a in j.get("annotations", [])}
-        return cls(j["id"], j["name"], kind, width, match,
-                   j.get("mandatory", False) if mandatory is None else mandatory,
-                   j.get("read_only", False) if read_only is None else read_only,
-                   j.get("repeated", False), notes, tuple(t.get("choices", ())))
+        return cls(
+            j["id"],
+            j["name"],
+            kind,
+            width,
+            match,
+            j.get("mandatory", False) if mandatory is None else mandatory,
+            j.get("read_only", False) if read_only is None else read_only,
+            j.get("repeated", False),
+            notes,
+            tuple(t.get("choices", ())),
+        )
 
 
 @dataclass(frozen=True)
@@ -118,12 +138,20 @@ class TableInfo:
         data: list[FieldInfo] = []
         for d in j.get("data", ()):
             members = [d["singleton"]] if "singleton" in d else d.get("oneof", [])
-            data += [FieldInfo.parse(m, mandatory=d.get("mandatory", False), read_only=d.get("read_only", False))
-                     for m in members]
+            data += [
+                FieldInfo.parse(m, mandatory=d.get("mandatory", False), read_only=d.get("read_only", False))
+                for m in members
+            ]
         self.data = tuple(data)
-        self.actions = tuple(ActionInfo(a["id"], a["name"], a.get("action_scope", "TableAndDefault"),
-                                        tuple(FieldInfo.parse(p) for p in a.get("data", ())))
-                             for a in j.get("action_specs", ()))
+        self.actions = tuple(
+            ActionInfo(
+                a["id"],
+                a["name"],
+                a.get("action_scope", "TableAndDefault"),
+                tuple(FieldInfo.parse(p) for p in a.get("data", ())),
+            )
+            for a in j.get("action_specs", ())
+        )
         self.key_by_id = {f.id: f for f in self.keys}
         self.data_by_id = {f.id: f for f in self.data}
         self.action_by_id = {a.id: a for a in self.actions}

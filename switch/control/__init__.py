@@ -6,11 +6,20 @@ plus pre (multicast groups) and ports ($PORT); controller.py ties them together.
 It reaches a switch only through switch.bfrt, so it runs unchanged against
 bf_switchd. It imports nothing from orchestrator: the inventory is read by attribute.
 """
+
 from .controller import RainController
 from .errors import ControllerError
 from .registration import ClientRegistration, Ring, WorkerRegistration
 from .settings import Settings, SliceSettings
 from .topology import Topology
 
-__all__ = ["RainController", "ControllerError", "ClientRegistration", "Ring", "WorkerRegistration", "Settings",
-           "SliceSettings", "Topology"]
+__all__ = [
+    "RainController",
+    "ControllerError",
+    "ClientRegistration",
+    "Ring",
+    "WorkerRegistration",
+    "Settings",
+    "SliceSettings",
+    "Topology",
+]

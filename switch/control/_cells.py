@@ -1,8 +1,9 @@
 """Small helpers over switch.bfrt shared by the controls: many register cells in one
 Write or one Read, and emptying a table back to its P4 default."""
+
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from switch.bfrt import bfruntime_pb2 as pb
 from switch.bfrt.client import Client, Register, Table
@@ -28,7 +29,7 @@ def read_cells(client: Client, reg: Register, indexes: Iterable[int]) -> dict[in
     out: dict[int, list[int]] = {}
     t = reg.table
     for lo in range(0, len(idx), READ_CHUNK):
-        part = idx[lo:lo + READ_CHUNK]
+        part = idx[lo : lo + READ_CHUNK]
         entries = []
         for i in part:
             e = pb.TableEntry(table_id=t.info.id, key=t.encode_key({INDEX: i}))

@@ -1,4 +1,5 @@
 """MAC and IPv4 addresses as the tables take them (integers) and as people write them."""
+
 from __future__ import annotations
 
 import ipaddress
@@ -13,12 +14,16 @@ def mac(value: str, what: str) -> int:
     """A unicast MAC "0c:42:a1:dd:5f:3a" as a 48-bit integer."""
     v = value.lower() if isinstance(value, str) else value
     if not isinstance(v, str) or not _MAC.match(v):
-        raise ControllerError(f"{what}: {value!r} is not a MAC address", subject=what,
-                              fix="write six hex bytes, like 0c:42:a1:dd:5f:3a")
+        raise ControllerError(
+            f"{what}: {value!r} is not a MAC address", subject=what, fix="write six hex bytes, like 0c:42:a1:dd:5f:3a"
+        )
     n = int(v.replace(":", "").replace("-", ""), 16)
     if (n >> 40) & 1:
-        raise ControllerError(f"{what}: {value} is a multicast MAC address", subject=what,
-                              fix="use the NIC's unicast MAC (first byte even)")
+        raise ControllerError(
+            f"{what}: {value} is a multicast MAC address",
+            subject=what,
+            fix="use the NIC's unicast MAC (first byte even)",
+        )
     return n
 
 
@@ -27,11 +32,13 @@ def ipv4(value: str, what: str) -> int:
     try:
         a = ipaddress.IPv4Address(value)
     except (ValueError, TypeError):
-        raise ControllerError(f"{what}: {value!r} is not an IPv4 address", subject=what,
-                              fix="write a dotted quad, like 10.10.1.2") from None
+        raise ControllerError(
+            f"{what}: {value!r} is not an IPv4 address", subject=what, fix="write a dotted quad, like 10.10.1.2"
+        ) from None
     if a.is_multicast or a.is_unspecified or a.is_loopback:
-        raise ControllerError(f"{what}: {value} is not a unicast host address", subject=what,
-                              fix="use an address of the data network")
+        raise ControllerError(
+            f"{what}: {value} is not a unicast host address", subject=what, fix="use an address of the data network"
+        )
     return int(a)
 
 

@@ -2,10 +2,11 @@
 its capacity and its RDMA ring (config_slice), and the registers of its queue: the
 signed token balance and the head/tail pointers (absolute entry indexes that wrap
 inside the region)."""
+
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
 from switch.bfrt.client import Client
 
@@ -32,8 +33,14 @@ class SliceConfig:
         return max(self.ring_slots - 1, 0)
 
     def params(self) -> dict[str, int]:
-        return {"first": self.first, "last": self.last, "cap": self.cap, "neg_cap": (-self.cap) & 0xFFFFFFFF,
-                "last_slot": self.last_slot, "mgid": self.mgid}
+        return {
+            "first": self.first,
+            "last": self.last,
+            "cap": self.cap,
+            "neg_cap": (-self.cap) & 0xFFFFFFFF,
+            "last_slot": self.last_slot,
+            "mgid": self.mgid,
+        }
 
 
 class BidirQueue:
@@ -84,8 +91,10 @@ class BidirQueue:
 
     def state(self) -> dict[str, list[list[int]]]:
         """balance, head, tail: [pipe][slice]."""
-        return {name: _cells.values_per_pipe(reg.read_all())
-                for name, reg in (("balance", self.balance), ("head", self.head), ("tail", self.tail))}
+        return {
+            name: _cells.values_per_pipe(reg.read_all())
+            for name, reg in (("balance", self.balance), ("head", self.head), ("tail", self.tail))
+        }
 
     def clear(self) -> None:
         _cells.empty(self.table)
@@ -107,5 +116,13 @@ def occupied(region_first: int, region_last: int, head: int, balance: int) -> li
 
 
 def queue_summary(c: SliceConfig, balance: int, head: int, tail: int) -> Mapping[str, int | str]:
-    return {"first": c.first, "last": c.last, "capacity": c.cap, "balance": balance, "head": head, "tail": tail,
-            "tasks": max(-balance, 0), "tokens": max(balance, 0)}
+    return {
+        "first": c.first,
+        "last": c.last,
+        "capacity": c.cap,
+        "balance": balance,
+        "head": head,
+        "tail": tail,
+        "tasks": max(-balance, 0),
+        "tokens": max(balance, 0),
+    }

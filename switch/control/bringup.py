@@ -19,6 +19,7 @@ fails; the message and its fix also go to stderr. Exit status 0 when everything 
 It reaches the switch only through switch.bfrt, like the controller, and imports
 nothing from orchestrator: it runs wherever rainmaker's Python does.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,7 +27,8 @@ import json
 import re
 import sys
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from switch.errors import SwitchError
 
@@ -60,8 +62,10 @@ def parse_ports(text: str) -> list[PortSpec]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
-        raise ValueError(f"--ports is not JSON ({e.msg} at character {e.pos}); give a list like "
-                         '[{"port": "1/0", "dev_port": 132, "speed": "100G", "fec": "rs"}]') from None
+        raise ValueError(
+            f"--ports is not JSON ({e.msg} at character {e.pos}); give a list like "
+            '[{"port": "1/0", "dev_port": 132, "speed": "100G", "fec": "rs"}]'
+        ) from None
     if not isinstance(data, list) or not data:
         raise ValueError("--ports must be a non-empty JSON list of ports (the inventory's switch.ports)")
     out: list[PortSpec] = []
@@ -100,11 +104,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap = _Parser(prog="python -m switch.control.bringup", description=__doc__.split("\n\n")[0])
     ap.add_argument("--bfrt", required=True, metavar="HOST:PORT", help="the switch's BFRuntime gRPC address")
     ap.add_argument("--program", required=True, help="the P4 program the switch must serve, e.g. rain")
-    ap.add_argument("--ports", required=True, metavar="JSON",
-                    help="the ports as a JSON list of {port, dev_port, speed, fec, autoneg}")
+    ap.add_argument(
+        "--ports",
+        required=True,
+        metavar="JSON",
+        help="the ports as a JSON list of {port, dev_port, speed, fec, autoneg}",
+    )
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for every port to be up (default 60)")
-    ap.add_argument("--connect-timeout", type=float, default=10.0,
-                    help="seconds to wait for BFRuntime to answer (default 10)")
+    ap.add_argument(
+        "--connect-timeout", type=float, default=10.0, help="seconds to wait for BFRuntime to answer (default 10)"
+    )
     ap.add_argument("--verify", action="store_true", help="only check (no bind, no port changes)")
     args = ap.parse_args(argv)
     host, sep, port = args.bfrt.rpartition(":")
@@ -131,8 +140,16 @@ def _port_rows(client, ports: Sequence[PortSpec]) -> dict[str, dict[str, Any]]:
     return {str(dev): {"name": names.get(dev), **row} for dev, row in state.items() if dev in names}
 
 
-def bring_up(bfrt: str, program: str, ports: Sequence[PortSpec], *, timeout: float, connect_timeout: float,
-             verify: bool = False, clock=time.monotonic) -> dict[str, Any]:
+def bring_up(
+    bfrt: str,
+    program: str,
+    ports: Sequence[PortSpec],
+    *,
+    timeout: float,
+    connect_timeout: float,
+    verify: bool = False,
+    clock=time.monotonic,
+) -> dict[str, Any]:
     """Do (or, with verify, check) what the module's doc says; returns the report, raises SwitchError."""
     from switch.bfrt.client import Client
 
@@ -141,8 +158,13 @@ def bring_up(bfrt: str, program: str, ports: Sequence[PortSpec], *, timeout: flo
     client_id = READER_CLIENT_ID if verify else BIND_CLIENT_ID
     # Client fetches the program by name: a switch serving another one raises, naming what it serves.
     with Client(bfrt, p4_name=program, client_id=client_id, bind=not verify, connect_timeout=connect_timeout) as client:
-        report: dict[str, Any] = {"ok": False, "bfrt": bfrt, "program": client.p4_name, "bound": client.bound,
-                                  "changed": False}
+        report: dict[str, Any] = {
+            "ok": False,
+            "bfrt": bfrt,
+            "program": client.p4_name,
+            "bound": client.bound,
+            "changed": False,
+        }
         t0 = clock()
         try:
             if verify:
@@ -187,19 +209,32 @@ def _down_error(down: Sequence[PortSpec], rows: dict[str, dict], timeout: float 
     return BringupError(
         f"{len(down)} port(s) not up {when}: " + ", ".join(one(p) for p in down),
         fix="check the cable and the peer of each port (its NIC is up, e.g. `ip link` on the host); set the port's "
-            "speed and fec in the inventory to what the peer runs (100G ConnectX: fec rs); for DAC cables try "
-            "autoneg: enable, for optics autoneg: disable",
-        down=[p.dev_port for p in down])
+        "speed and fec in the inventory to what the peer runs (100G ConnectX: fec rs); for DAC cables try "
+        "autoneg: enable, for optics autoneg: disable",
+        down=[p.dev_port for p in down],
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        report = bring_up(args.bfrt, args.program, args.ports, timeout=args.timeout,
-                          connect_timeout=args.connect_timeout, verify=args.verify)
+        report = bring_up(
+            args.bfrt,
+            args.program,
+            args.ports,
+            timeout=args.timeout,
+            connect_timeout=args.connect_timeout,
+            verify=args.verify,
+        )
     except SwitchError as e:
-        out = {"ok": False, "bfrt": args.bfrt, "program": args.program, "error": e.message, "fix": e.fix,
-               "down": getattr(e, "down", [])}
+        out = {
+            "ok": False,
+            "bfrt": args.bfrt,
+            "program": args.program,
+            "error": e.message,
+            "fix": e.fix,
+            "down": getattr(e, "down", []),
+        }
         print(json.dumps(out, sort_keys=True))
         print(f"error: {e.render()}", file=sys.stderr)
         return 1

@@ -1,5 +1,6 @@
 """The sizes and constants of the Rain P4 program (switch/p4/sizes.p4, types.p4), read
 from the sources so the controller cannot drift from the program it drives."""
+
 from __future__ import annotations
 
 from switch.p4.source import constants

@@ -17,10 +17,12 @@ Everything is validated before the first write; a refused input raises Controlle
 naming what is wrong and how to fix it. A switch that refuses a write raises BfrtError
 naming the update and table.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Iterable, Literal, Sequence
+from typing import Any, Literal
 
 from switch.bfrt.client import Client
 from switch.bfrt.errors import BfrtNameError
@@ -98,10 +100,11 @@ class RainController:
             self.events = Events(client)
             self.rdma_writer = RdmaWriter(client)
         except BfrtNameError as e:
-            raise ControllerError(f"the switch at {client.address} runs {client.p4_name!r}, which is not the Rain "
-                                  f"program: {e.message}", subject=client.p4_name,
-                                  fix="start the switch with the rain program (rainmaker switch start --program rain)"
-                                  ) from None
+            raise ControllerError(
+                f"the switch at {client.address} runs {client.p4_name!r}, which is not the Rain program: {e.message}",
+                subject=client.p4_name,
+                fix="start the switch with the rain program (rainmaker switch start --program rain)",
+            ) from None
         self.pre = Pre(client)
         self.ports = Ports(client)
 
@@ -131,8 +134,9 @@ class RainController:
         return self.ports.bring_up(self.topology.ports, self.settings.port_up_timeout_s if timeout is None else timeout)
 
     # -- programming -----------------------------------------------------------------
-    def program(self, workers: Iterable[WorkerRegistration] = (),
-                clients: Iterable[ClientRegistration] | None = None) -> None:
+    def program(
+        self, workers: Iterable[WorkerRegistration] = (), clients: Iterable[ClientRegistration] | None = None
+    ) -> None:
         """Install exactly this: forwarding to every inventory host, client addresses
         (default: the inventory's clients, host ids 0, 1, ... in inventory order), the
         workers (dispatch, PRE nodes and groups, RDMA state and PSNs), the slices (task
@@ -146,8 +150,10 @@ class RainController:
 
     def default_clients(self) -> list[ClientRegistration]:
         """The inventory's client hosts, host id = position among them."""
-        return [ClientRegistration(h.name, i, h.ip)
-                for i, h in enumerate(h for h in self.topology.hosts.values() if h.role == "client")]
+        return [
+            ClientRegistration(h.name, i, h.ip)
+            for i, h in enumerate(h for h in self.topology.hosts.values() if h.role == "client")
+        ]
 
     def reset(self, *, tables: bool = True) -> None:
         """Clean state between sweep points, idempotent: queues empty and re-based
@@ -211,8 +217,11 @@ class RainController:
         slices = self._programmed("move a worker")
         w = self._registered(worker_id)
         if slice_id not in slices:
-            raise ControllerError(f"slice {slice_id} is not configured", subject=slice_id,
-                                  fix=f"configured slices: {', '.join(map(str, sorted(slices)))}")
+            raise ControllerError(
+                f"slice {slice_id} is not configured",
+                subject=slice_id,
+                fix=f"configured slices: {', '.join(map(str, sorted(slices)))}",
+            )
         moved = replace(w, slice=slice_id)
         others = {k: v for k, v in self._workers.items() if k != worker_id}
         new_slices = self._slice_configs({**others, worker_id: moved}, current=slices)
@@ -223,8 +232,11 @@ class RainController:
     def _registered(self, worker_id: int) -> _Worker:
         w = self._workers.get(worker_id)
         if w is None:
-            raise ControllerError(f"worker {worker_id} is not registered", subject=worker_id,
-                                  fix=f"registered: {', '.join(map(str, sorted(self._workers))) or 'none'}")
+            raise ControllerError(
+                f"worker {worker_id} is not registered",
+                subject=worker_id,
+                fix=f"registered: {', '.join(map(str, sorted(self._workers))) or 'none'}",
+            )
         return w
 
     def _install(self, recs: dict[int, _Worker], new_slices: dict[int, SliceConfig]) -> None:
@@ -250,8 +262,10 @@ class RainController:
     @property
     def workers(self) -> dict[int, dict]:
         """worker id -> {host, slice, dev_port, rdma} as installed."""
-        return {w.id: {"host": w.host, "slice": w.slice, "dev_port": w.dev_port, "rdma": w.has_ring}
-                for w in sorted(self._workers.values(), key=lambda x: x.id)}
+        return {
+            w.id: {"host": w.host, "slice": w.slice, "dev_port": w.dev_port, "rdma": w.has_ring}
+            for w in sorted(self._workers.values(), key=lambda x: x.id)
+        }
 
     @property
     def slices(self) -> dict[int, SliceConfig]:
@@ -271,8 +285,13 @@ class RainController:
             raise ControllerError(f"snapshot: entries={entries!r}; use summary, occupied or all", subject="entries")
         big = set(self.queue_entries.REGISTERS)
         regs: dict[str, dict] = {}
-        small = (self.bidir_queue.balance, self.bidir_queue.head, self.bidir_queue.tail,
-                 self.rdma_engine.ring_offset, self.rdma_writer.psn)
+        small = (
+            self.bidir_queue.balance,
+            self.bidir_queue.head,
+            self.bidir_queue.tail,
+            self.rdma_engine.ring_offset,
+            self.rdma_writer.psn,
+        )
         for reg in small:
             regs[reg.name] = self._register_dump(reg)
         state = {k: regs[getattr(BidirQueue, k.upper())]["pipes"] for k in ("balance", "head", "tail")}
@@ -299,20 +318,33 @@ class RainController:
             if entries == "all":
                 regs[name] = self._register_dump(reg)
                 continue
-            d = {"size": reg.size, "width": reg.field.width, "signed": False, "skipped": True,
-                 "occupied": [list(r) for r in ranges], "occupied_count": len(occupied_idx)}
+            d = {
+                "size": reg.size,
+                "width": reg.field.width,
+                "signed": False,
+                "skipped": True,
+                "occupied": [list(r) for r in ranges],
+                "occupied_count": len(occupied_idx),
+            }
             if entries == "occupied":
                 f = name.rsplit(".", 1)[1]
                 d["cells"] = {str(i): row[f] for i, row in cells.items()}
                 d["truncated"] = truncated
             regs[name] = d
         if entries == "occupied":
-            for s, q in queues.items():
-                q["entries"] = {str(i): QueueEntries.describe(cells[i])
-                                for a, b in q["occupied"] for i in range(a, b + 1) if i in cells}
+            for q in queues.values():
+                q["entries"] = {
+                    str(i): QueueEntries.describe(cells[i])
+                    for a, b in q["occupied"]
+                    for i in range(a, b + 1)
+                    if i in cells
+                }
         events = {k: {"packets": v.packets, "bytes": v.bytes} for k, v in self.events.read().items()}
-        writes = {str(i): {"packets": v.packets, "bytes": v.bytes}
-                  for i, v in enumerate(self.rdma_writer.writes.read_all()) if v.packets or v.bytes}
+        writes = {
+            str(i): {"packets": v.packets, "bytes": v.bytes}
+            for i, v in enumerate(self.rdma_writer.writes.read_all())
+            if v.packets or v.bytes
+        }
         return {
             "program": self.client.p4_name,
             "rain_pipe": self.pipe,
@@ -322,14 +354,19 @@ class RainController:
         }
 
     def _register_dump(self, reg) -> dict:
-        return {"size": reg.size, "width": reg.field.width, "signed": reg.signed,
-                "pipes": _cells.values_per_pipe(reg.read_all())}
+        return {
+            "size": reg.size,
+            "width": reg.field.width,
+            "signed": reg.signed,
+            "pipes": _cells.values_per_pipe(reg.read_all()),
+        }
 
     # -- validation --------------------------------------------------------------------
     def _programmed(self, what: str) -> dict[int, SliceConfig]:
         if self._slices is None:
-            raise ControllerError(f"cannot {what} before the switch is programmed", subject="program",
-                                  fix="call program() first")
+            raise ControllerError(
+                f"cannot {what} before the switch is programmed", subject="program", fix="call program() first"
+            )
         return self._slices
 
     def _resolve_workers(self, regs: Sequence[WorkerRegistration], existing: dict[int, _Worker]) -> dict[int, _Worker]:
@@ -341,40 +378,61 @@ class RainController:
             if reg.mac_int != host.mac_int or reg.ip_int != host.ip_int:
                 raise ControllerError(
                     f"{reg.where}: it reports MAC {reg.mac} / IP {reg.ip}, but the inventory gives {host.name} "
-                    f"MAC {host.mac} / IP {host.ip}", subject=reg.host,
-                    fix="correct the inventory's nic block, or run the worker on the NIC the inventory names")
+                    f"MAC {host.mac} / IP {host.ip}",
+                    subject=reg.host,
+                    fix="correct the inventory's nic block, or run the worker on the NIC the inventory names",
+                )
             if self.settings.service_mac is not None:
-                for mine, theirs, what in ((self.settings.service_mac_int, reg.switch_mac, "MAC"),
-                                           (self.settings.service_ip_int, reg.switch_ip, "IP")):
+                for mine, theirs, what in (
+                    (self.settings.service_mac_int, reg.switch_mac, "MAC"),
+                    (self.settings.service_ip_int, reg.switch_ip, "IP"),
+                ):
                     if theirs is not None:
                         t = (addr.mac if what == "MAC" else addr.ipv4)(theirs, f"{reg.where}: switch.{what.lower()}")
                         if t != mine:
                             raise ControllerError(
                                 f"{reg.where}: the worker was told the switch's {what} is {theirs}, but the switch "
                                 f"sends RoCEv2 WRITEs from {self.settings.service_mac if what == 'MAC' else self.settings.service_ip}",
-                                subject=reg.host, fix="start rain-worker with --switch-mac/--switch-ip equal to the "
-                                                      "controller's service_mac/service_ip")
+                                subject=reg.host,
+                                fix="start rain-worker with --switch-mac/--switch-ip equal to the "
+                                "controller's service_mac/service_ip",
+                            )
             for wid in reg.worker_ids:
                 if wid in existing:
-                    raise ControllerError(f"{reg.where}: worker {wid} is already registered (on {existing[wid].host})",
-                                          subject=wid, fix="deregister it first, or give the server another --worker-base")
+                    raise ControllerError(
+                        f"{reg.where}: worker {wid} is already registered (on {existing[wid].host})",
+                        subject=wid,
+                        fix="deregister it first, or give the server another --worker-base",
+                    )
                 if wid in out:
-                    raise ControllerError(f"{reg.where}: worker {wid} is also registered by {out[wid].host}",
-                                          subject=wid, fix="give each server its own range of worker ids (--worker-base)")
+                    raise ControllerError(
+                        f"{reg.where}: worker {wid} is also registered by {out[wid].host}",
+                        subject=wid,
+                        fix="give each server its own range of worker ids (--worker-base)",
+                    )
                 s = reg.slice_of(wid)
                 if s not in self.settings.slices:
                     raise ControllerError(
                         f"{reg.where}: worker {wid} is in slice {s}, which the settings do not configure",
-                        subject=wid, fix=f"configure slice {s} in the settings, or put the worker in one of: "
-                                         f"{', '.join(map(str, self.settings.slices))}")
+                        subject=wid,
+                        fix=f"configure slice {s} in the settings, or put the worker in one of: "
+                        f"{', '.join(map(str, self.settings.slices))}",
+                    )
                 r = reg.ring
-                out[wid] = _Worker(wid, reg.host, s, host.port.dev_port, reg.mac_int, reg.ip_int,
-                                   *((r.va[wid], r.qpn[wid], r.rkey, r.psn, r.slots, r.slot_size, r.qp_type)
-                                     if r else ()))
+                out[wid] = _Worker(
+                    wid,
+                    reg.host,
+                    s,
+                    host.port.dev_port,
+                    reg.mac_int,
+                    reg.ip_int,
+                    *((r.va[wid], r.qpn[wid], r.rkey, r.psn, r.slots, r.slot_size, r.qp_type) if r else ()),
+                )
         return out
 
-    def _slice_configs(self, workers: dict[int, _Worker], current: dict[int, SliceConfig] | None
-                       ) -> dict[int, SliceConfig]:
+    def _slice_configs(
+        self, workers: dict[int, _Worker], current: dict[int, SliceConfig] | None
+    ) -> dict[int, SliceConfig]:
         """The config_slice entries: regions from the settings, ring slots explicit or the
         smallest ring of the slice's workers; an installed ring never changes size."""
         out = {}
@@ -393,9 +451,11 @@ class RainController:
         if rdma and self.settings.service_mac is None:
             raise ControllerError(
                 f"slice(s) {', '.join(str(c.slice) for c in rdma)} pre-write large tasks with RDMA, but the settings "
-                "give no service_mac/service_ip (the switch's RoCEv2 source address)", subject="service_ip",
+                "give no service_mac/service_ip (the switch's RoCEv2 source address)",
+                subject="service_ip",
                 fix="set service_mac and service_ip in the settings (the --switch-mac/--switch-ip given to the "
-                    "workers), or ring_slots: 0 for those slices")
+                "workers), or ring_slots: 0 for those slices",
+            )
         for w in workers.values():
             c = slices[w.slice]
             if not c.ring_slots:
@@ -403,12 +463,15 @@ class RainController:
             if not w.has_ring:
                 raise ControllerError(
                     f"worker {w.id} on {w.host} registered no RDMA ring, but its slice {w.slice} pre-writes large "
-                    "tasks to every worker of the slice", subject=w.id,
-                    fix="register the worker's ring, or set ring_slots: 0 for the slice")
+                    "tasks to every worker of the slice",
+                    subject=w.id,
+                    fix="register the worker's ring, or set ring_slots: 0 for the slice",
+                )
             check_ring(w.id, w.host, w.va, w.slot_size, w.slots, c.ring_slots)
         if len(self.topology.hosts) > FORWARD_ENTRIES:
-            raise ControllerError(f"{len(self.topology.hosts)} hosts, but forward holds {FORWARD_ENTRIES}",
-                                  subject="hosts")
+            raise ControllerError(
+                f"{len(self.topology.hosts)} hosts, but forward holds {FORWARD_ENTRIES}", subject="hosts"
+            )
         assert all(s < MAX_SLICES for s in slices)
 
     def _resolve_clients(self, clients: Sequence[ClientRegistration]) -> dict[int, ClientRegistration]:
@@ -418,33 +481,51 @@ class RainController:
                 raise ControllerError(f"expected a ClientRegistration, got {type(c).__name__}", subject=c)
             host = self.topology.host(c.host, f"client {c.host}")
             if c.ip_int != host.ip_int:
-                raise ControllerError(f"client {c.host}: IP {c.ip} is not the inventory's {host.ip}", subject=c.host,
-                                      fix="use the IP of the host's data NIC")
+                raise ControllerError(
+                    f"client {c.host}: IP {c.ip} is not the inventory's {host.ip}",
+                    subject=c.host,
+                    fix="use the IP of the host's data NIC",
+                )
             if c.host_id in out:
-                raise ControllerError(f"client host id {c.host_id} is given to {out[c.host_id].host} and {c.host}",
-                                      subject=c.host_id, fix="give each client host its own id (rain-client --client-id)")
+                raise ControllerError(
+                    f"client host id {c.host_id} is given to {out[c.host_id].host} and {c.host}",
+                    subject=c.host_id,
+                    fix="give each client host its own id (rain-client --client-id)",
+                )
             out[c.host_id] = c
         return out
 
     # -- writing -----------------------------------------------------------------------
     def _write_target(self, w: _Worker) -> WriteTarget:
-        return WriteTarget(w.id, self.settings.service_mac_int, self.settings.service_ip_int, w.mac, w.ip,
-                           w.qpn, w.rkey, w.va, w.psn, w.qp_type)
+        return WriteTarget(
+            w.id,
+            self.settings.service_mac_int,
+            self.settings.service_ip_int,
+            w.mac,
+            w.ip,
+            w.qpn,
+            w.rkey,
+            w.va,
+            w.psn,
+            w.qp_type,
+        )
 
-    def _write_all(self, slices: dict[int, SliceConfig], workers: dict[int, _Worker],
-                   clients: dict[int, ClientRegistration]) -> None:
+    def _write_all(
+        self, slices: dict[int, SliceConfig], workers: dict[int, _Worker], clients: dict[int, ClientRegistration]
+    ) -> None:
         routes = {h.ip_int: (h.port.dev_port, h.mac_int) for h in self.topology.hosts.values()}
         self.forward.program(routes)
         self.slice_map.program(self.settings.slice_of_type())
         rdma = [w for w in workers.values() if slices[w.slice].ring_slots and w.has_ring]
         self.rdma_writer.program([self._write_target(w) for w in rdma])
-        self.pre.program({s: {w.id: w.dev_port for w in rdma if w.slice == s}
-                          for s, c in slices.items() if c.ring_slots})
+        self.pre.program(
+            {s: {w.id: w.dev_port for w in rdma if w.slice == s} for s, c in slices.items() if c.ring_slots}
+        )
         self.bidir_queue.program(slices.values())
         self.rdma_engine.reset()
         self.queue_entries.clear()
         self.telemetry.set(self.settings.int_enabled)
-        self.dispatch.program({w.id: (w.dev_port, w.mac, w.ip) for w in workers.values()},
-                              {i: c.ip_int for i, c in clients.items()})
+        self.dispatch.program(
+            {w.id: (w.dev_port, w.mac, w.ip) for w in workers.values()}, {i: c.ip_int for i, c in clients.items()}
+        )
         self.events.clear()
-

@@ -2,9 +2,10 @@
 worker id -> its host's dev_port, MAC and IP) and, for a task that waited, the
 address of the client host it came from (client_addr: client host id -> IP), so the
 worker answers the client directly."""
+
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from switch.bfrt.client import Client
 
@@ -43,9 +44,14 @@ class Dispatch:
         self.client_addr.upsert(host_id, self.SET_CLIENT, {"ip": ip})
 
     def workers(self) -> dict[int, dict]:
-        return {e.key["hdr.rain.worker_id"]: {"port": e.data["port"], "dmac": mac_str(e.data["dmac"]),
-                                              "dip": ipv4_str(e.data["dip"])}
-                for e in self.select_worker.entries()}
+        return {
+            e.key["hdr.rain.worker_id"]: {
+                "port": e.data["port"],
+                "dmac": mac_str(e.data["dmac"]),
+                "dip": ipv4_str(e.data["dip"]),
+            }
+            for e in self.select_worker.entries()
+        }
 
     def clients(self) -> dict[int, str]:
         return {e.key["client_host"]: ipv4_str(e.data["ip"]) for e in self.client_addr.entries()}

@@ -1,4 +1,5 @@
 """Errors of the controller: what was refused, and how to fix it."""
+
 from __future__ import annotations
 
 from switch.errors import SwitchError

@@ -1,5 +1,6 @@
 """Events (switch/p4/events.p4): one packets-and-bytes counter per outcome, indexed by
 the EV_* constants of switch/p4/types.p4 (read from the source, never retyped)."""
+
 from __future__ import annotations
 
 from switch.bfrt.client import Client, CounterValue

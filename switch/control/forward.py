@@ -1,8 +1,9 @@
 """Forward (switch/p4/forward.p4): IPv4 delivery by destination address, for responses,
 rejects and other traffic: host IP -> (egress dev_port, host MAC)."""
+
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from switch.bfrt.client import Client
 
@@ -33,9 +34,11 @@ class Forward:
         self.table.delete(ip)
 
     def entries(self) -> dict[str, dict]:
-        """"10.0.0.1" -> {"port": dev_port, "dmac": "02:..."} as the switch holds them."""
-        return {ipv4_str(e.key["hdr.ipv4.dst_addr"]): {"port": e.data["port"], "dmac": mac_str(e.data["dmac"])}
-                for e in self.table.entries()}
+        """ "10.0.0.1" -> {"port": dev_port, "dmac": "02:..."} as the switch holds them."""
+        return {
+            ipv4_str(e.key["hdr.ipv4.dst_addr"]): {"port": e.data["port"], "dmac": mac_str(e.data["dmac"])}
+            for e in self.table.entries()
+        }
 
     def clear(self) -> None:
         _cells.empty(self.table)

@@ -1,9 +1,10 @@
 """Front-panel ports ($PORT): added with the inventory's speed, FEC and autoneg,
 enabled, and waited for until $PORT_UP (probed, never slept for)."""
+
 from __future__ import annotations
 
 import time
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from switch.bfrt.client import Client
 
@@ -29,8 +30,9 @@ class Ports:
             else:
                 self.client.ports.add(p.dev_port, p.speed, p.fec, enable=True, autoneg=autoneg)
 
-    def wait_up(self, ports: Iterable[PortSpec], timeout: float, *, clock: Callable[[], float] = time.monotonic
-                ) -> float:
+    def wait_up(
+        self, ports: Iterable[PortSpec], timeout: float, *, clock: Callable[[], float] = time.monotonic
+    ) -> float:
         """Block until every port reports $PORT_UP; returns the seconds waited."""
         ports = list(ports)
         t0 = clock()
@@ -40,11 +42,14 @@ class Ports:
             if not down:
                 return clock() - t0
             if clock() - t0 >= timeout:
-                names = ", ".join(f"{p.name} (dev_port {p.dev_port}"
-                                  f"{'' if p.dev_port in state else ', not added'})" for p in down)
-                raise ControllerError(f"port(s) not up after {timeout:g} s: {names}", subject=[p.dev_port for p in down],
-                                      fix="check the cables (or, emulated, the veths behind the ports) and that "
-                                          "speed/FEC match the peer")
+                names = ", ".join(
+                    f"{p.name} (dev_port {p.dev_port}{'' if p.dev_port in state else ', not added'})" for p in down
+                )
+                raise ControllerError(
+                    f"port(s) not up after {timeout:g} s: {names}",
+                    subject=[p.dev_port for p in down],
+                    fix="check the cables (or, emulated, the veths behind the ports) and that speed/FEC match the peer",
+                )
             time.sleep(self.POLL_S)
 
     def bring_up(self, ports: Iterable[PortSpec], timeout: float) -> float:
@@ -54,5 +59,12 @@ class Ports:
 
     def status(self) -> dict[int, dict]:
         """dev_port -> {speed, fec, enabled, up} as the switch reports them."""
-        return {p: {"speed": d.get("$SPEED"), "fec": d.get("$FEC"), "enabled": bool(d.get("$PORT_ENABLE")),
-                    "up": bool(d.get("$PORT_UP"))} for p, d in sorted(self.client.ports.all().items())}
+        return {
+            p: {
+                "speed": d.get("$SPEED"),
+                "fec": d.get("$FEC"),
+                "enabled": bool(d.get("$PORT_ENABLE")),
+                "up": bool(d.get("$PORT_UP")),
+            }
+            for p, d in sorted(self.client.ports.all().items())
+        }

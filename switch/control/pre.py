@@ -2,9 +2,10 @@
 mgid 0 means "no group" to config_slice), one node per worker (node id = worker id
 + 1) whose rid is the worker id, so the egress RdmaWriter knows whose replica it
 builds, on the dev_port of the worker's host."""
+
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from switch.bfrt.client import Client
 

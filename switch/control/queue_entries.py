@@ -4,9 +4,10 @@ queues, one register array per field (8 data bytes, owner, request, meta, tstamp
 Reading 12 arrays of 128K cells through BFRuntime is slow, so `read` takes the cells
 you ask for (the occupied ones, from the queues' head and balance) in batched Reads;
 `clear` zeroes every array (a table clear each)."""
+
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from switch.bfrt.client import Client
 
@@ -43,6 +44,11 @@ class QueueEntries:
     @staticmethod
     def describe(row: dict[str, int]) -> dict[str, int | str]:
         """An entry as a person reads it: data as hex, meta split in task type and flags."""
-        return {"data": bytes(row[f"data{k}"] for k in range(8)).hex(), "owner": row["owner"],
-                "request": row["request"], "task_type": row["meta"] >> 8, "flags": row["meta"] & 0xFF,
-                "tstamp": row["tstamp"]}
+        return {
+            "data": bytes(row[f"data{k}"] for k in range(8)).hex(),
+            "owner": row["owner"],
+            "request": row["request"],
+            "task_type": row["meta"] >> 8,
+            "flags": row["meta"] & 0xFF,
+            "tstamp": row["tstamp"],
+        }

@@ -1,5 +1,6 @@
 """RdmaEngine (switch/p4/rdma_engine.p4): the write offset of each slice's RDMA ring,
 the next slot a pre-written large task takes (it wraps at the slice's last_slot)."""
+
 from __future__ import annotations
 
 from switch.bfrt.client import Client

@@ -6,6 +6,7 @@ halves; its next PSN in a register; a counter of the WRITEs sent to it.
 The writer adds slot << RDMA_SLOT_SHIFT to the VA's low 32 bits only, so a ring must
 not cross a 4 GiB boundary, and its slots must be exactly 2^RDMA_SLOT_SHIFT bytes:
 `check_ring` refuses anything else."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -37,13 +38,23 @@ class WriteTarget:
 
     def __post_init__(self):
         if self.qp_type not in WRITE_OPCODE:
-            raise ControllerError(f"worker {self.worker}: qp_type {self.qp_type!r} is not one of "
-                                  f"{', '.join(WRITE_OPCODE)}", subject=self.worker)
+            raise ControllerError(
+                f"worker {self.worker}: qp_type {self.qp_type!r} is not one of {', '.join(WRITE_OPCODE)}",
+                subject=self.worker,
+            )
 
     def params(self) -> dict[str, int]:
-        return {"smac": self.smac, "dmac": self.dmac, "sip": self.sip, "dip": self.dip,
-                "opcode": WRITE_OPCODE[self.qp_type], "qpn": self.qpn, "rkey": self.rkey,
-                "va_hi": self.va >> 32, "va_lo": self.va & 0xFFFFFFFF}
+        return {
+            "smac": self.smac,
+            "dmac": self.dmac,
+            "sip": self.sip,
+            "dip": self.dip,
+            "opcode": WRITE_OPCODE[self.qp_type],
+            "qpn": self.qpn,
+            "rkey": self.rkey,
+            "va_hi": self.va >> 32,
+            "va_lo": self.va & 0xFFFFFFFF,
+        }
 
 
 def check_ring(worker: int, host: str, va: int, slot_size: int, slots: int, ring_slots: int) -> None:
@@ -52,18 +63,24 @@ def check_ring(worker: int, host: str, va: int, slot_size: int, slots: int, ring
     if slot_size != RDMA_SLOT_BYTES:
         raise ControllerError(
             f"{where}: ring slots are {slot_size} bytes, but the switch writes slot << {RDMA_SLOT_SHIFT} "
-            f"= {RDMA_SLOT_BYTES}-byte slots", subject=worker,
-            fix=f"start rain-worker with --slot-size {RDMA_SLOT_BYTES}")
+            f"= {RDMA_SLOT_BYTES}-byte slots",
+            subject=worker,
+            fix=f"start rain-worker with --slot-size {RDMA_SLOT_BYTES}",
+        )
     if slots < ring_slots:
         raise ControllerError(
-            f"{where}: its ring has {slots} slots but its slice's ring cycles through {ring_slots}", subject=worker,
-            fix=f"start rain-worker with --ring-slots {ring_slots} or more, or lower the slice's ring_slots")
+            f"{where}: its ring has {slots} slots but its slice's ring cycles through {ring_slots}",
+            subject=worker,
+            fix=f"start rain-worker with --ring-slots {ring_slots} or more, or lower the slice's ring_slots",
+        )
     end = (va & 0xFFFFFFFF) + slots * slot_size
     if end > FOUR_GIB:
         raise ControllerError(
             f"{where}: its ring at VA {va:#x} ({slots} x {slot_size} bytes) crosses a 4 GiB boundary; the switch "
-            "adds the slot offset to the low 32 bits of the VA only", subject=worker,
-            fix="allocate the ring aligned to its (power-of-two) size, or at least within one 4 GiB-aligned block")
+            "adds the slot offset to the low 32 bits of the VA only",
+            subject=worker,
+            fix="allocate the ring aligned to its (power-of-two) size, or at least within one 4 GiB-aligned block",
+        )
 
 
 class RdmaWriter:
@@ -107,9 +124,15 @@ class RdmaWriter:
         for e in self.table.entries():
             d = e.data
             out[e.key["eg_intr_md.egress_rid"]] = {
-                "smac": mac_str(d["smac"]), "sip": ipv4_str(d["sip"]), "dmac": mac_str(d["dmac"]),
-                "dip": ipv4_str(d["dip"]), "opcode": d["opcode"], "qpn": d["qpn"], "rkey": d["rkey"],
-                "va": d["va_hi"] << 32 | d["va_lo"]}
+                "smac": mac_str(d["smac"]),
+                "sip": ipv4_str(d["sip"]),
+                "dmac": mac_str(d["dmac"]),
+                "dip": ipv4_str(d["dip"]),
+                "opcode": d["opcode"],
+                "qpn": d["qpn"],
+                "rkey": d["rkey"],
+                "va": d["va_hi"] << 32 | d["va_lo"],
+            }
         return out
 
     def clear(self) -> None:

@@ -11,10 +11,12 @@ its client_ids (rain-client --client-id) and the IP address responses go back to
 Field checks live here; checks against the switch (host cabled, slice configured,
 ring reachable by the RDMA engine) are the controller's.
 """
+
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from . import addr
 from .constants import MAX_CLIENT_HOSTS, MAX_WORKERS, QPN_MASK, RAIN_UDP_PORT, WRITE_OPCODE
@@ -84,8 +86,9 @@ class WorkerRegistration:
         return addr.ipv4(self.ip, f"{self.where}: ip")
 
     @classmethod
-    def from_json(cls, host: str, data: Mapping[str, Any], *, slices: Mapping[int, int] | int | None = None
-                  ) -> "WorkerRegistration":
+    def from_json(
+        cls, host: str, data: Mapping[str, Any], *, slices: Mapping[int, int] | int | None = None
+    ) -> WorkerRegistration:
         """From rain-worker's --registration JSON. `slices` overrides its one "slice" for
         every thread (an int) or per worker id (a mapping)."""
         try:
@@ -96,17 +99,35 @@ class WorkerRegistration:
             per = {w: slices for w in ids} if isinstance(slices, int) else {int(k): int(v) for k, v in slices.items()}
             r = None
             if ring:
-                r = Ring(va=dict(zip(ids, (int(v) for v in ring["va"]))), qpn=dict(zip(ids, (int(q) for q in ring["qpn"]))),
-                         size=int(ring.get("region_size", ring.get("size"))), slot_size=int(ring["slot_size"]),
-                         slots=int(ring["slots"]), rkey=int(ring["rkey"]), psn=int(ring.get("psn", 0)),
-                         transport=ring.get("transport", "emulated"), qp_type=ring.get("qp_type", "rc"))
+                r = Ring(
+                    va=dict(zip(ids, (int(v) for v in ring["va"]))),
+                    qpn=dict(zip(ids, (int(q) for q in ring["qpn"]))),
+                    size=int(ring.get("region_size", ring.get("size"))),
+                    slot_size=int(ring["slot_size"]),
+                    slots=int(ring["slots"]),
+                    rkey=int(ring["rkey"]),
+                    psn=int(ring.get("psn", 0)),
+                    transport=ring.get("transport", "emulated"),
+                    qp_type=ring.get("qp_type", "rc"),
+                )
             sw = data.get("switch") or {}
-            return cls(host=host, worker_ids=tuple(ids), mac=data["mac"], ip=data["ip"], slices=per,
-                       udp_port=int(data.get("udp_port", RAIN_UDP_PORT)), ring=r,
-                       switch_mac=sw.get("mac"), switch_ip=sw.get("ip"))
+            return cls(
+                host=host,
+                worker_ids=tuple(ids),
+                mac=data["mac"],
+                ip=data["ip"],
+                slices=per,
+                udp_port=int(data.get("udp_port", RAIN_UDP_PORT)),
+                ring=r,
+                switch_mac=sw.get("mac"),
+                switch_ip=sw.get("ip"),
+            )
         except (KeyError, TypeError, ValueError) as e:
-            raise ControllerError(f"worker registration of {host}: malformed ({type(e).__name__}: {e})", subject=host,
-                                  fix="pass the JSON rain-worker wrote with --registration") from None
+            raise ControllerError(
+                f"worker registration of {host}: malformed ({type(e).__name__}: {e})",
+                subject=host,
+                fix="pass the JSON rain-worker wrote with --registration",
+            ) from None
 
     def _validate(self) -> None:
         w = self.where
@@ -114,25 +135,34 @@ class WorkerRegistration:
             raise ControllerError(f"{w}: no worker ids", subject=self.host)
         for wid in self.worker_ids:
             if isinstance(wid, bool) or not isinstance(wid, int) or not 0 <= wid < MAX_WORKERS:
-                raise ControllerError(f"{w}: worker id {wid!r} is not in 0..{MAX_WORKERS - 1}", subject=wid,
-                                      fix=f"the program knows MAX_WORKERS = {MAX_WORKERS} workers: lower "
-                                          "rain-worker's --worker-base")
+                raise ControllerError(
+                    f"{w}: worker id {wid!r} is not in 0..{MAX_WORKERS - 1}",
+                    subject=wid,
+                    fix=f"the program knows MAX_WORKERS = {MAX_WORKERS} workers: lower rain-worker's --worker-base",
+                )
         dup = sorted({x for x in self.worker_ids if self.worker_ids.count(x) > 1})
         if dup:
             raise ControllerError(f"{w}: worker id {dup[0]} listed twice", subject=dup[0])
         missing = [x for x in self.worker_ids if x not in self.slices]
         if missing:
-            raise ControllerError(f"{w}: no slice for worker(s) {', '.join(map(str, missing))}", subject=missing[0],
-                                  fix="give a slice for every worker id")
+            raise ControllerError(
+                f"{w}: no slice for worker(s) {', '.join(map(str, missing))}",
+                subject=missing[0],
+                fix="give a slice for every worker id",
+            )
         extra = sorted(set(self.slices) - set(self.worker_ids))
         if extra:
-            raise ControllerError(f"{w}: slices given for unknown worker(s) {', '.join(map(str, extra))}",
-                                  subject=extra[0])
+            raise ControllerError(
+                f"{w}: slices given for unknown worker(s) {', '.join(map(str, extra))}", subject=extra[0]
+            )
         _ = self.mac_int, self.ip_int
         if self.udp_port != RAIN_UDP_PORT:
-            raise ControllerError(f"{w}: the worker listens on UDP port {self.udp_port}, but the switch dispatches "
-                                  f"to {RAIN_UDP_PORT} (RAIN_UDP_PORT)", subject=self.host,
-                                  fix=f"run the worker on UDP port {RAIN_UDP_PORT}")
+            raise ControllerError(
+                f"{w}: the worker listens on UDP port {self.udp_port}, but the switch dispatches "
+                f"to {RAIN_UDP_PORT} (RAIN_UDP_PORT)",
+                subject=self.host,
+                fix=f"run the worker on UDP port {RAIN_UDP_PORT}",
+            )
         if self.switch_mac is not None:
             addr.mac(self.switch_mac, f"{w}: switch.mac")
         if self.switch_ip is not None:
@@ -144,8 +174,10 @@ class WorkerRegistration:
             got = getattr(r, name)
             lost = [x for x in self.worker_ids if x not in got]
             if lost or set(got) - set(self.worker_ids):
-                raise ControllerError(f"{w}: ring.{name} must give one value per worker id "
-                                      f"({len(self.worker_ids)}), got {len(got)}", subject=self.host)
+                raise ControllerError(
+                    f"{w}: ring.{name} must give one value per worker id ({len(self.worker_ids)}), got {len(got)}",
+                    subject=self.host,
+                )
         for wid in self.worker_ids:
             _uint(r.va[wid], 64, f"{w}: ring.va of worker {wid}", wid)
             if not 0 < _uint(r.qpn[wid], 24, f"{w}: ring.qpn of worker {wid}", wid) <= QPN_MASK:
@@ -153,18 +185,26 @@ class WorkerRegistration:
         _uint(r.rkey, 32, f"{w}: ring.rkey", self.host)
         _uint(r.psn, 24, f"{w}: ring.psn", self.host)
         if r.transport not in TRANSPORTS:
-            raise ControllerError(f"{w}: ring.transport {r.transport!r} is not one of {', '.join(TRANSPORTS)}",
-                                  subject=self.host, fix="pass the JSON rain-worker wrote with --registration")
+            raise ControllerError(
+                f"{w}: ring.transport {r.transport!r} is not one of {', '.join(TRANSPORTS)}",
+                subject=self.host,
+                fix="pass the JSON rain-worker wrote with --registration",
+            )
         if r.qp_type not in WRITE_OPCODE:
-            raise ControllerError(f"{w}: ring.qp_type {r.qp_type!r} is not one of {', '.join(WRITE_OPCODE)}",
-                                  subject=self.host, fix="start rain-worker with --qp-type uc or rc")
+            raise ControllerError(
+                f"{w}: ring.qp_type {r.qp_type!r} is not one of {', '.join(WRITE_OPCODE)}",
+                subject=self.host,
+                fix="start rain-worker with --qp-type uc or rc",
+            )
         for name in ("size", "slot_size", "slots"):
             v = getattr(r, name)
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
                 raise ControllerError(f"{w}: ring.{name} {v!r} is not a positive integer", subject=self.host)
         if r.size < r.slots * r.slot_size:
-            raise ControllerError(f"{w}: ring.size {r.size} is smaller than slots x slot_size "
-                                  f"({r.slots} x {r.slot_size})", subject=self.host)
+            raise ControllerError(
+                f"{w}: ring.size {r.size} is smaller than slots x slot_size ({r.slots} x {r.slot_size})",
+                subject=self.host,
+            )
 
 
 @dataclass(frozen=True)
@@ -174,9 +214,16 @@ class ClientRegistration:
     ip: str
 
     def __post_init__(self):
-        if isinstance(self.host_id, bool) or not isinstance(self.host_id, int) or not 0 <= self.host_id < MAX_CLIENT_HOSTS:
-            raise ControllerError(f"client {self.host}: host id {self.host_id!r} is not in 0..{MAX_CLIENT_HOSTS - 1}",
-                                  subject=self.host, fix=f"the program knows MAX_CLIENT_HOSTS = {MAX_CLIENT_HOSTS}")
+        if (
+            isinstance(self.host_id, bool)
+            or not isinstance(self.host_id, int)
+            or not 0 <= self.host_id < MAX_CLIENT_HOSTS
+        ):
+            raise ControllerError(
+                f"client {self.host}: host id {self.host_id!r} is not in 0..{MAX_CLIENT_HOSTS - 1}",
+                subject=self.host,
+                fix=f"the program knows MAX_CLIENT_HOSTS = {MAX_CLIENT_HOSTS}",
+            )
         addr.ipv4(self.ip, f"client {self.host}: ip")
 
     @property

@@ -14,10 +14,12 @@ wraps there): None takes the smallest ring of the slice's workers, 0 turns
 pre-writing off (a large task then waits only for a token, it is never queued).
 Unmapped task types go to slice 0 (the P4's default).
 """
+
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from . import addr
 from .constants import MAX_SLICES, QUEUE_ENTRIES, TASK_TYPES
@@ -75,14 +77,18 @@ class Settings:
         if taken > QUEUE_ENTRIES:
             raise ControllerError(
                 f"settings.slices: the regions ask for {taken} queue entries; the switch has {QUEUE_ENTRIES}",
-                subject="slices", fix="lower the slices' entries or shares so they sum to at most QUEUE_ENTRIES")
+                subject="slices",
+                fix="lower the slices' entries or shares so they sum to at most QUEUE_ENTRIES",
+            )
         if rest:
             each = (QUEUE_ENTRIES - taken) // len(rest)
             if each < 1:
                 raise ControllerError(
                     f"settings.slices: no queue entries left for slice(s) {', '.join(map(str, rest))} "
                     f"(the others take {taken} of {QUEUE_ENTRIES})",
-                    subject="slices", fix="give those slices entries, or lower the others' shares")
+                    subject="slices",
+                    fix="give those slices entries, or lower the others' shares",
+                )
             for s in rest:
                 sizes[s] = each
         out, first = {}, 0
@@ -105,14 +111,17 @@ class Settings:
 
     # -- input -----------------------------------------------------------------------
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Settings":
+    def from_dict(cls, d: Mapping[str, Any]) -> Settings:
         """From plain data (an experiment spec's `switch:` block); keys as the fields."""
         if not isinstance(d, Mapping):
             raise ControllerError("settings: expected a mapping", subject="settings")
         unknown = set(d) - {"slices", "int_enabled", "service_mac", "service_ip", "port_up_timeout_s"}
         if unknown:
-            raise ControllerError(f"settings: unknown key(s) {', '.join(sorted(unknown))}", subject="settings",
-                                  fix="use slices, int_enabled, service_mac, service_ip, port_up_timeout_s")
+            raise ControllerError(
+                f"settings: unknown key(s) {', '.join(sorted(unknown))}",
+                subject="settings",
+                fix="use slices, int_enabled, service_mac, service_ip, port_up_timeout_s",
+            )
         kw = dict(d)
         if "slices" in d:
             slices = {}
@@ -120,8 +129,11 @@ class Settings:
                 sl = sl or {}
                 bad = set(sl) - {"task_types", "entries", "share", "ring_slots"}
                 if bad:
-                    raise ControllerError(f"settings.slices.{s}: unknown key(s) {', '.join(sorted(bad))}",
-                                          subject=f"slices.{s}", fix="use task_types, entries, share, ring_slots")
+                    raise ControllerError(
+                        f"settings.slices.{s}: unknown key(s) {', '.join(sorted(bad))}",
+                        subject=f"slices.{s}",
+                        fix="use task_types, entries, share, ring_slots",
+                    )
                 try:
                     slices[int(s)] = SliceSettings(**sl)
                 except (TypeError, ValueError):
@@ -131,44 +143,68 @@ class Settings:
 
     def _validate(self) -> None:
         if not self.slices:
-            raise ControllerError("settings.slices is empty", subject="slices",
-                                  fix="configure at least slice 0 (unmapped task types go there)")
+            raise ControllerError(
+                "settings.slices is empty",
+                subject="slices",
+                fix="configure at least slice 0 (unmapped task types go there)",
+            )
         seen: dict[int, int] = {}
         for s, sl in self.slices.items():
             where = f"settings.slices.{s}"
             if not isinstance(s, int) or isinstance(s, bool) or not 0 <= s < MAX_SLICES:
-                raise ControllerError(f"settings.slices: slice {s!r} is not in 0..{MAX_SLICES - 1}", subject=s,
-                                      fix=f"the program has MAX_SLICES = {MAX_SLICES} slices")
+                raise ControllerError(
+                    f"settings.slices: slice {s!r} is not in 0..{MAX_SLICES - 1}",
+                    subject=s,
+                    fix=f"the program has MAX_SLICES = {MAX_SLICES} slices",
+                )
             if not isinstance(sl, SliceSettings):
                 raise ControllerError(f"{where}: expected SliceSettings, got {type(sl).__name__}", subject=s)
             for t in sl.task_types:
                 if not isinstance(t, int) or isinstance(t, bool) or not 0 <= t < TASK_TYPES:
-                    raise ControllerError(f"{where}.task_types: {t!r} is not a task type (0..{TASK_TYPES - 1})",
-                                          subject=s)
+                    raise ControllerError(
+                        f"{where}.task_types: {t!r} is not a task type (0..{TASK_TYPES - 1})", subject=s
+                    )
                 if t in seen:
-                    raise ControllerError(f"{where}.task_types: task type {t} is also in slice {seen[t]}",
-                                          subject=s, fix="map each task type to one slice")
+                    raise ControllerError(
+                        f"{where}.task_types: task type {t} is also in slice {seen[t]}",
+                        subject=s,
+                        fix="map each task type to one slice",
+                    )
                 seen[t] = s
             if sl.entries is not None and sl.share is not None:
                 raise ControllerError(f"{where}: give entries or share, not both", subject=s)
-            if sl.entries is not None and (not isinstance(sl.entries, int) or isinstance(sl.entries, bool)
-                                           or not 1 <= sl.entries <= QUEUE_ENTRIES):
+            if sl.entries is not None and (
+                not isinstance(sl.entries, int) or isinstance(sl.entries, bool) or not 1 <= sl.entries <= QUEUE_ENTRIES
+            ):
                 raise ControllerError(f"{where}.entries: {sl.entries!r} is not in 1..{QUEUE_ENTRIES}", subject=s)
-            if sl.share is not None and (not isinstance(sl.share, (int, float)) or isinstance(sl.share, bool)
-                                         or not 0 < sl.share <= 1 or int(sl.share * QUEUE_ENTRIES) < 1):
+            if sl.share is not None and (
+                not isinstance(sl.share, (int, float))
+                or isinstance(sl.share, bool)
+                or not 0 < sl.share <= 1
+                or int(sl.share * QUEUE_ENTRIES) < 1
+            ):
                 raise ControllerError(f"{where}.share: {sl.share!r} is not a fraction in (0, 1]", subject=s)
-            if sl.ring_slots is not None and (not isinstance(sl.ring_slots, int) or isinstance(sl.ring_slots, bool)
-                                              or sl.ring_slots < 0):
-                raise ControllerError(f"{where}.ring_slots: {sl.ring_slots!r} is not a slot count", subject=s,
-                                      fix="give a positive number of slots, 0 for no pre-writing, or leave it out")
+            if sl.ring_slots is not None and (
+                not isinstance(sl.ring_slots, int) or isinstance(sl.ring_slots, bool) or sl.ring_slots < 0
+            ):
+                raise ControllerError(
+                    f"{where}.ring_slots: {sl.ring_slots!r} is not a slot count",
+                    subject=s,
+                    fix="give a positive number of slots, 0 for no pre-writing, or leave it out",
+                )
         if not isinstance(self.int_enabled, bool):
-            raise ControllerError(f"settings.int_enabled: {self.int_enabled!r} is not true or false",
-                                  subject="int_enabled")
+            raise ControllerError(
+                f"settings.int_enabled: {self.int_enabled!r} is not true or false", subject="int_enabled"
+            )
         if (self.service_mac is None) != (self.service_ip is None):
-            raise ControllerError("settings: give both service_mac and service_ip (the switch's RoCEv2 source), "
-                                  "or neither", subject="service_mac")
+            raise ControllerError(
+                "settings: give both service_mac and service_ip (the switch's RoCEv2 source), or neither",
+                subject="service_mac",
+            )
         _ = self.service_mac_int, self.service_ip_int
         if not isinstance(self.port_up_timeout_s, (int, float)) or self.port_up_timeout_s <= 0:
-            raise ControllerError(f"settings.port_up_timeout_s: {self.port_up_timeout_s!r} is not a positive "
-                                  "number of seconds", subject="port_up_timeout_s")
+            raise ControllerError(
+                f"settings.port_up_timeout_s: {self.port_up_timeout_s!r} is not a positive number of seconds",
+                subject="port_up_timeout_s",
+            )
         self.regions()

@@ -1,8 +1,9 @@
 """SliceMap (switch/p4/slice_map.p4): task type -> slice (paper 3.2.3). Unmapped types
 take the P4's default, slice 0."""
+
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from switch.bfrt.client import Client
 

@@ -1,5 +1,6 @@
 """Telemetry (switch/p4/telemetry.p4): INT stamping of dispatched tasks, on or off by
 the default action of config_int."""
+
 from __future__ import annotations
 
 from switch.bfrt.client import Client

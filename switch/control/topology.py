@@ -5,10 +5,12 @@ switch/ does not import orchestrator (it is deployed and runs without it), so th
 reads an `orchestrator.inventory.Inventory` by attribute (switch.ports[], hosts[] with
 nic.mac/ip/switch_port) and keeps a plain copy.
 """
+
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from . import addr
 from .constants import pipe_of
@@ -53,7 +55,7 @@ class Topology:
     service_ip: str | None = None
 
     @classmethod
-    def from_inventory(cls, inv: Any) -> "Topology":
+    def from_inventory(cls, inv: Any) -> Topology:
         sw = inv.switch
         ports = tuple(PortSpec(p.port, p.dev_port, p.speed, p.fec, p.autoneg) for p in sw.ports)
         by_name = {p.name: p for p in ports}
@@ -61,17 +63,23 @@ class Topology:
         for h in inv.hosts:
             port = by_name.get(h.nic.switch_port)
             if port is None:
-                raise ControllerError(f"host {h.name} is cabled to switch port {h.nic.switch_port}, which the "
-                                      f"inventory's switch.ports does not list", subject=h.name,
-                                      fix="add the port to switch.ports, or fix the host's nic.switch_port")
+                raise ControllerError(
+                    f"host {h.name} is cabled to switch port {h.nic.switch_port}, which the "
+                    f"inventory's switch.ports does not list",
+                    subject=h.name,
+                    fix="add the port to switch.ports, or fix the host's nic.switch_port",
+                )
             hosts[h.name] = HostLink(h.name, h.role, h.nic.mac, h.nic.ip, port)
         return cls(ports, hosts, getattr(sw, "service_mac", None), getattr(sw, "service_ip", None))
 
     def host(self, name: str, what: str) -> HostLink:
         h = self.hosts.get(name)
         if h is None:
-            raise ControllerError(f"{what}: host {name!r} is not in the inventory", subject=name,
-                                  fix=f"use one of: {', '.join(self.hosts) or '(no hosts)'}")
+            raise ControllerError(
+                f"{what}: host {name!r} is not in the inventory",
+                subject=name,
+                fix=f"use one of: {', '.join(self.hosts) or '(no hosts)'}",
+            )
         return h
 
     @property
@@ -97,6 +105,8 @@ class Topology:
             raise ControllerError(
                 f"Rain ports span {len(pipes)} pipes ({lines}); the queue registers exist once per pipe, "
                 "so every task and token of a slice must enter through one pipe",
-                subject=sorted(pipes), fix="cable every Rain host to ports of one pipe (dev_port >> 7 equal) "
-                                          "and update switch.ports in the inventory")
+                subject=sorted(pipes),
+                fix="cable every Rain host to ports of one pipe (dev_port >> 7 equal) "
+                "and update switch.ports in the inventory",
+            )
         return next(iter(pipes))

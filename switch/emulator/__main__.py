@@ -8,6 +8,7 @@ until SIGTERM or SIGINT, then stops cleanly (exit status 0). Drops outside the P
 own counters are logged when they change and, with --stats, written as JSON to FILE
 every second and at exit.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,10 +32,19 @@ log = logging.getLogger("switch.emulator")
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m switch.emulator", description=__doc__.split("\n\n")[0])
     ap.add_argument("--program", default="rain", choices=PROGRAMS, help="the P4 program to run (default rain)")
-    ap.add_argument("--port", action="append", default=[], metavar="DEV=IFACE",
-                    help="a switch port: dev_port=interface (repeat for each port)")
-    ap.add_argument("--grpc", default=f"127.0.0.1:{DEFAULT_PORT}", metavar="ADDR[:PORT]",
-                    help=f"BFRuntime address to listen on, only there (default 127.0.0.1:{DEFAULT_PORT})")
+    ap.add_argument(
+        "--port",
+        action="append",
+        default=[],
+        metavar="DEV=IFACE",
+        help="a switch port: dev_port=interface (repeat for each port)",
+    )
+    ap.add_argument(
+        "--grpc",
+        default=f"127.0.0.1:{DEFAULT_PORT}",
+        metavar="ADDR[:PORT]",
+        help=f"BFRuntime address to listen on, only there (default 127.0.0.1:{DEFAULT_PORT})",
+    )
     ap.add_argument("--log", metavar="FILE", help="log to FILE instead of stderr")
     ap.add_argument("--log-level", default="INFO")
     ap.add_argument("--stats", metavar="FILE", help="write drop and port counters as JSON to FILE every second")
@@ -53,8 +63,9 @@ def _address(text: str) -> tuple[str, int]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(filename=args.log, level=args.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        filename=args.log, level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     stopping = []
 
     def stop(signum, _frame):
@@ -67,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         specs = [PortSpec.parse(p) for p in args.port]
         host, port = _address(args.grpc)
         from .rain import make_store
+
         store = make_store()
         server = serve(store, host, port)
     except (SwitchError, ValueError) as e:
@@ -98,8 +110,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.stats:
             write_atomically(args.stats, ports.stats_json())
 
-    log.info("%s on %s:%d, ports %s", args.program, host, server.port,
-             ", ".join(f"{s.dev_port}={s.iface}" for s in specs))
+    log.info(
+        "%s on %s:%d, ports %s", args.program, host, server.port, ", ".join(f"{s.dev_port}={s.iface}" for s in specs)
+    )
     print(f"{args.program} emulator ready", flush=True)
     status = 0
     try:

@@ -22,6 +22,7 @@ the switch process's CPU time: on a shared machine, the wall-clock rate says how
 much CPU the switch got as much as how fast it is. Targets: forward >= 0.5 x echo
 and >= 80 kpps.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -79,14 +80,26 @@ def _csum(b: bytes) -> int:
 
 def _frame(payload: bytes, dport: int) -> bytes:
     udp = struct.pack("!HHHH", 40000, dport, 8 + len(payload), 0) + payload
-    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 0, 0x4000, 64, 17, 0,
-                     socket.inet_aton(GEN_IP), socket.inet_aton(DST_IP))
+    ip = struct.pack(
+        "!BBHHHBBH4s4s",
+        0x45,
+        0,
+        20 + len(udp),
+        0,
+        0x4000,
+        64,
+        17,
+        0,
+        socket.inet_aton(GEN_IP),
+        socket.inet_aton(DST_IP),
+    )
     ip = ip[:10] + struct.pack("!H", _csum(ip)) + ip[12:]
     return SW_MAC + GEN_MAC + b"\x08\x00" + ip + udp
 
 
 def _frames(mode: str) -> list[bytes]:
     from hosts.proto import Header, Kind
+
     if mode == "rain":
         task = Header(kind=Kind.TASK, client_id=0x0100, request_id=1, data=b"\0\0\0\0\0\0\x27\x10").pack()
         token = Header(kind=Kind.TOKEN, worker_id=1).pack()
@@ -112,7 +125,7 @@ def _generate(frames: list[bytes], seconds: float, conn, progress=None, window: 
     mm = mmap.mmap(s.fileno(), n * fs)
     for i in range(n):
         f = frames[i % len(frames)]
-        mm[i * fs + 32:i * fs + 32 + len(f)] = f
+        mm[i * fs + 32 : i * fs + 32 + len(f)] = f
         struct.pack_into("=II", mm, i * fs, 0, len(f))
     status, pack = struct.Struct("=I").unpack_from, struct.Struct("=I").pack_into
     conn.send("ready")
@@ -169,21 +182,27 @@ def _switch(mode: str, seconds: float, conn, progress) -> None:
     # kernel drops them all the same, early, whatever the mode.
     gen_mac = int.from_bytes(NEXT_HOP_MAC, "big")
     if mode == "echo":
+
         def process(port, frame, n, emit):
             emit(port, frame)
             return 1
     else:
         process = Pipeline(store).process
-        store.table("forward").add(int.from_bytes(socket.inet_aton(DST_IP), "big"), "set_egress",
-                                   {"port": DEV_PORT, "dmac": gen_mac})
-        store.table("config_slice").add(0, "set_slice_config", {"first": 0, "last": 65535, "cap": 65536,
-                                                               "neg_cap": (-65536) & 0xFFFFFFFF, "last_slot": 0,
-                                                               "mgid": 0})
-        store.table("select_worker").add(1, "to_worker", {"port": DEV_PORT, "dmac": gen_mac,
-                                                          "dip": int.from_bytes(socket.inet_aton(GEN_IP), "big")})
+        store.table("forward").add(
+            int.from_bytes(socket.inet_aton(DST_IP), "big"), "set_egress", {"port": DEV_PORT, "dmac": gen_mac}
+        )
+        store.table("config_slice").add(
+            0,
+            "set_slice_config",
+            {"first": 0, "last": 65535, "cap": 65536, "neg_cap": (-65536) & 0xFFFFFFFF, "last_slot": 0, "mgid": 0},
+        )
+        store.table("select_worker").add(
+            1, "to_worker", {"port": DEV_PORT, "dmac": gen_mac, "dip": int.from_bytes(socket.inet_aton(GEN_IP), "big")}
+        )
     events = store.counter("events").packets
     cells = store.ports.stat_cells(DEV_PORT)
     import gc
+
     gc.freeze()  # as __main__ does
     samples = []
 
@@ -208,9 +227,9 @@ def _switch(mode: str, seconds: float, conn, progress) -> None:
     if PROFILE:
         import cProfile
         import pstats
+
         prof = cProfile.Profile()
-        prof.runcall(ports.run, process, lambda: time.monotonic() >= t_end, housekeeping=0.001,
-                     on_housekeeping=tick)
+        prof.runcall(ports.run, process, lambda: time.monotonic() >= t_end, housekeeping=0.001, on_housekeeping=tick)
         pstats.Stats(prof, stream=sys.stderr).sort_stats("tottime").print_stats(18)
     else:
         ports.run(process, lambda: time.monotonic() >= t_end, housekeeping=0.001, on_housekeeping=tick)
@@ -295,13 +314,18 @@ def teardown() -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m switch.emulator.bench", description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=1.5, help="seconds per run (default 1.5)")
-    ap.add_argument("--repeat", type=int, default=2, help="rounds of runs; the best of each mode is reported (default 2)")
+    ap.add_argument(
+        "--repeat", type=int, default=2, help="rounds of runs; the best of each mode is reported (default 2)"
+    )
     ap.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     ap.add_argument("--pin", action="store_true", help="pin the generator and the switch to different CPUs")
     ap.add_argument("--profile", action="store_true", help="print a cProfile of each switch run (slows it)")
     ap.add_argument("--modes", default="gen-only,echo,forward,rain", help="which runs (comma-separated)")
-    ap.add_argument("--open-loop", action="store_true",
-                    help="the generator sends as fast as it can (default: at most 1024 frames ahead of the switch)")
+    ap.add_argument(
+        "--open-loop",
+        action="store_true",
+        help="the generator sends as fast as it can (default: at most 1024 frames ahead of the switch)",
+    )
     args = ap.parse_args(argv)
     global PIN, PROFILE, WINDOW
     PIN, PROFILE = args.pin, args.profile
@@ -333,24 +357,33 @@ def main(argv: list[str] | None = None) -> int:
             continue
         r = results[mode]
         unit = "kpairs/s" if mode == "rain" else "kpps   "
-        print(f"{mode:8s} switch out {r['pps'] / 1e3:8.1f} {unit} (switch rx {r['rx_pps'] / 1e3:.1f} kpps, "
-              f"generator {r['generator_pps'] / 1e3:.1f} kpps; switch had {100 * r['cpu_share']:.0f}% of a CPU: "
-              f"{r['pps_per_cpu_s'] / 1e3:.1f} k per CPU-second, {100 * r['sys_share']:.0f}% of it in the kernel; "
-              f"runs {[round(x / 1e3, 1) for x in r['runs']]} k)")
+        print(
+            f"{mode:8s} switch out {r['pps'] / 1e3:8.1f} {unit} (switch rx {r['rx_pps'] / 1e3:.1f} kpps, "
+            f"generator {r['generator_pps'] / 1e3:.1f} kpps; switch had {100 * r['cpu_share']:.0f}% of a CPU: "
+            f"{r['pps_per_cpu_s'] / 1e3:.1f} k per CPU-second, {100 * r['sys_share']:.0f}% of it in the kernel; "
+            f"runs {[round(x / 1e3, 1) for x in r['runs']]} k)"
+        )
     ratio, ok = None, None
     if "echo" in results and "forward" in results:
         echo, fwd = results["echo"]["pps"], results["forward"]["pps"]
         ratio = fwd / echo if echo else 0.0
         ok = ratio >= 0.5 and fwd >= 80e3
         cpu_ratio = results["forward"]["pps_per_cpu_s"] / max(results["echo"]["pps_per_cpu_s"], 1)
-        print(f"forward / echo = {ratio:.2f} (target >= 0.5); forward {fwd / 1e3:.1f} kpps (target >= 80): "
-              f"{'OK' if ok else 'BELOW TARGET'}; per CPU-second: forward / echo = {cpu_ratio:.2f}, "
-              f"forward {results['forward']['pps_per_cpu_s'] / 1e3:.1f} k")
+        print(
+            f"forward / echo = {ratio:.2f} (target >= 0.5); forward {fwd / 1e3:.1f} kpps (target >= 80): "
+            f"{'OK' if ok else 'BELOW TARGET'}; per CPU-second: forward / echo = {cpu_ratio:.2f}, "
+            f"forward {results['forward']['pps_per_cpu_s'] / 1e3:.1f} k"
+        )
     if "rain" in results:
         rain = results["rain"]["pps"]
         print(f"rain: {rain / 1e3:.1f} k task+token pairs/s ({2 * rain / 1e3:.1f} kpps in, {rain / 1e3:.1f} kpps out)")
-    summary = {"results": results, "ratio": ratio, "targets_met": ok, "cpus": len(os.sched_getaffinity(0)),
-               "loadavg": os.getloadavg()}
+    summary = {
+        "results": results,
+        "ratio": ratio,
+        "targets_met": ok,
+        "cpus": len(os.sched_getaffinity(0)),
+        "loadavg": os.getloadavg(),
+    }
     if args.json:
         with open(args.json, "w") as f:
             json.dump(summary, f, indent=1)

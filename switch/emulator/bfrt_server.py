@@ -21,14 +21,16 @@ Python client (bfrt_grpc) and rainmaker's client drive the emulator unchanged:
 Nothing a client sends can stop the server: every failure of a request becomes an
 error answer (unexpected ones are logged with their traceback and answered INTERNAL).
 """
+
 from __future__ import annotations
 
 import json
 import logging
 import threading
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 import grpc
 from google.protobuf import text_format
@@ -39,7 +41,7 @@ from switch.bfrt import bfruntime_pb2 as pb
 from switch.bfrt import bfruntime_pb2_grpc as pb_grpc
 from switch.errors import SwitchError
 
-from .schema import Kind, Match, Program, TableSpec, FieldSpec, MATCH_PRIORITY_ID
+from .schema import MATCH_PRIORITY_ID, FieldSpec, Kind, Match, Program, TableSpec
 from .tables import Code, InvalidArgument, NotFound, TableError, TableStore, Unsupported
 
 log = logging.getLogger(__name__)
@@ -48,8 +50,13 @@ DEFAULT_PORT = 50052
 ALL_PIPES = 0xFFFF
 READ_CHUNK = 512  # entities per ReadResponse
 
-_ONEOF_OF_MATCH = {Match.EXACT: "exact", Match.TERNARY: "ternary", Match.LPM: "lpm",
-                   Match.RANGE: "range", Match.OPTIONAL: "optional"}
+_ONEOF_OF_MATCH = {
+    Match.EXACT: "exact",
+    Match.TERNARY: "ternary",
+    Match.LPM: "lpm",
+    Match.RANGE: "range",
+    Match.OPTIONAL: "optional",
+}
 
 Undo = Callable[[], None]
 
@@ -123,12 +130,15 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
 
     def _subscribe(self, client_id: int, sub: Any, stream: object, mine: set[int]) -> status_pb2.Status:
         if sub.device_id != 0:
-            return status_pb2.Status(code=Code.NOT_FOUND, message=f"no device {sub.device_id} (the emulator is device 0)")
+            return status_pb2.Status(
+                code=Code.NOT_FOUND, message=f"no device {sub.device_id} (the emulator is device 0)"
+            )
         with self._lock:
             current = self._subscribers.get(client_id)
             if current is not None and current.stream is not stream:
-                return status_pb2.Status(code=Code.ALREADY_EXISTS,
-                                         message=f"client id {client_id} is already subscribed on another stream")
+                return status_pb2.Status(
+                    code=Code.ALREADY_EXISTS, message=f"client id {client_id} is already subscribed on another stream"
+                )
             self._subscribers[client_id] = _Subscriber(client_id, stream, sub.notifications)
             mine.add(client_id)
         log.info("client %d subscribed", client_id)
@@ -142,21 +152,26 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
         if len(names) != 1:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"expected one config with a p4_name, got {names}")
         if names[0] != self.program.name:
-            context.abort(grpc.StatusCode.NOT_FOUND,
-                          f"no program {names[0]!r} on device 0 (it runs {self.program.name!r})")
+            context.abort(
+                grpc.StatusCode.NOT_FOUND, f"no program {names[0]!r} on device 0 (it runs {self.program.name!r})"
+            )
         Action = pb.SetForwardingPipelineConfigRequest
         if request.action == Action.VERIFY:
             return pb.SetForwardingPipelineConfigResponse()
         if request.action != Action.BIND:
-            context.abort(grpc.StatusCode.UNIMPLEMENTED,
-                          "the emulator cannot load a pipeline: start it with the program instead")
+            context.abort(
+                grpc.StatusCode.UNIMPLEMENTED, "the emulator cannot load a pipeline: start it with the program instead"
+            )
         with self._lock:
             if request.client_id not in self._subscribers:
-                context.abort(grpc.StatusCode.FAILED_PRECONDITION,
-                              f"client {request.client_id} has not subscribed (send a subscribe on StreamChannel first)")
+                context.abort(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    f"client {request.client_id} has not subscribed (send a subscribe on StreamChannel first)",
+                )
             if self._binder not in (None, request.client_id):
-                context.abort(grpc.StatusCode.ALREADY_EXISTS,
-                              f"{self.program.name} is already bound to client {self._binder}")
+                context.abort(
+                    grpc.StatusCode.ALREADY_EXISTS, f"{self.program.name} is already bound to client {self._binder}"
+                )
             self._binder = request.client_id
         log.info("client %d bound to %s", request.client_id, self.program.name)
         return pb.SetForwardingPipelineConfigResponse()
@@ -218,9 +233,11 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
         failed = [(i, e) for i, e in enumerate(errors) if e is not None and e.canonical_code != Code.ABORTED]
         failed = failed or [(i, e) for i, e in enumerate(errors) if e is not None]
         first_i, first = failed[0]
-        status = status_pb2.Status(code=grpc.StatusCode.UNKNOWN.value[0],
-                                   message=f"{len(failed)} of {n} failed; {what} {first_i}: "
-                                           f"{Code(first.canonical_code).name}: {first.message}")
+        status = status_pb2.Status(
+            code=grpc.StatusCode.UNKNOWN.value[0],
+            message=f"{len(failed)} of {n} failed; {what} {first_i}: "
+            f"{Code(first.canonical_code).name}: {first.message}",
+        )
         for e in errors:
             status.details.add().Pack(e if e is not None else pb.Error(canonical_code=Code.OK))
         context.abort_with_status(rpc_status.to_status(status))
@@ -240,8 +257,10 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
             op = update.entity.table_operation
             spec, _ = self._table(op.table_id)
             if op.table_operations_type not in spec.operations:
-                raise InvalidArgument(f"operation {op.table_operations_type!r} is not supported; "
-                                      f"supported: {list(spec.operations)}", table=spec.name)
+                raise InvalidArgument(
+                    f"operation {op.table_operations_type!r} is not supported; supported: {list(spec.operations)}",
+                    table=spec.name,
+                )
             return None  # the emulator's state is always in sync
         if kind == "table_attribute":
             self._table(update.entity.table_attribute.table_id)
@@ -275,8 +294,9 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
             elif utype in (U.DELETE, U.RESET):
                 old = table.reset_default()
             elif utype == U.INSERT:
-                raise InvalidArgument("INSERT on the default entry: use MODIFY to set it, DELETE to reset it",
-                                      table=spec.name)
+                raise InvalidArgument(
+                    "INSERT on the default entry: use MODIFY to set it, DELETE to reset it", table=spec.name
+                )
             else:
                 raise Unsupported(f"{U.Type.Name(utype)} on the default entry", table=spec.name)
             return lambda: table.restore_default(*old)
@@ -349,6 +369,7 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
         def undo() -> None:
             for c, v in zip(cells, old):
                 c[index] = v
+
         return undo
 
     def _write_counter(self, utype: int, spec: TableSpec, ctr: Any, entry: Any, target: Any) -> Undo:
@@ -372,8 +393,11 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
         d = self._named_data(spec, entry)
         if any(d.get(n) for n in ("$MULTICAST_ECMP_ID", "$MULTICAST_ECMP_L1_XID_VALID", "$MULTICAST_ECMP_L1_XID")):
             raise Unsupported("ECMP members are not supported by the emulator", table=spec.name)
-        members = (d.get("$MULTICAST_NODE_ID", []), d.get("$MULTICAST_NODE_L1_XID_VALID"),
-                   d.get("$MULTICAST_NODE_L1_XID"))
+        members = (
+            d.get("$MULTICAST_NODE_ID", []),
+            d.get("$MULTICAST_NODE_L1_XID_VALID"),
+            d.get("$MULTICAST_NODE_L1_XID"),
+        )
         old = pre.groups.get(mgid)
         if utype == U.INSERT_OR_MODIFY:
             utype = U.MODIFY if old is not None else U.INSERT
@@ -413,8 +437,13 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
 
     # -- ports
 
-    _PORT_ARGS = {"$SPEED": "speed", "$FEC": "fec", "$N_LANES": "n_lanes", "$PORT_ENABLE": "enable",
-                  "$AUTO_NEGOTIATION": "autoneg"}
+    _PORT_ARGS = {
+        "$SPEED": "speed",
+        "$FEC": "fec",
+        "$N_LANES": "n_lanes",
+        "$PORT_ENABLE": "enable",
+        "$AUTO_NEGOTIATION": "autoneg",
+    }
 
     def _write_port(self, utype: int, spec: TableSpec, ports: Any, entry: Any, target: Any) -> Undo:
         U = pb.Update
@@ -440,8 +469,9 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
         U = pb.Update
         (dev_port,) = self._key(spec, entry.key, all_mandatory=True).values()
         if utype not in (U.MODIFY, U.INSERT_OR_MODIFY, U.DELETE):
-            raise Unsupported(f"{U.Type.Name(utype)} on $PORT_STAT (MODIFY sets counters, DELETE zeroes them)",
-                              table=spec.name)
+            raise Unsupported(
+                f"{U.Type.Name(utype)} on $PORT_STAT (MODIFY sets counters, DELETE zeroes them)", table=spec.name
+            )
         values = {} if utype == U.DELETE else self._named_data(spec, entry)
         if not values:
             values = {f.name: 0 for f in spec.data}
@@ -464,6 +494,7 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
             def undo() -> None:
                 for c, saved in zip(cells, snapshot):
                     c[:] = saved
+
             return undo
         if spec.kind is Kind.COUNTER:
             saved = list(obj.packets), list(obj.bytes)
@@ -471,6 +502,7 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
 
             def undo_counter() -> None:
                 obj.packets[:], obj.bytes[:] = saved
+
             return undo_counter
         if spec.kind is Kind.PRE_MGID:
             groups = obj.clear_groups()
@@ -496,8 +528,10 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
                 raise InvalidArgument(f"key field {f.name} appears twice", table=spec.name)
             sent, wanted = kf.WhichOneof("match_type"), _ONEOF_OF_MATCH[f.match]
             if sent != wanted:
-                raise InvalidArgument(f"key field {f.name} is {f.match.value}; the request sent "
-                                      f"{sent or 'no match value'}", table=spec.name)
+                raise InvalidArgument(
+                    f"key field {f.name} is {f.match.value}; the request sent {sent or 'no match value'}",
+                    table=spec.name,
+                )
             m = getattr(kf, sent)
             if sent == "exact":
                 out[f.id] = _uint(spec, f, m.value)
@@ -530,7 +564,9 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
         return out
 
     def _named_data(self, spec: TableSpec, entry: Any) -> dict[str, Any]:
-        return {spec.data_by_id[i].name: v for i, v in self._data(spec, spec.data_by_id, entry.data.fields, "data").items()}
+        return {
+            spec.data_by_id[i].name: v for i, v in self._data(spec, spec.data_by_id, entry.data.fields, "data").items()
+        }
 
     # ------------------------------------------------------------ Read
 
@@ -563,8 +599,12 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
         kind = entity.WhichOneof("entity")
         if kind == "table_usage":
             spec, obj = self._table(entity.table_usage.table_id)
-            usage = {Kind.MATCH: lambda: len(obj), Kind.PRE_MGID: lambda: len(obj.groups),
-                     Kind.PRE_NODE: lambda: len(obj.nodes), Kind.PORT: lambda: len(obj.all())}.get(spec.kind, lambda: spec.size)()
+            usage = {
+                Kind.MATCH: lambda: len(obj),
+                Kind.PRE_MGID: lambda: len(obj.groups),
+                Kind.PRE_NODE: lambda: len(obj.nodes),
+                Kind.PORT: lambda: len(obj.all()),
+            }.get(spec.kind, lambda: spec.size)()
             return [pb.Entity(table_usage=pb.TableUsage(table_id=spec.id, usage=usage))]
         if kind != "table_entry":
             raise (InvalidArgument("empty entity") if kind is None else Unsupported(f"reading {kind} is not supported"))
@@ -587,8 +627,17 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
         (value,) = self._key(spec, req.key, all_mandatory=True).values()
         return value
 
-    def _answer(self, spec: TableSpec, key_items: Iterable[tuple[FieldSpec, Any]], fields: list, *,
-                action_id: int = 0, default: bool = False, tgt: Any = None, wanted: set[int] = frozenset()) -> Any:
+    def _answer(
+        self,
+        spec: TableSpec,
+        key_items: Iterable[tuple[FieldSpec, Any]],
+        fields: list,
+        *,
+        action_id: int = 0,
+        default: bool = False,
+        tgt: Any = None,
+        wanted: set[int] = frozenset(),
+    ) -> Any:
         e = pb.TableEntry(table_id=spec.id, is_default_entry=default)
         if tgt is not None:
             e.entry_tgt.CopyFrom(tgt)
@@ -628,6 +677,7 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
         def answer(i: int) -> Any:
             fields = [_data_field(f, reg.unsigned(v)) for v in reg.read(i, pipe)]
             return self._answer(spec, [(index_field, i)], fields, tgt=tgt, wanted=wanted)
+
         if keys is not None:
             reg.read(keys[0], pipe)  # raises OutOfRange now, not mid-stream
             return [answer(keys[0])]
@@ -638,9 +688,12 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
 
         def answer(i: int) -> Any:
             packets, nbytes = ctr.read(i)
-            fields = [_data_field(by_name["$COUNTER_SPEC_BYTES"], nbytes & (2**64 - 1)),
-                      _data_field(by_name["$COUNTER_SPEC_PKTS"], packets & (2**64 - 1))]
+            fields = [
+                _data_field(by_name["$COUNTER_SPEC_BYTES"], nbytes & (2**64 - 1)),
+                _data_field(by_name["$COUNTER_SPEC_PKTS"], packets & (2**64 - 1)),
+            ]
             return self._answer(spec, [(spec.keys[0], i)], fields, tgt=tgt, wanted=wanted)
+
         if keys is not None:
             ctr.read(keys[0])
             return [answer(keys[0])]
@@ -650,50 +703,96 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
         f = spec.data_by_name
         with self.store.lock:
             groups = {m: pre.group_entry(m) for m in keys} if keys is not None else dict(sorted(pre.groups.items()))
-        return [self._answer(spec, [(spec.keys[0], m)], [
-            _data_field(f["$MULTICAST_NODE_ID"], list(g.node_ids)),
-            _data_field(f["$MULTICAST_NODE_L1_XID_VALID"], list(g.l1_xid_valid)),
-            _data_field(f["$MULTICAST_NODE_L1_XID"], list(g.l1_xids)),
-            _data_field(f["$MULTICAST_ECMP_ID"], list(g.ecmp_ids)),
-            _data_field(f["$MULTICAST_ECMP_L1_XID_VALID"], list(g.ecmp_xid_valid)),
-            _data_field(f["$MULTICAST_ECMP_L1_XID"], list(g.ecmp_xids)),
-        ], tgt=tgt, wanted=wanted) for m, g in groups.items()]
+        return [
+            self._answer(
+                spec,
+                [(spec.keys[0], m)],
+                [
+                    _data_field(f["$MULTICAST_NODE_ID"], list(g.node_ids)),
+                    _data_field(f["$MULTICAST_NODE_L1_XID_VALID"], list(g.l1_xid_valid)),
+                    _data_field(f["$MULTICAST_NODE_L1_XID"], list(g.l1_xids)),
+                    _data_field(f["$MULTICAST_ECMP_ID"], list(g.ecmp_ids)),
+                    _data_field(f["$MULTICAST_ECMP_L1_XID_VALID"], list(g.ecmp_xid_valid)),
+                    _data_field(f["$MULTICAST_ECMP_L1_XID"], list(g.ecmp_xids)),
+                ],
+                tgt=tgt,
+                wanted=wanted,
+            )
+            for m, g in groups.items()
+        ]
 
     def _read_pre_node(self, spec, pre, keys, pipe, wanted, tgt) -> Iterable:
         f = spec.data_by_name
         with self.store.lock:
             nodes = {n: pre.node(n) for n in keys} if keys is not None else dict(sorted(pre.nodes.items()))
-        return [self._answer(spec, [(spec.keys[0], n)], [
-            _data_field(f["$MULTICAST_RID"], x.rid),
-            _data_field(f["$MULTICAST_LAG_ID"], list(x.lag_ids)),
-            _data_field(f["$DEV_PORT"], list(x.dev_ports)),
-        ], tgt=tgt, wanted=wanted) for n, x in nodes.items()]
+        return [
+            self._answer(
+                spec,
+                [(spec.keys[0], n)],
+                [
+                    _data_field(f["$MULTICAST_RID"], x.rid),
+                    _data_field(f["$MULTICAST_LAG_ID"], list(x.lag_ids)),
+                    _data_field(f["$DEV_PORT"], list(x.dev_ports)),
+                ],
+                tgt=tgt,
+                wanted=wanted,
+            )
+            for n, x in nodes.items()
+        ]
 
     def _read_port(self, spec, ports, keys, pipe, wanted, tgt) -> Iterable:
         f = spec.data_by_name
         configs = [ports.config(p) for p in keys] if keys is not None else ports.all()
-        return [self._answer(spec, [(spec.keys[0], c.dev_port)], [
-            _data_field(f["$SPEED"], c.speed), _data_field(f["$FEC"], c.fec),
-            _data_field(f["$N_LANES"], c.n_lanes), _data_field(f["$PORT_ENABLE"], c.enable),
-            _data_field(f["$AUTO_NEGOTIATION"], c.autoneg), _data_field(f["$PORT_UP"], ports.is_up(c.dev_port)),
-        ], tgt=tgt, wanted=wanted) for c in configs]
+        return [
+            self._answer(
+                spec,
+                [(spec.keys[0], c.dev_port)],
+                [
+                    _data_field(f["$SPEED"], c.speed),
+                    _data_field(f["$FEC"], c.fec),
+                    _data_field(f["$N_LANES"], c.n_lanes),
+                    _data_field(f["$PORT_ENABLE"], c.enable),
+                    _data_field(f["$AUTO_NEGOTIATION"], c.autoneg),
+                    _data_field(f["$PORT_UP"], ports.is_up(c.dev_port)),
+                ],
+                tgt=tgt,
+                wanted=wanted,
+            )
+            for c in configs
+        ]
 
     def _read_port_stat(self, spec, ports, keys, pipe, wanted, tgt) -> Iterable:
         dev_ports = keys if keys is not None else [c.dev_port for c in ports.all()]
         stats = [(p, ports.stats(p)) for p in dev_ports]
-        return [self._answer(spec, [(spec.keys[0], p)], [_data_field(f, s[f.name] & (2**64 - 1)) for f in spec.data],
-                             tgt=tgt, wanted=wanted) for p, s in stats]
+        return [
+            self._answer(
+                spec,
+                [(spec.keys[0], p)],
+                [_data_field(f, s[f.name] & (2**64 - 1)) for f in spec.data],
+                tgt=tgt,
+                wanted=wanted,
+            )
+            for p, s in stats
+        ]
 
 
 # BF status codes (bf_status_t) reported in Error.code next to the canonical code.
-_BF_STATUS = {Code.INVALID_ARGUMENT: 3, Code.ALREADY_EXISTS: 4, Code.NOT_FOUND: 6, Code.RESOURCE_EXHAUSTED: 9,
-              Code.OUT_OF_RANGE: 3, Code.FAILED_PRECONDITION: 24, Code.UNIMPLEMENTED: 17}
+_BF_STATUS = {
+    Code.INVALID_ARGUMENT: 3,
+    Code.ALREADY_EXISTS: 4,
+    Code.NOT_FOUND: 6,
+    Code.RESOURCE_EXHAUSTED: 9,
+    Code.OUT_OF_RANGE: 3,
+    Code.FAILED_PRECONDITION: 24,
+    Code.UNIMPLEMENTED: 17,
+}
 
 
 def _uint(spec: TableSpec, f: FieldSpec, data: bytes, part: str = "value") -> int:
     if len(data) != f.nbytes:
-        raise InvalidArgument(f"field {f.name} {part}: {len(data)} bytes, expected {f.nbytes} "
-                              f"(width {f.width} bits)", table=spec.name)
+        raise InvalidArgument(
+            f"field {f.name} {part}: {len(data)} bytes, expected {f.nbytes} (width {f.width} bits)", table=spec.name
+        )
     value = int.from_bytes(data, "big")
     if value >> f.width:
         raise InvalidArgument(f"field {f.name} {part}: {value:#x} does not fit in {f.width} bits", table=spec.name)
@@ -713,8 +812,9 @@ def _data_value(spec: TableSpec, f: FieldSpec, df: Any, what: str) -> Any:
     else:
         wanted = "float_val"
     if sent != wanted:
-        raise InvalidArgument(f"{what}: data field {f.name} ({f.type}) must be sent as {wanted}, not "
-                              f"{sent or 'nothing'}", table=spec.name)
+        raise InvalidArgument(
+            f"{what}: data field {f.name} ({f.type}) must be sent as {wanted}, not {sent or 'nothing'}", table=spec.name
+        )
     if wanted == "stream":
         return _uint(spec, f, df.stream)
     if wanted == "int_arr_val":
@@ -765,8 +865,14 @@ def _encode_key(kf: Any, f: FieldSpec, value: Any) -> None:
         kf.optional.value, kf.optional.is_valid = value[0].to_bytes(n, "big"), bool(value[1])
 
 
-def serve(program: Program | TableStore, address: str = "127.0.0.1", port: int = DEFAULT_PORT, *,
-          pipes: int = 1, max_workers: int = 16) -> grpc.Server:
+def serve(
+    program: Program | TableStore,
+    address: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    *,
+    pipes: int = 1,
+    max_workers: int = 16,
+) -> grpc.Server:
     """Start a BFRuntime server for `program` on address:port only; returns the running server.
 
     Pass a `TableStore` instead of a program to share it with a data plane. Port 0 picks
@@ -774,10 +880,14 @@ def serve(program: Program | TableStore, address: str = "127.0.0.1", port: int =
     Each open StreamChannel holds one of the `max_workers` threads.
     """
     store = program if isinstance(program, TableStore) else TableStore(program, pipes=pipes)
-    server = grpc.server(ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="bfrt"),
-                         options=[("grpc.so_reuseport", 0),
-                                  ("grpc.max_receive_message_length", 64 << 20),
-                                  ("grpc.max_send_message_length", 64 << 20)])
+    server = grpc.server(
+        ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="bfrt"),
+        options=[
+            ("grpc.so_reuseport", 0),
+            ("grpc.max_receive_message_length", 64 << 20),
+            ("grpc.max_send_message_length", 64 << 20),
+        ],
+    )
     pb_grpc.add_BfRuntimeServicer_to_server(BfrtServicer(store), server)
     host = f"[{address}]" if ":" in address and not address.startswith("[") else address
     try:
@@ -788,8 +898,10 @@ def serve(program: Program | TableStore, address: str = "127.0.0.1", port: int =
     else:
         cause = None
     if not bound:
-        raise BfrtServerError(f"cannot listen on {host}:{port}" + (f": {cause}" if cause else ""),
-                              fix="is another switch (or emulator) using that port?")
+        raise BfrtServerError(
+            f"cannot listen on {host}:{port}" + (f": {cause}" if cause else ""),
+            fix="is another switch (or emulator) using that port?",
+        )
     server.start()
     server.port = bound
     server.store = store

@@ -1,19 +1,41 @@
 """BidirQueue (switch/p4/bidir_queue.p4): the per-slice bidirectional queue of tasks
 and tokens (paper 3.2.1): a signed token balance, a head and a tail per slice."""
+
 from __future__ import annotations
 
-from .headers import (BALANCE_FULL, FLAG_LARGE, KIND_TASK, MAX_SLICES, QOP_FULL, QOP_TASK_MATCHED, QOP_TASK_QUEUED,
-                      QOP_TOKEN_MATCHED, QOP_TOKEN_QUEUED)
+from .headers import (
+    BALANCE_FULL,
+    FLAG_LARGE,
+    KIND_TASK,
+    MAX_SLICES,
+    QOP_FULL,
+    QOP_TASK_MATCHED,
+    QOP_TASK_QUEUED,
+    QOP_TOKEN_MATCHED,
+    QOP_TOKEN_QUEUED,
+)
 from .schema import Action, Key, Param, Register, Table
 
 CONFIG_SLICE = Table(
     "pipe.SwitchIngress.bidir_queue.config_slice",
     keys=[Key("ig_md.slice", 16)],
-    actions=[Action("SwitchIngress.bidir_queue.set_slice_config",
-                    [Param("first", 32), Param("last", 32), Param("cap", 32), Param("neg_cap", 32),
-                     Param("last_slot", 32), Param("mgid", 16)]),
-             Action("SwitchIngress.bidir_queue.unconfigured")],
-    size=MAX_SLICES, default_action="unconfigured")
+    actions=[
+        Action(
+            "SwitchIngress.bidir_queue.set_slice_config",
+            [
+                Param("first", 32),
+                Param("last", 32),
+                Param("cap", 32),
+                Param("neg_cap", 32),
+                Param("last_slot", 32),
+                Param("mgid", 16),
+            ],
+        ),
+        Action("SwitchIngress.bidir_queue.unconfigured"),
+    ],
+    size=MAX_SLICES,
+    default_action="unconfigured",
+)
 
 BALANCE = Register("pipe.SwitchIngress.bidir_queue.balance", width=32, size=MAX_SLICES, signed=True)
 HEAD = Register("pipe.SwitchIngress.bidir_queue.head", width=32, size=MAX_SLICES)
@@ -100,4 +122,3 @@ class BidirQueue:
             ig_md.qidx = self._step(self.head, i, ig_md)
         elif op == QOP_TASK_QUEUED or op == QOP_TOKEN_QUEUED:
             ig_md.qidx = self._step(self.tail, i, ig_md)
-

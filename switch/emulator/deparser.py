@@ -10,6 +10,7 @@ would write.
 Egress may swap the rain header for BTH+RETH (a pre-written task becoming a RoCEv2
 WRITE), so its deparser builds new bytes.
 """
+
 from __future__ import annotations
 
 import struct
@@ -17,7 +18,7 @@ import struct
 from .headers import ETH_BYTES, IPV4_BYTES, QOP_NONE, UDP_HDR_BYTES, Headers, IngressMd
 from .parser import RAIN, UDP
 
-ETH_IPV4 = struct.Struct("!6s6sH" "BBHHHBBHII")
+ETH_IPV4 = struct.Struct("!6s6sHBBHHHBBHII")
 ETH = struct.Struct("!6s6sH")
 IPV4 = struct.Struct("!BBHHHBBHII")
 BTH = struct.Struct("!BBHII")
@@ -34,8 +35,17 @@ def ipv4_checksum(hdr: Headers) -> int:
     identification, flags, frag_offset, ttl, protocol, src_addr, dst_addr}."""
     _d, _s, _t, vihl, tos, _tl, ident, flags_frag, _ttl, proto, _cs, _src, _dst = hdr.ipv4
     src, dst = hdr.ip_src, hdr.ip_dst
-    s = ((vihl << 8) | tos) + hdr.ip_total_len + ident + flags_frag + ((hdr.ip_ttl << 8) | proto) \
-        + (src >> 16) + (src & 0xFFFF) + (dst >> 16) + (dst & 0xFFFF)
+    s = (
+        ((vihl << 8) | tos)
+        + hdr.ip_total_len
+        + ident
+        + flags_frag
+        + ((hdr.ip_ttl << 8) | proto)
+        + (src >> 16)
+        + (src & 0xFFFF)
+        + (dst >> 16)
+        + (dst & 0xFFFF)
+    )
     s = (s & 0xFFFF) + (s >> 16)
     s = (s & 0xFFFF) + (s >> 16)
     return ~s & 0xFFFF
@@ -45,16 +55,39 @@ def _ipv4_fields(hdr: Headers) -> tuple:
     """IPv4's ten fields, the checksum recomputed (ipv4_checksum, inlined: hot path)."""
     _d, _s, _t, vihl, tos, _tl, ident, flags_frag, _ttl, proto, _cs, _src, _dst = hdr.ipv4
     total_len, ttl, src, dst = hdr.ip_total_len, hdr.ip_ttl, hdr.ip_src, hdr.ip_dst
-    s = ((vihl << 8) | tos) + total_len + ident + flags_frag + ((ttl << 8) | proto) \
-        + (src >> 16) + (src & 0xFFFF) + (dst >> 16) + (dst & 0xFFFF)
+    s = (
+        ((vihl << 8) | tos)
+        + total_len
+        + ident
+        + flags_frag
+        + ((ttl << 8) | proto)
+        + (src >> 16)
+        + (src & 0xFFFF)
+        + (dst >> 16)
+        + (dst & 0xFFFF)
+    )
     s = (s & 0xFFFF) + (s >> 16)
     s = (s & 0xFFFF) + (s >> 16)
     return vihl, tos, total_len, ident, flags_frag, ttl, proto, ~s & 0xFFFF, src, dst
 
 
 def _emit_rain(buf, off: int, hdr: Headers) -> None:
-    _rain(buf, off, hdr.version, hdr.kind, hdr.flags, hdr.task_type, hdr.slice, hdr.client_id, hdr.request_id,
-          hdr.worker_id, hdr.report, hdr.data, hdr.int_qdelay_ns, hdr.int_qlen)
+    _rain(
+        buf,
+        off,
+        hdr.version,
+        hdr.kind,
+        hdr.flags,
+        hdr.task_type,
+        hdr.slice,
+        hdr.client_id,
+        hdr.request_id,
+        hdr.worker_id,
+        hdr.report,
+        hdr.data,
+        hdr.int_qdelay_ns,
+        hdr.int_qlen,
+    )
 
 
 def switch_ingress_deparser(buf, hdr: Headers, ig_md: IngressMd) -> None:
@@ -69,12 +102,36 @@ def switch_ingress_deparser(buf, hdr: Headers, ig_md: IngressMd) -> None:
     # _ipv4_fields inlined (the hot path)
     _d, _s, _t, vihl, tos, _tl, ident, flags_frag, _ttl, proto, _cs, _src, _dst = hdr.ipv4
     total_len, ttl, src, dst = hdr.ip_total_len, hdr.ip_ttl, hdr.ip_src, hdr.ip_dst
-    s = ((vihl << 8) | tos) + total_len + ident + flags_frag + ((ttl << 8) | proto) \
-        + (src >> 16) + (src & 0xFFFF) + (dst >> 16) + (dst & 0xFFFF)
+    s = (
+        ((vihl << 8) | tos)
+        + total_len
+        + ident
+        + flags_frag
+        + ((ttl << 8) | proto)
+        + (src >> 16)
+        + (src & 0xFFFF)
+        + (dst >> 16)
+        + (dst & 0xFFFF)
+    )
     s = (s & 0xFFFF) + (s >> 16)
     s = (s & 0xFFFF) + (s >> 16)
-    _eth_ipv4(buf, 0, hdr.eth_dst, hdr.eth_src, hdr.ether_type, vihl, tos, total_len, ident, flags_frag, ttl,
-              proto, ~s & 0xFFFF, src, dst)
+    _eth_ipv4(
+        buf,
+        0,
+        hdr.eth_dst,
+        hdr.eth_src,
+        hdr.ether_type,
+        vihl,
+        tos,
+        total_len,
+        ident,
+        flags_frag,
+        ttl,
+        proto,
+        ~s & 0xFFFF,
+        src,
+        dst,
+    )
     if hdr.rain_valid and ig_md.queue_op != QOP_NONE:
         _emit_rain(buf, _RAIN_OFF, hdr)
 
@@ -94,11 +151,14 @@ def switch_egress_deparser(buf, n: int, hdr: Headers) -> bytearray:
         _emit_rain(rain, 0, hdr)
         out += rain
     if hdr.bth_valid:
-        out += BTH.pack(hdr.bth_opcode,
-                        (hdr.bth_se << 7) | (hdr.bth_migreq << 6) | (hdr.bth_pad_count << 4) | hdr.bth_tver,
-                        hdr.bth_pkey, (hdr.bth_resv8 << 24) | hdr.bth_dst_qp,
-                        (hdr.bth_ack_req << 31) | (hdr.bth_resv7 << 24) | hdr.bth_psn)
+        out += BTH.pack(
+            hdr.bth_opcode,
+            (hdr.bth_se << 7) | (hdr.bth_migreq << 6) | (hdr.bth_pad_count << 4) | hdr.bth_tver,
+            hdr.bth_pkey,
+            (hdr.bth_resv8 << 24) | hdr.bth_dst_qp,
+            (hdr.bth_ack_req << 31) | (hdr.bth_resv7 << 24) | hdr.bth_psn,
+        )
     if hdr.reth_valid:
         out += RETH.pack(hdr.reth_va_hi, hdr.reth_va_lo, hdr.reth_rkey, hdr.reth_dma_len)
-    out += buf[hdr.payload_off:n]
+    out += buf[hdr.payload_off : n]
     return out

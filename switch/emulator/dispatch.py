@@ -1,29 +1,56 @@
 """Dispatch (switch/p4/dispatch.p4): what the queue's outcome means for the packet
 (dispatch to a worker, restore the client's address, reject, drop)."""
+
 from __future__ import annotations
 
-from .headers import (EV_DISPATCH_DIRECT, EV_DISPATCH_QUEUED, EV_NO_WORKER, EV_TASK_QUEUED, EV_TASK_REJECTED,
-                      EV_TOKEN_DROPPED, EV_TOKEN_QUEUED, KIND_DISPATCH, KIND_REJECT, KIND_TASK, MAX_CLIENT_HOSTS,
-                      MAX_WORKERS, QOP_FULL, QOP_TASK_MATCHED, QOP_TASK_QUEUED, QOP_TOKEN_MATCHED, QOP_TOKEN_QUEUED)
+from .headers import (
+    EV_DISPATCH_DIRECT,
+    EV_DISPATCH_QUEUED,
+    EV_NO_WORKER,
+    EV_TASK_QUEUED,
+    EV_TASK_REJECTED,
+    EV_TOKEN_DROPPED,
+    EV_TOKEN_QUEUED,
+    KIND_DISPATCH,
+    KIND_REJECT,
+    KIND_TASK,
+    MAX_CLIENT_HOSTS,
+    MAX_WORKERS,
+    QOP_FULL,
+    QOP_TASK_MATCHED,
+    QOP_TASK_QUEUED,
+    QOP_TOKEN_MATCHED,
+    QOP_TOKEN_QUEUED,
+)
 from .schema import Action, Key, Param, Table
 
 SELECT_WORKER = Table(
     "pipe.SwitchIngress.dispatch.select_worker",
     keys=[Key("hdr.rain.worker_id", 16)],
-    actions=[Action("SwitchIngress.dispatch.to_worker", [Param("port", 9), Param("dmac", 48), Param("dip", 32)]),
-             Action("SwitchIngress.dispatch.no_worker")],
-    size=MAX_WORKERS, default_action="no_worker")
+    actions=[
+        Action("SwitchIngress.dispatch.to_worker", [Param("port", 9), Param("dmac", 48), Param("dip", 32)]),
+        Action("SwitchIngress.dispatch.no_worker"),
+    ],
+    size=MAX_WORKERS,
+    default_action="no_worker",
+)
 
 CLIENT_ADDR = Table(  # key hdr.rain.client_id[15:8] @name("client_host")
     "pipe.SwitchIngress.dispatch.client_addr",
     keys=[Key("client_host", 8)],
-    actions=[Action("SwitchIngress.dispatch.set_client", [Param("ip", 32)]),
-             Action("NoAction")],  # listed in the table's actions: TableAndDefault, as bf-p4c does
-    size=MAX_CLIENT_HOSTS, default_action="NoAction")
+    actions=[
+        Action("SwitchIngress.dispatch.set_client", [Param("ip", 32)]),
+        Action("NoAction"),
+    ],  # listed in the table's actions: TableAndDefault, as bf-p4c does
+    size=MAX_CLIENT_HOSTS,
+    default_action="NoAction",
+)
 
 TABLES = (SELECT_WORKER, CLIENT_ADDR)
 REGISTERS = ()
 COUNTERS = ()
+
+
 class Dispatch:
     """control Dispatch: the queue's outcome applied to the packet."""
 

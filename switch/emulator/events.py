@@ -1,5 +1,6 @@
 """Events (switch/p4/events.p4): one counter per outcome (EV_*); every ingress packet
 counts exactly once."""
+
 from __future__ import annotations
 
 from .headers import EVENT_COUNTERS

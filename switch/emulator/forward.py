@@ -2,6 +2,7 @@
 
 Responses (worker -> client), rejects and any non-Rain traffic take this path.
 """
+
 from __future__ import annotations
 
 from .headers import FORWARD_ENTRIES
@@ -10,9 +11,13 @@ from .schema import Action, Key, Param, Table
 FORWARD = Table(
     "pipe.SwitchIngress.forward.forward",
     keys=[Key("hdr.ipv4.dst_addr", 32)],
-    actions=[Action("SwitchIngress.forward.set_egress", [Param("port", 9), Param("dmac", 48)]),
-             Action("SwitchIngress.forward.drop")],
-    size=FORWARD_ENTRIES, default_action="drop")
+    actions=[
+        Action("SwitchIngress.forward.set_egress", [Param("port", 9), Param("dmac", 48)]),
+        Action("SwitchIngress.forward.drop"),
+    ],
+    size=FORWARD_ENTRIES,
+    default_action="drop",
+)
 
 TABLES = (FORWARD,)
 REGISTERS = ()

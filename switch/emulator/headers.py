@@ -9,6 +9,7 @@ everything else an int of the P4 width). tests/unit/test_p4_emulator_contract.py
 the constants here to switch/p4 (they are not read from it at run time: the emulator is
 deployed without the P4 sources).
 """
+
 from __future__ import annotations
 
 # ---------------------------------------------------------------- sizes.p4
@@ -19,7 +20,7 @@ MAX_CLIENT_HOSTS = 256
 FORWARD_ENTRIES = 1024
 TASK_TYPES = 256
 RDMA_SLOT_SHIFT = 11
-LARGE_UDP_MIN = 48    # sizes.p4: UDP 8 + rain 32 + >= 4 payload bytes + iCRC pad 4
+LARGE_UDP_MIN = 48  # sizes.p4: UDP 8 + rain 32 + >= 4 payload bytes + iCRC pad 4
 LARGE_UDP_MAX = 2092  # ... + at most one ring slot (2^RDMA_SLOT_SHIFT) of payload
 EVENT_COUNTERS = 32
 
@@ -103,15 +104,55 @@ class Headers:
     """
 
     __slots__ = (
-        "eth_valid", "eth_dst", "eth_src", "ether_type",
-        "ipv4_valid", "ipv4", "ip_total_len", "ip_ttl", "ip_src", "ip_dst",
-        "udp_valid", "udp_src_port", "udp_dst_port", "udp_length", "udp_checksum",
-        "rain_valid", "version", "kind", "flags", "task_type", "slice", "client_id", "request_id",
-        "worker_id", "report", "data", "int_qdelay_ns", "int_qlen",
-        "bth_valid", "bth_opcode", "bth_se", "bth_migreq", "bth_pad_count", "bth_tver", "bth_pkey",
-        "bth_resv8", "bth_dst_qp", "bth_ack_req", "bth_resv7", "bth_psn",
-        "reth_valid", "reth_va_hi", "reth_va_lo", "reth_rkey", "reth_dma_len",
-        "bridged_valid", "bridged_prewrite", "bridged_slot", "bridged_desc_len",
+        "eth_valid",
+        "eth_dst",
+        "eth_src",
+        "ether_type",
+        "ipv4_valid",
+        "ipv4",
+        "ip_total_len",
+        "ip_ttl",
+        "ip_src",
+        "ip_dst",
+        "udp_valid",
+        "udp_src_port",
+        "udp_dst_port",
+        "udp_length",
+        "udp_checksum",
+        "rain_valid",
+        "version",
+        "kind",
+        "flags",
+        "task_type",
+        "slice",
+        "client_id",
+        "request_id",
+        "worker_id",
+        "report",
+        "data",
+        "int_qdelay_ns",
+        "int_qlen",
+        "bth_valid",
+        "bth_opcode",
+        "bth_se",
+        "bth_migreq",
+        "bth_pad_count",
+        "bth_tver",
+        "bth_pkey",
+        "bth_resv8",
+        "bth_dst_qp",
+        "bth_ack_req",
+        "bth_resv7",
+        "bth_psn",
+        "reth_valid",
+        "reth_va_hi",
+        "reth_va_lo",
+        "reth_rkey",
+        "reth_dma_len",
+        "bridged_valid",
+        "bridged_prewrite",
+        "bridged_slot",
+        "bridged_desc_len",
         "payload_off",
     )
 
@@ -134,10 +175,29 @@ class IngressMd:
     """
 
     __slots__ = (
-        "event", "slice", "queue_op", "old_balance", "neg_cap", "cap", "region_first", "region_last",
-        "qidx", "now", "entry_tstamp", "owner", "peer_worker", "slot", "last_slot", "desc_len", "mgid",
+        "event",
+        "slice",
+        "queue_op",
+        "old_balance",
+        "neg_cap",
+        "cap",
+        "region_first",
+        "region_last",
+        "qidx",
+        "now",
+        "entry_tstamp",
+        "owner",
+        "peer_worker",
+        "slot",
+        "last_slot",
+        "desc_len",
+        "mgid",
         "stamp_int",
-        "ingress_port", "parser_err", "drop_ctl", "ucast_egress_port", "mcast_grp_a",
+        "ingress_port",
+        "parser_err",
+        "drop_ctl",
+        "ucast_egress_port",
+        "mcast_grp_a",
     )
 
     def __init__(self):

@@ -6,16 +6,29 @@ is a parser error (`parser_err`), which ingress counts as EV_PARSER_ERROR and dr
 Fields go into a reused `Headers` (see there for which); `payload_off` is where the
 unparsed bytes start. Headers sit at fixed offsets: ethernet 0, ipv4 14, udp 34, rain 42.
 """
+
 from __future__ import annotations
 
 import struct
 
-from .headers import (ETH_BYTES, ETHERTYPE_IPV4, EV_NO_ROUTE, IP_PROTO_UDP, IPV4_BYTES, PARSER_ERR_NONE,
-                      PARSER_ERR_TRUNCATED, RAIN_HDR_BYTES, RAIN_UDP_PORT, UDP_HDR_BYTES, Headers, IngressMd)
+from .headers import (
+    ETH_BYTES,
+    ETHERTYPE_IPV4,
+    EV_NO_ROUTE,
+    IP_PROTO_UDP,
+    IPV4_BYTES,
+    PARSER_ERR_NONE,
+    PARSER_ERR_TRUNCATED,
+    RAIN_HDR_BYTES,
+    RAIN_UDP_PORT,
+    UDP_HDR_BYTES,
+    Headers,
+    IngressMd,
+)
 
 ETH = struct.Struct("!6s6sH")
 IPV4 = struct.Struct("!BBHHHBBHII")
-ETH_IPV4 = struct.Struct("!6s6sH" "BBHHHBBHII")  # both in one call when the frame is long enough
+ETH_IPV4 = struct.Struct("!6s6sHBBHHHBBHII")  # both in one call when the frame is long enough
 UDP = struct.Struct("!HHHH")
 RAIN = struct.Struct("!BBBBHHIHH8sII")
 
@@ -47,8 +60,21 @@ def _extract(buf, n: int, hdr: Headers, full_udp: bool) -> int:
         hdr.payload_off = ETH_BYTES
         return PARSER_ERR_TRUNCATED if ether_type == ETHERTYPE_IPV4 else PARSER_ERR_NONE
     hdr.ipv4 = t = _eth_ipv4(buf, 0)
-    (hdr.eth_dst, hdr.eth_src, ether_type, vihl, _tos, total_len, _ident, flags_frag, ttl, protocol, _csum,
-     src, dst) = t
+    (
+        hdr.eth_dst,
+        hdr.eth_src,
+        ether_type,
+        vihl,
+        _tos,
+        total_len,
+        _ident,
+        flags_frag,
+        ttl,
+        protocol,
+        _csum,
+        src,
+        dst,
+    ) = t
     hdr.ether_type = ether_type
     hdr.eth_valid = True
     if ether_type != ETHERTYPE_IPV4:
@@ -80,8 +106,20 @@ def _extract(buf, n: int, hdr: Headers, full_udp: bool) -> int:
     if n < _RAIN_OFF + RAIN_HDR_BYTES:
         hdr.payload_off = _RAIN_OFF
         return PARSER_ERR_TRUNCATED
-    (hdr.version, hdr.kind, hdr.flags, hdr.task_type, hdr.slice, hdr.client_id, hdr.request_id,
-     hdr.worker_id, hdr.report, hdr.data, hdr.int_qdelay_ns, hdr.int_qlen) = _rain(buf, _RAIN_OFF)
+    (
+        hdr.version,
+        hdr.kind,
+        hdr.flags,
+        hdr.task_type,
+        hdr.slice,
+        hdr.client_id,
+        hdr.request_id,
+        hdr.worker_id,
+        hdr.report,
+        hdr.data,
+        hdr.int_qdelay_ns,
+        hdr.int_qlen,
+    ) = _rain(buf, _RAIN_OFF)
     hdr.rain_valid = True
     hdr.payload_off = _RAIN_OFF + RAIN_HDR_BYTES
     return PARSER_ERR_NONE

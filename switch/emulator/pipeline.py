@@ -13,18 +13,33 @@ An egress copy whose bridged header says prewrite == 0 passes egress unchanged
 (RdmaWriter does nothing to it and the egress deparser's checksum over unchanged
 fields equals the ingress deparser's), so it is emitted without being parsed again.
 """
+
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from .bidir_queue import BidirQueue
 from .deparser import switch_egress_deparser, switch_ingress_deparser
 from .dispatch import Dispatch
 from .events import Events
 from .forward import Forward
-from .headers import (EV_BAD_RAIN, EV_FORWARDED, EV_NO_ROUTE, EV_PARSER_ERROR, FLAG_LARGE, KIND_TASK, KIND_TOKEN,
-                      LARGE_UDP_MAX, LARGE_UDP_MIN, MAX_SLICES, RAIN_VERSION, EgressMd, Headers, IngressMd)
+from .headers import (
+    EV_BAD_RAIN,
+    EV_FORWARDED,
+    EV_NO_ROUTE,
+    EV_PARSER_ERROR,
+    FLAG_LARGE,
+    KIND_TASK,
+    KIND_TOKEN,
+    LARGE_UDP_MAX,
+    LARGE_UDP_MIN,
+    MAX_SLICES,
+    RAIN_VERSION,
+    EgressMd,
+    Headers,
+    IngressMd,
+)
 from .parser import switch_egress_parser, switch_ingress_parser
 from .queue_entries import QueueEntries
 from .rdma_engine import RdmaEngine
@@ -62,10 +77,11 @@ class SwitchIngress:
             ig_md.drop_ctl = 1
             ig_md.event = EV_PARSER_ERROR
         elif hdr.rain_valid and (hdr.kind == KIND_TASK or hdr.kind == KIND_TOKEN):
-            if (hdr.version != RAIN_VERSION
-                    or (hdr.kind == KIND_TOKEN and hdr.slice >= MAX_SLICES)
-                    or (hdr.flags & FLAG_LARGE
-                        and not LARGE_UDP_MIN <= hdr.udp_length <= LARGE_UDP_MAX)):
+            if (
+                hdr.version != RAIN_VERSION
+                or (hdr.kind == KIND_TOKEN and hdr.slice >= MAX_SLICES)
+                or (hdr.flags & FLAG_LARGE and not LARGE_UDP_MIN <= hdr.udp_length <= LARGE_UDP_MAX)
+            ):
                 ig_md.drop_ctl = 1
                 ig_md.event = EV_BAD_RAIN
             else:
@@ -101,8 +117,9 @@ class SwitchEgress:
 class Pipeline:
     """One pipe running the Rain program over a `TableStore`."""
 
-    def __init__(self, store: TableStore, clock: Callable[[], int] = global_tstamp,
-                 on_drop: Callable[[str], None] | None = None):
+    def __init__(
+        self, store: TableStore, clock: Callable[[], int] = global_tstamp, on_drop: Callable[[str], None] | None = None
+    ):
         self.store = store
         self.clock = clock
         # Drops the P4 does not count itself (egress has no event counter): reported here.

@@ -16,6 +16,7 @@ in a full RX ring, and copies to a dev_port with no interface. Every such drop i
 counted by reason in `DropStats` (logged, and written to the stats file), and the
 port's `$PORT_STAT` counts what it received (All vs OK) and sent.
 """
+
 from __future__ import annotations
 
 import errno
@@ -28,8 +29,8 @@ import select
 import socket
 import struct
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable
 
 from switch.errors import SwitchError
 
@@ -66,15 +67,15 @@ _STATUS = struct.Struct("=I")
 _TX_HDR = struct.Struct("=II")  # status, len
 
 REASONS = (
-    "rx_port_disabled",   # a frame arrived on a port not added/enabled through $PORT
-    "rx_ring_overflow",   # the kernel found the RX ring full (the loop fell behind)
-    "rx_oversize",        # a frame larger than a ring slot
-    "tx_unknown_port",    # the pipeline sent a copy to a dev_port with no interface
-    "tx_port_disabled",   # ... or to a port not added/enabled through $PORT
-    "tx_link_down",       # ... or to a port whose interface has no carrier (checked every housekeeping round)
-    "tx_ring_full",       # the TX ring had no free slot even after a flush
-    "tx_error",           # the kernel refused to send (link down, ...)
-    "internal_error",     # the pipeline raised (logged with its traceback)
+    "rx_port_disabled",  # a frame arrived on a port not added/enabled through $PORT
+    "rx_ring_overflow",  # the kernel found the RX ring full (the loop fell behind)
+    "rx_oversize",  # a frame larger than a ring slot
+    "tx_unknown_port",  # the pipeline sent a copy to a dev_port with no interface
+    "tx_port_disabled",  # ... or to a port not added/enabled through $PORT
+    "tx_link_down",  # ... or to a port whose interface has no carrier (checked every housekeeping round)
+    "tx_ring_full",  # the TX ring had no free slot even after a flush
+    "tx_error",  # the kernel refused to send (link down, ...)
+    "internal_error",  # the pipeline raised (logged with its traceback)
     "egress_skip_replica",  # (P4, uncounted there) a WRITE replica for a rid without build_write entry
 )
 
@@ -89,7 +90,7 @@ class PortSpec:
     iface: str
 
     @classmethod
-    def parse(cls, text: str) -> "PortSpec":
+    def parse(cls, text: str) -> PortSpec:
         """`132=swp1` -> PortSpec(132, "swp1")."""
         dev, sep, iface = text.partition("=")
         if not sep or not dev.strip().isdigit() or not iface.strip():
@@ -129,8 +130,9 @@ class RingPort:
         try:
             self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
         except OSError as e:
-            raise PortError(f"dev_port {self.dev_port}: cannot open a packet socket: {e}",
-                            fix="run as root (CAP_NET_RAW)") from e
+            raise PortError(
+                f"dev_port {self.dev_port}: cannot open a packet socket: {e}", fix="run as root (CAP_NET_RAW)"
+            ) from e
         try:
             self.sock.bind((self.iface, 0))
             mtu = struct.unpack_from("=16xi", fcntl.ioctl(self.sock.fileno(), SIOCGIFMTU, _ifreq(self.iface)))[0]
@@ -147,16 +149,21 @@ class RingPort:
             per_block = block // frame_size
             rx_frames = -(-rx_frames // per_block) * per_block
             tx_frames = -(-tx_frames // per_block) * per_block
-            s.setsockopt(SOL_PACKET, PACKET_RX_RING,
-                         struct.pack("IIII", block, rx_frames // per_block, frame_size, rx_frames))
-            s.setsockopt(SOL_PACKET, PACKET_TX_RING,
-                         struct.pack("IIII", block, tx_frames // per_block, frame_size, tx_frames))
-            self.mm = mmap.mmap(s.fileno(), (rx_frames + tx_frames) * frame_size,
-                                mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            s.setsockopt(
+                SOL_PACKET, PACKET_RX_RING, struct.pack("IIII", block, rx_frames // per_block, frame_size, rx_frames)
+            )
+            s.setsockopt(
+                SOL_PACKET, PACKET_TX_RING, struct.pack("IIII", block, tx_frames // per_block, frame_size, tx_frames)
+            )
+            self.mm = mmap.mmap(
+                s.fileno(), (rx_frames + tx_frames) * frame_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE
+            )
         except OSError as e:
             self.sock.close()
-            raise PortError(f"dev_port {self.dev_port}: cannot use interface {self.iface!r}: {e}",
-                            fix="is the interface in this network namespace (ip link show)?") from e
+            raise PortError(
+                f"dev_port {self.dev_port}: cannot use interface {self.iface!r}: {e}",
+                fix="is the interface in this network namespace (ip link show)?",
+            ) from e
         s.setblocking(False)
         self.mv = memoryview(self.mm)
         self.frame_size = frame_size
@@ -200,7 +207,7 @@ class RingPort:
             if _STATUS.unpack_from(mm, off)[0] != TP_STATUS_AVAILABLE:
                 return False
         start = off + TX_DATA_OFF
-        mm[start:start + n] = data
+        mm[start : start + n] = data
         _TX_HDR.pack_into(mm, off, TP_STATUS_SEND_REQUEST, n)
         i = self.tx_i + 1
         self.tx_i = 0 if i == self.tx_frames else i
@@ -289,15 +296,26 @@ class PortSet:
                 self.drops.add("tx_ring_full")
                 return
         start = off + TX_DATA_OFF
-        mm[start:start + n] = data
+        mm[start : start + n] = data
         _TX_HDR.pack_into(mm, off, TP_STATUS_SEND_REQUEST, n)
         i = port.tx_i + 1
         port.tx_i = 0 if i == port.tx_frames else i
         port.tx_pending += 1
         port.tx_bytes += n
 
-    def _deliver(self, port: RingPort, off: int, status: int, length: int, snap: int, mac: int, tci: int,
-                 tpid: int, process: Process, enabled: bool) -> bool:
+    def _deliver(
+        self,
+        port: RingPort,
+        off: int,
+        status: int,
+        length: int,
+        snap: int,
+        mac: int,
+        tci: int,
+        tpid: int,
+        process: Process,
+        enabled: bool,
+    ) -> bool:
         """One received frame (ring slot at `off`) through `process`; the slot is released.
         Returns whether the frame was accepted (for $PORT_STAT's OK counters)."""
         ok = False
@@ -310,12 +328,12 @@ class PortSet:
             start = off + mac
             mv = port.mv
             if status & TP_STATUS_VLAN_VALID:  # the kernel took the tag off: put it back
-                frame = bytearray(mv[start:start + 12])
+                frame = bytearray(mv[start : start + 12])
                 frame += struct.pack("!HH", tpid if status & TP_STATUS_VLAN_TPID_VALID else 0x8100, tci)
-                frame += mv[start + 12:start + snap]
+                frame += mv[start + 12 : start + snap]
                 snap += 4
             else:
-                frame = mv[start:start + snap]
+                frame = mv[start : start + snap]
             try:
                 process(port.dev_port, frame, snap, self._emit)
             except Exception:  # noqa: BLE001 - a frame must never stop the switch
@@ -349,9 +367,9 @@ class PortSet:
             if enabled and snap == length and not status & TP_STATUS_VLAN_VALID:
                 start = off + mac
                 try:
-                    process(dev_port, mv[start:start + snap], snap, emit)
+                    process(dev_port, mv[start : start + snap], snap, emit)
                 except Exception:  # noqa: BLE001 - a frame must never stop the switch
-                    self._failed(port, mv[start:start + snap])
+                    self._failed(port, mv[start : start + snap])
                 release(mm, off, TP_STATUS_KERNEL)
             elif not self._deliver(port, off, status, length, snap, mac, tci, tpid, process, enabled):
                 bad += 1
@@ -367,8 +385,12 @@ class PortSet:
     def _failed(self, port: RingPort, frame) -> None:
         self.drops.add("internal_error")
         if self.drops.counts["internal_error"] <= 10:
-            log.exception("dev_port %d: the pipeline failed on a %d-byte frame %s", port.dev_port, len(frame),
-                          bytes(frame[:64]).hex())
+            log.exception(
+                "dev_port %d: the pipeline failed on a %d-byte frame %s",
+                port.dev_port,
+                len(frame),
+                bytes(frame[:64]).hex(),
+            )
 
     def poll_merged(self, ports: list[RingPort], process: Process, budget: int) -> int:
         """Several ports have frames: take them in the order the kernel received them
@@ -396,8 +418,9 @@ class PortSet:
             c = counts[best]
             c[0] += 1
             c[1] += length
-            if deliver(best, best.rx_i * best.frame_size, status, length, snap, mac, tci, tpid, process,
-                       enabled[best.dev_port]):
+            if deliver(
+                best, best.rx_i * best.frame_size, status, length, snap, mac, tci, tpid, process, enabled[best.dev_port]
+            ):
                 c[2] += 1
                 c[3] += length
             best.rx_i = (best.rx_i + 1) % best.rx_frames
@@ -436,8 +459,16 @@ class PortSet:
                 c = self._cells[port.dev_port]
                 c[1] += n
 
-    def run(self, process: Process, should_stop: Callable[[], bool], *, budget: int = 64,
-            idle_timeout: float = 0.1, housekeeping: float = 0.25, on_housekeeping: Callable[[], None] | None = None) -> None:
+    def run(
+        self,
+        process: Process,
+        should_stop: Callable[[], bool],
+        *,
+        budget: int = 64,
+        idle_timeout: float = 0.1,
+        housekeeping: float = 0.25,
+        on_housekeeping: Callable[[], None] | None = None,
+    ) -> None:
         """The hot loop: drain every port's RX ring (at most `budget` frames per port per
         round), flush TX, and sleep in epoll when nothing arrived. Every `housekeeping`
         seconds, collect the kernel's RX drops, look at the links' carrier and call
@@ -480,8 +511,13 @@ class PortSet:
             self.store.ports.up_hook = None
 
     def stats_json(self) -> str:
-        return json.dumps({"drops": self.drops.counts, "ports": {d: self.store.ports.stats(d) if self.store.ports.get(d)
-                                                                 else None for d in self.ports}}, indent=1)
+        return json.dumps(
+            {
+                "drops": self.drops.counts,
+                "ports": {d: self.store.ports.stats(d) if self.store.ports.get(d) else None for d in self.ports},
+            },
+            indent=1,
+        )
 
 
 def write_atomically(path: str, text: str) -> None:

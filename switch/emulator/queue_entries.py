@@ -1,6 +1,7 @@
 """QueueEntries (switch/p4/queue_entries.p4): the 128K entries of the bidirectional
 queues, one register array per field (8 one-byte data arrays, owner, request, meta,
 tstamp)."""
+
 from __future__ import annotations
 
 from .headers import QOP_TASK_MATCHED, QOP_TASK_QUEUED, QOP_TOKEN_MATCHED, QOP_TOKEN_QUEUED, QUEUE_ENTRIES

@@ -4,6 +4,7 @@ control (same names as the P4 instances), and its runtime store.
     from switch.emulator.rain import PROGRAM, make_store
     store = make_store()            # a TableStore for the data plane and BFRuntime server
 """
+
 from __future__ import annotations
 
 from . import bidir_queue, dispatch, events, forward, queue_entries, rdma_engine, rdma_writer, slice_map, telemetry

@@ -1,10 +1,19 @@
 """RdmaEngine (switch/p4/rdma_engine.p4): the ingress half of the RDMA engine. A large
 task that must wait takes its slice's next ring slot and is multicast to the slice's
 workers with a descriptor {slot, length} in place of its inline bytes."""
+
 from __future__ import annotations
 
-from .headers import (EV_PREWRITE, FLAG_DESC, FLAG_LARGE, ICRC_BYTES, MAX_SLICES, QOP_TASK_QUEUED, RAIN_HDR_BYTES,
-                      UDP_HDR_BYTES)
+from .headers import (
+    EV_PREWRITE,
+    FLAG_DESC,
+    FLAG_LARGE,
+    ICRC_BYTES,
+    MAX_SLICES,
+    QOP_TASK_QUEUED,
+    RAIN_HDR_BYTES,
+    UDP_HDR_BYTES,
+)
 from .schema import Register
 
 RING_OFFSET = Register("pipe.SwitchIngress.rdma_engine.ring_offset", width=32, size=MAX_SLICES)

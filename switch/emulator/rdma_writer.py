@@ -1,6 +1,7 @@
 """RdmaWriter (switch/p4/rdma_writer.p4): the egress half of the RDMA engine. Each
 multicast replica of a pre-written task becomes one RoCEv2 WRITE ONLY to one worker,
 keyed on the replica's egress rid (= the worker id)."""
+
 from __future__ import annotations
 
 from .headers import MAX_WORKERS, RAIN_HDR_BYTES, RDMA_SLOT_SHIFT, ROCE_HDR_BYTES, ROCE_SRC_PORT, ROCE_UDP_PORT
@@ -9,11 +10,26 @@ from .schema import Action, Counter, Key, Param, Register, Table
 BUILD_WRITE = Table(
     "pipe.SwitchEgress.rdma_writer.build_write",
     keys=[Key("eg_intr_md.egress_rid", 16)],
-    actions=[Action("SwitchEgress.rdma_writer.make_write",
-                    [Param("smac", 48), Param("dmac", 48), Param("sip", 32), Param("dip", 32), Param("opcode", 8),
-                     Param("qpn", 24), Param("rkey", 32), Param("va_hi", 32), Param("va_lo", 32)]),
-             Action("SwitchEgress.rdma_writer.skip_replica")],
-    size=MAX_WORKERS, default_action="skip_replica")
+    actions=[
+        Action(
+            "SwitchEgress.rdma_writer.make_write",
+            [
+                Param("smac", 48),
+                Param("dmac", 48),
+                Param("sip", 32),
+                Param("dip", 32),
+                Param("opcode", 8),
+                Param("qpn", 24),
+                Param("rkey", 32),
+                Param("va_hi", 32),
+                Param("va_lo", 32),
+            ],
+        ),
+        Action("SwitchEgress.rdma_writer.skip_replica"),
+    ],
+    size=MAX_WORKERS,
+    default_action="skip_replica",
+)
 
 PSN = Register("pipe.SwitchEgress.rdma_writer.psn", width=32, size=MAX_WORKERS)
 WRITES = Counter("pipe.SwitchEgress.rdma_writer.writes", size=MAX_WORKERS)

@@ -25,12 +25,14 @@ Example:
     PROGRAM = Program("rain", tables=[FORWARD],
                       registers=[Register("pipe.SwitchIngress.bidir_queue.balance", 32, 64, signed=True)])
 """
+
 from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from switch.bfrt.info import aliases  # noqa: F401 - the same dot-suffix rule as the client's
 from switch.errors import SwitchError
@@ -201,8 +203,10 @@ class Program:
             if default.scope == "TableOnly":
                 raise SchemaError(f"{at}: default action {default.name} is TableOnly")
             if set(t.default_params) != {p.name for p in default.params}:
-                raise SchemaError(f"{at}: default_params {sorted(t.default_params)} do not match "
-                                  f"the parameters of {default.name}: {[p.name for p in default.params]}")
+                raise SchemaError(
+                    f"{at}: default_params {sorted(t.default_params)} do not match "
+                    f"the parameters of {default.name}: {[p.name for p in default.params]}"
+                )
         for r in self.registers:
             if r.width not in (8, 16, 32, 64) or r.size <= 0:
                 raise SchemaError(f"{where}, register {r.name}: width must be 8, 16, 32 or 64 and size positive")
@@ -212,9 +216,7 @@ class Program:
 
 
 def _without_pipe(name: str) -> str:
-    return name[len("pipe."):] if name.startswith("pipe.") else name
-
-
+    return name[len("pipe.") :] if name.startswith("pipe.") else name
 
 
 # ---------------------------------------------------------------- the BF-RT layout
@@ -241,13 +243,29 @@ _TABLE_BASE = 0x02000000
 _COUNTER_BASE = 0x12000000
 _REGISTER_BASE = 0x13000000
 
-SPEEDS = ("BF_SPEED_NONE", "BF_SPEED_1G", "BF_SPEED_10G", "BF_SPEED_25G", "BF_SPEED_40G",
-          "BF_SPEED_50G", "BF_SPEED_100G", "BF_SPEED_200G", "BF_SPEED_400G")
+SPEEDS = (
+    "BF_SPEED_NONE",
+    "BF_SPEED_1G",
+    "BF_SPEED_10G",
+    "BF_SPEED_25G",
+    "BF_SPEED_40G",
+    "BF_SPEED_50G",
+    "BF_SPEED_100G",
+    "BF_SPEED_200G",
+    "BF_SPEED_400G",
+)
 FECS = ("BF_FEC_TYP_NONE", "BF_FEC_TYP_FIRECODE", "BF_FEC_TYP_REED_SOLOMON")
 AUTONEG = ("PM_AN_DEFAULT", "PM_AN_FORCE_ENABLE", "PM_AN_FORCE_DISABLE")
-PORT_STAT_FIELDS = ("$FramesReceivedOK", "$FramesReceivedAll", "$OctetsReceivedinGoodFrames",
-                    "$OctetsReceived", "$FramesTransmittedOK", "$FramesTransmittedAll",
-                    "$OctetsTransmittedwithouterror", "$OctetsTransmittedTotal")
+PORT_STAT_FIELDS = (
+    "$FramesReceivedOK",
+    "$FramesReceivedAll",
+    "$OctetsReceivedinGoodFrames",
+    "$OctetsReceived",
+    "$FramesTransmittedOK",
+    "$FramesTransmittedAll",
+    "$OctetsTransmittedwithouterror",
+    "$OctetsTransmittedTotal",
+)
 
 _UINT_WIDTH = {"uint8": 8, "uint16": 16, "uint32": 32, "uint64": 64}
 
@@ -300,17 +318,39 @@ class FieldSpec:
         return [{"name": n, "value": v} for n, v in self.annotations]
 
     def key_json(self) -> dict[str, Any]:
-        return {"id": self.id, "name": self.name, "repeated": False, "annotations": self._annotations_json(),
-                "mandatory": self.mandatory, "match_type": self.match.value, "type": self.type_json()}
+        return {
+            "id": self.id,
+            "name": self.name,
+            "repeated": False,
+            "annotations": self._annotations_json(),
+            "mandatory": self.mandatory,
+            "match_type": self.match.value,
+            "type": self.type_json(),
+        }
 
     def data_json(self) -> dict[str, Any]:
-        return {"mandatory": self.mandatory, "read_only": self.read_only,
-                "singleton": {"id": self.id, "name": self.name, "repeated": self.repeated,
-                              "annotations": self._annotations_json(), "type": self.type_json()}}
+        return {
+            "mandatory": self.mandatory,
+            "read_only": self.read_only,
+            "singleton": {
+                "id": self.id,
+                "name": self.name,
+                "repeated": self.repeated,
+                "annotations": self._annotations_json(),
+                "type": self.type_json(),
+            },
+        }
 
     def param_json(self) -> dict[str, Any]:
-        return {"id": self.id, "name": self.name, "repeated": False, "mandatory": self.mandatory,
-                "read_only": False, "annotations": self._annotations_json(), "type": self.type_json()}
+        return {
+            "id": self.id,
+            "name": self.name,
+            "repeated": False,
+            "mandatory": self.mandatory,
+            "read_only": False,
+            "annotations": self._annotations_json(),
+            "type": self.type_json(),
+        }
 
 
 @dataclass(frozen=True)
@@ -324,8 +364,13 @@ class ActionSpec:
         object.__setattr__(self, "param_by_id", {p.id: p for p in self.params})
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "name": self.name, "action_scope": self.scope, "annotations": [],
-                "data": [p.param_json() for p in self.params]}
+        return {
+            "id": self.id,
+            "name": self.name,
+            "action_scope": self.scope,
+            "annotations": [],
+            "data": [p.param_json() for p in self.params],
+        }
 
 
 class Kind(str, enum.Enum):
@@ -365,12 +410,18 @@ class TableSpec:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "name": self.name, "id": self.id, "table_type": self.table_type, "size": self.size,
-            "annotations": [], "depends_on": [], "has_const_default_action": self.const_default,
+            "name": self.name,
+            "id": self.id,
+            "table_type": self.table_type,
+            "size": self.size,
+            "annotations": [],
+            "depends_on": [],
+            "has_const_default_action": self.const_default,
             "key": [k.key_json() for k in self.keys],
             "action_specs": [a.to_json() for a in self.actions],
             "data": [d.data_json() for d in self.data],
-            "supported_operations": list(self.operations), "attributes": list(self.attributes),
+            "supported_operations": list(self.operations),
+            "attributes": list(self.attributes),
         }
 
 
@@ -398,28 +449,48 @@ def _bytes_field(id: int, name: str, width: int, **kw) -> FieldSpec:
 
 
 def _match_table(t: Table, table_id: int, action_ids: dict[str, int]) -> TableSpec:
-    keys = [_bytes_field(i, k.name, k.width, match=k.match, mandatory=k.match is Match.EXACT)
-            for i, k in enumerate(t.keys, start=1)]
+    keys = [
+        _bytes_field(i, k.name, k.width, match=k.match, mandatory=k.match is Match.EXACT)
+        for i, k in enumerate(t.keys, start=1)
+    ]
     if t.has_priority:
         keys.append(FieldSpec(MATCH_PRIORITY_ID, "$MATCH_PRIORITY", "uint32", match=Match.EXACT))
-    actions = [ActionSpec(action_ids[a.name], a.name, a.scope,
-                          tuple(_bytes_field(i, p.name, p.width) for i, p in enumerate(a.params, start=1)))
-               for a in t.actions]
-    return TableSpec(table_id, t.name, "MatchAction_Direct", Kind.MATCH, t.size, tuple(keys),
-                     actions=tuple(actions), attributes=("EntryScope",), const_default=t.const_default)
+    actions = [
+        ActionSpec(
+            action_ids[a.name],
+            a.name,
+            a.scope,
+            tuple(_bytes_field(i, p.name, p.width) for i, p in enumerate(a.params, start=1)),
+        )
+        for a in t.actions
+    ]
+    return TableSpec(
+        table_id,
+        t.name,
+        "MatchAction_Direct",
+        Kind.MATCH,
+        t.size,
+        tuple(keys),
+        actions=tuple(actions),
+        attributes=("EntryScope",),
+        const_default=t.const_default,
+    )
 
 
 def _register_table(r: Register, table_id: int) -> TableSpec:
     index = FieldSpec(REGISTER_INDEX_ID, "$REGISTER_INDEX", "uint32", match=Match.EXACT)
-    cell = _bytes_field(1, r.data_field, r.width, mandatory=False, repeated=True,
-                        annotations=(("$bfrt_field_class", "register_data"),))
+    cell = _bytes_field(
+        1, r.data_field, r.width, mandatory=False, repeated=True, annotations=(("$bfrt_field_class", "register_data"),)
+    )
     return TableSpec(table_id, r.name, "Register", Kind.REGISTER, r.size, (index,), (cell,), operations=("Sync",))
 
 
 def _counter_table(c: Counter, table_id: int) -> TableSpec:
     index = FieldSpec(COUNTER_INDEX_ID, "$COUNTER_INDEX", "uint32", match=Match.EXACT)
-    data = (FieldSpec(COUNTER_SPEC_BYTES_ID, "$COUNTER_SPEC_BYTES", "uint64", mandatory=False),
-            FieldSpec(COUNTER_SPEC_PKTS_ID, "$COUNTER_SPEC_PKTS", "uint64", mandatory=False))
+    data = (
+        FieldSpec(COUNTER_SPEC_BYTES_ID, "$COUNTER_SPEC_BYTES", "uint64", mandatory=False),
+        FieldSpec(COUNTER_SPEC_PKTS_ID, "$COUNTER_SPEC_PKTS", "uint64", mandatory=False),
+    )
     return TableSpec(table_id, c.name, "Counter", Kind.COUNTER, c.size, (index,), data, operations=("Sync",))
 
 
@@ -430,31 +501,60 @@ def fixed_tables(max_ports: int = 512) -> tuple[TableSpec, ...]:
     rep = dict(mandatory=False, repeated=True)
     dev_port = FieldSpec(1, "$DEV_PORT", "uint32", match=exact)
     return (
-        TableSpec(PORT_TABLE_ID, "$PORT", "PortConfigure", Kind.PORT, max_ports, (dev_port,), (
-            FieldSpec(1, "$SPEED", "string", choices=SPEEDS),
-            FieldSpec(2, "$FEC", "string", choices=FECS),
-            FieldSpec(3, "$N_LANES", "uint32", **opt),
-            FieldSpec(4, "$PORT_ENABLE", "bool", **opt),
-            FieldSpec(5, "$AUTO_NEGOTIATION", "string", choices=AUTONEG, **opt),
-            FieldSpec(25, "$PORT_UP", "bool", mandatory=False, read_only=True),
-        )),
-        TableSpec(PORT_STAT_TABLE_ID, "$PORT_STAT", "PortStat", Kind.PORT_STAT, max_ports, (dev_port,),
-                  tuple(FieldSpec(i, n, "uint64", **opt) for i, n in enumerate(PORT_STAT_FIELDS, start=1))),
-        TableSpec(PRE_MGID_TABLE_ID, "$pre.mgid", "PreMgid", Kind.PRE_MGID, 65536,
-                  (FieldSpec(1, "$MGID", "uint16", match=exact),), (
-            FieldSpec(1, "$MULTICAST_NODE_ID", "uint32", **rep),
-            FieldSpec(2, "$MULTICAST_NODE_L1_XID_VALID", "bool", **rep),
-            FieldSpec(3, "$MULTICAST_NODE_L1_XID", "uint16", **rep),
-            FieldSpec(4, "$MULTICAST_ECMP_ID", "uint32", **rep),
-            FieldSpec(5, "$MULTICAST_ECMP_L1_XID_VALID", "bool", **rep),
-            FieldSpec(6, "$MULTICAST_ECMP_L1_XID", "uint16", **rep),
-        )),
-        TableSpec(PRE_NODE_TABLE_ID, "$pre.node", "PreNode", Kind.PRE_NODE, 65536,
-                  (FieldSpec(1, "$MULTICAST_NODE_ID", "uint32", match=exact),), (
-            FieldSpec(1, "$MULTICAST_RID", "uint16"),
-            FieldSpec(2, "$MULTICAST_LAG_ID", "uint8", **rep),
-            FieldSpec(3, "$DEV_PORT", "uint32", **rep),
-        )),
+        TableSpec(
+            PORT_TABLE_ID,
+            "$PORT",
+            "PortConfigure",
+            Kind.PORT,
+            max_ports,
+            (dev_port,),
+            (
+                FieldSpec(1, "$SPEED", "string", choices=SPEEDS),
+                FieldSpec(2, "$FEC", "string", choices=FECS),
+                FieldSpec(3, "$N_LANES", "uint32", **opt),
+                FieldSpec(4, "$PORT_ENABLE", "bool", **opt),
+                FieldSpec(5, "$AUTO_NEGOTIATION", "string", choices=AUTONEG, **opt),
+                FieldSpec(25, "$PORT_UP", "bool", mandatory=False, read_only=True),
+            ),
+        ),
+        TableSpec(
+            PORT_STAT_TABLE_ID,
+            "$PORT_STAT",
+            "PortStat",
+            Kind.PORT_STAT,
+            max_ports,
+            (dev_port,),
+            tuple(FieldSpec(i, n, "uint64", **opt) for i, n in enumerate(PORT_STAT_FIELDS, start=1)),
+        ),
+        TableSpec(
+            PRE_MGID_TABLE_ID,
+            "$pre.mgid",
+            "PreMgid",
+            Kind.PRE_MGID,
+            65536,
+            (FieldSpec(1, "$MGID", "uint16", match=exact),),
+            (
+                FieldSpec(1, "$MULTICAST_NODE_ID", "uint32", **rep),
+                FieldSpec(2, "$MULTICAST_NODE_L1_XID_VALID", "bool", **rep),
+                FieldSpec(3, "$MULTICAST_NODE_L1_XID", "uint16", **rep),
+                FieldSpec(4, "$MULTICAST_ECMP_ID", "uint32", **rep),
+                FieldSpec(5, "$MULTICAST_ECMP_L1_XID_VALID", "bool", **rep),
+                FieldSpec(6, "$MULTICAST_ECMP_L1_XID", "uint16", **rep),
+            ),
+        ),
+        TableSpec(
+            PRE_NODE_TABLE_ID,
+            "$pre.node",
+            "PreNode",
+            Kind.PRE_NODE,
+            65536,
+            (FieldSpec(1, "$MULTICAST_NODE_ID", "uint32", match=exact),),
+            (
+                FieldSpec(1, "$MULTICAST_RID", "uint16"),
+                FieldSpec(2, "$MULTICAST_LAG_ID", "uint8", **rep),
+                FieldSpec(3, "$DEV_PORT", "uint32", **rep),
+            ),
+        ),
     )
 
 

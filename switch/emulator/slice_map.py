@@ -2,6 +2,7 @@
 
 Unmapped types go to slice 0 (the default action is set_slice(0)).
 """
+
 from __future__ import annotations
 
 from .headers import TASK_TYPES
@@ -11,7 +12,10 @@ MAP_SLICE = Table(
     "pipe.SwitchIngress.slice_map.map_slice",
     keys=[Key("hdr.rain.task_type", 8)],
     actions=[Action("SwitchIngress.slice_map.set_slice", [Param("slice", 16)])],
-    size=TASK_TYPES, default_action="set_slice", default_params={"slice": 0})
+    size=TASK_TYPES,
+    default_action="set_slice",
+    default_params={"slice": 0},
+)
 
 TABLES = (MAP_SLICE,)
 REGISTERS = ()

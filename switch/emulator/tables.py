@@ -32,6 +32,7 @@ Usage from a data plane:
 Errors are `TableError`s carrying the google.rpc canonical `code` the BFRuntime
 server answers with (ALREADY_EXISTS, NOT_FOUND, RESOURCE_EXHAUSTED for a full table...).
 """
+
 from __future__ import annotations
 
 import bisect
@@ -39,8 +40,9 @@ import difflib
 import enum
 import itertools
 import threading
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterable, Mapping, NamedTuple
+from typing import Any, NamedTuple
 
 from switch.errors import SwitchError
 
@@ -176,8 +178,9 @@ class MatchTable:
             self._lpm: tuple[tuple[int, int, dict], ...] = ()  # (prefix_len, mask, {probe: Entry}), longest first
             self._find = self._find_lpm if len(decl.keys) > 1 else self._find_lpm_only
         else:  # TCAM: rules in priority order; range-free fields are packed into one integer
-            self._packed = tuple((i, k.width, (1 << k.width) - 1) for i, k in enumerate(decl.keys)
-                                 if k.match is not Match.RANGE)
+            self._packed = tuple(
+                (i, k.width, (1 << k.width) - 1) for i, k in enumerate(decl.keys) if k.match is not Match.RANGE
+            )
             self._rules: list[tuple[int, int, tuple, Entry]] = []  # (mask, value, ranges, entry)
             self._find = self._find_tcam
         self._initial_default = (decl.action(decl.default_action).name, dict(decl.default_params))
@@ -221,7 +224,7 @@ class MatchTable:
 
     def _find_lpm(self, values: tuple) -> Entry | None:
         pos = self._lpm_pos
-        head, value, tail = values[:pos], values[pos], values[pos + 1:]
+        head, value, tail = values[:pos], values[pos], values[pos + 1 :]
         for _plen, mask, index in self._lpm:
             entry = index.get(head + (value & mask,) + tail)
             if entry is not None:
@@ -239,22 +242,27 @@ class MatchTable:
 
     # -------------------------------------------------------- control plane
 
-    def add(self, key: Any, action: str, params: Mapping[str, int] | None = None, *,
-            priority: int | None = None) -> Entry:
+    def add(
+        self, key: Any, action: str, params: Mapping[str, int] | None = None, *, priority: int | None = None
+    ) -> Entry:
         """Install an entry; AlreadyExists if its key is installed, TableFull at `size`."""
         with self._lock:
             canon, ident = self._identity(key, priority)
             if ident in self._entries:
                 raise AlreadyExists(f"an entry with key {self._show(canon, priority)} already exists", table=self.name)
             if len(self._entries) >= self.size:
-                raise TableFull(f"table is full ({self.size} entries)", table=self.name,
-                                fix="delete entries or declare a larger size")
+                raise TableFull(
+                    f"table is full ({self.size} entries)",
+                    table=self.name,
+                    fix="delete entries or declare a larger size",
+                )
             entry = self._entry(canon, priority, action, params, next(self._seq))
             self._publish(ident, entry, None)
             return entry
 
-    def modify(self, key: Any, action: str, params: Mapping[str, int] | None = None, *,
-               priority: int | None = None) -> Entry:
+    def modify(
+        self, key: Any, action: str, params: Mapping[str, int] | None = None, *, priority: int | None = None
+    ) -> Entry:
         """Change an installed entry's action; returns the entry it replaced."""
         with self._lock:
             canon, ident = self._identity(key, priority)
@@ -336,8 +344,9 @@ class MatchTable:
     def _action(self, name: str, params: Mapping[str, int] | None, *, default: bool) -> tuple[schema.Action, dict]:
         decl = self._actions.get(name)
         if decl is None:
-            raise InvalidArgument(f"no action {name!r}; actions: {', '.join(a.name for a in self.decl.actions)}",
-                                  table=self.name)
+            raise InvalidArgument(
+                f"no action {name!r}; actions: {', '.join(a.name for a in self.decl.actions)}", table=self.name
+            )
         if default and decl.scope == "TableOnly":
             raise InvalidArgument(f"action {decl.name} cannot be the default action", table=self.name)
         if not default and decl.scope == "DefaultOnly":
@@ -346,9 +355,15 @@ class MatchTable:
         wanted = {p.name for p in decl.params}
         if set(params) != wanted:
             missing, extra = sorted(wanted - set(params)), sorted(set(params) - wanted)
-            raise InvalidArgument(f"action {decl.name}: " + "; ".join(
-                s for s in (missing and f"missing parameters {missing}", extra and f"unknown parameters {extra}") if s),
-                table=self.name)
+            raise InvalidArgument(
+                f"action {decl.name}: "
+                + "; ".join(
+                    s
+                    for s in (missing and f"missing parameters {missing}", extra and f"unknown parameters {extra}")
+                    if s
+                ),
+                table=self.name,
+            )
         for p in decl.params:
             _check_uint(params[p.name], p.width, f"action {decl.name} parameter {p.name}", self.name)
         return decl, params
@@ -374,7 +389,9 @@ class MatchTable:
             for name, item in key.items():
                 full = self._key_names.get(name)
                 if full is None:
-                    raise InvalidArgument(f"no key field {name!r}; fields: {[k.name for k in self.keys]}", table=self.name)
+                    raise InvalidArgument(
+                        f"no key field {name!r}; fields: {[k.name for k in self.keys]}", table=self.name
+                    )
                 by_name[full] = item
             key = tuple(by_name.get(k.name) for k in self.keys)
         elif len(self.keys) == 1:  # one field: the key is its item, bare or in a 1-tuple
@@ -382,8 +399,10 @@ class MatchTable:
         elif not isinstance(key, (tuple, list)):
             key = (key,)
         if len(key) != len(self.keys):
-            raise InvalidArgument(f"key has {len(key)} fields, the table has {len(self.keys)}: "
-                                  f"{[k.name for k in self.keys]}", table=self.name)
+            raise InvalidArgument(
+                f"key has {len(key)} fields, the table has {len(self.keys)}: {[k.name for k in self.keys]}",
+                table=self.name,
+            )
         return tuple(_canon_item(k, item, self.name) for k, item in zip(self.keys, key))
 
     def _publish(self, ident: tuple, entry: Entry, old: Entry | None) -> None:
@@ -422,7 +441,7 @@ class MatchTable:
         value, plen = canon[pos]
         if len(canon) == 1:
             return plen, value
-        return plen, canon[:pos] + (value,) + canon[pos + 1:]
+        return plen, canon[:pos] + (value,) + canon[pos + 1 :]
 
     def _rule(self, entry: Entry) -> tuple[int, int, tuple, Entry]:
         mask = value = 0
@@ -657,14 +676,21 @@ class Pre:
             self.nodes[node_id] = node = self._node(rid, dev_ports, lag_ids)
             return node
 
-    def modify_node(self, node_id: int, rid: int | None = None, dev_ports: Iterable[int] | None = None,
-                    lag_ids: Iterable[int] | None = None) -> McastNode:
+    def modify_node(
+        self,
+        node_id: int,
+        rid: int | None = None,
+        dev_ports: Iterable[int] | None = None,
+        lag_ids: Iterable[int] | None = None,
+    ) -> McastNode:
         """Change a node (fields left None keep their value); returns the previous node."""
         with self._lock:
             old = self.node(node_id)
-            self.nodes[node_id] = self._node(old.rid if rid is None else rid,
-                                             old.dev_ports if dev_ports is None else dev_ports,
-                                             old.lag_ids if lag_ids is None else lag_ids)
+            self.nodes[node_id] = self._node(
+                old.rid if rid is None else rid,
+                old.dev_ports if dev_ports is None else dev_ports,
+                old.lag_ids if lag_ids is None else lag_ids,
+            )
             self._rebuild()
             return old
 
@@ -673,8 +699,11 @@ class Pre:
             old = self.node(node_id)
             users = sorted(m for m, g in self.groups.items() if node_id in g.node_ids)
             if users:
-                raise FailedPrecondition(f"node {node_id} is a member of multicast group(s) {users}",
-                                         table=self.NODE, fix="remove it from those groups first")
+                raise FailedPrecondition(
+                    f"node {node_id} is a member of multicast group(s) {users}",
+                    table=self.NODE,
+                    fix="remove it from those groups first",
+                )
             del self.nodes[node_id]
             return old
 
@@ -694,8 +723,13 @@ class Pre:
         return McastNode(rid, ports, lags)
 
     # groups
-    def add_group(self, mgid: int, node_ids: Iterable[int] = (), l1_xid_valid: Iterable[bool] | None = None,
-                  l1_xids: Iterable[int] | None = None) -> McastGroup:
+    def add_group(
+        self,
+        mgid: int,
+        node_ids: Iterable[int] = (),
+        l1_xid_valid: Iterable[bool] | None = None,
+        l1_xids: Iterable[int] | None = None,
+    ) -> McastGroup:
         with self._lock:
             _check_uint(mgid, 16, "$MGID", self.MGID)
             if mgid in self.groups:
@@ -704,8 +738,13 @@ class Pre:
             self._rebuild()
             return group
 
-    def modify_group(self, mgid: int, node_ids: Iterable[int] = (), l1_xid_valid: Iterable[bool] | None = None,
-                     l1_xids: Iterable[int] | None = None) -> McastGroup:
+    def modify_group(
+        self,
+        mgid: int,
+        node_ids: Iterable[int] = (),
+        l1_xid_valid: Iterable[bool] | None = None,
+        l1_xids: Iterable[int] | None = None,
+    ) -> McastGroup:
         """Replace a group's members; returns the previous group."""
         with self._lock:
             old = self.group_entry(mgid)
@@ -713,8 +752,13 @@ class Pre:
             self._rebuild()
             return old
 
-    def add_members(self, mgid: int, node_ids: Iterable[int], l1_xid_valid: Iterable[bool] | None = None,
-                    l1_xids: Iterable[int] | None = None) -> McastGroup:
+    def add_members(
+        self,
+        mgid: int,
+        node_ids: Iterable[int],
+        l1_xid_valid: Iterable[bool] | None = None,
+        l1_xids: Iterable[int] | None = None,
+    ) -> McastGroup:
         """MODIFY_INC: append nodes to a group; returns the previous group."""
         with self._lock:
             old = self.group_entry(mgid)
@@ -734,8 +778,11 @@ class Pre:
             if missing:
                 raise NotFound(f"nodes {missing} are not members of group {mgid}", table=self.MGID)
             keep = [i for i, n in enumerate(old.node_ids) if n not in gone]
-            self.groups[mgid] = McastGroup(tuple(old.node_ids[i] for i in keep), tuple(old.l1_xid_valid[i] for i in keep),
-                                           tuple(old.l1_xids[i] for i in keep))
+            self.groups[mgid] = McastGroup(
+                tuple(old.node_ids[i] for i in keep),
+                tuple(old.l1_xid_valid[i] for i in keep),
+                tuple(old.l1_xids[i] for i in keep),
+            )
             self._rebuild()
             return old
 
@@ -778,8 +825,9 @@ class Pre:
     def clear_nodes(self) -> dict[int, McastNode]:
         with self._lock:
             if self.groups:
-                raise FailedPrecondition(f"nodes are members of groups {sorted(self.groups)}", table=self.NODE,
-                                         fix="clear $pre.mgid first")
+                raise FailedPrecondition(
+                    f"nodes are members of groups {sorted(self.groups)}", table=self.NODE, fix="clear $pre.mgid first"
+                )
             old, self.nodes = self.nodes, {}
             return old
 
@@ -788,8 +836,11 @@ class Pre:
         valid = tuple(l1_xid_valid) if l1_xid_valid is not None else (False,) * len(node_ids)
         xids = tuple(l1_xids) if l1_xids is not None else (0,) * len(node_ids)
         if not len(valid) == len(xids) == len(node_ids):
-            raise InvalidArgument(f"{len(node_ids)} node ids but {len(valid)} L1 XID valid flags and {len(xids)} L1 XIDs",
-                                  table=self.MGID, fix="give one flag and one XID per node (or none)")
+            raise InvalidArgument(
+                f"{len(node_ids)} node ids but {len(valid)} L1 XID valid flags and {len(xids)} L1 XIDs",
+                table=self.MGID,
+                fix="give one flag and one XID per node (or none)",
+            )
         if len(set(node_ids)) != len(node_ids):
             raise InvalidArgument(f"a node appears twice in {list(node_ids)}", table=self.MGID)
         missing = [n for n in node_ids if n not in self.nodes]
@@ -800,8 +851,10 @@ class Pre:
         return McastGroup(node_ids, tuple(bool(v) for v in valid), xids)
 
     def _rebuild(self) -> None:
-        self._copies = {mgid: tuple((self.nodes[n].rid, self.nodes[n].dev_ports) for n in g.node_ids)
-                        for mgid, g in self.groups.items()}
+        self._copies = {
+            mgid: tuple((self.nodes[n].rid, self.nodes[n].dev_ports) for n in g.node_ids)
+            for mgid, g in self.groups.items()
+        }
 
 
 # ---------------------------------------------------------------- ports
@@ -819,8 +872,17 @@ class PortConfig:
     autoneg: str = "PM_AN_DEFAULT"
 
 
-_LANES = {"BF_SPEED_NONE": 1, "BF_SPEED_1G": 1, "BF_SPEED_10G": 1, "BF_SPEED_25G": 1, "BF_SPEED_40G": 4,
-          "BF_SPEED_50G": 2, "BF_SPEED_100G": 4, "BF_SPEED_200G": 4, "BF_SPEED_400G": 8}
+_LANES = {
+    "BF_SPEED_NONE": 1,
+    "BF_SPEED_1G": 1,
+    "BF_SPEED_10G": 1,
+    "BF_SPEED_25G": 1,
+    "BF_SPEED_40G": 4,
+    "BF_SPEED_50G": 2,
+    "BF_SPEED_100G": 4,
+    "BF_SPEED_200G": 4,
+    "BF_SPEED_400G": 8,
+}
 
 
 class Ports:
@@ -892,8 +954,16 @@ class Ports:
             raise NotFound(f"port {dev_port} is not added", table=self.TABLE)
         return cfg
 
-    def add(self, dev_port: int, speed: str, fec: str, *, n_lanes: int | None = None, enable: bool = False,
-            autoneg: str = "PM_AN_DEFAULT") -> PortConfig:
+    def add(
+        self,
+        dev_port: int,
+        speed: str,
+        fec: str,
+        *,
+        n_lanes: int | None = None,
+        enable: bool = False,
+        autoneg: str = "PM_AN_DEFAULT",
+    ) -> PortConfig:
         with self._lock:
             self._check_port(dev_port)
             if dev_port in self._ports:
@@ -949,12 +1019,16 @@ class Ports:
 
     def _check_port(self, dev_port: int) -> None:
         if isinstance(dev_port, bool) or not isinstance(dev_port, int) or not 0 <= dev_port < self.max_ports:
-            raise InvalidArgument(f"$DEV_PORT {dev_port!r} is not a device port (0..{self.max_ports - 1})",
-                                  table=self.TABLE)
+            raise InvalidArgument(
+                f"$DEV_PORT {dev_port!r} is not a device port (0..{self.max_ports - 1})", table=self.TABLE
+            )
 
     def _validated(self, cfg: PortConfig) -> PortConfig:
-        for value, choices, name in ((cfg.speed, schema.SPEEDS, "$SPEED"), (cfg.fec, schema.FECS, "$FEC"),
-                                     (cfg.autoneg, schema.AUTONEG, "$AUTO_NEGOTIATION")):
+        for value, choices, name in (
+            (cfg.speed, schema.SPEEDS, "$SPEED"),
+            (cfg.fec, schema.FECS, "$FEC"),
+            (cfg.autoneg, schema.AUTONEG, "$AUTO_NEGOTIATION"),
+        ):
             if value not in choices:
                 raise InvalidArgument(f"{name} {value!r} is not one of {', '.join(choices)}", table=self.TABLE)
         if cfg.n_lanes not in (1, 2, 4, 8):
@@ -980,8 +1054,10 @@ class TableStore:
         self.counters = {c.name: CounterArray(c, self.lock) for c in program.counters}
         self.pre = Pre(self.lock)
         self.ports = Ports(self.lock)
-        self._names = {kind: schema.aliases(objs) for kind, objs in
-                       (("table", self.tables), ("register", self.registers), ("counter", self.counters))}
+        self._names = {
+            kind: schema.aliases(objs)
+            for kind, objs in (("table", self.tables), ("register", self.registers), ("counter", self.counters))
+        }
 
     def __repr__(self) -> str:
         return f"<TableStore {self.program.name} pipes={self.pipes}>"
@@ -1006,10 +1082,12 @@ class TableStore:
         if full is None:
             several = sorted(n for n in set(names.values()) if n.endswith("." + name))
             if several:
-                raise NotFound(f"{kind} name {name!r} is ambiguous: {', '.join(several)}",
-                               fix="give more of the name")
+                raise NotFound(f"{kind} name {name!r} is ambiguous: {', '.join(several)}", fix="give more of the name")
             close = difflib.get_close_matches(name, list(names), n=3)
-            raise NotFound(f"program {self.program.name} has no {kind} {name!r}",
-                           fix=f"did you mean {' or '.join(close)}?" if close else
-                           f"{kind}s: {', '.join(sorted(n for n, f in names.items() if n == f)) or 'none'}")
+            raise NotFound(
+                f"program {self.program.name} has no {kind} {name!r}",
+                fix=f"did you mean {' or '.join(close)}?"
+                if close
+                else f"{kind}s: {', '.join(sorted(n for n, f in names.items() if n == f)) or 'none'}",
+            )
         return full

@@ -1,5 +1,6 @@
 """Telemetry (switch/p4/telemetry.p4): INT on every dispatched task (paper 3.3). The
 controller turns stamping on with config_int's default action."""
+
 from __future__ import annotations
 
 from .headers import FLAG_INT, QOP_TASK_MATCHED, QOP_TOKEN_MATCHED
@@ -9,7 +10,9 @@ CONFIG_INT = Table(
     "pipe.SwitchIngress.telemetry.config_int",
     keys=[],
     actions=[Action("SwitchIngress.telemetry.stamp"), Action("SwitchIngress.telemetry.dont_stamp")],
-    size=1, default_action="dont_stamp")
+    size=1,
+    default_action="dont_stamp",
+)
 
 TABLES = (CONFIG_INT,)
 REGISTERS = ()

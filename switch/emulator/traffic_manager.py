@@ -11,9 +11,10 @@ program uses it.
 Whether a copy's egress port exists and is enabled is the ports' business (ports.py):
 a copy to a port that is not is dropped and counted there.
 """
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from .headers import IngressMd
 from .tables import TableStore

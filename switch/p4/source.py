@@ -5,6 +5,7 @@ bf-rt.json (pipe.<top control>.<instance>.<object>; actions without `pipe.`).
 No P4 compiler exists on this machine, so this is what lets tests hold the P4, the
 C wire protocol and the emulator's bf-rt.json to one contract.
 """
+
 from __future__ import annotations
 
 import re
@@ -52,7 +53,9 @@ def _expand_macros(text: str) -> str:
         macros[m.group(1)] = (m.group(2), m.group(3).replace("\\\n", "\n"))
     text = re.sub(r"#define\s+\w+\(\w+\)(?:[^\n]*\\\n)*[^\n]*", " ", text)
     for name, (param, body) in macros.items():
-        text = re.sub(rf"\b{name}\((\w+)\)", lambda m: body.replace(f"##{param}", m.group(1)), text)
+        text = re.sub(
+            rf"\b{name}\((\w+)\)", lambda m, body=body, param=param: body.replace(f"##{param}", m.group(1)), text
+        )
     return text
 
 
@@ -62,12 +65,12 @@ def controls(directory: Path = P4_DIR) -> dict[str, ControlDecl]:
         text = _expand_macros(_text(path))
         for m in re.finditer(r"\bcontrol\s+(\w+)\s*\(", text):
             end = _balanced(text, m.end())
-            body = text[m.end():end]
+            body = text[m.end() : end]
             c = ControlDecl(m.group(1))
             c.tables = re.findall(r"\btable\s+(\w+)\s*\{", body)
             for t in c.tables:
-                tb = body[body.index(f"table {t}"):]
-                tb = tb[:_balanced(tb, 0)]
+                tb = body[body.index(f"table {t}") :]
+                tb = tb[: _balanced(tb, 0)]
                 am = re.search(r"\bactions\s*=\s*\{([^}]*)\}", tb)
                 c.table_actions[t] = re.findall(r"(\w+)\s*;", am.group(1)) if am else []
             c.actions = re.findall(r"\baction\s+(\w+)\s*\(", body)
@@ -87,7 +90,9 @@ class Names:
     counters: frozenset[str]
 
 
-def qualified_names(top_controls: tuple[str, ...] = ("SwitchIngress", "SwitchEgress"), directory: Path = P4_DIR) -> Names:
+def qualified_names(
+    top_controls: tuple[str, ...] = ("SwitchIngress", "SwitchEgress"), directory: Path = P4_DIR
+) -> Names:
     ctl = controls(directory)
     tables, actions, registers, counters = set(), set(), set(), set()
     table_actions: dict[str, tuple[str, ...]] = {}
@@ -125,7 +130,10 @@ def header_fields(name: str, directory: Path = P4_DIR) -> list[tuple[str, int]]:
 
 def constants(directory: Path = P4_DIR) -> dict[str, int]:
     text = "\n".join(_text(p) for p in sorted(directory.glob("*.p4")))
-    out = {n: int(v, 0) for n, v in re.findall(r"\bconst\s+\w+(?:<\d+>)?\s+(\w+)\s*=\s*(-?(?:0x[0-9a-fA-F]+|\d+))\s*;", text)}
+    out = {
+        n: int(v, 0)
+        for n, v in re.findall(r"\bconst\s+\w+(?:<\d+>)?\s+(\w+)\s*=\s*(-?(?:0x[0-9a-fA-F]+|\d+))\s*;", text)
+    }
     out.update({n: int(v, 0) for n, v in re.findall(r"#define\s+(\w+)\s+(0x[0-9a-fA-F]+|\d+)\b", text)})
     return out
 
@@ -167,7 +175,12 @@ def table_schema(directory: Path = P4_DIR) -> dict[str, dict]:
     structs = _struct_fields(text, widths)
     consts = constants(directory)
     var_struct = {"hdr": "headers_t", "ig_md": "ingress_md_t", "eg_md": "egress_md_t"}
-    header_of = {f: t for t, f in re.findall(r"(\w+_h)\s+(\w+)\s*;", re.search(r"struct\s+headers_t\s*\{(.*?)\}", text, re.S).group(1))}
+    header_of = {
+        f: t
+        for t, f in re.findall(
+            r"(\w+_h)\s+(\w+)\s*;", re.search(r"struct\s+headers_t\s*\{(.*?)\}", text, re.S).group(1)
+        )
+    }
     intrinsic = {"eg_intr_md.egress_rid": 16, "ig_intr_md.ingress_port": 9}
 
     def key_width(expr: str) -> int:
@@ -185,16 +198,20 @@ def table_schema(directory: Path = P4_DIR) -> dict[str, dict]:
     out: dict[str, dict] = {"actions": {}}
     names = qualified_names(directory=directory)
     for table, acts in names.table_actions.items():
-        prefix, tname = table[len("pipe."):].rsplit(".", 1)
+        prefix, tname = table[len("pipe.") :].rsplit(".", 1)
         ctype = _control_at(prefix, ctl)
         body = _control_body(text, ctype)
-        tb = body[body.index(f"table {tname}"):]
-        tb = tb[:_balanced(tb, 0)]
+        tb = body[body.index(f"table {tname}") :]
+        tb = tb[: _balanced(tb, 0)]
         keys = []
         km = re.search(r"\bkey\s*=\s*\{([^}]*)\}", tb)
-        for expr, match, ann in re.findall(r"([\w.\[\]:]+)\s*:\s*(\w+)\s*(@name\(\"[^\"]+\"\))?\s*;", km.group(1) if km else ""):
+        for expr, match, ann in re.findall(
+            r"([\w.\[\]:]+)\s*:\s*(\w+)\s*(@name\(\"[^\"]+\"\))?\s*;", km.group(1) if km else ""
+        ):
             name = re.search(r'"([^"]+)"', ann).group(1) if ann else expr
-            keys.append((name, {"exact": "Exact", "ternary": "Ternary", "lpm": "LPM", "range": "Range"}[match], key_width(expr)))
+            keys.append(
+                (name, {"exact": "Exact", "ternary": "Ternary", "lpm": "LPM", "range": "Range"}[match], key_width(expr))
+            )
         sm = re.search(r"\bsize\s*=\s*(\w+)\s*;", tb)
         size = (int(sm.group(1)) if sm.group(1).isdigit() else consts[sm.group(1)]) if sm else None
         out[table] = {"keys": keys, "size": size, "actions": list(acts)}
@@ -222,7 +239,7 @@ def _control_at(prefix: str, ctl: dict[str, ControlDecl]) -> str:
 
 def _control_body(text: str, ctype: str) -> str:
     m = re.search(rf"\bcontrol\s+{ctype}\s*\(", text)
-    return text[m.end():_balanced(text, m.end())]
+    return text[m.end() : _balanced(text, m.end())]
 
 
 def register_schema(directory: Path = P4_DIR) -> dict[str, dict]:
@@ -233,9 +250,11 @@ def register_schema(directory: Path = P4_DIR) -> dict[str, dict]:
     names = qualified_names(directory=directory)
     out = {}
     for fq in sorted(names.registers | names.counters):
-        prefix, rname = fq[len("pipe."):].rsplit(".", 1)
+        prefix, rname = fq[len("pipe.") :].rsplit(".", 1)
         body = _control_body(text, _control_at(prefix, ctl))
-        m = re.search(rf"\b(Register|Counter)\s*<\s*((?:bit|int)<(\d+)>)[^;(]*>\s*\(\s*(\w+)[^;]*?\)\s*{rname}\s*;", body)
+        m = re.search(
+            rf"\b(Register|Counter)\s*<\s*((?:bit|int)<(\d+)>)[^;(]*>\s*\(\s*(\w+)[^;]*?\)\s*{rname}\s*;", body
+        )
         size = int(m.group(4)) if m.group(4).isdigit() else consts[m.group(4)]
         out[fq] = {"kind": m.group(1), "width": int(m.group(3)), "signed": m.group(2).startswith("int"), "size": size}
     return out

@@ -6,6 +6,7 @@ SDE, PCI NICs with RDMA, and no `netns`, so every role takes its hardware path a
 find (and report) that the hardware is not there. Used by the provisioning tests of the
 hardware roles (tofino_sde, dpdk_host, roce, rainmaker_deploy).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -38,6 +39,8 @@ def as_hardware(inv: Inventory, out: Path, *, sde: str = FAKE_SDE, target: str =
         nic["pci"] = FAKE_PCI.format(i % 8)
         if h["role"] == "worker":
             nic["rdma"] = "ibverbs"
-    out.write_text("# tests/integration/hardware_view.py: real-hardware claims, emulated machines\n"
-                   + yaml.safe_dump(data, sort_keys=False))
+    out.write_text(
+        "# tests/integration/hardware_view.py: real-hardware claims, emulated machines\n"
+        + yaml.safe_dump(data, sort_keys=False)
+    )
     return load(out)

@@ -6,6 +6,7 @@ plus the HdrHistogram encoder against the Python `hdrh` package.
 Rates stay at a few kRPS and every run is bounded (a couple of seconds): this
 machine has 2 cores shared by the client, the peer and everything else.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -56,10 +57,10 @@ def pair(client_bin):
 
 @dataclass
 class Task:
-    ts_ns: int            # kernel receive time (CLOCK_REALTIME): only differences are used
+    ts_ns: int  # kernel receive time (CLOCK_REALTIME): only differences are used
     hdr: proto.Header
     payload: bytes
-    l4_len: int           # UDP payload bytes
+    l4_len: int  # UDP payload bytes
 
 
 class Peer:
@@ -80,7 +81,7 @@ class Peer:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> "Peer":
+    def __enter__(self) -> Peer:
         self._thread.start()
         return self
 
@@ -90,8 +91,14 @@ class Peer:
         self.raw.close()
 
     def _reply(self, t: Task, kind: int, flags: int) -> bytes:
-        h = proto.Header(kind=kind, flags=flags, task_type=t.hdr.task_type, client_id=t.hdr.client_id,
-                         request_id=t.hdr.request_id, data=t.hdr.data)
+        h = proto.Header(
+            kind=kind,
+            flags=flags,
+            task_type=t.hdr.task_type,
+            client_id=t.hdr.client_id,
+            request_id=t.hdr.request_id,
+            data=t.hdr.data,
+        )
         return frame(self.pair.b, self.pair.a, h.pack(), proto.UDP_PORT, proto.UDP_PORT)
 
     def _run(self) -> None:
@@ -109,7 +116,7 @@ class Peer:
             sock.settimeout(0.05 if not heap else max(0.0, min(0.05, heap[0][0] - now)))
             try:
                 data, anc, _, addr = sock.recvmsg(65535, 256)
-            except (socket.timeout, BlockingIOError):
+            except (TimeoutError, BlockingIOError):
                 continue
             if addr[2] == socket.PACKET_OUTGOING:
                 continue
@@ -148,15 +155,36 @@ class Client:
         self.prefix = f"rmtc{os.getpid()}x{next(_run_ids)}"
         self.out = out
         vdev = "net_af_packet0,iface=dp0" + (f",qpairs={qpairs}" if qpairs > 1 else "")
-        self.cmd = ["ip", "netns", "exec", pair.a.netns, str(CLIENT), "-l", lcores, "--no-huge", "--no-pci",
-                    "--no-telemetry", f"--file-prefix={self.prefix}", "--log-level=lib.eal:error",
-                    f"--vdev={vdev}", "--", "--src-ip", pair.a.ip, "--dst-mac", pair.b.mac, "--dst-ip", pair.b.ip,
-                    "--out", str(out), *args]
+        self.cmd = [
+            "ip",
+            "netns",
+            "exec",
+            pair.a.netns,
+            str(CLIENT),
+            "-l",
+            lcores,
+            "--no-huge",
+            "--no-pci",
+            "--no-telemetry",
+            f"--file-prefix={self.prefix}",
+            "--log-level=lib.eal:error",
+            f"--vdev={vdev}",
+            "--",
+            "--src-ip",
+            pair.a.ip,
+            "--dst-mac",
+            pair.b.mac,
+            "--dst-ip",
+            pair.b.ip,
+            "--out",
+            str(out),
+            *args,
+        ]
         self.lines: list[str] = []
         self.ready = threading.Event()
         self.proc: subprocess.Popen | None = None
 
-    def __enter__(self) -> "Client":
+    def __enter__(self) -> Client:
         self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         threading.Thread(target=self._read, daemon=True).start()
         deadline = time.monotonic() + 15
@@ -184,7 +212,7 @@ class Client:
         try:
             rc = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
-            raise AssertionError(f"rain-client still running after {timeout} s")
+            raise AssertionError(f"rain-client still running after {timeout} s") from None
         deadline = time.monotonic() + 2
         while not any(line.startswith("rain-client done") for line in self.lines) and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -256,8 +284,11 @@ def wire_vs_schedule(peer: Peer, trace: dict) -> tuple[np.ndarray, np.ndarray, n
 
 def test_poisson_rate_and_interarrivals(pair, tmp_path):
     rate, dur = 3000, 2.0
-    s, peer = run(pair, tmp_path, BASE + ["--rate", str(rate), "--duration", str(dur), "--seed", "11",
-                                          "--trace", str(tmp_path / "trace.csv")])
+    s, peer = run(
+        pair,
+        tmp_path,
+        BASE + ["--rate", str(rate), "--duration", str(dur), "--seed", "11", "--trace", str(tmp_path / "trace.csv")],
+    )
     t = s["totals"]
     assert len(peer.tasks) == t["sent"] == s["run"]["tx_frames"] == t["offered"]
     assert t["received"] == t["sent"] and t["lost"] == t["timed_out"] == 0
@@ -285,8 +316,12 @@ def test_poisson_rate_and_interarrivals(pair, tmp_path):
 
 def test_constant_interarrivals(pair, tmp_path):
     rate = 2000
-    s, peer = run(pair, tmp_path, BASE + ["--rate", str(rate), "--duration", "1.5", "--arrival", "constant",
-                                          "--trace", str(tmp_path / "trace.csv")])
+    s, peer = run(
+        pair,
+        tmp_path,
+        BASE
+        + ["--rate", str(rate), "--duration", "1.5", "--arrival", "constant", "--trace", str(tmp_path / "trace.csv")],
+    )
     t = s["totals"]
     assert len(peer.tasks) == t["sent"] == t["offered"]
     assert abs(t["offered"] - rate * 1.5) <= 1
@@ -301,15 +336,31 @@ def test_constant_interarrivals(pair, tmp_path):
 
 
 def test_schedule_changes_rate(pair, tmp_path):
-    s, peer = run(pair, tmp_path, ["--warmup", "0", "--duration", "2", "--schedule", "0:1000,1:3000",
-                                   "--arrival", "constant", "--trace", str(tmp_path / "trace.csv")])
+    s, peer = run(
+        pair,
+        tmp_path,
+        [
+            "--warmup",
+            "0",
+            "--duration",
+            "2",
+            "--schedule",
+            "0:1000,1:3000",
+            "--arrival",
+            "constant",
+            "--trace",
+            str(tmp_path / "trace.csv"),
+        ],
+    )
     assert s["offered_rps"] == pytest.approx(2000)
     assert len(peer.tasks) == s["totals"]["sent"] == 4000
     intended, wire, corrected = wire_vs_schedule(peer, read_trace(tmp_path / "trace.csv"))
     for times, slack in ((intended, 0), (corrected, 3e6)):  # ns; the wire: kernel jitter
         t = (times - intended[0]) / 1e9
         assert abs(np.sum(t < 1) - 1000) <= slack / 1e6 and abs(np.sum((t >= 1) & (t < 2)) - 3000) <= 3 * slack / 1e6
-    assert np.allclose(np.diff(intended[:1000]), 1e6, atol=2) and np.allclose(np.diff(intended[1001:]), 1e9 / 3000, atol=2)
+    assert np.allclose(np.diff(intended[:1000]), 1e6, atol=2) and np.allclose(
+        np.diff(intended[1001:]), 1e9 / 3000, atol=2
+    )
 
 
 # --- latency histograms ------------------------------------------------------------------
@@ -321,8 +372,23 @@ def test_latency_histograms_match_injected_delays(pair, tmp_path):
     def policy(t):
         return [(delays[t.hdr.task_type], proto.Kind.RESPONSE, 0)]
 
-    s, peer = run(pair, tmp_path, ["--warmup", "0.5", "--duration", "2", "--rate", "1000",
-                                   "--class", "fast:1:1:const:1000:8", "--class", "slow:1:2:const:4000:8"], policy)
+    s, peer = run(
+        pair,
+        tmp_path,
+        [
+            "--warmup",
+            "0.5",
+            "--duration",
+            "2",
+            "--rate",
+            "1000",
+            "--class",
+            "fast:1:1:const:1000:8",
+            "--class",
+            "slow:1:2:const:4000:8",
+        ],
+        policy,
+    )
     logs = read_hlog(tmp_path / "out/latency.hlog")
     sd = read_hlog(tmp_path / "out/slowdown.hlog")
     assert set(logs) == {"fast", "slow"}
@@ -330,7 +396,8 @@ def test_latency_histograms_match_injected_delays(pair, tmp_path):
         c = s["classes"][name]
         assert len(logs[name]) == 2  # one interval per second of measurement
         assert [h.get_start_time_stamp() for h in logs[name]] == pytest.approx(
-            [s["window_start_unix_ns"] / 1e6 + 1000 * k for k in range(2)], abs=2)
+            [s["window_start_unix_ns"] / 1e6 + 1000 * k for k in range(2)], abs=2
+        )
         h = merged(logs[name])
         assert h.get_total_count() == c["received"] == c["offered"] > 800
         d_ns = delays[ttype] * 1e9
@@ -352,9 +419,24 @@ def test_latency_histograms_match_injected_delays(pair, tmp_path):
 
 
 def test_mix_weights_and_large_tasks(pair, tmp_path):
-    args = BASE + ["--rate", "4000", "--duration", "2", "--client-id", "7",
-                   "--class", "a:3:1:const:5000:8", "--class", "b:1:2:exp:5000:8", "--class", "c:1:3:const:2000:200",
-                   "--large-fraction", "0.2", "--large-bytes", "64"]
+    args = BASE + [
+        "--rate",
+        "4000",
+        "--duration",
+        "2",
+        "--client-id",
+        "7",
+        "--class",
+        "a:3:1:const:5000:8",
+        "--class",
+        "b:1:2:exp:5000:8",
+        "--class",
+        "c:1:3:const:2000:200",
+        "--large-fraction",
+        "0.2",
+        "--large-bytes",
+        "64",
+    ]
     s, peer = run(pair, tmp_path, args)
     assert peer.bad == 0
     by_type = {1: [], 2: [], 3: []}
@@ -379,7 +461,7 @@ def test_mix_weights_and_large_tasks(pair, tmp_path):
         assert slot.arg == t.hdr.data  # the service time, as inline data would carry it
         assert t.l4_len == proto.HDR_LEN + want + proto.ROCE_ICRC_LEN
         assert t.payload[want:] == bytes(proto.ROCE_ICRC_LEN)  # the iCRC trailer-to-be
-        assert t.payload[proto.SLOT_HDR_LEN:want] == b"\xa5" * (want - proto.SLOT_HDR_LEN)
+        assert t.payload[proto.SLOT_HDR_LEN : want] == b"\xa5" * (want - proto.SLOT_HDR_LEN)
     for k, name in ((1, "a"), (2, "b")):
         n_large = sum(bool(t.hdr.flags & proto.Flag.LARGE) for t in by_type[k])
         assert stats.binomtest(n_large, len(by_type[k]), 0.2).pvalue > 1e-3
@@ -393,8 +475,16 @@ def test_mix_weights_and_large_tasks(pair, tmp_path):
 
 
 def test_keys_exp_and_bimodal_services(pair, tmp_path):
-    args = BASE + ["--rate", "3000", "--duration", "1", "--class", "get:9:1:keys-exp:10:800:8",
-                   "--class", "mix:1:2:bimodal:10000:100000:0.5:8"]
+    args = BASE + [
+        "--rate",
+        "3000",
+        "--duration",
+        "1",
+        "--class",
+        "get:9:1:keys-exp:10:800:8",
+        "--class",
+        "mix:1:2:bimodal:10000:100000:0.5:8",
+    ]
     s, peer = run(pair, tmp_path, args)
     keys = np.array([t.hdr.service_ns // 800 for t in peer.tasks if t.hdr.task_type == 1])
     assert all(t.hdr.service_ns % 800 == 0 for t in peer.tasks if t.hdr.task_type == 1)
@@ -409,8 +499,18 @@ def test_keys_exp_and_bimodal_services(pair, tmp_path):
 
 def test_admission_cap(pair, tmp_path):
     cap = 20
-    args = ["--warmup", "0", "--duration", "1", "--rate", "1000", "--max-outstanding", str(cap),
-            "--timeout-us", "1500000"]
+    args = [
+        "--warmup",
+        "0",
+        "--duration",
+        "1",
+        "--rate",
+        "1000",
+        "--max-outstanding",
+        str(cap),
+        "--timeout-us",
+        "1500000",
+    ]
     s, peer = run(pair, tmp_path, args, policy=lambda t: [])  # a peer that never answers
     t = s["totals"]
     ts = sorted(x.ts_ns for x in peer.tasks)
@@ -427,12 +527,17 @@ def test_admission_cap(pair, tmp_path):
 def test_timeouts_late_replies_and_rejects(pair, tmp_path):
     # request_id % 4: 0 answered at once, 1 answered after the timeout, 2 never, 3 rejected
     def policy(t):
-        return {0: [(0.0, proto.Kind.RESPONSE, 0)], 1: [(0.3, proto.Kind.RESPONSE, 0)], 2: [],
-                3: [(0.0, proto.Kind.REJECT, 0)]}[t.hdr.request_id % 4]
+        return {
+            0: [(0.0, proto.Kind.RESPONSE, 0)],
+            1: [(0.3, proto.Kind.RESPONSE, 0)],
+            2: [],
+            3: [(0.0, proto.Kind.REJECT, 0)],
+        }[t.hdr.request_id % 4]
 
     rate = 400
-    s, peer = run(pair, tmp_path, ["--warmup", "0", "--duration", "1.5", "--rate", str(rate), "--timeout-us",
-                                   "100000"], policy)
+    s, peer = run(
+        pair, tmp_path, ["--warmup", "0", "--duration", "1.5", "--rate", str(rate), "--timeout-us", "100000"], policy
+    )
     t = s["totals"]
     g = np.bincount([x.hdr.request_id % 4 for x in peer.tasks], minlength=4)
     assert not any(x.hdr.flags & proto.Flag.RESUBMIT for x in peer.tasks)
@@ -453,13 +558,19 @@ def test_resubmission(pair, tmp_path):
             return [(0.0, proto.Kind.RESPONSE, 0)]
         return {0: [], 1: [(0.0, proto.Kind.REJECT, 0)], 2: [(0.0, proto.Kind.RESPONSE, 0)]}[t.hdr.request_id % 3]
 
-    s, peer = run(pair, tmp_path, ["--warmup", "0", "--duration", "1.5", "--rate", "300", "--timeout-us", "100000",
-                                   "--resubmit"], policy)
+    s, peer = run(
+        pair,
+        tmp_path,
+        ["--warmup", "0", "--duration", "1.5", "--rate", "300", "--timeout-us", "100000", "--resubmit"],
+        policy,
+    )
     t = s["totals"]
     first = [x for x in peer.tasks if not x.hdr.flags & proto.Flag.RESUBMIT]
     again = [x for x in peer.tasks if x.hdr.flags & proto.Flag.RESUBMIT]
     g = np.bincount([x.hdr.request_id % 3 for x in first], minlength=3)
-    assert sorted(x.hdr.request_id for x in again) == sorted(x.hdr.request_id for x in first if x.hdr.request_id % 3 < 2)
+    assert sorted(x.hdr.request_id for x in again) == sorted(
+        x.hdr.request_id for x in first if x.hdr.request_id % 3 < 2
+    )
     assert len(first) == t["sent"] == t["offered"]
     assert t["resubmitted"] == len(again) and g[0] + g[1] - t["lost"] <= len(again) <= g[0] + g[1]
     assert t["rejected"] == g[1]
@@ -484,8 +595,9 @@ def test_sigterm_writes_partial_summary(pair, tmp_path):
 
 
 def test_two_lcores_share_the_rate(pair, tmp_path):
-    s, peer = run(pair, tmp_path, BASE + ["--rate", "2000", "--duration", "1.5", "--client-id", "5"],
-                  lcores="0,1", qpairs=2)
+    s, peer = run(
+        pair, tmp_path, BASE + ["--rate", "2000", "--duration", "1.5", "--client-id", "5"], lcores="0,1", qpairs=2
+    )
     t = s["totals"]
     assert s["lcores"] == 2
     ids = np.bincount([x.hdr.client_id - (5 << 8) for x in peer.tasks], minlength=2)
@@ -517,8 +629,12 @@ def test_hdr_encoder_matches_hdrh(client_bin, tmp_path):
             lines += [f"{tag} {v}" for v in vals]
     lines.append("sd 5000 1000")  # a count
     (tmp_path / "in.txt").write_text("\n".join(lines) + "\n")
-    r = subprocess.run([str(client_bin), "--selftest-hdr", str(tmp_path / "in.txt"), str(tmp_path / "out.hlog")],
-                       capture_output=True, text=True, check=True)
+    r = subprocess.run(
+        [str(client_bin), "--selftest-hdr", str(tmp_path / "in.txt"), str(tmp_path / "out.hlog")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     mine = json.loads(r.stdout)
     logs = read_hlog(tmp_path / "out.hlog")
     assert len(logs["lat"]) == len(logs["sd"]) == 3
@@ -543,8 +659,12 @@ def test_hdr_encoder_matches_hdrh(client_bin, tmp_path):
 
 def test_hdr_clamps_values_above_the_range(client_bin, tmp_path):
     (tmp_path / "in.txt").write_text(f"x {HIGHEST * 5}\nx 10\n")
-    r = subprocess.run([str(client_bin), "--selftest-hdr", str(tmp_path / "in.txt"), str(tmp_path / "out.hlog")],
-                       capture_output=True, text=True, check=True)
+    r = subprocess.run(
+        [str(client_bin), "--selftest-hdr", str(tmp_path / "in.txt"), str(tmp_path / "out.hlog")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     got = json.loads(r.stdout)["x"]
     assert got["total"] == 2 and got["clamped"] == 1
     h = read_hlog(tmp_path / "out.hlog")["x"][0]
@@ -554,15 +674,33 @@ def test_hdr_clamps_values_above_the_range(client_bin, tmp_path):
 # --- the command line ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("args,msg", [
-    (["--rate", "x"], "--rate"),
-    (["--src-ip", "1.2.3.4", "--dst-mac", "02:00:00:00:00:01", "--dst-ip", "1.1.1.1"], "--rate and --schedule"),
-    (["--bogus"], "unknown option"),
-    (["--src-ip", "1.2.3.4", "--dst-mac", "02:00:00:00:00:01", "--dst-ip", "1.1.1.1", "--rate", "1",
-      "--class", "a:1:0:weird:5:8"], "unknown service"),
-    (["--src-ip", "1.2.3.4", "--dst-mac", "02:00:00:00:00:01", "--dst-ip", "1.1.1.1", "--schedule", "1:100"],
-     "starts at 0"),
-])
+@pytest.mark.parametrize(
+    "args,msg",
+    [
+        (["--rate", "x"], "--rate"),
+        (["--src-ip", "1.2.3.4", "--dst-mac", "02:00:00:00:00:01", "--dst-ip", "1.1.1.1"], "--rate and --schedule"),
+        (["--bogus"], "unknown option"),
+        (
+            [
+                "--src-ip",
+                "1.2.3.4",
+                "--dst-mac",
+                "02:00:00:00:00:01",
+                "--dst-ip",
+                "1.1.1.1",
+                "--rate",
+                "1",
+                "--class",
+                "a:1:0:weird:5:8",
+            ],
+            "unknown service",
+        ),
+        (
+            ["--src-ip", "1.2.3.4", "--dst-mac", "02:00:00:00:00:01", "--dst-ip", "1.1.1.1", "--schedule", "1:100"],
+            "starts at 0",
+        ),
+    ],
+)
 def test_bad_options_exit_2(client_bin, args, msg):
     r = subprocess.run([str(client_bin), "--", *args], capture_output=True, text=True, timeout=10)
     assert r.returncode == 2 and msg in r.stderr, r.stderr

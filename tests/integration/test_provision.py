@@ -1,4 +1,5 @@
 """Provisioning the emulated testbed with real Ansible: converge, then nothing to change."""
+
 from __future__ import annotations
 
 import pytest

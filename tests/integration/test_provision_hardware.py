@@ -6,6 +6,7 @@ run every role of the site playbook in check mode, say what each machine lacks (
 Tofino, its SDE, the PCI NICs, their RDMA devices) one item a line with its fix, still
 say what would change, exit 1 because a real run would stop, and change nothing.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -48,16 +49,23 @@ def test_check_against_claimed_hardware_reports_what_is_missing_and_changes_noth
     roots = [h.deploy_root for h in inv.hosts] + [inv.switch.deploy_root]
     before = tree_digest(*roots)
 
-    r = subprocess.run([RAINMAKER, "provision", "--check", "-i", str(tmp_path / "hw.yaml")],
-                       capture_output=True, text=True, timeout=600, env={**os.environ, "COLUMNS": "200"})
+    r = subprocess.run(
+        [RAINMAKER, "provision", "--check", "-i", str(tmp_path / "hw.yaml")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     out = r.stdout + r.stderr
     assert r.returncode == 1, out  # a real run would stop: said by the exit status too
     assert "check mode: nothing was changed" in out
     assert "missing (a real run would stop here; hardware or vendor software):" in out
     lines = out.splitlines()
     for i, h in enumerate(hw.hosts):
-        assert f"  {h.name}: no PCI device {FAKE_PCI.format(i % 8)}; fix: `lspci -D` on the host, then hosts[].nic.pci" \
-            in lines, out
+        assert (
+            f"  {h.name}: no PCI device {FAKE_PCI.format(i % 8)}; fix: `lspci -D` on the host, then hosts[].nic.pci"
+            in lines
+        ), out
     for w in hw.workers:
         assert any(line.startswith(f"  {w.name}: no RDMA device") and "fix:" in line for line in lines), out
     sw = [line for line in lines if line.startswith(f"  {hw.switch.name}: ")]
@@ -71,8 +79,9 @@ def test_check_against_claimed_hardware_reports_what_is_missing_and_changes_noth
     assert report.roles == ROLES or set(report.roles) == set(ROLES), report.roles
     assert set(report.missing) == {h.name for h in hw.hosts} | {hw.switch.name}
     assert not report.failures and not report.ok
-    assert any(c.host == "worker1" and c.role == "rainmaker_deploy" and "bin/rain-worker" in c.items
-               for c in report.changed), report.changed
+    assert any(
+        c.host == "worker1" and c.role == "rainmaker_deploy" and "bin/rain-worker" in c.items for c in report.changed
+    ), report.changed
     assert before == tree_digest(*roots)
 
     provision(inv, progress=False, limit="worker1", tags=["deploy"])  # put the testbed back

@@ -5,6 +5,7 @@ missing device reported, what would change still listed), and a build on the hos
 
 RAINMAKER_TEST_SLOT picks the testbed's slot (tests/conftest.py).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -38,8 +39,11 @@ def deployed_as_bundled(inv, build: str = "local") -> dict[str, list[str]]:
     b = bundle(build)
     out = {}
     for h in inv.hosts:
-        bad = [f.dest for f in b.all_files() if not (h.deploy_root / f.dest).is_file()
-               or sha256(h.deploy_root / f.dest) != f.sha256]
+        bad = [
+            f.dest
+            for f in b.all_files()
+            if not (h.deploy_root / f.dest).is_file() or sha256(h.deploy_root / f.dest) != f.sha256
+        ]
         version = h.deploy_root / VERSION
         if not version.is_file() or version.read_text().strip() != b.digest:
             bad.append(VERSION)
@@ -115,7 +119,9 @@ def test_check_reports_a_broken_deploy_and_converge_repairs_it(converged):
 
     check = provision(inv, check=True, progress=False, limit="workers", tags=["deploy"])
     assert changed_items(check, "Copy the files that differ from the bundle") == {
-        "worker0": {"agent/hosts/agent/common.py"}, "worker1": {"bin/rain-worker"}}
+        "worker0": {"agent/hosts/agent/common.py"},
+        "worker1": {"bin/rain-worker"},
+    }
     assert not (w1 / "bin/rain-worker").exists() and "# changed on the host" in agent.read_text()
 
     fixed = provision(inv, progress=False, limit="workers", tags=["deploy"])
@@ -149,8 +155,9 @@ def test_hardware_claims_report_what_is_missing_and_what_would_change(converged,
     # A real run stops the host at the first role that finds something missing.
     with pytest.raises(ProvisionError) as e:
         provision(hw, progress=False, limit="worker0", tags=["dpdk_host"])
-    assert e.value.report.missing == {"worker0": [f"no PCI device {pci['worker0']}; fix: `lspci -D` on the host, "
-                                                  "then hosts[].nic.pci"]}
+    assert e.value.report.missing == {
+        "worker0": [f"no PCI device {pci['worker0']}; fix: `lspci -D` on the host, then hosts[].nic.pci"]
+    }
     assert e.value.report.total_changed == 0
     provision(inv, progress=False, limit="client0", tags=["deploy"])
     assert victim.is_file()
@@ -182,7 +189,8 @@ def test_build_on_the_host(converged, tmp_path):
         (root / "src/dpdk/worker/main.c").write_text("/* changed on the host */\n")
         rebuilt = provision(host_inv, progress=False, limit="worker0", tags=["deploy"])
         assert changed_items(rebuilt, "Copy the DPDK sources that differ from the bundle") == {
-            "worker0": {"src/dpdk/worker/main.c"}}
+            "worker0": {"src/dpdk/worker/main.c"}
+        }
         assert "Build rain-client and rain-worker with the host's DPDK" in {c.task for c in rebuilt.changed}
     finally:  # back to the binaries built here, for the other tests
         provision(inv, progress=False, limit="worker0", tags=["deploy"])
@@ -192,13 +200,21 @@ def test_build_on_the_host(converged, tmp_path):
 # -- the hardware path, against a mock ConnectX ---------------------------------------------------
 
 MOCK_TASKS = {  # what a first converge of worker0 must change on the mock, by task
-    "dpdk_host : Load the NIC's kernel modules", "roce : Load rdma_cm (its configfs folder)", "roce : Mount configfs",
-    "roce : Create the RDMA CM's configfs folder of the device", "roce : Make RoCE v2 the RDMA CM's default mode",
-    "roce : Give the RDMA CM's QPs the TOS of the RoCE DSCP", "roce : Map the RoCE DSCP to the RoCE priority (DSCP trust)",
-    "roce : Set PFC on the RoCE priority only (or off)", "roce : Set ECN (DCQCN) on the RoCE priority",
-    "roce : Set the netdev MTU for the RDMA MTU", "roce : Bring the netdev up", "roce : Give the netdev the data IP",
+    "dpdk_host : Load the NIC's kernel modules",
+    "roce : Load rdma_cm (its configfs folder)",
+    "roce : Mount configfs",
+    "roce : Create the RDMA CM's configfs folder of the device",
+    "roce : Make RoCE v2 the RDMA CM's default mode",
+    "roce : Give the RDMA CM's QPs the TOS of the RoCE DSCP",
+    "roce : Map the RoCE DSCP to the RoCE priority (DSCP trust)",
+    "roce : Set PFC on the RoCE priority only (or off)",
+    "roce : Set ECN (DCQCN) on the RoCE priority",
+    "roce : Set the netdev MTU for the RDMA MTU",
+    "roce : Bring the netdev up",
+    "roce : Give the netdev the data IP",
     "roce : Route the switch's service address through the netdev",
-    "roce : Pin the switch's service MAC as a permanent neighbour", "roce : Turn the NIC's iCRC check off (once per boot)",
+    "roce : Pin the switch's service MAC as a permanent neighbour",
+    "roce : Turn the NIC's iCRC check off (once per boot)",
     "roce : Record the RoCE facts of the host",
 }
 
@@ -219,8 +235,10 @@ def mock_connectx(converged, tmp_path):
     (tmp_path / "hw.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     hw = load(tmp_path / "hw.yaml")
     extra = {
-        "dpdk_host_root": f"{root}/", "dpdk_host_tools": tools(str(root)),
-        "roce_root": f"{root}/", "roce_tools": tools(str(root)),
+        "dpdk_host_root": f"{root}/",
+        "dpdk_host_tools": tools(str(root)),
+        "roce_root": f"{root}/",
+        "roce_tools": tools(str(root)),
         # The packages these roles install for a ConnectX that this machine already has
         # (kmod and ibverbs-utils are not: the mock stands in for modprobe and ibv_devinfo).
         "dpdk_host_mlx5_packages": ["rdma-core", "ibverbs-providers", "libibverbs1"],
@@ -244,15 +262,44 @@ def test_roles_converge_a_connectx_host(mock_connectx):
     assert {c.label for c in first.changed} == MOCK_TASKS, first.summary()
     netdev = "enp59s0f0np0"
     assert calls(str(root)) == [
-        ["modprobe", "mlx5_core"], ["modprobe", "mlx5_ib"], ["modprobe", "rdma_cm"],
+        ["modprobe", "mlx5_core"],
+        ["modprobe", "mlx5_ib"],
+        ["modprobe", "rdma_cm"],
         ["mount", "-t", "configfs", "none", f"{root}/sys/kernel/config"],
         ["mkdir", f"{root}/sys/kernel/config/rdma_cm/mlx5_0"],
         ["dcb", "app", "replace", "dev", netdev, "dscp-prio", "26:3"],
-        ["dcb", "pfc", "set", "dev", netdev, "prio-pfc", "0:off", "1:off", "2:off", "3:on", "4:off", "5:off", "6:off", "7:off"],
-        ["ip", "link", "set", "dev", netdev, "mtu", "4200"], ["ip", "link", "set", "dev", netdev, "up"],
+        [
+            "dcb",
+            "pfc",
+            "set",
+            "dev",
+            netdev,
+            "prio-pfc",
+            "0:off",
+            "1:off",
+            "2:off",
+            "3:on",
+            "4:off",
+            "5:off",
+            "6:off",
+            "7:off",
+        ],
+        ["ip", "link", "set", "dev", netdev, "mtu", "4200"],
+        ["ip", "link", "set", "dev", netdev, "up"],
         ["ip", "addr", "add", f"{hw.host('worker0').nic.ip}/24", "dev", netdev],
         ["ip", "route", "replace", f"{hw.switch.service_ip}/32", "dev", netdev],
-        ["ip", "neigh", "replace", hw.switch.service_ip, "lladdr", hw.switch.service_mac, "dev", netdev, "nud", "permanent"],
+        [
+            "ip",
+            "neigh",
+            "replace",
+            hw.switch.service_ip,
+            "lladdr",
+            hw.switch.service_mac,
+            "dev",
+            netdev,
+            "nud",
+            "permanent",
+        ],
     ]
     cm = root / "sys/kernel/config/rdma_cm/mlx5_0/ports/1"
     assert (cm / "default_roce_mode").read_text() == "RoCE v2" and (cm / "default_roce_tos").read_text() == "104"
@@ -262,11 +309,25 @@ def test_roles_converge_a_connectx_host(mock_connectx):
     assert (root / "icrc.log").read_text() == "off\n"
     facts = json.loads((hw.host("worker0").deploy_root / "facts/roce.json").read_text())
     ip = hw.host("worker0").nic.ip
-    assert facts == {"transport": "ibverbs", "rdma_device": "mlx5_0", "netdev": netdev, "port": 1, "gid_index": 3,
-                     "gid": "0000:0000:0000:0000:0000:ffff:" + "".join(f"{int(o):02x}" for o in ip.split(".")[:2])
-                            + ":" + "".join(f"{int(o):02x}" for o in ip.split(".")[2:]),
-                     "mtu": 4096, "active_mtu": 4096, "netdev_mtu": 4200, "priority": 3, "dscp": 26,
-                     "pfc": True, "ecn": True, "qp_type": "uc"}
+    assert facts == {
+        "transport": "ibverbs",
+        "rdma_device": "mlx5_0",
+        "netdev": netdev,
+        "port": 1,
+        "gid_index": 3,
+        "gid": "0000:0000:0000:0000:0000:ffff:"
+        + "".join(f"{int(o):02x}" for o in ip.split(".")[:2])
+        + ":"
+        + "".join(f"{int(o):02x}" for o in ip.split(".")[2:]),
+        "mtu": 4096,
+        "active_mtu": 4096,
+        "netdev_mtu": 4200,
+        "priority": 3,
+        "dscp": 26,
+        "pfc": True,
+        "ecn": True,
+        "qp_type": "uc",
+    }
     notes = " ".join(first.notes)
     assert "is on NUMA node 1, but hosts[].numa_node is 0" in notes
     assert "interrupts 100,101,102 of the NIC" in notes and "smp_affinity_list" in notes
@@ -286,9 +347,11 @@ def test_roles_converge_a_connectx_host(mock_connectx):
         provision(hw, playbook=VERIFY, **go)
     assert "RoCE differs from the inventory: mtu, neigh" in e.value.failures[0].message
     drift = provision(hw, check=True, **go)
-    assert {c.label for c in drift.changed} == {"roce : Set the netdev MTU for the RDMA MTU",
-                                               "roce : Pin the switch's service MAC as a permanent neighbour",
-                                               "roce : Record the RoCE facts of the host"}
+    assert {c.label for c in drift.changed} == {
+        "roce : Set the netdev MTU for the RDMA MTU",
+        "roce : Pin the switch's service MAC as a permanent neighbour",
+        "roce : Record the RoCE facts of the host",
+    }
     provision(hw, **go)
     provision(hw, playbook=VERIFY, **go)
 
@@ -319,7 +382,9 @@ def test_a_dpdk_source_build_is_checked_in_place(converged, tmp_path):
     pc.write_text("Name: DPDK\nVersion: 22.11.4\n")
     ok = provision(src_inv, **go)
     assert ok.total_changed == 0 and not ok.missing
-    assert any(n.startswith(f"DPDK 22.11.4 from the source build below {prefix}") and "af_packet" in n for n in ok.notes)
+    assert any(
+        n.startswith(f"DPDK 22.11.4 from the source build below {prefix}") and "af_packet" in n for n in ok.notes
+    )
     provision(src_inv, playbook=VERIFY, **go)
 
 
@@ -348,7 +413,9 @@ def test_a_nic_for_vfio_pci(converged, tmp_path):
     root, extra = machine("iommu", iommu=True)
     check = provision(hw, check=True, extra_vars=extra, **go)
     assert not check.missing
-    assert {"dpdk_host : Load the NIC's kernel modules", "dpdk_host : Bind the NIC to vfio-pci"} <= {c.label for c in check.changed}
+    assert {"dpdk_host : Load the NIC's kernel modules", "dpdk_host : Bind the NIC to vfio-pci"} <= {
+        c.label for c in check.changed
+    }
     assert any("would be bound to vfio-pci until the next boot" in n and "ens1f0" in n for n in check.notes)
 
     mgmt = hw.host("client0").mgmt.address

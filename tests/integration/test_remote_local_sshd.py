@@ -3,6 +3,7 @@
 Needs root (sshd drops privileges and logs in as root) and /usr/sbin/sshd. Everything
 stays on loopback; every test has its own deploy root.
 """
+
 from __future__ import annotations
 
 import json
@@ -109,8 +110,14 @@ LogLevel VERBOSE
 @pytest.fixture
 def target(sshd: Sshd, tmp_path: Path) -> Target:
     return Target(
-        name="h1", address="127.0.0.1", port=sshd.port, user="root", key=sshd.client_key,
-        known_hosts=sshd.known_hosts, role="worker", deploy_root=tmp_path / "deploy root",
+        name="h1",
+        address="127.0.0.1",
+        port=sshd.port,
+        user="root",
+        key=sshd.client_key,
+        known_hosts=sshd.known_hosts,
+        role="worker",
+        deploy_root=tmp_path / "deploy root",
     )
 
 
@@ -144,14 +151,36 @@ def test_exit_codes_stdout_stderr(remote: Remote) -> None:
 
 
 def test_nasty_argv_arrives_literally(remote: Remote, tmp_path: Path) -> None:
-    nasty = ["a b", "it's", '"dq"', "$HOME", "$(id)", "`id`", "; rm -rf /", "*", "", "back\\slash",
-             "tab\there", "new\nline", "ünï€", "-n", "&& false", "'"]
+    nasty = [
+        "a b",
+        "it's",
+        '"dq"',
+        "$HOME",
+        "$(id)",
+        "`id`",
+        "; rm -rf /",
+        "*",
+        "",
+        "back\\slash",
+        "tab\there",
+        "new\nline",
+        "ünï€",
+        "-n",
+        "&& false",
+        "'",
+    ]
     odd_dir = tmp_path / "dir with 'quote' $x"
     odd_dir.mkdir()
     r = remote.run(
-        ["python3", "-c", "import json, os, sys; print(json.dumps([sys.argv[1:], os.getcwd(), os.environ['V']]))",
-         *nasty],
-        timeout=10, env={"V": "x'y $z;w"}, cwd=str(odd_dir),
+        [
+            "python3",
+            "-c",
+            "import json, os, sys; print(json.dumps([sys.argv[1:], os.getcwd(), os.environ['V']]))",
+            *nasty,
+        ],
+        timeout=10,
+        env={"V": "x'y $z;w"},
+        cwd=str(odd_dir),
     )
     assert json.loads(r.stdout) == [nasty, str(odd_dir), "x'y $z;w"]
 
@@ -204,8 +233,12 @@ def test_tree_round_trip(remote: Remote, target: Target, tmp_path: Path) -> None
 
 # -- background processes ------------------------------------------------------------
 def test_background_log_ready_then_stop(remote: Remote, target: Target, tmp_path: Path) -> None:
-    bg = remote.start("worker", ["sh", "-c", 'sleep 0.3; echo "$GREETING ready"; exec sleep 60'],
-                      cwd=str(tmp_path), env={"GREETING": "worker 1"})
+    bg = remote.start(
+        "worker",
+        ["sh", "-c", 'sleep 0.3; echo "$GREETING ready"; exec sleep 60'],
+        cwd=str(tmp_path),
+        env={"GREETING": "worker 1"},
+    )
     assert bg.log == f"{target.deploy_root}/run/worker.log"
     assert Path(bg.pidfile).read_text().strip() == str(bg.pgid)
     assert os.getpgid(bg.pgid) == bg.pgid and os.getsid(bg.pgid) == bg.pgid  # own session and group
@@ -227,8 +260,10 @@ def test_background_port_ready(remote: Remote, tmp_path: Path) -> None:
 
 def test_started_program_has_default_signals_and_stops_on_int(remote: Remote, tmp_path: Path) -> None:
     """A shell's `&` job would start with SIGINT ignored; ours must not (testpmd stops on INT)."""
-    code = ("import signal, time; print('int ignored:', signal.getsignal(signal.SIGINT) is signal.SIG_IGN, flush=True);"
-            " time.sleep(60)")
+    code = (
+        "import signal, time; print('int ignored:', signal.getsignal(signal.SIGINT) is signal.SIG_IGN, flush=True);"
+        " time.sleep(60)"
+    )
     bg = remote.start("pyint", ["python3", "-c", code], cwd=str(tmp_path))
     remote.wait_ready(bg, log_regex="^int ignored", timeout=10)
     assert "int ignored: False" in remote.log_tail(bg)

@@ -1,6 +1,7 @@
 """The main job end to end on the emulated testbed: switch, agents, workers, clients,
 collection, validity, analysis; then a sweep killed mid-point and resumed, and a host
 lost during a point."""
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,15 @@ def spec_file(tmp_path: Path, name: str, loads: list[float], measure: float = 1.
         "name": name,
         "systems": ["rain"],
         "workers": {"per_host_threads": 2},
-        "workload": {"classes": [{"name": "task", "service": {"dist": "exponential", "mean_us": 10},
-                                  "payload": {"bytes": 8, "large_fraction": 0.2, "large_bytes": 64}}]},
+        "workload": {
+            "classes": [
+                {
+                    "name": "task",
+                    "service": {"dist": "exponential", "mean_us": 10},
+                    "payload": {"bytes": 8, "large_fraction": 0.2, "large_bytes": 64},
+                }
+            ]
+        },
         "load": {"capacity_fraction": loads},
         "emulated": {"warmup_s": 0.5, "measure_s": measure},
         "rain": {"initial_quota": 2},
@@ -42,10 +50,16 @@ def test_tasks_come_back_through_the_switch(testbed, tmp_path):
     """Issue 4's end to end: the emulator started over SSH, programmed by the controller
     from the inventory; rain-workers issue tokens; rain-client's tasks are answered."""
     tb, inv = testbed
-    run_dir = run(spec_file(tmp_path, "e2e", [0.25]), inv, tb.inventory_path, results_root=tmp_path / "results",
-                  progress=False, retries=0)
+    run_dir = run(
+        spec_file(tmp_path, "e2e", [0.25]),
+        inv,
+        tb.inventory_path,
+        results_root=tmp_path / "results",
+        progress=False,
+        retries=0,
+    )
     state = json.loads((run_dir / "sweep.json").read_text())["points"]
-    (pid, st), = state.items()
+    ((pid, st),) = state.items()
     assert st["status"] == "done", st
     pdir = run_dir / "points" / pid
     totals = json.loads((pdir / "clients" / "client0" / "summary.json").read_text())["totals"]
@@ -72,8 +86,13 @@ def test_resume_after_kill_mid_point(testbed, tmp_path):
     tb, inv = testbed
     spec = spec_file(tmp_path, "resume", [0.3, 0.4, 0.5], measure=2.0)
     env = dict(os.environ, RAINMAKER_INVENTORY=str(tb.inventory_path))
-    proc = subprocess.Popen([RAINMAKER, "run", str(spec), "--results", str(tmp_path / "results"), "--no-analysis"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [RAINMAKER, "run", str(spec), "--results", str(tmp_path / "results"), "--no-analysis"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     run_dir = None
     deadline = time.monotonic() + 120
     try:
@@ -95,13 +114,18 @@ def test_resume_after_kill_mid_point(testbed, tmp_path):
             proc.kill()
     first = run_dir / "points" / "rain-f0.3-r1"
     before = {p: p.stat().st_mtime_ns for p in first.rglob("*") if p.is_file()}
-    r = subprocess.run([RAINMAKER, "run", str(spec), "--resume", str(run_dir), "--no-analysis"],
-                       env=env, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [RAINMAKER, "run", str(spec), "--resume", str(run_dir), "--no-analysis"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     st = json.loads((run_dir / Sweep.FILE).read_text())["points"]
     assert {k: v["status"] for k, v in st.items()} == {k: "done" for k in st}
-    assert st["rain-f0.3-r1"]["attempts"] == 1          # untouched
-    assert st["rain-f0.4-r1"]["attempts"] == 2          # interrupted, then rerun
+    assert st["rain-f0.3-r1"]["attempts"] == 1  # untouched
+    assert st["rain-f0.4-r1"]["attempts"] == 2  # interrupted, then rerun
     assert {p: p.stat().st_mtime_ns for p in first.rglob("*") if p.is_file()} == before
     assert "leftover" in r.stdout  # the killed run's agents were stopped first
 
@@ -128,8 +152,15 @@ def test_a_lost_host_fails_its_point_and_the_run_goes_on(testbed, tmp_path, monk
     monkeypatch.setattr(Progress, "phase", phase)
     monkeypatch.setattr(Progress, "point", point)
     try:
-        run_dir = run(spec_file(tmp_path, "lost", [0.3, 0.4], measure=1.0), inv, tb.inventory_path,
-                      results_root=tmp_path / "results", progress=False, retries=1, analyze_after=False)
+        run_dir = run(
+            spec_file(tmp_path, "lost", [0.3, 0.4], measure=1.0),
+            inv,
+            tb.inventory_path,
+            results_root=tmp_path / "results",
+            progress=False,
+            retries=1,
+            analyze_after=False,
+        )
     finally:
         subprocess.run(["ip", "netns", "exec", ns, "ip", "link", "set", "mgmt0", "up"])
     st = json.loads((run_dir / Sweep.FILE).read_text())["points"]

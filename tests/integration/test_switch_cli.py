@@ -1,6 +1,7 @@
 """`rainmaker switch start | status | tables | registers | stop` on the emulated testbed:
 the emulator runs on the switch machine over SSH, the controller programs it through
 BFRuntime, and a token and a task sent on the data links meet in it."""
+
 from __future__ import annotations
 
 import os
@@ -84,14 +85,23 @@ def test_a_token_and_a_task_meet_in_the_programmed_switch(testbed, inv_path):
         port = proto.UDP_PORT
         try:
             wp.send(frame(ws, svc, proto.Header(kind=proto.Kind.TOKEN, worker_id=0, slice=0).pack(), port, port))
-            cp.send(frame(cs, svc, proto.Header(kind=proto.Kind.TASK, client_id=0x0001, request_id=7,
-                                                data=b"abcdefgh").pack(), port, port))
+            cp.send(
+                frame(
+                    cs,
+                    svc,
+                    proto.Header(kind=proto.Kind.TASK, client_id=0x0001, request_id=7, data=b"abcdefgh").pack(),
+                    port,
+                    port,
+                )
+            )
             got = wp.recv_until(lambda f: (u := parse_udp(f)) is not None and u[1] == port, 2.0)
         finally:
             cp.close()
             wp.close()
-        heads = [proto.Header.unpack(parse_udp(f)[2][:proto.HDR_LEN]) for _, f in got]
-        assert [(h.kind, h.worker_id, h.request_id, h.data) for h in heads] == [(proto.Kind.DISPATCH, 0, 7, b"abcdefgh")]
+        heads = [proto.Header.unpack(parse_udp(f)[2][: proto.HDR_LEN]) for _, f in got]
+        assert [(h.kind, h.worker_id, h.request_id, h.data) for h in heads] == [
+            (proto.Kind.DISPATCH, 0, 7, b"abcdefgh")
+        ]
         snap = ctl.snapshot()
         assert snap["counters"]["pipe.SwitchIngress.events.events"]["EV_DISPATCH_DIRECT"]["packets"] == 1
         ctl.reset()

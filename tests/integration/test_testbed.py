@@ -1,4 +1,5 @@
 """The emulated testbed's life cycle: up builds it, down leaves nothing behind."""
+
 from __future__ import annotations
 
 import json
@@ -43,7 +44,7 @@ def sshd_pids_of(state_dir: Path) -> list[int]:
 def assert_clean(slot: int, state_dir: Path) -> None:
     prefix = f"rm{slot}"
     assert not [n for n in netns_names() if n.startswith(prefix + "-")]
-    assert not [l for l in links() if l == f"{prefix}br" or l.startswith(f"{prefix}m-") or l.startswith(f"{prefix}d")]
+    assert not [k for k in links() if k == f"{prefix}br" or k.startswith((f"{prefix}m-", f"{prefix}d"))]
     assert not sshd_pids_of(state_dir)
     assert not list(Path("/var/run/dpdk").glob(f"{prefix}-*")) if Path("/var/run/dpdk").exists() else True
     assert not state_dir.exists()
@@ -71,8 +72,12 @@ def test_up_status_down_leaves_nothing(state_root):
         assert st["complete"] and all(r["sshd"] == "up" for r in st["machines"])
         # Data interfaces exist, carry the inventory's MAC, and have no kernel IP.
         w0 = inv.host("worker0")
-        out = subprocess.run(["ip", "netns", "exec", "rm10-worker0", "ip", "-j", "addr", "show", "data0"],
-                             capture_output=True, text=True, check=True).stdout
+        out = subprocess.run(
+            ["ip", "netns", "exec", "rm10-worker0", "ip", "-j", "addr", "show", "data0"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         d0 = json.loads(out)[0]
         assert d0["address"] == w0.nic.mac
         assert not [a for a in d0.get("addr_info", []) if a["family"] == "inet"]

@@ -1,4 +1,5 @@
 """Reaching the emulated testbed's machines: SSH with pinned host keys, exec, files."""
+
 from __future__ import annotations
 
 import os
@@ -39,10 +40,11 @@ def test_a_changed_host_key_is_refused(testbed, tmp_path):
     w0 = targets(inv, hosts=["worker0"])[0]
     # known_hosts that pins worker1's key for worker0's address: a man in the middle.
     lines = Path(inv.ssh.known_hosts).read_text().splitlines()
-    w1_key = next(l for l in lines if l.startswith(inv.host("worker1").mgmt.address + " ")).split(" ", 1)[1]
+    w1_key = next(ln for ln in lines if ln.startswith(inv.host("worker1").mgmt.address + " ")).split(" ", 1)[1]
     kh = tmp_path / "kh"
     kh.write_text(f"{w0.address} {w1_key}\n")
     from dataclasses import replace
+
     with Remote(replace(w0, known_hosts=kh)) as r:
         res = r.run(["true"], timeout=10, check=False)
     assert not res.ok and "host key" in (res.error or "").lower()
@@ -54,6 +56,7 @@ def test_an_unknown_host_is_refused(testbed, tmp_path):
     kh = tmp_path / "empty"
     kh.write_text("")
     from dataclasses import replace
+
     with Remote(replace(w0, known_hosts=kh)) as r:
         res = r.run(["true"], timeout=10, check=False)
     assert not res.ok and "unknown" in (res.error or "").lower()
@@ -72,14 +75,19 @@ def test_files_go_to_the_hosts_own_deploy_root(testbed, tmp_path):
 
 def test_cli_exec_across_hosts(testbed):
     tb, inv = testbed
-    r = subprocess.run([RAINMAKER, "exec", "-i", str(tb.inventory_path), "--", "hostname"],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [RAINMAKER, "exec", "-i", str(tb.inventory_path), "--", "hostname"], capture_output=True, text=True, timeout=60
+    )
     assert r.returncode == 0, r.stderr
     for name in ("sw0", "client0", "worker0", "worker1"):
         assert name in r.stdout
     assert "4/4 hosts ok" in r.stdout
-    r = subprocess.run([RAINMAKER, "exec", "-i", str(tb.inventory_path), "--role", "worker", "--", "sh", "-c", "exit 3"],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [RAINMAKER, "exec", "-i", str(tb.inventory_path), "--role", "worker", "--", "sh", "-c", "exit 3"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 1 and "exit 3" in r.stdout and "0/2 hosts ok" in r.stdout
 
 

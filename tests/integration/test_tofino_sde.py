@@ -12,6 +12,7 @@ start`, a changed and a broken program, the emulated variant, and the hardware v
 
 Run with RAINMAKER_TEST_SLOT=6 (the shared `testbed` fixture of tests/conftest.py).
 """
+
 from __future__ import annotations
 
 import json
@@ -45,11 +46,20 @@ def as_tofino_model(inv, out: Path, sde: Path) -> Path:
     """`inv` (the emulated testbed) with its switch as a Tofino running tofino-model on its veths."""
     data = inv.model_dump(mode="json", exclude_none=True)
     data["name"] = f"{inv.name}-model"
-    data["switch"].update({"kind": "tofino", "target": "model", "sde": str(sde), "sde_version": "9.13.0",
-                           # the testbed's hosts ask for 64 pages: keep this machine's pool where it is
-                           "hugepages": {"size": "2M", "count": 64}})
-    out.write_text("# tests/integration/test_tofino_sde.py: a tofino-model switch on the emulated testbed\n"
-                   + yaml.safe_dump(data, sort_keys=False))
+    data["switch"].update(
+        {
+            "kind": "tofino",
+            "target": "model",
+            "sde": str(sde),
+            "sde_version": "9.13.0",
+            # the testbed's hosts ask for 64 pages: keep this machine's pool where it is
+            "hugepages": {"size": "2M", "count": 64},
+        }
+    )
+    out.write_text(
+        "# tests/integration/test_tofino_sde.py: a tofino-model switch on the emulated testbed\n"
+        + yaml.safe_dump(data, sort_keys=False)
+    )
     return out
 
 
@@ -94,9 +104,14 @@ def test_check_converge_verify_then_nothing_changes(model):
 
     check = provision(minv, check=True, limit="sw0", progress=False, extra_vars=NO_PERSIST)
     would = changed(check)
-    for task in ("Copy the P4 sources of the program, rain", "Compile the program with the SDE's compiler, rain",
-                 "Install the program for bf_switchd, rain", "Write bf_switchd's conf file for rain",
-                 "Start tofino-model", "Start bf_switchd"):
+    for task in (
+        "Copy the P4 sources of the program, rain",
+        "Compile the program with the SDE's compiler, rain",
+        "Install the program for bf_switchd, rain",
+        "Write bf_switchd's conf file for rain",
+        "Start tofino-model",
+        "Start bf_switchd",
+    ):
         assert task in would, (task, would)
     assert check.missing == {}
     assert not conf.exists() and not (minv.switch.deploy_root / "p4").exists()  # check mode changed nothing
@@ -109,7 +124,9 @@ def test_check_converge_verify_then_nothing_changes(model):
     assert any("bf_switchd serves rain on" in n and "3 ports up (1/0, 2/0, 3/0)" in n for n in first.notes), first.notes
     assert pid_alive(run_dir(minv) / "bf_switchd.pid") and pid_alive(run_dir(minv) / "tofino-model.pid")
     c = json.loads(conf.read_text())
-    assert c["p4_devices"][0]["p4_programs"][0]["program-name"] == "rain" and "pcie_sysfs_prefix" not in c["chip_list"][0]
+    assert (
+        c["p4_devices"][0]["p4_programs"][0]["program-name"] == "rain" and "pcie_sysfs_prefix" not in c["chip_list"][0]
+    )
     ports = json.loads((minv.switch.deploy_root / "p4/tofino-model-ports.json").read_text())["PortToIf"]
     assert ports == [{"device_port": p.dev_port, "if": p.iface} for p in minv.switch.ports]
     assert (minv.switch.deploy_root / "log/p4c-rain.log").read_text().startswith("+ ")
@@ -188,8 +205,13 @@ def test_switchd_tasks_alone_start_only_an_installed_program(model, tmp_path):
     shutil.copytree(REPO / "switch/p4", src, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
     (src / "sizes.p4").write_text((src / "sizes.p4").read_text() + "/* changed */\n")
     with pytest.raises(ProvisionError) as e:
-        provision(minv, limit="sw0", tags=["switchd"], progress=False,
-                  extra_vars={"tofino_sde_state": "restarted", "tofino_sde_p4_dir": str(src)})
+        provision(
+            minv,
+            limit="sw0",
+            tags=["switchd"],
+            progress=False,
+            extra_vars={"tofino_sde_state": "restarted", "tofino_sde_p4_dir": str(src)},
+        )
     assert "is not installed on sw0 as this checkout would build it" in str(e.value)
     assert "rainmaker provision --tags tofino_sde" in str(e.value)
 
@@ -200,7 +222,9 @@ def test_a_bf_switchd_that_is_not_the_roles_is_not_fought_over(testbed, model, t
     (here: another network namespace of this one) is none of its business."""
     _, inv = testbed
     minv, _, _ = model
-    provision(minv, limit="sw0", tags=["tofino_sde"], progress=False)  # the program installed (a no-op after the others)
+    provision(
+        minv, limit="sw0", tags=["tofino_sde"], progress=False
+    )  # the program installed (a no-op after the others)
     switchd.stop(minv)
     fake = tmp_path / "bf_switchd"
     shutil.copy("/bin/sleep", fake)
@@ -233,8 +257,12 @@ def test_a_changed_program_is_rebuilt_and_restarted_and_a_broken_one_is_refused(
     with (src / "sizes.p4").open("a") as f:
         f.write("/* a change that the build id sees */\n")
     r = provision(minv, limit="sw0", tags=["tofino_sde"], progress=False, extra_vars={"tofino_sde_p4_dir": str(src)})
-    for task in ("Copy the P4 sources of the program, rain", "Compile the program with the SDE's compiler, rain",
-                 "Stop bf_switchd", "Start bf_switchd"):
+    for task in (
+        "Copy the P4 sources of the program, rain",
+        "Compile the program with the SDE's compiler, rain",
+        "Stop bf_switchd",
+        "Start bf_switchd",
+    ):
         assert task in changed(r), changed(r)
 
     text = (src / "rain.p4").read_text()

@@ -4,6 +4,7 @@ rain-worker runs in namespace rmtw-a on net_af_packet0 (dp0); the peer in rmtw-b
 DISPATCHes and RoCEv2 WRITEs and receives tokens and responses, and drives the knobs
 through the shared control block (hosts.ctl.ControlBlock). Every loop is bounded.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,7 +29,7 @@ REPO = Path(__file__).resolve().parents[2]
 DPDK = REPO / "hosts/dpdk"
 BIN = DPDK / "build/rain-worker"
 TAG = "rmtw"
-CLIENT_IP = "10.81.0.9"   # the client whose address the switch keeps as the dispatch's source
+CLIENT_IP = "10.81.0.9"  # the client whose address the switch keeps as the dispatch's source
 CLIENT_PORT = 40000
 
 
@@ -45,28 +46,62 @@ def pair(built):
         yield p
 
 
-def worker_cmd(pair: NetnsPair, prefix: str, args: list[str], *, binary: Path = BIN,
-               vdev: str = "net_af_packet0,iface=dp0") -> list[str]:
+def worker_cmd(
+    pair: NetnsPair, prefix: str, args: list[str], *, binary: Path = BIN, vdev: str = "net_af_packet0,iface=dp0"
+) -> list[str]:
     """rain-worker in side a on one virtual port, told the peer in side b is the switch."""
-    return ["ip", "netns", "exec", pair.a.netns, str(binary), "-l", "0", "--no-huge", "--no-pci", "--no-telemetry",
-            f"--file-prefix={prefix}", "--log-level=lib.eal:error", f"--vdev={vdev}", "--",
-            "--switch-mac", pair.b.mac, "--switch-ip", pair.b.ip, "--src-ip", pair.a.ip, *args]
+    return [
+        "ip",
+        "netns",
+        "exec",
+        pair.a.netns,
+        str(binary),
+        "-l",
+        "0",
+        "--no-huge",
+        "--no-pci",
+        "--no-telemetry",
+        f"--file-prefix={prefix}",
+        "--log-level=lib.eal:error",
+        f"--vdev={vdev}",
+        "--",
+        "--switch-mac",
+        pair.b.mac,
+        "--switch-ip",
+        pair.b.ip,
+        "--src-ip",
+        pair.a.ip,
+        *args,
+    ]
 
 
 class Worker:
     """One rain-worker process in side a, with its control block, registration and stats."""
 
-    def __init__(self, pair: NetnsPair, tmp: Path, name: str, args: list[str], env: dict | None = None,
-                 tag: str = TAG):
+    def __init__(self, pair: NetnsPair, tmp: Path, name: str, args: list[str], env: dict | None = None, tag: str = TAG):
         self.pair = pair
         self.prefix = f"{tag}-{name}-{os.getpid()}"
         self.ctl_path = tmp / f"{name}.ctl"
         self.reg_path = tmp / f"{name}.reg.json"
         self.stats_path = tmp / f"{name}.stats.json"
-        cmd = worker_cmd(pair, self.prefix, ["--ctl", str(self.ctl_path), "--registration", str(self.reg_path),
-                                             "--stats", str(self.stats_path), "--stats-period", "0.1", *args])
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     env={**os.environ, **(env or {})})
+        cmd = worker_cmd(
+            pair,
+            self.prefix,
+            [
+                "--ctl",
+                str(self.ctl_path),
+                "--registration",
+                str(self.reg_path),
+                "--stats",
+                str(self.stats_path),
+                "--stats-period",
+                "0.1",
+                *args,
+            ],
+        )
+        self.proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})}
+        )
         line = ""
         with selectors.DefaultSelector() as sel:
             sel.register(self.proc.stdout, selectors.EVENT_READ)
@@ -167,11 +202,29 @@ class Switch:
         while len(self.tokens.get(worker, [])) < count and time.monotonic() < deadline:
             self._one(0.05)
 
-    def dispatch(self, worker: int, request_id: int, *, service_ns: int = 0, client_id: int = 0x0101,
-                 flags: int = proto.Flag.INT, qdelay: int = 0, qlen: int = 0, desc: tuple[int, int] | None = None,
-                 payload: bytes = b"", kind: int = proto.Kind.DISPATCH) -> int:
-        h = proto.Header(kind=kind, flags=flags, client_id=client_id, request_id=request_id, worker_id=worker,
-                         int_qdelay_ns=qdelay, int_qlen=qlen).with_service_ns(service_ns)
+    def dispatch(
+        self,
+        worker: int,
+        request_id: int,
+        *,
+        service_ns: int = 0,
+        client_id: int = 0x0101,
+        flags: int = proto.Flag.INT,
+        qdelay: int = 0,
+        qlen: int = 0,
+        desc: tuple[int, int] | None = None,
+        payload: bytes = b"",
+        kind: int = proto.Kind.DISPATCH,
+    ) -> int:
+        h = proto.Header(
+            kind=kind,
+            flags=flags,
+            client_id=client_id,
+            request_id=request_id,
+            worker_id=worker,
+            int_qdelay_ns=qdelay,
+            int_qlen=qlen,
+        ).with_service_ns(service_ns)
         if desc is not None:
             h = h.with_desc(*desc)
         self.send_rain(h.pack() + payload)
@@ -196,8 +249,25 @@ def outstanding_view(sw: Switch, worker: int, dispatched: int, answered: int) ->
 
 # --------------------------------------------------------------------------------------------
 def test_tokens_follow_the_quota(pair, switch, tmp_path):
-    w = Worker(pair, tmp_path, "tok", ["--threads", "2", "--worker-base", "10", "--mode", "rain",
-                                       "--handler", "sleep", "--quota", "3", "--slice", "5"])
+    w = Worker(
+        pair,
+        tmp_path,
+        "tok",
+        [
+            "--threads",
+            "2",
+            "--worker-base",
+            "10",
+            "--mode",
+            "rain",
+            "--handler",
+            "sleep",
+            "--quota",
+            "3",
+            "--slice",
+            "5",
+        ],
+    )
     try:
         assert w.reg["worker_ids"] == [10, 11] and w.ctl.header.ready == 1
         # 2 x 64 x 4096 B: the ring is aligned to its (power-of-two) size (rdma.c)
@@ -277,8 +347,7 @@ def test_tokens_follow_the_quota(pair, switch, tmp_path):
 
 
 def test_responses_samples_and_sleep(pair, switch, tmp_path):
-    w = Worker(pair, tmp_path, "rsp", ["--threads", "2", "--worker-base", "0", "--mode", "push",
-                                       "--handler", "sleep"])
+    w = Worker(pair, tmp_path, "rsp", ["--threads", "2", "--worker-base", "0", "--mode", "push", "--handler", "sleep"])
     try:
         service = 30_000_000
         t_sent = {}
@@ -313,10 +382,10 @@ def test_responses_samples_and_sleep(pair, switch, tmp_path):
         assert lost0 == lost1 == 0 and len(s1) == 2 and len(s0) == 1
         (lw_a, tw_a, qd_a, ql_a), (lw_b, tw_b, qd_b, ql_b) = s1
         assert service - 100_000 <= tw_a < service + 15_000_000 and service - 100_000 <= tw_b < service + 15_000_000
-        assert lw_a < 10_000_000                               # ran at once
+        assert lw_a < 10_000_000  # ran at once
         assert service - 5_000_000 <= lw_b < service + 15_000_000  # queued behind the first
         assert (qd_a, ql_a, qd_b, ql_b) == (12_345, 7, 54_321, 9)
-        assert s0[0][2:] == (0, 0)                             # no INT flag: no switch values
+        assert s0[0][2:] == (0, 0)  # no INT flag: no switch values
         st = w.ctl.workers[1].stats
         assert st.tasks_done == 2 and st.busy_ns >= 2 * service and st.polls >= st.empty_polls > 0
     finally:
@@ -325,8 +394,9 @@ def test_responses_samples_and_sleep(pair, switch, tmp_path):
 
 # --------------------------------------------------------------------------------------------
 # RoCEv2 WRITE ONLY, built with scapy: BTH from scapy.contrib.roce, RETH by hand.
-def _roce_frame(pair, qpn: int, psn: int, va: int, rkey: int, data: bytes, *, opcode: int = 0x0A,
-                dma_len: int | None = None) -> bytes:
+def _roce_frame(
+    pair, qpn: int, psn: int, va: int, rkey: int, data: bytes, *, opcode: int = 0x0A, dma_len: int | None = None
+) -> bytes:
     from scapy.contrib.roce import BTH
     from scapy.fields import IntField, XIntField, XLongField
     from scapy.layers.inet import IP, UDP
@@ -337,18 +407,46 @@ def _roce_frame(pair, qpn: int, psn: int, va: int, rkey: int, data: bytes, *, op
         name = "RETH"
         fields_desc = [XLongField("va", 0), XIntField("rkey", 0), IntField("dlen", 0)]
 
-    p = (Ether(src=pair.b.mac, dst=pair.a.mac) / IP(src=pair.b.ip, dst=pair.a.ip, flags="DF") /
-         UDP(sport=49152, dport=4791, chksum=0) / BTH(opcode=opcode, migreq=1, dqpn=qpn, psn=psn) /
-         RETH(va=va, rkey=rkey, dlen=len(data) if dma_len is None else dma_len) / Raw(data))
+    p = (
+        Ether(src=pair.b.mac, dst=pair.a.mac)
+        / IP(src=pair.b.ip, dst=pair.a.ip, flags="DF")
+        / UDP(sport=49152, dport=4791, chksum=0)
+        / BTH(opcode=opcode, migreq=1, dqpn=qpn, psn=psn)
+        / RETH(va=va, rkey=rkey, dlen=len(data) if dma_len is None else dma_len)
+        / Raw(data)
+    )
     return bytes(p)
 
 
 @pytest.fixture(scope="module")
 def ring_worker(pair, tmp_path_factory):
-    w = Worker(pair, tmp_path_factory.mktemp("ring"), "ring",
-               ["--threads", "2", "--worker-base", "20", "--mode", "rain", "--handler", "echo", "--quota", "2",
-                "--ring-slots", "8", "--slot-size", "256", "--rkey", "0xabcdef", "--qpn-base", "0x200",
-                "--psn", "100"])
+    w = Worker(
+        pair,
+        tmp_path_factory.mktemp("ring"),
+        "ring",
+        [
+            "--threads",
+            "2",
+            "--worker-base",
+            "20",
+            "--mode",
+            "rain",
+            "--handler",
+            "echo",
+            "--quota",
+            "2",
+            "--ring-slots",
+            "8",
+            "--slot-size",
+            "256",
+            "--rkey",
+            "0xabcdef",
+            "--qpn-base",
+            "0x200",
+            "--psn",
+            "100",
+        ],
+    )
     yield w
     w.stop()
 
@@ -362,6 +460,7 @@ def _wait_drop(w: Worker, before: dict, expect: dict, timeout: float = 3.0) -> d
     def ok(st):
         d = {**st["drops"], **{f"roce_{k}": v for k, v in st["roce"].items()}}
         return all(d[k] - before[k] >= n for k, n in expect.items())
+
     st = w.wait_stats(ok, timeout)
     now = {**st["drops"], **{f"roce_{k}": v for k, v in st["roce"].items()}}
     return {k: now[k] - before[k] for k in now}
@@ -382,8 +481,11 @@ def test_rdma_writes_and_descriptors(pair, switch, ring_worker):
 
     def write(slot: int, client: int, rid: int, psn: int, *, service: int = 0, total: int = 120, **kw) -> bytes:
         data = proto.large_payload(client, rid, total, arg=service.to_bytes(8, "big"))
-        switch.raw.send(_roce_frame(pair, kw.pop("qpn", qpn1), psn, kw.pop("va", va1 + slot * 256),
-                                    kw.pop("rkey", 0xABCDEF), data, **kw))
+        switch.raw.send(
+            _roce_frame(
+                pair, kw.pop("qpn", qpn1), psn, kw.pop("va", va1 + slot * 256), kw.pop("rkey", 0xABCDEF), data, **kw
+            )
+        )
         return data
 
     before = _drops(w)
@@ -394,10 +496,10 @@ def test_rdma_writes_and_descriptors(pair, switch, ring_worker):
 
     # A matching descriptor runs; a mismatching one is refused (never run) but answered.
     switch.dispatch(21, 7001, client_id=0x0202, desc=(3, 120))
-    switch.dispatch(21, 7999, client_id=0x0202, desc=(5, 120))   # slot 5 holds 7002
-    switch.dispatch(21, 7002, client_id=0x0303, desc=(5, 120))   # wrong client
-    switch.dispatch(21, 7002, client_id=0x0202, desc=(5, 64))    # wrong length
-    switch.dispatch(21, 7002, client_id=0x0202, desc=(9, 120))   # slot out of range
+    switch.dispatch(21, 7999, client_id=0x0202, desc=(5, 120))  # slot 5 holds 7002
+    switch.dispatch(21, 7002, client_id=0x0303, desc=(5, 120))  # wrong client
+    switch.dispatch(21, 7002, client_id=0x0202, desc=(5, 64))  # wrong length
+    switch.dispatch(21, 7002, client_id=0x0202, desc=(9, 120))  # slot out of range
     keys = [(0x0202, 7001), (0x0202, 7999), (0x0303, 7002)]
     switch.wait_responses(keys, timeout=3)
     deadline = time.monotonic() + 3
@@ -412,17 +514,24 @@ def test_rdma_writes_and_descriptors(pair, switch, ring_worker):
     # Invalid WRITEs are dropped per reason, and none of them touches the ring: slot 3
     # still holds request 7001 afterwards.
     before = _drops(w)
-    write(3, 0x0202, 6666, psn=102, qpn=0x2FF)                      # unknown QP
-    write(3, 0x0202, 6666, psn=102, rkey=0x123456)                  # wrong rkey
-    write(3, 0x0202, 6666, psn=102, va=ring["va"][0] + 3 * 256)      # thread 0's region via thread 1's QP
-    write(7, 0x0202, 6666, psn=102, total=300)                      # runs past the region's end
-    write(3, 0x0202, 6666, psn=101)                                 # stale PSN (a duplicate)
-    write(3, 0x0202, 6666, psn=102, opcode=0x06)                    # RC WRITE FIRST: not supported
-    write(3, 0x0202, 6666, psn=102, dma_len=119)                    # RETH length != payload
-    d = _wait_drop(w, before, {"roce_qpn": 1, "roce_rkey": 1, "roce_bounds": 2, "roce_psn": 1, "roce_opcode": 1,
-                               "truncated": 1})
-    assert (d["roce_qpn"], d["roce_rkey"], d["roce_bounds"], d["roce_psn"], d["roce_opcode"], d["truncated"]) == \
-        (1, 1, 2, 1, 1, 1), d
+    write(3, 0x0202, 6666, psn=102, qpn=0x2FF)  # unknown QP
+    write(3, 0x0202, 6666, psn=102, rkey=0x123456)  # wrong rkey
+    write(3, 0x0202, 6666, psn=102, va=ring["va"][0] + 3 * 256)  # thread 0's region via thread 1's QP
+    write(7, 0x0202, 6666, psn=102, total=300)  # runs past the region's end
+    write(3, 0x0202, 6666, psn=101)  # stale PSN (a duplicate)
+    write(3, 0x0202, 6666, psn=102, opcode=0x06)  # RC WRITE FIRST: not supported
+    write(3, 0x0202, 6666, psn=102, dma_len=119)  # RETH length != payload
+    d = _wait_drop(
+        w, before, {"roce_qpn": 1, "roce_rkey": 1, "roce_bounds": 2, "roce_psn": 1, "roce_opcode": 1, "truncated": 1}
+    )
+    assert (d["roce_qpn"], d["roce_rkey"], d["roce_bounds"], d["roce_psn"], d["roce_opcode"], d["truncated"]) == (
+        1,
+        1,
+        2,
+        1,
+        1,
+        1,
+    ), d
     assert d["roce_applied"] == 0
     switch.dispatch(21, 7001, client_id=0x0202, desc=(3, 120))
     deadline = time.monotonic() + 3
@@ -457,29 +566,35 @@ def test_malformed_frames_are_counted_and_dropped(pair, switch, ring_worker):
         switch.send_rain(h.pack() + extra)
 
     good = proto.Header(kind=proto.Kind.DISPATCH, client_id=0x0404, request_id=1, worker_id=20)
-    switch.send_rain(good.pack()[:20])                                      # truncated rain header
-    rain(proto.Header(kind=proto.Kind.DISPATCH, worker_id=20, version=9))   # bad version
-    b = bytearray(good.pack()); b[1] = 99; switch.send_rain(bytes(b))       # unknown kind
-    rain(proto.Header(kind=proto.Kind.TOKEN, worker_id=20))                 # a kind workers do not take
+    switch.send_rain(good.pack()[:20])  # truncated rain header
+    rain(proto.Header(kind=proto.Kind.DISPATCH, worker_id=20, version=9))  # bad version
+    b = bytearray(good.pack())
+    b[1] = 99  # unknown kind
+    switch.send_rain(bytes(b))
+    rain(proto.Header(kind=proto.Kind.TOKEN, worker_id=20))  # a kind workers do not take
     rain(proto.Header(kind=proto.Kind.RESPONSE, worker_id=20))
-    rain(proto.Header(kind=proto.Kind.DISPATCH, worker_id=22))              # worker id out of range
+    rain(proto.Header(kind=proto.Kind.DISPATCH, worker_id=22))  # worker id out of range
     rain(proto.Header(kind=proto.Kind.DISPATCH, worker_id=19))
-    rain(proto.Header(kind=proto.Kind.DISPATCH, worker_id=20, flags=proto.Flag.LARGE),
-         b"\x00" * 40)                                                     # large task, bad slot magic
+    rain(
+        proto.Header(kind=proto.Kind.DISPATCH, worker_id=20, flags=proto.Flag.LARGE), b"\x00" * 40
+    )  # large task, bad slot magic
     short = proto.SlotHeader(0x0404, 2, length=8).pack()
     rain(proto.Header(kind=proto.Kind.DISPATCH, worker_id=20, flags=proto.Flag.LARGE), short)  # length < its header
-    switch.send_rain(b"\x00" * 40, dport=9999)                              # not our port
+    switch.send_rain(b"\x00" * 40, dport=9999)  # not our port
     garbage = os.urandom(64)
-    switch.raw.send(bytes.fromhex(pair.a.mac.replace(":", "")) + garbage)   # garbage after a MAC
-    ip_garbage = bytes.fromhex(pair.a.mac.replace(":", "") + pair.b.mac.replace(":", "")) + b"\x08\x00" + \
-        bytes([0x45]) + os.urandom(10)                                      # IPv4 type, cut short
+    switch.raw.send(bytes.fromhex(pair.a.mac.replace(":", "")) + garbage)  # garbage after a MAC
+    ip_garbage = (
+        bytes.fromhex(pair.a.mac.replace(":", "") + pair.b.mac.replace(":", ""))
+        + b"\x08\x00"
+        + bytes([0x45])
+        + os.urandom(10)
+    )  # IPv4 type, cut short
     switch.raw.send(ip_garbage)
     fr = bytearray(frame(pair.b, pair.a, good.pack(), CLIENT_PORT, proto.UDP_PORT))
-    struct.pack_into("!H", fr, 38, 200)                                     # UDP length past the frame
+    struct.pack_into("!H", fr, 38, 200)  # UDP length past the frame
     switch.raw.send(bytes(fr))
 
-    expect = {"truncated": 3, "bad_version": 1, "bad_kind": 3, "bad_worker": 2, "bad_payload": 2,
-              "not_ours": 1}
+    expect = {"truncated": 3, "bad_version": 1, "bad_kind": 3, "bad_worker": 2, "bad_payload": 2, "not_ours": 1}
     d = _wait_drop(w, before, expect)
     for k, n in expect.items():
         assert d[k] == n, (k, d)
@@ -504,15 +619,31 @@ def test_sigterm_writes_final_stats_and_cleans_up(pair, switch, tmp_path):
     switch.pump(0.3)
     assert (0x0101, 1) in switch.responses
     assert not w.left_runtime_dir  # rain-worker removed its own /var/run/dpdk/<prefix>
-    assert set(st["drops"]) == {"not_ipv4", "not_udp", "bad_ip", "not_ours", "truncated", "bad_version",
-                                "bad_kind", "bad_worker", "bad_payload", "roce_qpn", "roce_rkey", "roce_bounds",
-                                "roce_psn", "roce_opcode", "roce_offloaded", "no_room"}
+    assert set(st["drops"]) == {
+        "not_ipv4",
+        "not_udp",
+        "bad_ip",
+        "not_ours",
+        "truncated",
+        "bad_version",
+        "bad_kind",
+        "bad_worker",
+        "bad_payload",
+        "roce_qpn",
+        "roce_rkey",
+        "roce_bounds",
+        "roce_psn",
+        "roce_opcode",
+        "roce_offloaded",
+        "no_room",
+    }
 
 
 def test_baseline_modes_report_and_pull(pair, switch, tmp_path):
     # report (R2P2/RackSched-SW): a REPORT at start and after every task, with the depth left.
-    w = Worker(pair, tmp_path, "rep", ["--threads", "1", "--worker-base", "3", "--mode", "report",
-                                       "--handler", "sleep"])
+    w = Worker(
+        pair, tmp_path, "rep", ["--threads", "1", "--worker-base", "3", "--mode", "report", "--handler", "sleep"]
+    )
     try:
         switch.pump(0.3)
         assert [(h.kind, h.worker_id, h.report) for h in switch.other] == [(proto.Kind.REPORT, 3, 0)]
@@ -527,8 +658,7 @@ def test_baseline_modes_report_and_pull(pair, switch, tmp_path):
 
     # pull (Draconis-SW): one PULL at a time while idle; EMPTY or a DISPATCH answers it.
     switch.other.clear()
-    w = Worker(pair, tmp_path, "pull", ["--threads", "1", "--worker-base", "6", "--mode", "pull",
-                                        "--handler", "echo"])
+    w = Worker(pair, tmp_path, "pull", ["--threads", "1", "--worker-base", "6", "--mode", "pull", "--handler", "echo"])
     try:
         pulls = lambda: [h for h in switch.other if h.kind == proto.Kind.PULL]  # noqa: E731
         switch.pump(0.3)

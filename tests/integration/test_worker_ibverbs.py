@@ -7,6 +7,7 @@ There is no ConnectX here (rdma-core installs, 0 devices), so two kinds of tests
   against its registration, through re-registration and teardown.
 The worker runs in namespace rmti-a on an af_packet port, as in test_worker.py.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from hosts import proto
-from switch.control.registration import WorkerRegistration
 from switch.control.rdma_writer import WriteTarget, check_ring
+from switch.control.registration import WorkerRegistration
 from tests.integration.test_worker import BIN, DPDK, Switch, Worker, _roce_frame, worker_cmd
 from tests.netpeer import NetnsPair
 
@@ -49,9 +50,26 @@ def built():
 @pytest.fixture(scope="module")
 def mock_lib(built, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("mock") / "libmock_ibverbs.so"
-    r = subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter",
-                        f"-Wl,--version-script={MOCK_DIR / 'libibverbs.map'}", "-Wl,-soname,libmock_ibverbs.so",
-                        "-o", str(out), str(MOCK_DIR / "mock_ibverbs.c"), "-lpthread"], capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            "gcc",
+            "-shared",
+            "-fPIC",
+            "-O1",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-Wno-unused-parameter",
+            f"-Wl,--version-script={MOCK_DIR / 'libibverbs.map'}",
+            "-Wl,-soname,libmock_ibverbs.so",
+            "-o",
+            str(out),
+            str(MOCK_DIR / "mock_ibverbs.c"),
+            "-lpthread",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     return out
 
@@ -80,14 +98,20 @@ def calls(log: Path, name: str | None = None) -> list[dict]:
     return [r for r in rows if name is None or r["call"] == name]
 
 
-def run_failing(pair, args: list[str], env: dict | None = None, *, binary: Path = BIN,
-                vdev: str = "net_af_packet0,iface=dp0") -> tuple[int, str, float]:
+def run_failing(
+    pair, args: list[str], env: dict | None = None, *, binary: Path = BIN, vdev: str = "net_af_packet0,iface=dp0"
+) -> tuple[int, str, float]:
     """Start a worker that must refuse to start: (exit status, stderr, seconds)."""
     prefix = f"{TAG}-fail-{os.getpid()}"
     t0 = time.monotonic()
     try:
-        r = subprocess.run(worker_cmd(pair, prefix, args, binary=binary, vdev=vdev), capture_output=True, text=True,
-                           timeout=30, env={**os.environ, **(env or {})})
+        r = subprocess.run(
+            worker_cmd(pair, prefix, args, binary=binary, vdev=vdev),
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env={**os.environ, **(env or {})},
+        )
     finally:
         shutil.rmtree(f"/var/run/dpdk/{prefix}", ignore_errors=True)
     assert "rain-worker ready" not in r.stdout
@@ -100,35 +124,63 @@ def one_line(stderr: str) -> str:
 
 # --------------------------------------------------------------------------------------------
 def test_the_mock_covers_every_verb_the_worker_imports(built):
-    imported = set(re.findall(r"\s(_?ibv_\w+)$", subprocess.run(["objdump", "-T", str(built)], capture_output=True,
-                                                                text=True).stdout, re.M))
+    imported = set(
+        re.findall(
+            r"\s(_?ibv_\w+)$",
+            subprocess.run(["objdump", "-T", str(built)], capture_output=True, text=True).stdout,
+            re.M,
+        )
+    )
     text = (MOCK_DIR / "libibverbs.map").read_text()
     mocked = set(re.findall(r"^\s*(_?ibv_\w+);", text, re.M))
     assert imported and imported <= mocked, sorted(imported - mocked)
     # ... under the versions the binary asks for
-    versions = set(re.findall(r"\((IBVERBS_[\d.]+)\)", subprocess.run(["objdump", "-T", str(built)],
-                                                                        capture_output=True, text=True).stdout))
+    versions = set(
+        re.findall(
+            r"\((IBVERBS_[\d.]+)\)",
+            subprocess.run(["objdump", "-T", str(built)], capture_output=True, text=True).stdout,
+        )
+    )
     assert versions <= set(re.findall(r"^(IBVERBS_[\d.]+) \{", text, re.M)), versions
 
 
 def test_the_mock_refuses_what_a_connectx_would(mock_lib, tmp_path):
     # Its checks are what the worker tests lean on: each must be able to fail.
     exe = tmp_path / "selftest"
-    r = subprocess.run(["gcc", "-O1", "-Wall", "-Werror", "-o", str(exe), str(MOCK_DIR / "selftest.c"), "-libverbs"],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        ["gcc", "-O1", "-Wall", "-Werror", "-o", str(exe), str(MOCK_DIR / "selftest.c"), "-libverbs"],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     log = tmp_path / "verbs.jsonl"
-    out = subprocess.run([str(exe)], capture_output=True, text=True, timeout=30, env={**os.environ,
-                         **mock_env(mock_lib, log)})
+    out = subprocess.run(
+        [str(exe)], capture_output=True, text=True, timeout=30, env={**os.environ, **mock_env(mock_lib, log)}
+    )
     assert out.returncode == 0, out.stderr
     got = dict(line.split() for line in out.stdout.splitlines())
     einval, efault, ebusy, eopnotsupp = "22", "14", "16", "95"
-    assert got == {"mr_unmapped": efault, "mr_remote_write_alone": einval, "mr_ok": "0", "ud_qp": eopnotsupp,
-                   "reset_to_rtr": einval, "init_without_port": einval, "init_ok": "0",
-                   "rtr_without_rq_psn": einval, "uc_rtr_with_rc_attrs": einval, "rtr_empty_sgid": einval,
-                   "uc_rtr_ok": "0", "rc_init_ok": "0", "rc_rtr_without_rnr_timer": einval, "rc_rtr_ok": "0",
-                   "destroy_cq_in_use": ebusy, "dealloc_pd_in_use": ebusy, "destroy_cq": "0",
-                   "dealloc_pd_with_mr": ebusy, "dealloc_pd": "0"}, got
+    assert got == {
+        "mr_unmapped": efault,
+        "mr_remote_write_alone": einval,
+        "mr_ok": "0",
+        "ud_qp": eopnotsupp,
+        "reset_to_rtr": einval,
+        "init_without_port": einval,
+        "init_ok": "0",
+        "rtr_without_rq_psn": einval,
+        "uc_rtr_with_rc_attrs": einval,
+        "rtr_empty_sgid": einval,
+        "uc_rtr_ok": "0",
+        "rc_init_ok": "0",
+        "rc_rtr_without_rnr_timer": einval,
+        "rc_rtr_ok": "0",
+        "destroy_cq_in_use": ebusy,
+        "dealloc_pd_in_use": ebusy,
+        "destroy_cq": "0",
+        "dealloc_pd_with_mr": ebusy,
+        "dealloc_pd": "0",
+    }, got
     assert calls(log, "ibv_close_device")[0]["leaked"] == {"pd": 0, "mr": 0, "cq": 0, "qp": 0}
 
 
@@ -152,8 +204,11 @@ def test_no_rdma_hardware_fails_fast_with_the_fix(pair):
 
 def test_worker_built_without_ibverbs_says_so(pair, tmp_path):
     build = tmp_path / "build"
-    r = subprocess.run(["make", "-C", str(DPDK), f"BUILD={build}", "IBVERBS=no", f"{build}/rain-worker"],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        ["make", "-C", str(DPDK), f"BUILD={build}", "IBVERBS=no", f"{build}/rain-worker"],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     binary = build / "rain-worker"
     assert "ibv_" not in subprocess.run(["objdump", "-T", str(binary)], capture_output=True, text=True).stdout
@@ -162,24 +217,51 @@ def test_worker_built_without_ibverbs_says_so(pair, tmp_path):
     assert "built without ibverbs; fix: install libibverbs-dev and rebuild" in one_line(err), err
 
 
-@pytest.mark.parametrize("args, knobs, expect", [
-    ([], {"devices": ""}, ["this host has no RDMA device", "--rdma emulated"]),
-    (["--rdma-dev", "mlx5_9"], {}, ["--rdma-dev mlx5_9: no such RDMA device (this host has: mock_mlx5_0)"]),
-    ([], {"gids": f"2=v1:::ffff:{IP_A},5=v2:::ffff:10.81.0.77"},
-     [f"mock_mlx5_0 port 1 has no RoCE v2 GID for {IP_A}", "its RoCE v2 GIDs: 5 ::ffff:10.81.0.77",
-      f"fix: assign {IP_A} to"]),
-    (["--gid-index", "2"], {}, ["--gid-index 2: GID 2 of mock_mlx5_0 port 1 is RoCE v1"]),
-    (["--gid-index", "3"], {}, ["--gid-index 3: mock_mlx5_0 port 1 has no such GID"]),
-    ([], {"active_mtu": "1024"}, ["--rdma-mtu 4096: port 1 of mock_mlx5_0 carries RDMA MTU 1024 at most",
-                                  "at least 4192"]),
-    ([], {"link_ib": "1"}, ["port 1 of mock_mlx5_0 is InfiniBand, not Ethernet"]),
-    ([], {"fail": "ibv_reg_mr=12"}, ["ibv_reg_mr(mock_mlx5_0", "Cannot allocate memory", "locked-memory limit"]),
-    ([], {"fail": "rtr=110"}, ["to RTR: Connection timed out",
-                               "ip neigh replace 10.81.0.2 lladdr 02:52:4d:aa:00:02 dev"]),
-    (["--rkey", "5"], {}, ["--rkey is an option of --rdma emulated"]),
-    (["--rdma-port", "2"], {}, ["ibv_query_port(mock_mlx5_0, 2)", "--rdma-port"]),
-], ids=["no-device", "wrong-device", "no-gid", "gid-v1", "gid-empty", "mtu", "infiniband", "reg-mr", "rtr",
-        "rkey", "port"])
+@pytest.mark.parametrize(
+    "args, knobs, expect",
+    [
+        ([], {"devices": ""}, ["this host has no RDMA device", "--rdma emulated"]),
+        (["--rdma-dev", "mlx5_9"], {}, ["--rdma-dev mlx5_9: no such RDMA device (this host has: mock_mlx5_0)"]),
+        (
+            [],
+            {"gids": f"2=v1:::ffff:{IP_A},5=v2:::ffff:10.81.0.77"},
+            [
+                f"mock_mlx5_0 port 1 has no RoCE v2 GID for {IP_A}",
+                "its RoCE v2 GIDs: 5 ::ffff:10.81.0.77",
+                f"fix: assign {IP_A} to",
+            ],
+        ),
+        (["--gid-index", "2"], {}, ["--gid-index 2: GID 2 of mock_mlx5_0 port 1 is RoCE v1"]),
+        (["--gid-index", "3"], {}, ["--gid-index 3: mock_mlx5_0 port 1 has no such GID"]),
+        (
+            [],
+            {"active_mtu": "1024"},
+            ["--rdma-mtu 4096: port 1 of mock_mlx5_0 carries RDMA MTU 1024 at most", "at least 4192"],
+        ),
+        ([], {"link_ib": "1"}, ["port 1 of mock_mlx5_0 is InfiniBand, not Ethernet"]),
+        ([], {"fail": "ibv_reg_mr=12"}, ["ibv_reg_mr(mock_mlx5_0", "Cannot allocate memory", "locked-memory limit"]),
+        (
+            [],
+            {"fail": "rtr=110"},
+            ["to RTR: Connection timed out", "ip neigh replace 10.81.0.2 lladdr 02:52:4d:aa:00:02 dev"],
+        ),
+        (["--rkey", "5"], {}, ["--rkey is an option of --rdma emulated"]),
+        (["--rdma-port", "2"], {}, ["ibv_query_port(mock_mlx5_0, 2)", "--rdma-port"]),
+    ],
+    ids=[
+        "no-device",
+        "wrong-device",
+        "no-gid",
+        "gid-v1",
+        "gid-empty",
+        "mtu",
+        "infiniband",
+        "reg-mr",
+        "rtr",
+        "rkey",
+        "port",
+    ],
+)
 def test_mock_connectx_refusals(pair, mock_lib, tmp_path, args, knobs, expect):
     log = tmp_path / "verbs.jsonl"
     rdma_dev = [] if "--rdma-dev" in args else ["--rdma-dev", "mock_mlx5_0"]
@@ -199,10 +281,35 @@ def test_ibverbs_options_are_refused_on_the_emulated_path(pair):
 def test_mock_connectx_uc_registration_reregistration_teardown(pair, switch, mock_lib, tmp_path):
     log = tmp_path / "verbs.jsonl"
     threads, slots, slot = 3, 8, 2048
-    w = Worker(pair, tmp_path, "uc", ["--rdma", "ibverbs", "--rdma-dev", "mock_mlx5_0", "--threads", str(threads),
-                                      "--worker-base", "4", "--mode", "rain", "--handler", "echo", "--quota", "2",
-                                      "--ring-slots", str(slots), "--slot-size", str(slot), "--psn", "77"],
-               env=mock_env(mock_lib, log), tag=TAG)
+    w = Worker(
+        pair,
+        tmp_path,
+        "uc",
+        [
+            "--rdma",
+            "ibverbs",
+            "--rdma-dev",
+            "mock_mlx5_0",
+            "--threads",
+            str(threads),
+            "--worker-base",
+            "4",
+            "--mode",
+            "rain",
+            "--handler",
+            "echo",
+            "--quota",
+            "2",
+            "--ring-slots",
+            str(slots),
+            "--slot-size",
+            str(slot),
+            "--psn",
+            "77",
+        ],
+        env=mock_env(mock_lib, log),
+        tag=TAG,
+    )
     try:
         ring = w.reg["ring"]
         region = slots * slot
@@ -268,9 +375,12 @@ def test_mock_connectx_uc_registration_reregistration_teardown(pair, switch, moc
         deadline = time.monotonic() + 3
         while len(moves(qpn1)) < n_before[qpn1] + 3 and time.monotonic() < deadline:
             time.sleep(0.05)
-        again = moves(qpn1)[n_before[qpn1]:]
-        assert [(m["from"], m["to"], m["ret"]) for m in again] == [("RTR", "RESET", 0), ("RESET", "INIT", 0),
-                                                                  ("INIT", "RTR", 0)]
+        again = moves(qpn1)[n_before[qpn1] :]
+        assert [(m["from"], m["to"], m["ret"]) for m in again] == [
+            ("RTR", "RESET", 0),
+            ("RESET", "INIT", 0),
+            ("INIT", "RTR", 0),
+        ]
         assert again[2]["rq_psn"] == 77 and again[2]["dgid"] == f"::ffff:{pair.b.ip}"
         assert all(len(moves(q)) == n_before[q] for q in ring["qpn"] if q != qpn1)
         st = w.wait_stats(lambda s: s["workers"][1]["qp_resets"] == 1)
@@ -281,9 +391,13 @@ def test_mock_connectx_uc_registration_reregistration_teardown(pair, switch, moc
     assert w.proc.returncode == 0, w.stderr
     assert st["final"]
     # Teardown in the reverse order of creation, nothing refused, nothing left open.
-    tail = [c["call"] for c in calls(log)][-(threads + 4):]
-    assert tail == ["ibv_destroy_qp"] * threads + ["ibv_destroy_cq", "ibv_dereg_mr", "ibv_dealloc_pd",
-                                                   "ibv_close_device"], tail
+    tail = [c["call"] for c in calls(log)][-(threads + 4) :]
+    assert tail == ["ibv_destroy_qp"] * threads + [
+        "ibv_destroy_cq",
+        "ibv_dereg_mr",
+        "ibv_dealloc_pd",
+        "ibv_close_device",
+    ], tail
     assert all(c["ret"] == 0 for c in calls(log) if c["call"].startswith(("ibv_destroy", "ibv_dealloc", "ibv_dereg")))
     (close,) = calls(log, "ibv_close_device")
     assert close["leaked"] == {"pd": 0, "mr": 0, "cq": 0, "qp": 0}
@@ -295,10 +409,33 @@ def test_mock_connectx_uc_registration_reregistration_teardown(pair, switch, moc
 
 def test_mock_connectx_rc_qps(pair, switch, mock_lib, tmp_path):
     log = tmp_path / "verbs.jsonl"
-    w = Worker(pair, tmp_path, "rc", ["--rdma", "ibverbs", "--rdma-dev", "mock_mlx5_0", "--qp-type", "rc",
-                                      "--gid-index", "4", "--rdma-mtu", "2048", "--dscp", "46", "--threads", "2",
-                                      "--slot-size", "2048", "--remote-qpn", "0x123"],
-               env=mock_env(mock_lib, log), tag=TAG)
+    w = Worker(
+        pair,
+        tmp_path,
+        "rc",
+        [
+            "--rdma",
+            "ibverbs",
+            "--rdma-dev",
+            "mock_mlx5_0",
+            "--qp-type",
+            "rc",
+            "--gid-index",
+            "4",
+            "--rdma-mtu",
+            "2048",
+            "--dscp",
+            "46",
+            "--threads",
+            "2",
+            "--slot-size",
+            "2048",
+            "--remote-qpn",
+            "0x123",
+        ],
+        env=mock_env(mock_lib, log),
+        tag=TAG,
+    )
     try:
         ring = w.reg["ring"]
         assert (ring["qp_type"], ring["gid_index"], ring["mtu"]) == ("rc", 4, 2048)
@@ -321,9 +458,27 @@ def test_mock_connectx_rc_qps(pair, switch, mock_lib, tmp_path):
 def test_mock_connectx_qp_that_cannot_be_reset_stops_its_tokens(pair, switch, mock_lib, tmp_path):
     # RTR #1 and #2 set the two QPs up; #3 is thread 0's re-registration: it fails.
     log = tmp_path / "verbs.jsonl"
-    w = Worker(pair, tmp_path, "dead", ["--rdma", "ibverbs", "--rdma-dev", "mock_mlx5_0", "--threads", "2",
-                                        "--quota", "2", "--handler", "echo", "--slot-size", "2048"],
-               env=mock_env(mock_lib, log, fail="rtr=110@3"), tag=TAG)
+    w = Worker(
+        pair,
+        tmp_path,
+        "dead",
+        [
+            "--rdma",
+            "ibverbs",
+            "--rdma-dev",
+            "mock_mlx5_0",
+            "--threads",
+            "2",
+            "--quota",
+            "2",
+            "--handler",
+            "echo",
+            "--slot-size",
+            "2048",
+        ],
+        env=mock_env(mock_lib, log, fail="rtr=110@3"),
+        tag=TAG,
+    )
     try:
         switch.pump(0.4)
         assert len(switch.tokens.get(0, [])) == 2

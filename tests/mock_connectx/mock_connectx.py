@@ -21,6 +21,7 @@ effect, PFC or ECN on the wire), and every tool accepts only the argument forms 
 roles use: anything else exits 2 naming the call, so a role that changes its commands
 fails here loudly instead of passing against a lenient fake.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -46,12 +47,22 @@ def _r(path: str) -> str:
 
 def gid_of(ip: str) -> str:
     packed = ipaddress.IPv6Address("::ffff:" + ip).packed
-    return ":".join(packed[i:i + 2].hex() for i in range(0, 16, 2))
+    return ":".join(packed[i : i + 2].hex() for i in range(0, 16, 2))
 
 
-def build(root: str, *, pci: str, rdma_device: str = "mlx5_0", netdev: str = "enp59s0f0np0",
-          numa_node: int = 0, ecn_sysfs: bool = True, cpus: int = 8, irq_affinity: str = "0-7",
-          other_vendor: bool = False, iommu: bool = False) -> None:
+def build(
+    root: str,
+    *,
+    pci: str,
+    rdma_device: str = "mlx5_0",
+    netdev: str = "enp59s0f0np0",
+    numa_node: int = 0,
+    ecn_sysfs: bool = True,
+    cpus: int = 8,
+    irq_affinity: str = "0-7",
+    other_vendor: bool = False,
+    iommu: bool = False,
+) -> None:
     """Write the fake machine under `root` (a folder that exists) and its tools in root/bin.
     other_vendor: the PCI function is an Intel E810 on the ice driver instead (no RDMA
     device), for the vfio-pci path; iommu: the machine has an IOMMU."""
@@ -104,9 +115,21 @@ def build(root: str, *, pci: str, rdma_device: str = "mlx5_0", netdev: str = "en
     release = os.uname().release
     dep = "".join(f"kernel/drivers/mock/{m}.ko:\n" for m in MODULES)
     _w(os.path.join(root, "lib/modules", release, "modules.dep"), dep)
-    _w(os.path.join(root, "mock/state.json"), json.dumps({
-        "netdev": netdev, "rdma_device": rdma_device, "addrs": [], "routes": {}, "neigh": {},
-        "dscp_prio": {}, "pfc": {str(p): False for p in range(8)}, "calls": []}))
+    _w(
+        os.path.join(root, "mock/state.json"),
+        json.dumps(
+            {
+                "netdev": netdev,
+                "rdma_device": rdma_device,
+                "addrs": [],
+                "routes": {},
+                "neigh": {},
+                "dscp_prio": {},
+                "pfc": {str(p): False for p in range(8)},
+                "calls": [],
+            }
+        ),
+    )
     os.makedirs(os.path.join(root, "bin"), exist_ok=True)
     me = os.path.abspath(__file__)
     for t in TOOLS:
@@ -123,6 +146,7 @@ def calls(root: str) -> list[list[str]]:
 
 
 # -- the tools --------------------------------------------------------------------------------
+
 
 class Usage(Exception):
     pass
@@ -151,7 +175,9 @@ class Mock:
         if a[:3] == ["-j", "addr", "show"]:
             if a[3:] and a[3:] != ["dev", nd]:
                 self.dev(a[4])
-            info = [{"family": "inet", "local": x.split("/")[0], "prefixlen": int(x.split("/")[1])} for x in self.s["addrs"]]
+            info = [
+                {"family": "inet", "local": x.split("/")[0], "prefixlen": int(x.split("/")[1])} for x in self.s["addrs"]
+            ]
             return json.dumps([{"ifname": nd, "mtu": int(_r(os.path.join(self.net, "mtu"))), "addr_info": info}])
         if a[:3] == ["-j", "route", "get"] and len(a) == 4:
             dst = ipaddress.IPv4Address(a[3])
@@ -185,7 +211,13 @@ class Mock:
             self.dev(a[4])
             self.s["routes"][a[2][:-3]] = a[4]
             return ""
-        if a[:2] == ["neigh", "replace"] and len(a) == 9 and a[3] == "lladdr" and a[5] == "dev" and a[7:] == ["nud", "permanent"]:
+        if (
+            a[:2] == ["neigh", "replace"]
+            and len(a) == 9
+            and a[3] == "lladdr"
+            and a[5] == "dev"
+            and a[7:] == ["nud", "permanent"]
+        ):
             self.dev(a[6])
             self.s["neigh"][a[2]] = a[4].lower()
             return ""
@@ -230,9 +262,11 @@ class Mock:
             raise Usage()
         usable = int(_r(os.path.join(self.net, "mtu"))) - 80
         active = max([m for m in IB_MTUS if m <= usable] or [256])
-        return (f"hca_id:\t{a[1]}\n\ttransport:\t\t\tInfiniBand (0)\n\t\tport:\t1\n"
-                f"\t\t\tstate:\t\t\tPORT_ACTIVE (4)\n\t\t\tmax_mtu:\t\t4096 (5)\n"
-                f"\t\t\tactive_mtu:\t\t{active} ({IB_MTUS.index(active) + 1})\n\t\t\tlink_layer:\t\tEthernet\n")
+        return (
+            f"hca_id:\t{a[1]}\n\ttransport:\t\t\tInfiniBand (0)\n\t\tport:\t1\n"
+            f"\t\t\tstate:\t\t\tPORT_ACTIVE (4)\n\t\t\tmax_mtu:\t\t4096 (5)\n"
+            f"\t\t\tactive_mtu:\t\t{active} ({IB_MTUS.index(active) + 1})\n\t\t\tlink_layer:\t\tEthernet\n"
+        )
 
     def modprobe(self, a: list[str]) -> str:
         if len(a) != 1:

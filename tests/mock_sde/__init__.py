@@ -9,6 +9,7 @@ interpreter at rainmaker's Python, and writes $SDE_INSTALL/share/rainmaker-mock.
 where the mock bf_switchd serves BFRuntime (rainmaker's emulator does the serving) and
 the checkout it runs from. There is no kernel module and no ASIC: use switch.target: model.
 """
+
 from __future__ import annotations
 
 import json
@@ -39,7 +40,10 @@ def install(dest: Path, *, grpc: str, python: str = sys.executable, version: str
         path.chmod(0o755)
     for sub in ("lib", "share/p4/targets", "share/tofinopd"):
         (sde / "install" / sub).mkdir(parents=True, exist_ok=True)
-    (sde / "install" / "share" / "rainmaker-mock.json").write_text(json.dumps(
-        {"mock": "rainmaker tests/mock_sde: not an Intel SDE", "grpc": grpc, "checkout": str(CHECKOUT)},
-        indent=2) + "\n")
+    (sde / "install" / "share" / "rainmaker-mock.json").write_text(
+        json.dumps(
+            {"mock": "rainmaker tests/mock_sde: not an Intel SDE", "grpc": grpc, "checkout": str(CHECKOUT)}, indent=2
+        )
+        + "\n"
+    )
     return sde

@@ -17,6 +17,7 @@ The same tests can run against tofino-model or hardware: everything they do goes
 through `send`, `expect*`, and the BFRuntime client; only this set-up is emulator
 specific (`SwitchUnderTest.attach(address, ports)` takes a switch that already runs).
 """
+
 from __future__ import annotations
 
 import errno
@@ -29,8 +30,8 @@ import subprocess
 import sys
 import time
 import zlib
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable
 
 from switch.bfrt.client import Client
 from tests.netpeer import RawPeer, Side
@@ -52,8 +53,15 @@ class HarnessError(AssertionError):
 class SwitchUnderTest:
     """The Rain emulator with `ports` ports and a raw peer behind each."""
 
-    def __init__(self, ports: int = 4, *, tag: str | None = None, program: str = "rain", log_dir: Path | None = None,
-                 keep_logs: bool = bool(os.environ.get("RAINMAKER_KEEP_LOGS"))):
+    def __init__(
+        self,
+        ports: int = 4,
+        *,
+        tag: str | None = None,
+        program: str = "rain",
+        log_dir: Path | None = None,
+        keep_logs: bool = bool(os.environ.get("RAINMAKER_KEEP_LOGS")),
+    ):
         if not 1 <= ports <= len(DEV_PORTS):
             raise ValueError(f"1..{len(DEV_PORTS)} ports")
         self.external = False  # attach(): a switch this harness did not start
@@ -89,7 +97,7 @@ class SwitchUnderTest:
         return self._address or f"{self.mgmt_switch}:50052"
 
     @classmethod
-    def attach(cls, address: str, ports: dict[int, tuple[int, Side]], program: str = "rain") -> "SwitchUnderTest":
+    def attach(cls, address: str, ports: dict[int, tuple[int, Side]], program: str = "rain") -> SwitchUnderTest:
         """A switch that already runs (tofino-model with bf_switchd, or hardware): port
         index i is dev_port `ports[i][0]`, wired to the interface `ports[i][1]` (its
         netns "" for this namespace, e.g. tofino-model's veths). The same tests then run
@@ -112,7 +120,7 @@ class SwitchUnderTest:
         return self
 
     # ------------------------------------------------------------ life cycle
-    def __enter__(self) -> "SwitchUnderTest":
+    def __enter__(self) -> SwitchUnderTest:
         try:
             self.start()
         except BaseException:
@@ -128,8 +136,16 @@ class SwitchUnderTest:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         for ns in (self.sw_ns, self.peer_ns):
             _sh("ip", "netns", "add", ns)
-            _sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1",
-                "net.ipv6.conf.default.disable_ipv6=1")
+            _sh(
+                "ip",
+                "netns",
+                "exec",
+                ns,
+                "sysctl",
+                "-qw",
+                "net.ipv6.conf.all.disable_ipv6=1",
+                "net.ipv6.conf.default.disable_ipv6=1",
+            )
             _sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
         _sh("ip", "route", "replace", "blackhole", "10.64.0.0/10")
         m_root, m_sw = f"{self.tag}m0", f"{self.tag}m1"
@@ -155,13 +171,33 @@ class SwitchUnderTest:
             self.sides[i] = Side(self.peer_ns, f"p{i}", mac, f"10.84.{ident_byte(self.tag, int)}.{i}")
             self.peers[i] = RawPeer(self.sides[i])
             self.unexpected[i] = []
-        argv = ["ip", "netns", "exec", self.sw_ns, sys.executable, "-m", "switch.emulator", "--program", self.program,
-                "--grpc", self.address, "--log", str(self.log_dir / "emulator.log"),
-                "--stats", str(self.log_dir / "stats.json")]
+        argv = [
+            "ip",
+            "netns",
+            "exec",
+            self.sw_ns,
+            sys.executable,
+            "-m",
+            "switch.emulator",
+            "--program",
+            self.program,
+            "--grpc",
+            self.address,
+            "--log",
+            str(self.log_dir / "emulator.log"),
+            "--stats",
+            str(self.log_dir / "stats.json"),
+        ]
         for i in range(1, self.nports + 1):
             argv += ["--port", f"{self.dev(i)}=swp{i}"]
-        self.proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     env={**os.environ, "PYTHONPATH": str(REPO)})
+        self.proc = subprocess.Popen(
+            argv,
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
         self._wait_ready(timeout)
         self.bfrt = Client(self.address, p4_name=self.program, connect_timeout=timeout)
         for i in range(1, self.nports + 1):
@@ -180,8 +216,9 @@ class SwitchUnderTest:
             if self.proc.poll() is not None:
                 break
         err = self.proc.stderr.read() if self.proc.poll() is not None else ""
-        raise HarnessError(f"the emulator did not print ready within {timeout} s (exit {self.proc.poll()}): "
-                           f"{line!r} {err[-2000:]}")
+        raise HarnessError(
+            f"the emulator did not print ready within {timeout} s (exit {self.proc.poll()}): {line!r} {err[-2000:]}"
+        )
 
     def wait_ports_up(self, timeout: float = 10.0) -> None:
         """Probe $PORT_UP of every port (readiness is probed, never slept for)."""
@@ -263,9 +300,11 @@ class SwitchUnderTest:
             if pred(got[1]):
                 return got[1]
             self.unexpected[i].append(got[1])
-        raise HarnessError(f"port {i}: no matching frame within {timeout} s "
-                           f"({len(self.unexpected[i])} other frames: {[f[:64].hex() for f in self.unexpected[i][-3:]]})"
-                           f"\nemulator log:\n{self.log_tail()}")
+        raise HarnessError(
+            f"port {i}: no matching frame within {timeout} s "
+            f"({len(self.unexpected[i])} other frames: {[f[:64].hex() for f in self.unexpected[i][-3:]]})"
+            f"\nemulator log:\n{self.log_tail()}"
+        )
 
     def _recv(self, i: int, timeout: float) -> tuple[int, bytes] | None:
         try:

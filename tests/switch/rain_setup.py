@@ -1,6 +1,7 @@
 """Programming the Rain switch for packet tests, through BFRuntime only (what the
 controller will do, written out plainly so the tests do not depend on it), and
 building/decoding the frames the tests send and expect."""
+
 from __future__ import annotations
 
 import struct
@@ -13,11 +14,36 @@ from tests.switch.harness import SwitchUnderTest
 
 RAIN_PORT = 21057
 P4_TABLES = ("forward", "map_slice", "config_slice", "select_worker", "client_addr", "config_int", "build_write")
-REGISTERS = ("balance", "head", "tail", "ring_offset", "psn", "owner", "request", "meta", "tstamp",
-             *(f"data{i}" for i in range(8)))
-EV = dict(TASK_IN=0, TOKEN_IN=1, DISPATCH_DIRECT=2, DISPATCH_QUEUED=3, TASK_QUEUED=4, TOKEN_QUEUED=5,
-          TASK_REJECTED=6, TOKEN_DROPPED=7, PREWRITE=8, RDMA_WRITE=9, NO_WORKER=10, NO_RDMA=11, FORWARDED=12,
-          NO_ROUTE=13, BAD_RAIN=14, PARSER_ERROR=15)
+REGISTERS = (
+    "balance",
+    "head",
+    "tail",
+    "ring_offset",
+    "psn",
+    "owner",
+    "request",
+    "meta",
+    "tstamp",
+    *(f"data{i}" for i in range(8)),
+)
+EV = dict(
+    TASK_IN=0,
+    TOKEN_IN=1,
+    DISPATCH_DIRECT=2,
+    DISPATCH_QUEUED=3,
+    TASK_QUEUED=4,
+    TOKEN_QUEUED=5,
+    TASK_REJECTED=6,
+    TOKEN_DROPPED=7,
+    PREWRITE=8,
+    RDMA_WRITE=9,
+    NO_WORKER=10,
+    NO_RDMA=11,
+    FORWARDED=12,
+    NO_ROUTE=13,
+    BAD_RAIN=14,
+    PARSER_ERROR=15,
+)
 
 # where clients send tasks (the switch does not look at it)
 SERVICE = Side("-", "-", "02:52:4d:ff:ff:fe", "10.84.255.254")
@@ -63,12 +89,26 @@ def decode(f: bytes) -> Decoded | None:
     total_len = struct.unpack_from("!H", f, 16)[0]
     sport, dport, ulen, csum = struct.unpack_from("!HHHH", f, 14 + ihl)
     import socket as _s
-    return Decoded(f[0:6], f[6:12], _s.inet_ntoa(f[26:30]), _s.inet_ntoa(f[30:34]), f[22], s == 0xFFFF,
-                   sport, dport, f[14 + ihl + 8:14 + ihl + ulen], total_len, ulen, csum)
+
+    return Decoded(
+        f[0:6],
+        f[6:12],
+        _s.inet_ntoa(f[26:30]),
+        _s.inet_ntoa(f[30:34]),
+        f[22],
+        s == 0xFFFF,
+        sport,
+        dport,
+        f[14 + ihl + 8 : 14 + ihl + ulen],
+        total_len,
+        ulen,
+        csum,
+    )
 
 
 def is_rain(kind: int | None = None, **fields):
     """A predicate: a Rain frame of this kind whose header fields equal `fields`."""
+
     def pred(f: bytes) -> bool:
         d = decode(f)
         if d is None or d.dport != RAIN_PORT or len(d.payload) < HDR_LEN:
@@ -78,6 +118,7 @@ def is_rain(kind: int | None = None, **fields):
         except ValueError:
             return False
         return (kind is None or h.kind == kind) and all(getattr(h, k) == v for k, v in fields.items())
+
     return pred
 
 
@@ -125,16 +166,26 @@ class Rain:
 
     def slice(self, s: int, first: int, last: int, *, last_slot: int = 0, mgid: int = 0) -> None:
         cap = last - first + 1
-        self.c.table("config_slice").add(s, "set_slice_config", {
-            "first": first, "last": last, "cap": cap, "neg_cap": (-cap) & 0xFFFFFFFF,
-            "last_slot": last_slot, "mgid": mgid})
+        self.c.table("config_slice").add(
+            s,
+            "set_slice_config",
+            {
+                "first": first,
+                "last": last,
+                "cap": cap,
+                "neg_cap": (-cap) & 0xFFFFFFFF,
+                "last_slot": last_slot,
+                "mgid": mgid,
+            },
+        )
         self.c.register("head").write(s, first)
         self.c.register("tail").write(s, first)
 
     def worker(self, wid: int, port: int) -> None:
         s = self.sw.side(port)
-        self.c.table("select_worker").add(wid, "to_worker", {"port": self.sw.dev(port), "dmac": mac_int(s),
-                                                              "dip": ip_int(s)})
+        self.c.table("select_worker").add(
+            wid, "to_worker", {"port": self.sw.dev(port), "dmac": mac_int(s), "dip": ip_int(s)}
+        )
 
     def client_host(self, host: int, port: int) -> None:
         self.c.table("client_addr").add(host, "set_client", {"ip": ip_int(self.sw.side(port))})
@@ -143,10 +194,20 @@ class Rain:
         self.c.table("map_slice").add(task_type, "set_slice", {"slice": s})
 
     # ---------------------------------------------------------------- packets
-    def task(self, port: int, client_id: int, request_id: int, *, task_type: int = 0, data: bytes = bytes(8),
-             flags: int = 0, payload: bytes = b"") -> bytes:
-        h = Header(kind=Kind.TASK, flags=flags, task_type=task_type, client_id=client_id, request_id=request_id,
-                   data=data)
+    def task(
+        self,
+        port: int,
+        client_id: int,
+        request_id: int,
+        *,
+        task_type: int = 0,
+        data: bytes = bytes(8),
+        flags: int = 0,
+        payload: bytes = b"",
+    ) -> bytes:
+        h = Header(
+            kind=Kind.TASK, flags=flags, task_type=task_type, client_id=client_id, request_id=request_id, data=data
+        )
         return frame(self.sw.side(port), SERVICE, h.pack() + payload, 40000 + port, RAIN_PORT)
 
     def token(self, port: int, worker_id: int, s: int = 0) -> bytes:
@@ -178,6 +239,7 @@ class Rain:
     def stats(self) -> dict | None:
         """The emulator's drop statistics (None on a switch the harness did not start)."""
         import json
+
         if self.sw.external:
             return None
         path = self.sw.log_dir / "stats.json"
@@ -191,5 +253,18 @@ def with_flag(h: Header, flag: int) -> bool:
     return bool(h.flags & flag)
 
 
-__all__ = ["Rain", "decode", "is_rain", "is_roce", "roce", "Flag", "Kind", "Header", "EV", "SERVICE", "ip_int",
-           "mac_int", "with_flag"]
+__all__ = [
+    "Rain",
+    "decode",
+    "is_rain",
+    "is_roce",
+    "roce",
+    "Flag",
+    "Kind",
+    "Header",
+    "EV",
+    "SERVICE",
+    "ip_int",
+    "mac_int",
+    "with_flag",
+]

@@ -4,6 +4,7 @@ out checked, the switch programmed and read only through BFRuntime.
 Topology: port 1 = client host 1, port 2 = worker host A, port 3 = worker host B,
 port 4 = client host 2. Run against the emulator by default (tests/switch/harness.py).
 """
+
 from __future__ import annotations
 
 import os
@@ -13,9 +14,9 @@ import time
 import pytest
 
 from hosts.proto import Flag, Header, Kind, large_payload
-from tests.switch.harness import SwitchUnderTest
-from tests.switch.rain_setup import (SERVICE, Rain, decode, ip_int, is_rain, is_roce, mac_int, roce)
 from tests.netpeer import frame, mac_bytes
+from tests.switch.harness import SwitchUnderTest
+from tests.switch.rain_setup import SERVICE, Rain, decode, ip_int, is_rain, is_roce, mac_int, roce
 
 pytestmark = pytest.mark.integration
 
@@ -151,7 +152,7 @@ def test_slices_are_isolated(rain, sw):
     rain.slice(1, 64, 127)
     rain.map_type(9, 1)
     rain.send(CLIENT, rain.task(CLIENT, client_id(1), 1, task_type=9))  # slice 1
-    rain.send(WA, rain.token(WA, 1, s=0))                               # slice 0: must not take it
+    rain.send(WA, rain.token(WA, 1, s=0))  # slice 0: must not take it
     rain.settle()
     sw.expect_nothing([WA, WB], 0.1)
     assert (rain.bal(0), rain.bal(1)) == (1, -1)
@@ -221,14 +222,29 @@ SWITCH_MAC, SWITCH_IP = 0x0200000000FE, 0x0A0A01FE
 
 
 def rdma(rain: Rain, sw, last_slot: int = 3, mgid: int = 5) -> None:
-    rain.c.table("config_slice").modify(0, "set_slice_config", {
-        "first": 0, "last": 63, "cap": 64, "neg_cap": (-64) & 0xFFFFFFFF, "last_slot": last_slot, "mgid": mgid})
+    rain.c.table("config_slice").modify(
+        0,
+        "set_slice_config",
+        {"first": 0, "last": 63, "cap": 64, "neg_cap": (-64) & 0xFFFFFFFF, "last_slot": last_slot, "mgid": mgid},
+    )
     for wid, port in ((1, WA), (2, WB)):
         s = sw.side(port)
         rain.c.pre.add_node(wid, rid=wid, dev_ports=[sw.dev(port)])
-        rain.c.table("build_write").add(wid, "make_write", {
-            "smac": SWITCH_MAC, "dmac": mac_int(s), "sip": SWITCH_IP, "dip": ip_int(s), "opcode": 0x0A,
-            "qpn": QPN[wid], "rkey": RKEY[wid], "va_hi": BASE[wid] >> 32, "va_lo": BASE[wid] & 0xFFFFFFFF})
+        rain.c.table("build_write").add(
+            wid,
+            "make_write",
+            {
+                "smac": SWITCH_MAC,
+                "dmac": mac_int(s),
+                "sip": SWITCH_IP,
+                "dip": ip_int(s),
+                "opcode": 0x0A,
+                "qpn": QPN[wid],
+                "rkey": RKEY[wid],
+                "va_hi": BASE[wid] >> 32,
+                "va_lo": BASE[wid] & 0xFFFFFFFF,
+            },
+        )
         rain.c.register("psn").write(wid, PSN0[wid])
     rain.c.pre.add_group(mgid, [1, 2])
 
@@ -363,9 +379,9 @@ def test_malformed_frames_are_counted_and_the_switch_still_works(rain, sw):
     rng = random.Random(3)
     good = rain.task(CLIENT, client_id(1), 1)
     bad = [
-        bytes(good[:14 + 10]),                       # truncated IPv4
-        bytes(good[:14 + 20 + 4]),                   # truncated UDP
-        bytes(good[:14 + 20 + 8 + 20]),              # truncated rain header
+        bytes(good[: 14 + 10]),  # truncated IPv4
+        bytes(good[: 14 + 20 + 4]),  # truncated UDP
+        bytes(good[: 14 + 20 + 8 + 20]),  # truncated rain header
     ]
     bad_version = bytearray(good)
     bad_version[42] = 9
@@ -400,7 +416,10 @@ def test_disabled_port_drops_both_ways_and_counts(rain, sw):
     deadline = time.monotonic() + 3
     while time.monotonic() < deadline:
         after = rain.stats()["drops"]
-        if after["tx_port_disabled"] > before["tx_port_disabled"] and after["rx_port_disabled"] > before["rx_port_disabled"]:
+        if (
+            after["tx_port_disabled"] > before["tx_port_disabled"]
+            and after["rx_port_disabled"] > before["rx_port_disabled"]
+        ):
             break
         time.sleep(0.1)
     assert after["tx_port_disabled"] == before["tx_port_disabled"] + 1
@@ -436,6 +455,7 @@ def test_port_without_carrier_is_down_and_drops_are_counted(rain, sw):
     if sw.external:
         pytest.skip("takes a peer's link down")
     import subprocess
+
     peer = sw.side(CLIENT2)
 
     def link(state: str) -> None:

@@ -6,17 +6,33 @@ hdr_log_write): comment, version, StartTime, BaseTime, legend, then
 `Tag=<class>,<start %.3f>,<length %.3f>,<max / ratio %.3f>,<payload>`; summary.json
 carries rain-client's keys (report.c). Nothing here uses the code under test.
 """
+
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-COUNTER_KEYS = ("offered", "sent", "sent_in_window", "received", "failed", "timed_out", "rejected", "resubmitted",
-                "late_reply", "lost", "not_sent", "waited_for_admission", "late_sends", "max_lag_ns", "large")
+COUNTER_KEYS = (
+    "offered",
+    "sent",
+    "sent_in_window",
+    "received",
+    "failed",
+    "timed_out",
+    "rejected",
+    "resubmitted",
+    "late_reply",
+    "lost",
+    "not_sent",
+    "waited_for_admission",
+    "late_sends",
+    "max_lag_ns",
+    "large",
+)
 
 
 def hdr_from(values: Iterable[int] | np.ndarray):
@@ -24,43 +40,65 @@ def hdr_from(values: Iterable[int] | np.ndarray):
     from hdrh.histogram import HdrHistogram
 
     h = HdrHistogram(1, 100_000_000_000, 3)
-    v, n = np.unique(np.asarray(list(values) if not isinstance(values, np.ndarray) else values, dtype=np.int64),
-                     return_counts=True)
+    v, n = np.unique(
+        np.asarray(list(values) if not isinstance(values, np.ndarray) else values, dtype=np.int64), return_counts=True
+    )
     for x, c in zip(v.tolist(), n.tolist()):
         h.record_value(int(x), int(c))
     return h
 
 
-def write_client_hlog(path: Path, per_interval: Sequence[Mapping[str, Iterable[int]]], *, start_unix_s: float,
-                      max_ratio: float, last_len_s: float = 1.0) -> None:
+def write_client_hlog(
+    path: Path,
+    per_interval: Sequence[Mapping[str, Iterable[int]]],
+    *,
+    start_unix_s: float,
+    max_ratio: float,
+    last_len_s: float = 1.0,
+) -> None:
     """per_interval[k][class] = values recorded in second k of the window."""
     classes = list(per_interval[0]) if per_interval else []
     when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(start_unix_s)))
-    lines = ["#[rain-client test fixture]", "#[Histogram log format version 1.3]",
-             f"#[StartTime: {start_unix_s:.3f} (seconds since epoch), {when}]",
-             f"#[BaseTime: {start_unix_s:.3f} (seconds since epoch)]",
-             '"StartTimestamp","Interval_Length","Interval_Max","Interval_Compressed_Histogram"']
+    lines = [
+        "#[rain-client test fixture]",
+        "#[Histogram log format version 1.3]",
+        f"#[StartTime: {start_unix_s:.3f} (seconds since epoch), {when}]",
+        f"#[BaseTime: {start_unix_s:.3f} (seconds since epoch)]",
+        '"StartTimestamp","Interval_Length","Interval_Max","Interval_Compressed_Histogram"',
+    ]
     n = len(per_interval)
     for k, row in enumerate(per_interval):
         for c in classes:
             h = hdr_from(row.get(c, []))
             length = last_len_s if k + 1 == n else 1.0
-            lines.append(f"Tag={c},{k * 1.0:.3f},{length:.3f},{h.get_max_value() / max_ratio:.3f},"
-                         f"{h.encode().decode()}")
+            lines.append(
+                f"Tag={c},{k * 1.0:.3f},{length:.3f},{h.get_max_value() / max_ratio:.3f},{h.encode().decode()}"
+            )
     path.write_text("\n".join(lines) + "\n")
 
 
 def counters(**kw) -> dict:
     c = {k: 0 for k in COUNTER_KEYS}
-    c.update({"mean_service_ns": 10_000.0, "mean_keys": 0.0, "scheduled_rps": 0.0, "achieved_rps": 0.0,
-              "received_rps": 0.0})
+    c.update(
+        {"mean_service_ns": 10_000.0, "mean_keys": 0.0, "scheduled_rps": 0.0, "achieved_rps": 0.0, "received_rps": 0.0}
+    )
     c.update(kw)
     return c
 
 
-def make_summary(classes: Mapping[str, dict], *, duration_s: float = 2.0, warmup_s: float = 0.5,
-                 offered_rps: float | None = None, achieved_rps: float | None = None, arrival: str = "poisson",
-                 schedule: list | None = None, lcores: int = 1, partial: bool = False, dilation: float = 100.0) -> dict:
+def make_summary(
+    classes: Mapping[str, dict],
+    *,
+    duration_s: float = 2.0,
+    warmup_s: float = 0.5,
+    offered_rps: float | None = None,
+    achieved_rps: float | None = None,
+    arrival: str = "poisson",
+    schedule: list | None = None,
+    lcores: int = 1,
+    partial: bool = False,
+    dilation: float = 100.0,
+) -> dict:
     tot = counters()
     for c in classes.values():
         for k in COUNTER_KEYS + ("scheduled_rps", "achieved_rps", "received_rps"):
@@ -68,20 +106,51 @@ def make_summary(classes: Mapping[str, dict], *, duration_s: float = 2.0, warmup
     off = offered_rps if offered_rps is not None else tot["offered"] / duration_s
     ach = achieved_rps if achieved_rps is not None else tot["sent_in_window"] / duration_s
     return {
-        "tool": "rain-client", "format": 1, "partial": partial, "client_host": 0, "lcores": lcores,
-        "driver": "net_af_packet", "arrival": arrival, "schedule": schedule or [[0.0, off]],
-        "dilation": dilation, "warmup_s": warmup_s, "duration_s": duration_s, "timeout_us": 100000,
-        "intervals": int(round(duration_s)), "offered_rps": off, "achieved_rps": ach,
-        "schedule_error": abs(ach - off) / off if off else 0.0, "totals": tot,
-        "classes": {name: {"task_type": i, "weight": 1, "payload": 8, "service": "exp:1000000",
-                           "mean_service_ns_expected": 1e6, **c} for i, (name, c) in enumerate(classes.items())},
-        "run": {}, "drops": {}, "per_lcore": [],
+        "tool": "rain-client",
+        "format": 1,
+        "partial": partial,
+        "client_host": 0,
+        "lcores": lcores,
+        "driver": "net_af_packet",
+        "arrival": arrival,
+        "schedule": schedule or [[0.0, off]],
+        "dilation": dilation,
+        "warmup_s": warmup_s,
+        "duration_s": duration_s,
+        "timeout_us": 100000,
+        "intervals": int(round(duration_s)),
+        "offered_rps": off,
+        "achieved_rps": ach,
+        "schedule_error": abs(ach - off) / off if off else 0.0,
+        "totals": tot,
+        "classes": {
+            name: {
+                "task_type": i,
+                "weight": 1,
+                "payload": 8,
+                "service": "exp:1000000",
+                "mean_service_ns_expected": 1e6,
+                **c,
+            }
+            for i, (name, c) in enumerate(classes.items())
+        },
+        "run": {},
+        "drops": {},
+        "per_lcore": [],
     }
 
 
 def good_counters(n: int, duration_s: float = 2.0) -> dict:
-    return counters(offered=n, sent=n, sent_in_window=n, received=n, scheduled_rps=n / duration_s,
-                    achieved_rps=n / duration_s, received_rps=n / duration_s, max_lag_ns=20_000)
+    return counters(
+        offered=n,
+        sent=n,
+        sent_in_window=n,
+        received=n,
+        scheduled_rps=n / duration_s,
+        achieved_rps=n / duration_s,
+        received_rps=n / duration_s,
+        max_lag_ns=20_000,
+    )
 
 
 def write_point(run_dir: Path, point: dict, hosts: Mapping[str, dict]) -> Path:
@@ -105,18 +174,42 @@ def write_point(run_dir: Path, point: dict, hosts: Mapping[str, dict]) -> Path:
     return d
 
 
-def make_point(pid: str, *, system: str = "rain", load_krps: float = 1000.0, rep: int = 1, k: float = 100.0,
-               index: int = 0, variant: str | None = None, **extra) -> dict:
-    p = {"id": pid, "index": index, "system": system, "variant": variant, "variant_label": variant,
-         "repetition": rep, "load_krps": load_krps, "capacity_fraction": None,
-         "offered_rps": load_krps * 1000.0 / k, "dilation": k, "warmup_s": 0.5, "measure_s": 2.0,
-         "handler": "sleep", "worker_threads": 4, "params": {}, "status": "done"}
+def make_point(
+    pid: str,
+    *,
+    system: str = "rain",
+    load_krps: float = 1000.0,
+    rep: int = 1,
+    k: float = 100.0,
+    index: int = 0,
+    variant: str | None = None,
+    **extra,
+) -> dict:
+    p = {
+        "id": pid,
+        "index": index,
+        "system": system,
+        "variant": variant,
+        "variant_label": variant,
+        "repetition": rep,
+        "load_krps": load_krps,
+        "capacity_fraction": None,
+        "offered_rps": load_krps * 1000.0 / k,
+        "dilation": k,
+        "warmup_s": 0.5,
+        "measure_s": 2.0,
+        "handler": "sleep",
+        "worker_threads": 4,
+        "params": {},
+        "status": "done",
+    }
     p.update(extra)
     return p
 
 
-def trace_csv(times_by_lcore: Mapping[int, np.ndarray],
-              intended_by_lcore: Mapping[int, np.ndarray] | None = None) -> str:
+def trace_csv(
+    times_by_lcore: Mapping[int, np.ndarray], intended_by_lcore: Mapping[int, np.ndarray] | None = None
+) -> str:
     rows = ["lcore,client_id,request_id,class,intended_ns,sent_ns"]
     for lc, sent in times_by_lcore.items():
         intended = intended_by_lcore[lc] if intended_by_lcore else sent
@@ -125,9 +218,18 @@ def trace_csv(times_by_lcore: Mapping[int, np.ndarray],
     return "\n".join(rows) + "\n"
 
 
-def synthetic_run(root: Path, *, systems=("rain", "pallas"), loads=(1000.0, 2000.0, 3000.0), reps: int = 2,
-                  classes=("get", "scan"), n: int = 24000, k: float = 100.0, seed: int = 0,
-                  with_optional: bool = True) -> Path:
+def synthetic_run(
+    root: Path,
+    *,
+    systems=("rain", "pallas"),
+    loads=(1000.0, 2000.0, 3000.0),
+    reps: int = 2,
+    classes=("get", "scan"),
+    n: int = 24000,
+    k: float = 100.0,
+    seed: int = 0,
+    with_optional: bool = True,
+) -> Path:
     """A small run: systems x loads x repetitions, two classes, two client hosts, a
     manifest with a spec, optional worker stats series, switch snapshots and agent
     decisions. Latency grows with load; pallas is worse than rain."""
@@ -135,21 +237,39 @@ def synthetic_run(root: Path, *, systems=("rain", "pallas"), loads=(1000.0, 2000
     run = root / "results" / "demo" / "20260101-000000"
     run.mkdir(parents=True)
     spec = {
-        "name": "demo", "figure": "7", "systems": list(systems),
+        "name": "demo",
+        "figure": "7",
+        "systems": list(systems),
         "workload": {"classes": [{"name": c, "service": {"dist": "exponential", "mean_us": 10}} for c in classes]},
-        "load": {"krps": list(loads)}, "repetitions": reps, "slo": {"p99_slowdown": 10},
-        "plots": ["p99_vs_load", "p99_per_class", "p99_slowdown_vs_load", "queue_depth", "p99_over_time",
-                  "queuing_ratio", "quota_vs_load"],
+        "load": {"krps": list(loads)},
+        "repetitions": reps,
+        "slo": {"p99_slowdown": 10},
+        "plots": [
+            "p99_vs_load",
+            "p99_per_class",
+            "p99_slowdown_vs_load",
+            "queue_depth",
+            "p99_over_time",
+            "queuing_ratio",
+            "quota_vs_load",
+        ],
         "validity": {"min_samples_p99": 100},
     }
-    manifest = {"experiment": "demo", "created_unix": 1767225600.0, "spec": spec,
-                "testbed": {"kind": "emulated", "switch": "emulated", "workers": 1, "clients": 2},
-                "git": {"revision": "0123456789abcdef", "dirty": False, "dirty_files": []},
-                "host_facts": {"client0": {"kernel": "6.1.0-18-amd64", "cpus": "2"},
-                               "worker0": {"kernel": "6.1.0-18-amd64", "cpus": "2"}},
-                "points": [], "inventory": {"name": "emulated"},
-                "versions": {"dpdk": "22.11.4", "kernel": "6.1.0"},
-                "hashes": {"rain.p4": "sha256:abc", "bf-rt.json": "sha256:def"}}
+    manifest = {
+        "experiment": "demo",
+        "created_unix": 1767225600.0,
+        "spec": spec,
+        "testbed": {"kind": "emulated", "switch": "emulated", "workers": 1, "clients": 2},
+        "git": {"revision": "0123456789abcdef", "dirty": False, "dirty_files": []},
+        "host_facts": {
+            "client0": {"kernel": "6.1.0-18-amd64", "cpus": "2"},
+            "worker0": {"kernel": "6.1.0-18-amd64", "cpus": "2"},
+        },
+        "points": [],
+        "inventory": {"name": "emulated"},
+        "versions": {"dpdk": "22.11.4", "kernel": "6.1.0"},
+        "hashes": {"rain.p4": "sha256:abc", "bf-rt.json": "sha256:def"},
+    }
     (run / "manifest.json").write_text(json.dumps(manifest))
     idx = 0
     for rep in range(1, reps + 1):
@@ -179,33 +299,67 @@ def synthetic_run(root: Path, *, systems=("rain", "pallas"), loads=(1000.0, 2000
                         for c in cl.values():  # overloaded: requests time out, the point is invalid
                             c["timed_out"] = c["received"] // 10
                             c["received"] -= c["timed_out"]
-                    hosts[host] = {"latency": per_iv, "slowdown": per_sd,
-                                   "summary": make_summary(cl, offered_rps=point["offered_rps"] / 2,
-                                                           achieved_rps=point["offered_rps"] / 2 * 0.99)}
+                    hosts[host] = {
+                        "latency": per_iv,
+                        "slowdown": per_sd,
+                        "summary": make_summary(
+                            cl, offered_rps=point["offered_rps"] / 2, achieved_rps=point["offered_rps"] / 2 * 0.99
+                        ),
+                    }
                 d = write_point(run, point, hosts)
                 if with_optional:
                     # the controller's snapshot (switch/control/controller.py: snapshot) and the
                     # worker agent's files (hosts/agent/worker.py)
                     frac = min(0.9, load / 4000.0 * (1 + si))
                     (d / "switch").mkdir()
-                    (d / "switch" / "snapshot.json").write_text(json.dumps({
-                        "program": "rain", "rain_pipe": 0,
-                        "registers": {"pipe.SwitchIngress.bidir_queue.balance":
-                                      {"size": 64, "width": 32, "signed": True, "pipes": [[-3] + [0] * 63]}},
-                        "counters": {"pipe.SwitchIngress.events.events": {
-                            "EV_TASK_IN": {"packets": 1000, "bytes": 64000},
-                            "EV_DISPATCH_DIRECT": {"packets": int(1000 * (1 - frac)), "bytes": 0},
-                            "EV_DISPATCH_QUEUED": {"packets": int(1000 * frac), "bytes": 0}}},
-                        "queues": {"0": {"balance": -3, "tasks": 3, "tokens": 0}}}))
+                    (d / "switch" / "snapshot.json").write_text(
+                        json.dumps(
+                            {
+                                "program": "rain",
+                                "rain_pipe": 0,
+                                "registers": {
+                                    "pipe.SwitchIngress.bidir_queue.balance": {
+                                        "size": 64,
+                                        "width": 32,
+                                        "signed": True,
+                                        "pipes": [[-3] + [0] * 63],
+                                    }
+                                },
+                                "counters": {
+                                    "pipe.SwitchIngress.events.events": {
+                                        "EV_TASK_IN": {"packets": 1000, "bytes": 64000},
+                                        "EV_DISPATCH_DIRECT": {"packets": int(1000 * (1 - frac)), "bytes": 0},
+                                        "EV_DISPATCH_QUEUED": {"packets": int(1000 * frac), "bytes": 0},
+                                    }
+                                },
+                                "queues": {"0": {"balance": -3, "tasks": 3, "tokens": 0}},
+                            }
+                        )
+                    )
                     wd = d / "workers" / "worker0"
                     wd.mkdir(parents=True)
                     q = 1 + int(load // 1000) + si
-                    series = [{"t": t * 0.5, "workers": [{"fifo": (t + w) % 3, "outstanding": 2, "done": 10 * t,
-                                                          "busy_ns": 0, "quota": q, "slice": 0, "enabled": 1}
-                                                         for w in range(2)]} for t in range(6)]
+                    series = [
+                        {
+                            "t": t * 0.5,
+                            "workers": [
+                                {
+                                    "fifo": (t + w) % 3,
+                                    "outstanding": 2,
+                                    "done": 10 * t,
+                                    "busy_ns": 0,
+                                    "quota": q,
+                                    "slice": 0,
+                                    "enabled": 1,
+                                }
+                                for w in range(2)
+                            ],
+                        }
+                        for t in range(6)
+                    ]
                     (wd / "timeseries.jsonl").write_text("\n".join(json.dumps(r) for r in series) + "\n")
-                    (wd / "stats.json").write_text(json.dumps({"program": "rain-worker", "final": True,
-                                                               "workers": []}))
-                    (wd / "decisions.jsonl").write_text("\n".join(
-                        json.dumps({"t": t * 0.01, "changes": [], "quotas": [q, q]}) for t in range(5)) + "\n")
+                    (wd / "stats.json").write_text(json.dumps({"program": "rain-worker", "final": True, "workers": []}))
+                    (wd / "decisions.jsonl").write_text(
+                        "\n".join(json.dumps({"t": t * 0.01, "changes": [], "quotas": [q, q]}) for t in range(5)) + "\n"
+                    )
     return run

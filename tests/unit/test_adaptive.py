@@ -1,4 +1,5 @@
 """Algorithm 1 (paper 3.3) on crafted samples: each branch of the decision."""
+
 from __future__ import annotations
 
 from hosts.agent.adaptive import Params, WorkerState, decide
@@ -42,7 +43,7 @@ def test_quota_capped_at_n_max_then_overload():
 
 
 def test_overload_and_idleness_in_one_slice_equalise_quotas():
-    hot = WorkerState(0, 8, 0, samples(100, 5 * US, 10 * US, 200 * US, 7))   # overloaded at n_max
+    hot = WorkerState(0, 8, 0, samples(100, 5 * US, 10 * US, 200 * US, 7))  # overloaded at n_max
     idle1 = WorkerState(1, 2, 0, samples(10, 0, 10 * US, 0, 0), idleness=0.9)
     idle2 = WorkerState(2, 2, 0, samples(10, 0, 10 * US, 0, 0), idleness=0.9)
     changes, _ = decide([hot, idle1, idle2], P)

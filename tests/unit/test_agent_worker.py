@@ -1,6 +1,7 @@
 """The worker agent's command line for rain-worker: the RDMA options from the agent
 config's worker.rdma, and the roce role's facts file as the fallback for what the
 inventory does not say (hosts/agent/worker.py)."""
+
 from __future__ import annotations
 
 import json
@@ -11,19 +12,27 @@ import pytest
 from hosts.agent.common import AgentError
 from hosts.agent.worker import worker_argv
 
-BASE = {"switch_mac": "02:00:00:00:00:fe", "switch_ip": "10.10.1.254", "src_ip": "10.10.1.2", "threads": 2,
-        "worker_base": 0}
+BASE = {
+    "switch_mac": "02:00:00:00:00:fe",
+    "switch_ip": "10.10.1.254",
+    "src_ip": "10.10.1.2",
+    "threads": 2,
+    "worker_base": 0,
+}
 
 
 def argv(rdma: dict | None, tmp_path: Path) -> list[str]:
-    cfg = {"binary": "/opt/rainmaker/bin/rain-worker", "out_dir": str(tmp_path),
-           "eal": {"file_prefix": "w0", "devices": ["-a", "0000:3b:00.0"]},
-           "worker": {**BASE, **({"rdma": rdma} if rdma is not None else {})}}
+    cfg = {
+        "binary": "/opt/rainmaker/bin/rain-worker",
+        "out_dir": str(tmp_path),
+        "eal": {"file_prefix": "w0", "devices": ["-a", "0000:3b:00.0"]},
+        "worker": {**BASE, **({"rdma": rdma} if rdma is not None else {})},
+    }
     return worker_argv(cfg, tmp_path)
 
 
 def after_dashes(a: list[str]) -> list[str]:
-    return a[a.index("--") + 1:]
+    return a[a.index("--") + 1 :]
 
 
 def opt(a: list[str], name: str) -> str | None:
@@ -44,17 +53,36 @@ def test_emulated_passes_transport_and_qp_type_only(tmp_path):
 
 
 def test_ibverbs_from_the_inventory(tmp_path):
-    a = argv({"transport": "ibverbs", "qp_type": "rc", "device": "mlx5_1", "gid_index": 3, "mtu": 2048,
-              "dscp": 46, "roce_facts": str(tmp_path / "none.json")}, tmp_path)
-    assert [opt(a, o) for o in ("--rdma", "--qp-type", "--rdma-dev", "--gid-index", "--rdma-mtu", "--dscp")] == \
-        ["ibverbs", "rc", "mlx5_1", "3", "2048", "46"]
+    a = argv(
+        {
+            "transport": "ibverbs",
+            "qp_type": "rc",
+            "device": "mlx5_1",
+            "gid_index": 3,
+            "mtu": 2048,
+            "dscp": 46,
+            "roce_facts": str(tmp_path / "none.json"),
+        },
+        tmp_path,
+    )
+    assert [opt(a, o) for o in ("--rdma", "--qp-type", "--rdma-dev", "--gid-index", "--rdma-mtu", "--dscp")] == [
+        "ibverbs",
+        "rc",
+        "mlx5_1",
+        "3",
+        "2048",
+        "46",
+    ]
     assert after_dashes(a)[-1] == "--start-disabled"
 
 
 def test_ibverbs_falls_back_to_the_roce_facts_then_to_the_worker(tmp_path):
     facts = tmp_path / "roce.json"
-    facts.write_text(json.dumps({"transport": "ibverbs", "rdma_device": "mlx5_0", "netdev": "ens1f0np0",
-                                 "gid_index": "5", "mtu": 4096}))
+    facts.write_text(
+        json.dumps(
+            {"transport": "ibverbs", "rdma_device": "mlx5_0", "netdev": "ens1f0np0", "gid_index": "5", "mtu": 4096}
+        )
+    )
     a = argv({"transport": "ibverbs", "qp_type": "uc", "gid_index": None, "roce_facts": str(facts)}, tmp_path)
     assert opt(a, "--rdma-dev") == "mlx5_0" and opt(a, "--gid-index") == "5"
     # the inventory wins over the facts
@@ -65,12 +93,15 @@ def test_ibverbs_falls_back_to_the_roce_facts_then_to_the_worker(tmp_path):
     assert opt(a, "--rdma") == "ibverbs" and opt(a, "--rdma-dev") is None and opt(a, "--gid-index") is None
 
 
-@pytest.mark.parametrize("rdma, match", [
-    ({"transport": "rxe"}, "transport 'rxe': expected emulated or ibverbs"),
-    ({"transport": "ibverbs", "qp_type": "ud"}, "qp_type 'ud': expected uc or rc"),
-    ({"transport": "ibverbs", "mtu": 9000}, "mtu 9000: expected 1024, 2048 or 4096"),
-    ({"transport": "ibverbs", "gid_index": 300}, "gid_index 300: expected an integer in 0..255"),
-])
+@pytest.mark.parametrize(
+    "rdma, match",
+    [
+        ({"transport": "rxe"}, "transport 'rxe': expected emulated or ibverbs"),
+        ({"transport": "ibverbs", "qp_type": "ud"}, "qp_type 'ud': expected uc or rc"),
+        ({"transport": "ibverbs", "mtu": 9000}, "mtu 9000: expected 1024, 2048 or 4096"),
+        ({"transport": "ibverbs", "gid_index": 300}, "gid_index 300: expected an integer in 0..255"),
+    ],
+)
 def test_bad_rdma_config_is_refused(rdma, match, tmp_path):
     with pytest.raises(AgentError, match=match):
         argv(rdma, tmp_path)

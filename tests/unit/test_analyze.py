@@ -1,6 +1,7 @@
 """Analysis: histograms read in rain-client's format, merged across hosts and
 intervals, exact percentiles and counts in summary.parquet, paper-time conversion,
 repetition aggregates, throughput under SLO, optional switch/agent inputs."""
+
 from __future__ import annotations
 
 import json
@@ -13,17 +14,25 @@ import pandas as pd
 import pytest
 from hdrh.histogram import HdrHistogram
 
-from orchestrator.experiment.analyze import (aggregate, analyze, event_counts, load_point, mean_quota,
-                                             queuing_ratio, throughput_under_slo, worker_queue_series)
+from orchestrator.experiment.analyze import (
+    aggregate,
+    analyze,
+    event_counts,
+    load_point,
+    mean_quota,
+    queuing_ratio,
+    throughput_under_slo,
+    worker_queue_series,
+)
 from orchestrator.experiment.histograms import DEFAULT, Hist, _tables, read_hlog
 
-from .results_fixture import (counters, good_counters, hdr_from, make_point, make_summary, synthetic_run,
-                              write_point)
+from .results_fixture import counters, good_counters, hdr_from, make_point, make_summary, synthetic_run, write_point
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 # -- the histogram layer against hdrh ------------------------------------------------------
+
 
 def test_layout_and_value_tables_match_hdrh():
     ref = HdrHistogram(1, 100_000_000_000, 3)
@@ -77,8 +86,12 @@ def test_rain_client_selftest_log_reads_back(tmp_path):
     if not binary.exists():
         pytest.skip("rain-client is not built (make -C hosts/dpdk)")
     (tmp_path / "in.txt").write_text("a 1000 3\nb 123456 2\na 77\n---\na 5000000\nb 999999 5\n")
-    r = subprocess.run([str(binary), "--selftest-hdr", str(tmp_path / "in.txt"), str(tmp_path / "out.hlog")],
-                       capture_output=True, text=True, timeout=20)
+    r = subprocess.run(
+        [str(binary), "--selftest-hdr", str(tmp_path / "in.txt"), str(tmp_path / "out.hlog")],
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
     if r.returncode != 0:
         pytest.skip(f"rain-client --selftest-hdr cannot run here: {r.stderr.strip()[:200]}")
     expect = json.loads(r.stdout)
@@ -96,6 +109,7 @@ def test_rain_client_selftest_log_reads_back(tmp_path):
 
 # -- a point with known contents --------------------------------------------------------------
 
+
 def _known_run(tmp_path: Path, k: float = 100.0) -> Path:
     """get: latencies 1..1000 ns (exact buckets below 2048) split over 2 hosts x 2
     intervals; scan: 100 x 1 ms. Slowdowns x1000: get 1001..2000, scan 2000."""
@@ -107,16 +121,41 @@ def _known_run(tmp_path: Path, k: float = 100.0) -> Path:
     for hi, host in enumerate(("client0", "client1")):
         lat, sd = [], []
         for iv in range(2):
-            part = get[(hi * 2 + iv) * 250:(hi * 2 + iv + 1) * 250]
+            part = get[(hi * 2 + iv) * 250 : (hi * 2 + iv + 1) * 250]
             lat.append({"get": part, "scan": [1_000_000] * 25})
             sd.append({"get": part + 1000, "scan": [2000] * 25})
-        cl = {"get": counters(offered=520, sent=510, sent_in_window=505, received=500, timed_out=7, lost=3,
-                              rejected=2, failed=1, late_sends=11, max_lag_ns=30_000 + hi * 5_000,
-                              scheduled_rps=260.0, achieved_rps=252.5, received_rps=250.0),
-              "scan": counters(offered=50, sent=50, sent_in_window=50, received=50, scheduled_rps=25.0,
-                               achieved_rps=25.0, received_rps=25.0, max_lag_ns=1000)}
-        hosts[host] = {"latency": lat, "slowdown": sd,
-                       "summary": make_summary(cl, offered_rps=285.0, achieved_rps=277.5, dilation=k)}
+        cl = {
+            "get": counters(
+                offered=520,
+                sent=510,
+                sent_in_window=505,
+                received=500,
+                timed_out=7,
+                lost=3,
+                rejected=2,
+                failed=1,
+                late_sends=11,
+                max_lag_ns=30_000 + hi * 5_000,
+                scheduled_rps=260.0,
+                achieved_rps=252.5,
+                received_rps=250.0,
+            ),
+            "scan": counters(
+                offered=50,
+                sent=50,
+                sent_in_window=50,
+                received=50,
+                scheduled_rps=25.0,
+                achieved_rps=25.0,
+                received_rps=25.0,
+                max_lag_ns=1000,
+            ),
+        }
+        hosts[host] = {
+            "latency": lat,
+            "slowdown": sd,
+            "summary": make_summary(cl, offered_rps=285.0, achieved_rps=277.5, dilation=k),
+        }
     point = make_point("rain-k57-r1", load_krps=57.0, k=k)
     write_point(run, point, hosts)
     return run
@@ -138,14 +177,22 @@ def test_known_point_exact_percentiles_and_counts(tmp_path):
     one_ms = HdrHistogram(1, 100_000_000_000, 3).get_highest_equivalent_value(1_000_000)
     assert s["samples"] == 100 and s["p50_us"] == one_ms / 1000.0
     assert a["samples"] == 1100
-    assert a["p50_us"] == 0.55                       # rank 550 of 1..1000 then 100 x 1 ms
-    assert a["p99_us"] == one_ms / 1000.0            # rank 1089 > 1000
+    assert a["p50_us"] == 0.55  # rank 550 of 1..1000 then 100 x 1 ms
+    assert a["p99_us"] == one_ms / 1000.0  # rank 1089 > 1000
     # slowdown x1000 -> ratio
     assert (g["p50_slowdown"], g["p99_slowdown"]) == (1.5, 1.99)
     assert s["p99_slowdown"] == 2.0
     # counters summed over hosts; max lag is the largest
-    assert (g["offered"], g["sent"], g["received"], g["timed_out"], g["lost"], g["rejected"], g["failed"],
-            g["late_sends"]) == (1040, 1020, 1000, 14, 6, 4, 2, 22)
+    assert (
+        g["offered"],
+        g["sent"],
+        g["received"],
+        g["timed_out"],
+        g["lost"],
+        g["rejected"],
+        g["failed"],
+        g["late_sends"],
+    ) == (1040, 1020, 1000, 14, 6, 4, 2, 22)
     assert g["max_lag_us"] == 35.0
     assert a["received"] == 1100 and a["max_lag_us"] == 35.0
     assert g["late_fraction"] == pytest.approx(22 / 1020)
@@ -199,10 +246,17 @@ def test_repetition_aggregates(tmp_path):
     run.mkdir(parents=True)
     for rep, base in ((1, 1000), (2, 1500), (3, 1200)):
         lat = [{"task": np.full(200, base)}]
-        write_point(run, make_point(f"rain-k10-r{rep}", load_krps=10.0, rep=rep, index=rep, k=1.0),
-                    {"c0": {"latency": lat, "slowdown": [{"task": np.full(200, 2000)}],
-                            "summary": make_summary({"task": good_counters(200)}, offered_rps=10_000,
-                                                    achieved_rps=10_000)}})
+        write_point(
+            run,
+            make_point(f"rain-k10-r{rep}", load_krps=10.0, rep=rep, index=rep, k=1.0),
+            {
+                "c0": {
+                    "latency": lat,
+                    "slowdown": [{"task": np.full(200, 2000)}],
+                    "summary": make_summary({"task": good_counters(200)}, offered_rps=10_000, achieved_rps=10_000),
+                }
+            },
+        )
     df = analyze(run)
     a = df[df["class"] == "all"]
     assert len(a) == 3
@@ -218,25 +272,44 @@ def test_repetition_aggregates(tmp_path):
 
 # -- throughput under SLO ---------------------------------------------------------------------
 
+
 def _frame(points: list[tuple[str, float, float, float, bool]]):
     """(curve, load_krps, p99_us_paper, p99_slowdown, valid) -> a summary-like frame."""
     rows = []
     for i, (curve, load, p99, sd, valid) in enumerate(points):
-        rows.append({"curve": curve, "system": curve, "class": "all", "load_krps": load, "point_id": f"p{i}",
-                     "offered_krps": load, "achieved_krps": load * 0.98, "p50_us_paper": p99 / 3,
-                     "p99_us_paper": p99, "p999_us_paper": p99 * 2, "p99_slowdown": sd, "valid": valid,
-                     "samples": 10_000})
+        rows.append(
+            {
+                "curve": curve,
+                "system": curve,
+                "class": "all",
+                "load_krps": load,
+                "point_id": f"p{i}",
+                "offered_krps": load,
+                "achieved_krps": load * 0.98,
+                "p50_us_paper": p99 / 3,
+                "p99_us_paper": p99,
+                "p999_us_paper": p99 * 2,
+                "p99_slowdown": sd,
+                "valid": valid,
+                "samples": 10_000,
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def test_throughput_under_slo_stops_at_first_violation():
-    df = _frame([
-        ("rain", 1000, 20, 2.0, True), ("rain", 2000, 40, 5.0, True), ("rain", 3000, 90, 12.0, True),
-        ("rain", 3500, 60, 8.0, True),                     # a noisy recovery past the knee: not credited
-        ("pallas", 1000, 30, 4.0, True), ("pallas", 2000, 50, 9.0, False),   # invalid: does not count
-        ("pallas", 3000, 50, 9.5, True),
-        ("r2p2", 1000, 200, 30.0, True),                   # fails at the lowest load
-    ])
+    df = _frame(
+        [
+            ("rain", 1000, 20, 2.0, True),
+            ("rain", 2000, 40, 5.0, True),
+            ("rain", 3000, 90, 12.0, True),
+            ("rain", 3500, 60, 8.0, True),  # a noisy recovery past the knee: not credited
+            ("pallas", 1000, 30, 4.0, True),
+            ("pallas", 2000, 50, 9.0, False),  # invalid: does not count
+            ("pallas", 3000, 50, 9.5, True),
+            ("r2p2", 1000, 200, 30.0, True),  # fails at the lowest load
+        ]
+    )
     t = throughput_under_slo(df, {"p99_slowdown": 10}).set_index("curve")
     assert t.loc["rain", "throughput_krps"] == pytest.approx(2000 * 0.98)
     assert t.loc["rain", "load_krps"] == 2000
@@ -254,8 +327,14 @@ def test_throughput_under_slo_stops_at_first_violation():
 
 
 def test_throughput_under_slo_averages_repetitions():
-    df = _frame([("rain", 1000, 20, 9.0, True), ("rain", 1000, 20, 11.5, True),    # mean 10.25 > 10
-                 ("rain", 500, 10, 3.0, True), ("rain", 500, 10, 5.0, True)])
+    df = _frame(
+        [
+            ("rain", 1000, 20, 9.0, True),
+            ("rain", 1000, 20, 11.5, True),  # mean 10.25 > 10
+            ("rain", 500, 10, 3.0, True),
+            ("rain", 500, 10, 5.0, True),
+        ]
+    )
     t = throughput_under_slo(df, {"p99_slowdown": 10}).set_index("curve")
     assert t.loc["rain", "load_krps"] == 500
     with pytest.raises(ValueError):
@@ -271,11 +350,15 @@ def test_throughput_under_slo_on_a_run(tmp_path):
 
 # -- broken and optional inputs ------------------------------------------------------------------
 
+
 def test_missing_and_corrupt_files_mark_the_point(tmp_path):
     run = tmp_path / "results" / "broken" / "t"
     write_point(run, make_point("rain-k1-r1", load_krps=1.0, index=0), {})
-    d = write_point(run, make_point("rain-k2-r1", load_krps=2.0, index=1),
-                    {"c0": {"latency": [{"task": [1000] * 10}], "slowdown": None, "summary": None}})
+    d = write_point(
+        run,
+        make_point("rain-k2-r1", load_krps=2.0, index=1),
+        {"c0": {"latency": [{"task": [1000] * 10}], "slowdown": None, "summary": None}},
+    )
     (d / "clients" / "c0" / "latency.hlog").write_text("Tag=task,0.000,1.000,0.001,NOTBASE64\n")
     df = analyze(run).set_index("point_id")
     for pid in ("rain-k1-r1", "rain-k2-r1"):
@@ -301,8 +384,9 @@ def test_switch_snapshot_shapes_and_agent_decisions(tmp_path):
     assert math.isnan(queuing_ratio({"registers": {}})) and math.isnan(queuing_ratio(None))
     ad = tmp_path / "agent" / "w0"
     ad.mkdir(parents=True)
-    (ad / "decisions.jsonl").write_text('{"t_s": 0, "quota": 2}\n{"t_s": 1, "quotas": [1, 3, 5]}\n'
-                                        '{"t_s": 2, "quotas": {"0": 4, "1": 4}}\nnot json\n')
+    (ad / "decisions.jsonl").write_text(
+        '{"t_s": 0, "quota": 2}\n{"t_s": 1, "quotas": [1, 3, 5]}\n{"t_s": 2, "quotas": {"0": 4, "1": 4}}\nnot json\n'
+    )
     assert mean_quota(tmp_path) == pytest.approx((2 + 3 + 4) / 3)
     assert math.isnan(mean_quota(tmp_path / "nowhere"))
 
@@ -310,17 +394,28 @@ def test_switch_snapshot_shapes_and_agent_decisions(tmp_path):
 def test_controller_snapshot_and_worker_agent_files(tmp_path):
     """The shapes the runner collects: the controller's snapshot (events by EV_ name)
     and the worker agent's timeseries.jsonl / decisions.jsonl under workers/<host>/."""
-    snap = {"counters": {"pipe.SwitchIngress.events.events": {
-        "EV_TASK_IN": {"packets": 10, "bytes": 640}, "EV_DISPATCH_DIRECT": {"packets": 3, "bytes": 0},
-        "EV_DISPATCH_QUEUED": {"packets": 1, "bytes": 0}}}}
+    snap = {
+        "counters": {
+            "pipe.SwitchIngress.events.events": {
+                "EV_TASK_IN": {"packets": 10, "bytes": 640},
+                "EV_DISPATCH_DIRECT": {"packets": 3, "bytes": 0},
+                "EV_DISPATCH_QUEUED": {"packets": 1, "bytes": 0},
+            }
+        }
+    }
     assert queuing_ratio(snap) == 0.25
     wd = tmp_path / "workers" / "w0"
     wd.mkdir(parents=True)
-    rows = [{"t": 0.1 * i, "workers": [{"fifo": i, "outstanding": 1, "quota": 2 + (i > 1)},
-                                       {"fifo": 1, "outstanding": 1, "quota": 2}]} for i in range(4)]
+    rows = [
+        {
+            "t": 0.1 * i,
+            "workers": [{"fifo": i, "outstanding": 1, "quota": 2 + (i > 1)}, {"fifo": 1, "outstanding": 1, "quota": 2}],
+        }
+        for i in range(4)
+    ]
     (wd / "timeseries.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     series = worker_queue_series(tmp_path)["w0"]
     assert [v for _, v in series] == [1, 2, 3, 4] and series[1][0] == pytest.approx(0.1)
-    assert mean_quota(tmp_path) == pytest.approx((2 + 2 + 2.5 + 2.5) / 4)   # no decisions: the samples
+    assert mean_quota(tmp_path) == pytest.approx((2 + 2 + 2.5 + 2.5) / 4)  # no decisions: the samples
     (wd / "decisions.jsonl").write_text(json.dumps({"t": 1.0, "changes": [], "quotas": [4, 6]}) + "\n")
     assert mean_quota(tmp_path) == 5.0

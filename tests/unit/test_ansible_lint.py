@@ -1,4 +1,5 @@
 """The playbooks and roles pass ansible-lint's strictest (production) profile."""
+
 from __future__ import annotations
 
 import os
@@ -37,7 +38,8 @@ def test_ansible_lint_production_profile_passes(tmp_path):
         "ANSIBLE_HOME": str(tmp_path / "ansible-home"),  # not the user's ~/.ansible
         "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-tmp"),
     }
-    r = subprocess.run([exe, "--profile", "production", "--offline"], cwd=REPO, env=env,
-                       capture_output=True, text=True, timeout=280)
+    r = subprocess.run(
+        [exe, "--profile", "production", "--offline"], cwd=REPO, env=env, capture_output=True, text=True, timeout=280
+    )
     assert r.returncode == 0, f"ansible-lint failed:\n{r.stdout}\n{r.stderr}"
     assert "Profile 'production' was required, and it passed" in r.stderr + r.stdout

@@ -3,6 +3,7 @@
 Also drives the server exactly as the SDE's bfrt_grpc client does (raw stubs), checks
 the proto against the field numbers of the facts file, and sends it garbage.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,7 +17,9 @@ import pytest
 from google.rpc import code_pb2, status_pb2
 from grpc_status import rpc_status
 
-from switch.bfrt import _stubs, bfruntime_pb2 as pb, bfruntime_pb2_grpc as pb_grpc
+from switch.bfrt import _stubs
+from switch.bfrt import bfruntime_pb2 as pb
+from switch.bfrt import bfruntime_pb2_grpc as pb_grpc
 from switch.bfrt.client import Client
 from switch.bfrt.errors import BfrtConnectError, BfrtError, BfrtNameError, BfrtValueError
 from switch.emulator.bfrt_server import BfrtServerError, serve
@@ -68,11 +71,24 @@ FIELD_NUMBERS = {  # message: {field: number}, from facts/bfruntime.md
     "ReadRequest": {"target": 1, "client_id": 2, "entities": 3, "p4_name": 4},
     "ReadResponse": {"entities": 1, "status": 2},
     "Update": {"type": 1, "entity": 2},
-    "Entity": {"table_entry": 1, "table_usage": 2, "table_attribute": 3, "table_operation": 4, "object_id": 5,
-               "handle": 6},
+    "Entity": {
+        "table_entry": 1,
+        "table_usage": 2,
+        "table_attribute": 3,
+        "table_operation": 4,
+        "object_id": 5,
+        "handle": 6,
+    },
     "TableOperation": {"table_id": 1, "table_operations_type": 2},
-    "TableEntry": {"table_id": 1, "key": 2, "handle_id": 7, "data": 3, "is_default_entry": 4, "entry_tgt": 8,
-                   "table_flags": 9},
+    "TableEntry": {
+        "table_id": 1,
+        "key": 2,
+        "handle_id": 7,
+        "data": 3,
+        "is_default_entry": 4,
+        "entry_tgt": 8,
+        "table_flags": 9,
+    },
     "TableFlags": {"from_hw": 1, "key_only": 2, "mod_del": 3, "reset_ttl": 4, "reset_stats": 5},
     "TableKey": {"fields": 1},
     "KeyField": {"field_id": 1, "exact": 2, "ternary": 3, "lpm": 4, "range": 5, "optional": 6},
@@ -82,23 +98,46 @@ FIELD_NUMBERS = {  # message: {field: number}, from facts/bfruntime.md
     "KeyField.Range": {"low": 1, "high": 2},
     "KeyField.Optional": {"value": 1, "is_valid": 2},
     "TableData": {"action_id": 1, "fields": 2},
-    "DataField": {"field_id": 1, "stream": 2, "float_val": 3, "str_val": 4, "int_arr_val": 5, "bool_arr_val": 6,
-                  "container_arr_val": 7, "bool_val": 8, "str_arr_val": 9},
+    "DataField": {
+        "field_id": 1,
+        "stream": 2,
+        "float_val": 3,
+        "str_val": 4,
+        "int_arr_val": 5,
+        "bool_arr_val": 6,
+        "container_arr_val": 7,
+        "bool_val": 8,
+        "str_arr_val": 9,
+    },
     "DataField.IntArray": {"val": 1},
     "DataField.BoolArray": {"val": 1},
     "DataField.StrArray": {"val": 1},
     "TableAttribute": {"table_id": 1, "idle_table": 2, "pre_device_config": 9, "selector_update_notify": 10},
     "StreamMessageRequest": {"client_id": 1, "subscribe": 2, "digest_ack": 3},
     "Subscribe": {"is_master": 1, "device_id": 2, "notifications": 3, "status": 4},
-    "Subscribe.Notifications": {"enable_learn_notifications": 1, "enable_idletimeout_notifications": 2,
-                                "enable_port_status_change_notifications": 3,
-                                "enable_entry_active_notifications": 4,
-                                "enable_selector_update_change_notifications": 5},
-    "StreamMessageResponse": {"subscribe": 1, "digest": 2, "idle_timeout_notification": 3,
-                              "port_status_change_notification": 4, "set_forwarding_pipeline_config_response": 5,
-                              "selector_update_change_notification": 6},
-    "SetForwardingPipelineConfigRequest": {"device_id": 1, "client_id": 2, "action": 3, "dev_init_mode": 4,
-                                           "base_path": 5, "config": 6},
+    "Subscribe.Notifications": {
+        "enable_learn_notifications": 1,
+        "enable_idletimeout_notifications": 2,
+        "enable_port_status_change_notifications": 3,
+        "enable_entry_active_notifications": 4,
+        "enable_selector_update_change_notifications": 5,
+    },
+    "StreamMessageResponse": {
+        "subscribe": 1,
+        "digest": 2,
+        "idle_timeout_notification": 3,
+        "port_status_change_notification": 4,
+        "set_forwarding_pipeline_config_response": 5,
+        "selector_update_change_notification": 6,
+    },
+    "SetForwardingPipelineConfigRequest": {
+        "device_id": 1,
+        "client_id": 2,
+        "action": 3,
+        "dev_init_mode": 4,
+        "base_path": 5,
+        "config": 6,
+    },
     "SetForwardingPipelineConfigResponse": {"set_forwarding_pipeline_config_response_type": 1},
     "ForwardingPipelineConfig": {"p4_name": 1, "bfruntime_info": 2, "profiles": 3},
     "ForwardingPipelineConfig.Profile": {"profile_name": 1, "context": 2, "binary": 3, "pipe_scope": 4},
@@ -119,14 +158,26 @@ def test_proto_matches_the_facts():
         if inner:
             desc = desc.nested_types_by_name[inner]
         assert {f: desc.fields_by_name[f].number for f in fields} == fields, path
-    assert dict(pb.Update.Type.items()) == {"UNSPECIFIED": 0, "INSERT": 1, "MODIFY": 2, "MODIFY_INC": 3, "DELETE": 4,
-                                            "INSERT_OR_MODIFY": 5, "RESET": 6}
+    assert dict(pb.Update.Type.items()) == {
+        "UNSPECIFIED": 0,
+        "INSERT": 1,
+        "MODIFY": 2,
+        "MODIFY_INC": 3,
+        "DELETE": 4,
+        "INSERT_OR_MODIFY": 5,
+        "RESET": 6,
+    }
     assert pb.WriteRequest.CONTINUE_ON_ERROR == 0
     assert pb.SetForwardingPipelineConfigRequest.BIND == 0 and pb.SetForwardingPipelineConfigRequest.VERIFY == 1
     service = fd.services_by_name["BfRuntime"]
     shapes = {m.name: (m.client_streaming, m.server_streaming) for m in service.methods}
-    assert shapes == {"Write": (False, False), "Read": (False, True), "SetForwardingPipelineConfig": (False, False),
-                      "GetForwardingPipelineConfig": (False, False), "StreamChannel": (True, True)}
+    assert shapes == {
+        "Write": (False, False),
+        "Read": (False, True),
+        "SetForwardingPipelineConfig": (False, False),
+        "GetForwardingPipelineConfig": (False, False),
+        "StreamChannel": (True, True),
+    }
 
 
 def test_stubs_are_regenerated_when_stale(tmp_path):
@@ -167,7 +218,9 @@ def test_second_binder_and_unsubscribed_clients_are_refused(server, client):
     with Client(f"127.0.0.1:{server.port}", client_id=2, bind=False) as watcher:  # reading needs no binding
         assert watcher.table("forward").entries() == []
     stub = pb_grpc.BfRuntimeStub(client._channel)
-    request = pb.SetForwardingPipelineConfigRequest(client_id=7, config=[pb.ForwardingPipelineConfig(p4_name="bfrt_test")])
+    request = pb.SetForwardingPipelineConfigRequest(
+        client_id=7, config=[pb.ForwardingPipelineConfig(p4_name="bfrt_test")]
+    )
     with pytest.raises(grpc.RpcError) as e:
         stub.SetForwardingPipelineConfig(request)
     assert e.value.code() == grpc.StatusCode.FAILED_PRECONDITION and "not subscribed" in e.value.details()
@@ -214,8 +267,11 @@ def test_exact_entries(server, client):
     assert fwd.get(0x0C42A1DD5F3A).action == "SwitchIngress.forward.drop"
     fwd.upsert(0x0C42A1DD5F3C, "drop")
     fwd.upsert(0x0C42A1DD5F3C, "set_egress", {"port": 1})
-    assert {e.key["hdr.ethernet.dst_addr"]: e.data for e in fwd.entries()} == \
-        {0x0C42A1DD5F3A: {}, 0x0C42A1DD5F3B: {"port": 140}, 0x0C42A1DD5F3C: {"port": 1}}
+    assert {e.key["hdr.ethernet.dst_addr"]: e.data for e in fwd.entries()} == {
+        0x0C42A1DD5F3A: {},
+        0x0C42A1DD5F3B: {"port": 140},
+        0x0C42A1DD5F3C: {"port": 1},
+    }
     assert fwd.usage() == 3
     fwd.delete(0x0C42A1DD5F3B)
     with pytest.raises(BfrtError) as e:
@@ -260,8 +316,11 @@ def test_lpm_ternary_range_optional(server, client):
     assert lookup(0x0A000001, 2500, 6).action == "permit"
     got = acl.get({"src_addr": (0x0A000000, 0xFF000000), "l4_dst_port": (1000, 2000)}, priority=20)
     assert got.priority == 20 and got.action == "SwitchIngress.acl.deny"
-    assert got.key == {"hdr.ipv4.src_addr": (0x0A000000, 0xFF000000), "ig_md.l4_dst_port": (1000, 2000),
-                       "ig_intr_md.ingress_port": (0, False)}
+    assert got.key == {
+        "hdr.ipv4.src_addr": (0x0A000000, 0xFF000000),
+        "ig_md.l4_dst_port": (1000, 2000),
+        "ig_intr_md.ingress_port": (0, False),
+    }
     assert {e.priority for e in acl.entries()} == {10, 20}
     acl.delete({"ingress_port": 5}, priority=10)
     assert lookup(0x0A000001, 1500, 5).action == "deny"
@@ -296,7 +355,12 @@ def test_rollback_on_error(server, client):
             b.add(fwd, 1, "drop")  # fails: everything before is undone
             b.add(fwd, 3, "drop")
     assert [(x.index, x.code_name) for x in e.value.errors] == [
-        (0, "ABORTED"), (1, "ABORTED"), (2, "ABORTED"), (3, "ALREADY_EXISTS"), (4, "ABORTED")]
+        (0, "ABORTED"),
+        (1, "ABORTED"),
+        (2, "ABORTED"),
+        (3, "ALREADY_EXISTS"),
+        (4, "ABORTED"),
+    ]
     assert "1 of 5 refused" in str(e.value)
     assert [(x.key["hdr.ethernet.dst_addr"], x.action) for x in fwd.entries()] == [(1, "SwitchIngress.forward.drop")]
     assert route.entries() == []
@@ -345,8 +409,10 @@ def test_register_values_on_the_wire(server, stub):
     server.store.register("balance").write(1, 0x01020304)
     key = pb.TableKey(fields=[pb.KeyField(field_id=65557, exact=pb.KeyField.Exact(value=(1).to_bytes(4, "big")))])
     for pipe, count in ((0xFFFF, 2), (1, 1)):
-        req = pb.ReadRequest(target=pb.TargetDevice(device_id=0, pipe_id=pipe, direction=0xFF, prsr_id=0xFF),
-                             entities=[pb.Entity(table_entry=pb.TableEntry(table_id=spec.id, key=key))])
+        req = pb.ReadRequest(
+            target=pb.TargetDevice(device_id=0, pipe_id=pipe, direction=0xFF, prsr_id=0xFF),
+            entities=[pb.Entity(table_entry=pb.TableEntry(table_id=spec.id, key=key))],
+        )
         (entity,) = [e for r in stub.Read(req) for e in r.entities]
         fields = entity.table_entry.data.fields
         assert [(f.field_id, f.stream) for f in fields] == [(1, b"\x01\x02\x03\x04")] * count
@@ -377,8 +443,10 @@ def test_pre_nodes_and_groups(server, client):
     pre.add_group(7, [1, 2], l1_xids=[None, 3])
     assert server.store.mcast_group(7) == ((10, (4, 5)), (11, (6,)))
     assert pre.groups() == {7: [1, 2]}
-    assert pre.nodes() == {1: {"rid": 10, "dev_ports": [4, 5], "lag_ids": []},
-                           2: {"rid": 11, "dev_ports": [6], "lag_ids": []}}
+    assert pre.nodes() == {
+        1: {"rid": 10, "dev_ports": [4, 5], "lag_ids": []},
+        2: {"rid": 11, "dev_ports": [6], "lag_ids": []},
+    }
     raw = client.table("$pre.mgid").get({"$MGID": 7}).data
     assert raw["$MULTICAST_NODE_L1_XID_VALID"] == [False, True] and raw["$MULTICAST_NODE_L1_XID"] == [0, 3]
     with pytest.raises(BfrtError) as e:
@@ -391,8 +459,19 @@ def test_pre_nodes_and_groups(server, client):
     assert server.store.mcast_group(7) == ((11, (6,)),)
     # MODIFY_INC adds members (and removes them with mod_del)
     mgid = client.table("$pre.mgid")
-    client.write([mgid.update("MODIFY_INC", {"$MGID": 7}, data={
-        "$MULTICAST_NODE_ID": [1], "$MULTICAST_NODE_L1_XID_VALID": [False], "$MULTICAST_NODE_L1_XID": [0]})])
+    client.write(
+        [
+            mgid.update(
+                "MODIFY_INC",
+                {"$MGID": 7},
+                data={
+                    "$MULTICAST_NODE_ID": [1],
+                    "$MULTICAST_NODE_L1_XID_VALID": [False],
+                    "$MULTICAST_NODE_L1_XID": [0],
+                },
+            )
+        ]
+    )
     assert pre.groups() == {7: [2, 1]}
     pre.clear()
     assert pre.groups() == {} and pre.nodes() == {} and server.store.mcast_group(7) == ()
@@ -433,8 +512,11 @@ def test_ports(server, client):
 
 
 def _entry_write(table_id, key_fields=(), action_id=0, data_fields=(), type=pb.Update.INSERT):
-    entry = pb.TableEntry(table_id=table_id, key=pb.TableKey(fields=list(key_fields)),
-                          data=pb.TableData(action_id=action_id, fields=list(data_fields)))
+    entry = pb.TableEntry(
+        table_id=table_id,
+        key=pb.TableKey(fields=list(key_fields)),
+        data=pb.TableData(action_id=action_id, fields=list(data_fields)),
+    )
     return pb.Update(type=type, entity=pb.Entity(table_entry=entry))
 
 
@@ -449,21 +531,23 @@ def test_bad_requests_get_errors_and_the_server_keeps_serving(server, client, st
     port9 = pb.DataField(field_id=1, stream=b"\x00\x05")
     mac = (1).to_bytes(6, "big")
     updates = [
-        _entry_write(0xDEAD, [_exact(1, mac)]),                                     # 0 unknown table
-        _entry_write(fwd.id, [_exact(99, mac)], set_egress, [port9]),              # 1 unknown key field
-        _entry_write(fwd.id, [_exact(1, b"\x01")], set_egress, [port9]),           # 2 wrong width (1 byte of 6)
-        _entry_write(fwd.id, [_exact(1, mac)], 0x7777, [port9]),                   # 3 unknown action
-        _entry_write(fwd.id, [_exact(1, mac)], set_egress, []),                    # 4 missing parameter
-        _entry_write(fwd.id, [_exact(1, mac)], set_egress,
-                     [pb.DataField(field_id=1, stream=b"\x02\x00")]),                # 5 value wider than 9 bits
-        _entry_write(fwd.id, [pb.KeyField(field_id=1, ternary=pb.KeyField.Ternary(value=mac, mask=mac))],
-                     set_egress, [port9]),                                          # 6 wrong match type
-        _entry_write(fwd.id, [pb.KeyField(field_id=1)], set_egress, [port9]),      # 7 no match value at all
-        pb.Update(type=pb.Update.INSERT, entity=pb.Entity()),                       # 8 empty entity
-        pb.Update(entity=pb.Entity(table_entry=pb.TableEntry(table_id=fwd.id))),    # 9 no update type
+        _entry_write(0xDEAD, [_exact(1, mac)]),  # 0 unknown table
+        _entry_write(fwd.id, [_exact(99, mac)], set_egress, [port9]),  # 1 unknown key field
+        _entry_write(fwd.id, [_exact(1, b"\x01")], set_egress, [port9]),  # 2 wrong width (1 byte of 6)
+        _entry_write(fwd.id, [_exact(1, mac)], 0x7777, [port9]),  # 3 unknown action
+        _entry_write(fwd.id, [_exact(1, mac)], set_egress, []),  # 4 missing parameter
+        _entry_write(
+            fwd.id, [_exact(1, mac)], set_egress, [pb.DataField(field_id=1, stream=b"\x02\x00")]
+        ),  # 5 value wider than 9 bits
+        _entry_write(
+            fwd.id, [pb.KeyField(field_id=1, ternary=pb.KeyField.Ternary(value=mac, mask=mac))], set_egress, [port9]
+        ),  # 6 wrong match type
+        _entry_write(fwd.id, [pb.KeyField(field_id=1)], set_egress, [port9]),  # 7 no match value at all
+        pb.Update(type=pb.Update.INSERT, entity=pb.Entity()),  # 8 empty entity
+        pb.Update(entity=pb.Entity(table_entry=pb.TableEntry(table_id=fwd.id))),  # 9 no update type
         _entry_write(fwd.id, [_exact(1, mac)], set_egress, [pb.DataField(field_id=1, str_val="five")]),  # 10 type
-        _entry_write(fwd.id, [_exact(1, mac)], set_egress, [port9]),               # 11 fine
-        _entry_write(fwd.id, [], type=pb.Update.INSERT),                            # 12 INSERT without key
+        _entry_write(fwd.id, [_exact(1, mac)], set_egress, [port9]),  # 11 fine
+        _entry_write(fwd.id, [], type=pb.Update.INSERT),  # 12 INSERT without key
     ]
     with pytest.raises(grpc.RpcError) as e:
         stub.Write(pb.WriteRequest(target=pb.TargetDevice(pipe_id=0xFFFF), updates=updates))
@@ -478,10 +562,19 @@ def test_bad_requests_get_errors_and_the_server_keeps_serving(server, client, st
         list(stub.Read(pb.ReadRequest(entities=[pb.Entity(table_entry=pb.TableEntry(table_id=12345)), pb.Entity()])))
     assert [code_pb2.Code.Name(x.canonical_code) for x in details(e.value)] == ["NOT_FOUND", "INVALID_ARGUMENT"]
     # Unknown operations, devices, programs.
-    op = pb.Update(type=pb.Update.INSERT, entity=pb.Entity(table_operation=pb.TableOperation(
-        table_id=lay["pipe.SwitchIngress.bidir_queue.balance"].id, table_operations_type="Defragment")))
-    for request in (pb.WriteRequest(updates=[op]), pb.WriteRequest(target=pb.TargetDevice(device_id=3), updates=updates[11:12]),
-                    pb.WriteRequest(p4_name="other", updates=updates[11:12])):
+    op = pb.Update(
+        type=pb.Update.INSERT,
+        entity=pb.Entity(
+            table_operation=pb.TableOperation(
+                table_id=lay["pipe.SwitchIngress.bidir_queue.balance"].id, table_operations_type="Defragment"
+            )
+        ),
+    )
+    for request in (
+        pb.WriteRequest(updates=[op]),
+        pb.WriteRequest(target=pb.TargetDevice(device_id=3), updates=updates[11:12]),
+        pb.WriteRequest(p4_name="other", updates=updates[11:12]),
+    ):
         with pytest.raises(grpc.RpcError) as e:
             stub.Write(request)
         assert e.value.code() == grpc.StatusCode.UNKNOWN and len(details(e.value)) == 1
@@ -506,10 +599,16 @@ def test_read_echoes_entry_tgt_only_when_asked(server, stub):
     tgt = pb.TargetDevice(device_id=0, pipe_id=0xFFFF, direction=0xFF, prsr_id=0xFF)
     plain = pb.TableEntry(table_id=spec.id)
     asked = pb.TableEntry(table_id=spec.id, entry_tgt=tgt)
-    (a,) = [e.table_entry for r in stub.Read(pb.ReadRequest(target=tgt, entities=[pb.Entity(table_entry=plain)]))
-            for e in r.entities]
-    (b,) = [e.table_entry for r in stub.Read(pb.ReadRequest(target=tgt, entities=[pb.Entity(table_entry=asked)]))
-            for e in r.entities]
+    (a,) = [
+        e.table_entry
+        for r in stub.Read(pb.ReadRequest(target=tgt, entities=[pb.Entity(table_entry=plain)]))
+        for e in r.entities
+    ]
+    (b,) = [
+        e.table_entry
+        for r in stub.Read(pb.ReadRequest(target=tgt, entities=[pb.Entity(table_entry=asked)]))
+        for e in r.entities
+    ]
     assert not a.HasField("entry_tgt") and b.entry_tgt == tgt
     assert a.key.fields[0].exact.value == (7).to_bytes(6, "big")  # keys come back with the schema's match type
     assert a.data.action_id == spec.action_by_name["SwitchIngress.forward.set_egress"].id
@@ -563,7 +662,9 @@ def test_driven_like_the_sde_bfrt_grpc_client(server):
         assert "tables" in p4 and "tables" in non_p4
         tables = {t["name"]: t for t in p4["tables"] + non_p4["tables"]}
 
-        bind = pb.SetForwardingPipelineConfigRequest(client_id=0, config=[pb.ForwardingPipelineConfig(p4_name="bfrt_test")])
+        bind = pb.SetForwardingPipelineConfigRequest(
+            client_id=0, config=[pb.ForwardingPipelineConfig(p4_name="bfrt_test")]
+        )
         assert bind.SerializeToString().count(b"bfrt_test") == 1 and not bind.device_id and not bind.action
         assert stub.SetForwardingPipelineConfig(bind).SerializeToString() == b""
 
@@ -573,26 +674,74 @@ def test_driven_like_the_sde_bfrt_grpc_client(server):
         param = action["data"][0]
         width = lambda f: (f["type"]["width"] + 7) // 8  # noqa: E731
         target = pb.TargetDevice(device_id=0, pipe_id=0xFFFF, direction=0xFF, prsr_id=0xFF)
-        entry = pb.TableEntry(table_id=fwd["id"], key=pb.TableKey(fields=[
-            pb.KeyField(field_id=key_field["id"], exact=pb.KeyField.Exact(value=(0xAB).to_bytes(width(key_field), "big")))]),
-            data=pb.TableData(action_id=action["id"], fields=[
-                pb.DataField(field_id=param["id"], stream=(17).to_bytes(width(param), "big"))]))
-        stub.Write(pb.WriteRequest(target=target, client_id=0, p4_name="bfrt_test",
-                                   updates=[pb.Update(type=pb.Update.INSERT, entity=pb.Entity(table_entry=entry))]))
+        entry = pb.TableEntry(
+            table_id=fwd["id"],
+            key=pb.TableKey(
+                fields=[
+                    pb.KeyField(
+                        field_id=key_field["id"],
+                        exact=pb.KeyField.Exact(value=(0xAB).to_bytes(width(key_field), "big")),
+                    )
+                ]
+            ),
+            data=pb.TableData(
+                action_id=action["id"],
+                fields=[pb.DataField(field_id=param["id"], stream=(17).to_bytes(width(param), "big"))],
+            ),
+        )
+        stub.Write(
+            pb.WriteRequest(
+                target=target,
+                client_id=0,
+                p4_name="bfrt_test",
+                updates=[pb.Update(type=pb.Update.INSERT, entity=pb.Entity(table_entry=entry))],
+            )
+        )
         assert server.store.table("forward").lookup(0xAB) == ("set_egress", {"port": 17})
 
         reg = tables["pipe.SwitchIngress.bidir_queue.balance"]
-        stub.Write(pb.WriteRequest(target=target, client_id=0, p4_name="bfrt_test", updates=[pb.Update(
-            type=pb.Update.INSERT, entity=pb.Entity(table_operation=pb.TableOperation(
-                table_id=reg["id"], table_operations_type="Sync")))]))
-        read = pb.ReadRequest(target=target, client_id=0, p4_name="bfrt_test", entities=[pb.Entity(
-            table_entry=pb.TableEntry(table_id=reg["id"], key=pb.TableKey(fields=[
-                pb.KeyField(field_id=65557, exact=pb.KeyField.Exact(value=(0).to_bytes(4, "big")))])))])
+        stub.Write(
+            pb.WriteRequest(
+                target=target,
+                client_id=0,
+                p4_name="bfrt_test",
+                updates=[
+                    pb.Update(
+                        type=pb.Update.INSERT,
+                        entity=pb.Entity(
+                            table_operation=pb.TableOperation(table_id=reg["id"], table_operations_type="Sync")
+                        ),
+                    )
+                ],
+            )
+        )
+        read = pb.ReadRequest(
+            target=target,
+            client_id=0,
+            p4_name="bfrt_test",
+            entities=[
+                pb.Entity(
+                    table_entry=pb.TableEntry(
+                        table_id=reg["id"],
+                        key=pb.TableKey(
+                            fields=[pb.KeyField(field_id=65557, exact=pb.KeyField.Exact(value=(0).to_bytes(4, "big")))]
+                        ),
+                    )
+                )
+            ],
+        )
         (answer,) = [e.table_entry for r in stub.Read(read) for e in r.entities]
         assert [f.field_id for f in answer.data.fields] == [reg["data"][0]["singleton"]["id"]] * 2
 
-        entries = [e.table_entry for r in stub.Read(pb.ReadRequest(target=target, client_id=0, entities=[
-            pb.Entity(table_entry=pb.TableEntry(table_id=fwd["id"]))])) for e in r.entities]
+        entries = [
+            e.table_entry
+            for r in stub.Read(
+                pb.ReadRequest(
+                    target=target, client_id=0, entities=[pb.Entity(table_entry=pb.TableEntry(table_id=fwd["id"]))]
+                )
+            )
+            for e in r.entities
+        ]
         assert len(entries) == 1 and entries[0].key.fields[0].WhichOneof("match_type") == "exact"
     finally:
         requests.put(None)  # tearDown: half-close, then join the receive thread

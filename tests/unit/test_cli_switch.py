@@ -7,6 +7,7 @@ replaced by a recorder (no SSH in unit tests) to check what the role is asked to
 how its failures are reported. The real runs are tests/integration/test_tofino_sde.py
 (the role with a mock SDE) and tests/integration/test_switch_cli.py (emulated).
 """
+
 from __future__ import annotations
 
 import json
@@ -32,14 +33,38 @@ def write_inventory(tmp_path: Path, bfrt: str, kind: str = "tofino") -> Path:
     emulated = kind == "emulated"
     inv = {
         "name": "unit",
-        "switch": {"name": "sw0", "kind": kind, "mgmt": {"address": "192.0.2.10"}, "bfrt": bfrt,
-                   **({} if emulated else {"sde": "/opt/bf-sde-9.13.0"}),
-                   "ports": [{"port": f"{i}/0", "dev_port": 124 + 8 * i, "speed": "100G", "fec": "rs",
-                              **({"iface": f"swp{i}"} if emulated else {})} for i in (1, 2)]},
-        "hosts": [{"name": n, "role": r, "mgmt": {"address": f"192.0.2.{20 + i}"}, "cores": [1],
-                   "nic": {**({"vdev": "net_af_packet0,iface=data0"} if emulated else {"pci": "0000:3b:00.0"}),
-                           "mac": f"0c:42:a1:dd:5f:0{i}", "ip": f"10.10.1.{i}", "switch_port": f"{i}/0"}}
-                  for i, (n, r) in enumerate([("client0", "client"), ("worker0", "worker")], start=1)],
+        "switch": {
+            "name": "sw0",
+            "kind": kind,
+            "mgmt": {"address": "192.0.2.10"},
+            "bfrt": bfrt,
+            **({} if emulated else {"sde": "/opt/bf-sde-9.13.0"}),
+            "ports": [
+                {
+                    "port": f"{i}/0",
+                    "dev_port": 124 + 8 * i,
+                    "speed": "100G",
+                    "fec": "rs",
+                    **({"iface": f"swp{i}"} if emulated else {}),
+                }
+                for i in (1, 2)
+            ],
+        },
+        "hosts": [
+            {
+                "name": n,
+                "role": r,
+                "mgmt": {"address": f"192.0.2.{20 + i}"},
+                "cores": [1],
+                "nic": {
+                    **({"vdev": "net_af_packet0,iface=data0"} if emulated else {"pci": "0000:3b:00.0"}),
+                    "mac": f"0c:42:a1:dd:5f:0{i}",
+                    "ip": f"10.10.1.{i}",
+                    "switch_port": f"{i}/0",
+                },
+            }
+            for i, (n, r) in enumerate([("client0", "client"), ("worker0", "worker")], start=1)
+        ],
     }
     path = tmp_path / "inv.yaml"
     path.write_text(yaml.safe_dump(inv))
@@ -94,8 +119,13 @@ def test_tables_lists_every_table_with_entries(monkeypatch, capsys, programmed):
     code, out, _ = run(monkeypatch, capsys, "switch", "tables", "-i", str(programmed))
     assert code == 0, out
     assert "program rain" in out
-    for t in ("pipe.SwitchIngress.forward.forward", "pipe.SwitchIngress.dispatch.select_worker", "$PORT",
-              "$pre.mgid", "pipe.SwitchIngress.telemetry.config_int"):
+    for t in (
+        "pipe.SwitchIngress.forward.forward",
+        "pipe.SwitchIngress.dispatch.select_worker",
+        "$PORT",
+        "$pre.mgid",
+        "pipe.SwitchIngress.telemetry.config_int",
+    ):
         assert t in out
     assert "10.10.1.2" in out and "0c:42:a1:dd:5f:02" in out  # forward entry in address notation
     assert "default stamp()" in out and "100G" in out and "$FEC" in out
@@ -134,21 +164,43 @@ class RecordedProvision:
         self.calls.append(kw)
         if self.error is not None:
             raise self.error
-        return ProvisionReport(inv.name, False, {inv.switch.name: HostCounts(ok=5, changed=len(self.changed))},
-                               [TaskChange(inv.switch.name, t, "tofino_sde") for t in self.changed], [], 1.0,
-                               notes={n: [inv.switch.name] for n in self.notes})
+        return ProvisionReport(
+            inv.name,
+            False,
+            {inv.switch.name: HostCounts(ok=5, changed=len(self.changed))},
+            [TaskChange(inv.switch.name, t, "tofino_sde") for t in self.changed],
+            [],
+            1.0,
+            notes={n: [inv.switch.name] for n in self.notes},
+        )
 
 
 def test_start_on_a_tofino_runs_the_role_then_reports_status(monkeypatch, capsys, programmed):
     rec = RecordedProvision(changed=["Start bf_switchd"], notes=["tofino1: bf_switchd serves rain"])
     monkeypatch.setattr("orchestrator.provision.provision", rec)
-    code, out, err = run(monkeypatch, capsys, "switch", "start", "-i", str(programmed), "--program", "rain",
-                         "--timeout", "120", "--port-timeout", "20")
+    code, out, err = run(
+        monkeypatch,
+        capsys,
+        "switch",
+        "start",
+        "-i",
+        str(programmed),
+        "--program",
+        "rain",
+        "--timeout",
+        "120",
+        "--port-timeout",
+        "20",
+    )
     assert code == 0, err
     (call,) = rec.calls
     assert call["tags"] == ["tofino_sde"] and call["limit"] == "sw0"
-    assert call["extra_vars"] == {"tofino_sde_state": "started", "tofino_sde_program": "rain",
-                                  "tofino_sde_ready_timeout": 120, "tofino_sde_port_timeout": 20}
+    assert call["extra_vars"] == {
+        "tofino_sde_state": "started",
+        "tofino_sde_program": "rain",
+        "tofino_sde_ready_timeout": 120,
+        "tofino_sde_port_timeout": 20,
+    }
     assert "· Start bf_switchd" in out and "bf_switchd serves rain" in out
     assert "bf_switchd, a service of the tofino_sde role" in out and "2 of 2 up" in out  # status, over BFRuntime
 
@@ -164,8 +216,11 @@ def test_stop_on_a_tofino_runs_only_the_switchd_tasks(monkeypatch, capsys, inv_p
     code, out, _ = run(monkeypatch, capsys, "switch", "stop", "-i", str(inv_path), "--grace", "7")
     assert code == 0 and "switch sw0: stopped" in out
     assert rec.calls[0]["tags"] == ["switchd"]
-    assert rec.calls[0]["extra_vars"] == {"tofino_sde_state": "stopped", "tofino_sde_program": "rain",
-                                          "tofino_sde_stop_timeout": 7}
+    assert rec.calls[0]["extra_vars"] == {
+        "tofino_sde_state": "stopped",
+        "tofino_sde_program": "rain",
+        "tofino_sde_stop_timeout": 7,
+    }
     monkeypatch.setattr("orchestrator.provision.provision", RecordedProvision())
     code, out, _ = run(monkeypatch, capsys, "switch", "stop", "-i", str(inv_path))
     assert code == 0 and "switch sw0: not running" in out
@@ -176,10 +231,13 @@ def test_a_failed_role_is_reported_with_what_the_switch_lacks(monkeypatch, capsy
     from orchestrator.provision import ProvisionReport
 
     why = "missing: the SDE folder /opt/bf-sde-9.13.0 on sw0 ($SDE, switch.sde); fix: install Intel P4 Studio"
-    err = ProvisionError("provisioning unit failed on 1 host (sw0)",
-                         [TaskFailure("sw0", "common : Stop, naming what this host lacks", why)])
-    err.report = ProvisionReport("unit", False, {}, [], err.failures, 1.0,
-                                 missing={"sw0": [why[len("missing: "):]]}, run_dir=Path("/x"))
+    err = ProvisionError(
+        "provisioning unit failed on 1 host (sw0)",
+        [TaskFailure("sw0", "common : Stop, naming what this host lacks", why)],
+    )
+    err.report = ProvisionReport(
+        "unit", False, {}, [], err.failures, 1.0, missing={"sw0": [why[len("missing: ") :]]}, run_dir=Path("/x")
+    )
     monkeypatch.setattr("orchestrator.provision.provision", RecordedProvision(error=err))
     code, _, out_err = run(monkeypatch, capsys, "switch", "start", "-i", str(inv_path))
     assert code == 1
@@ -196,5 +254,18 @@ def test_switch_help_says_what_each_kind_runs(monkeypatch, capsys):
 def test_emulator_command(tmp_path):
     inv = load(write_inventory(tmp_path, "10.79.6.250:50052", kind="emulated"))
     argv = switchd.emulator_argv(inv, "rain", "/srv/run/emulator.log")
-    assert argv == [sys.executable, "-m", "switch.emulator", "--program", "rain", "--port", "132=swp1",
-                    "--port", "140=swp2", "--grpc", "10.79.6.250:50052", "--log", "/srv/run/emulator.log"]
+    assert argv == [
+        sys.executable,
+        "-m",
+        "switch.emulator",
+        "--program",
+        "rain",
+        "--port",
+        "132=swp1",
+        "--port",
+        "140=swp2",
+        "--grpc",
+        "10.79.6.250:50052",
+        "--log",
+        "/srv/run/emulator.log",
+    ]

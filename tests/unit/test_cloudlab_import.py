@@ -3,12 +3,13 @@
 Every inventory written here is loaded back with orchestrator.inventory.load (the
 command does that too) and checked field by field against the manifest and the map.
 """
+
 from __future__ import annotations
 
 import re
 import shutil
 import xml.etree.ElementTree as ET
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -49,8 +50,11 @@ def do_import(man: str | Path, mapdata: dict | str | None, tmp: Path, switch: st
     return importer.write(importer.build(p, tmp), out, importer.header(p, out, "test")), p
 
 
-BASE_MAP = {"switch": {"sde": "/root/bf-sde-9.13.0"}, "host_defaults": {"pci": "0000:41:00.0", "cores": [2, 3]},
-            "ssh": {"key": "keys/id_ed25519", "known_hosts": "known_hosts"}}
+BASE_MAP = {
+    "switch": {"sde": "/root/bf-sde-9.13.0"},
+    "host_defaults": {"pci": "0000:41:00.0", "cores": [2, 3]},
+    "ssh": {"key": "keys/id_ed25519", "known_hosts": "known_hosts"},
+}
 
 
 def with_ports(nodes: list[str], extra: dict | None = None) -> dict:
@@ -63,9 +67,11 @@ def with_ports(nodes: list[str], extra: dict | None = None) -> dict:
 
 # -- the shapes -------------------------------------------------------------------------
 
+
 def test_point_to_point_manifest_becomes_the_inventory(work, monkeypatch, capsys):
-    code, out, err = rainmaker(monkeypatch, capsys, "cloudlab", "import", str(FIX / "p2p.xml"), "--map", "map.yaml",
-                               "-o", "rack.yaml")
+    code, out, err = rainmaker(
+        monkeypatch, capsys, "cloudlab", "import", str(FIX / "p2p.xml"), "--map", "map.yaml", "-o", "rack.yaml"
+    )
     assert code == 0, err
     inv = load_inventory(work / "rack.yaml")
     sw = inv.switch
@@ -75,11 +81,15 @@ def test_point_to_point_manifest_becomes_the_inventory(work, monkeypatch, capsys
     assert str(sw.sde) == "/root/bf-sde-9.13.0" and sw.sde_version == "9.13.0"
     assert sw.service_ip == "10.10.1.254"  # the last free address of the data /24
     assert [(p.port, p.dev_port, p.speed, p.fec) for p in sw.ports] == [
-        ("1/0", 132, "100G", "rs"), ("2/0", 140, "100G", "rs"), ("3/0", 148, "100G", "none")]  # port_defaults, one override
+        ("1/0", 132, "100G", "rs"),
+        ("2/0", 140, "100G", "rs"),
+        ("3/0", 148, "100G", "none"),
+    ]  # port_defaults, one override
     assert [(h.name, h.role, h.mgmt.address, h.nic.mac, h.nic.ip, h.nic.switch_port) for h in inv.hosts] == [
         ("client0", "client", "pc21.utah.cloudlab.us", "0c:42:a1:dd:5f:3a", "10.10.1.1", "1/0"),
         ("worker0", "worker", "pc22.utah.cloudlab.us", "0c:42:a1:dd:60:10", "10.10.1.2", "2/0"),
-        ("worker1", "worker", "pc23.utah.cloudlab.us", "0c:42:a1:dd:60:11", "10.10.1.3", "3/0")]
+        ("worker1", "worker", "pc23.utah.cloudlab.us", "0c:42:a1:dd:60:11", "10.10.1.3", "3/0"),
+    ]
     w1 = inv.host("worker1")
     assert w1.cores == [8, 9] and w1.nic.rdma_device == "mlx5_1" and w1.nic.pci == "0000:41:00.0"
     assert inv.host("worker0").cores == [2, 3, 4, 5] and inv.host("worker0").numa_node == 0
@@ -94,22 +104,35 @@ def test_point_to_point_manifest_becomes_the_inventory(work, monkeypatch, capsys
     assert "experiment rain of project rainproj-PG0, on utah.cloudlab.us, expires 2031-05-02T16:00:00Z" in text
     assert "Machines: tofino=tofino1 sliver 901, client0=pc21 sliver 902," in text
     assert "PRIVATE KEY" not in text and "ssh: {key: keys/id_ed25519, known_hosts: known_hosts}" in text
-    assert "worker worker1: ssh alice@pc23.utah.cloudlab.us:22, nic 0000:41:00.0 0c:42:a1:dd:60:11 10.10.1.3 " \
-           "on port 3/0 (dev_port 148)" in out
+    assert (
+        "worker worker1: ssh alice@pc23.utah.cloudlab.us:22, nic 0000:41:00.0 0c:42:a1:dd:60:11 10.10.1.3 "
+        "on port 3/0 (dev_port 148)" in out
+    )
     assert "UBUNTU22-64-STD" in err  # the DPDK note: Ubuntu has no Debian 22.11 packages
     assert not list(work.glob("rack.yaml.*"))  # no temporary or rejected file left
 
 
 def test_lan_manifest_with_roles_and_user_from_the_map(tmp_path):
-    mp = with_ports(["node-0", "node-1", "node-2"], {
-        "user": "bob", "hosts": {"node-0": {"role": "client", "name": "gen"}, "node-1": {"role": "worker"},
-                                 "node-2": {"role": "worker", "cores": [4, 5, 6]}},
-        "dpdk": {"source": "prefix", "prefix": "/opt/dpdk"}, "deploy": {"build": "host"}})
+    mp = with_ports(
+        ["node-0", "node-1", "node-2"],
+        {
+            "user": "bob",
+            "hosts": {
+                "node-0": {"role": "client", "name": "gen"},
+                "node-1": {"role": "worker"},
+                "node-2": {"role": "worker", "cores": [4, 5, 6]},
+            },
+            "dpdk": {"source": "prefix", "prefix": "/opt/dpdk"},
+            "deploy": {"build": "host"},
+        },
+    )
     inv, p = do_import(FIX / "lan.xml", mp, tmp_path, switch="p4sw")
     assert inv.name == "lanexp" and inv.switch.name == "p4sw"
     assert [(h.name, h.role, h.mgmt.user, h.nic.ip) for h in inv.hosts] == [
-        ("gen", "client", "bob", "192.168.7.11"), ("node-1", "worker", "bob", "192.168.7.12"),
-        ("node-2", "worker", "bob", "192.168.7.13")]
+        ("gen", "client", "bob", "192.168.7.11"),
+        ("node-1", "worker", "bob", "192.168.7.12"),
+        ("node-2", "worker", "bob", "192.168.7.13"),
+    ]
     assert inv.switch.service_ip == "192.168.7.254"
     assert inv.host("node-2").cores == [4, 5, 6]
     assert inv.dpdk.source == "prefix" and inv.deploy.build == "host"
@@ -137,8 +160,9 @@ def test_a_port_for_a_node_left_out_is_refused(tmp_path):
 
 
 def test_skip_and_interface_choice_from_the_map(tmp_path):
-    mp = with_ports(["client0", "worker0"], {"hosts": {"worker1": {"skip": True},
-                                                       "worker0": {"interface": "worker0:data2"}}})
+    mp = with_ports(
+        ["client0", "worker0"], {"hosts": {"worker1": {"skip": True}, "worker0": {"interface": "worker0:data2"}}}
+    )
     inv, p = do_import(FIX / "bad/two_switch_ifaces.xml", mp, tmp_path)
     assert [h.name for h in inv.hosts] == ["client0", "worker0"]
     assert (inv.host("worker0").nic.mac, inv.host("worker0").nic.ip) == ("0c:42:a1:dd:60:20", "10.10.1.22")
@@ -146,25 +170,50 @@ def test_skip_and_interface_choice_from_the_map(tmp_path):
 
 
 def test_switch_settings_from_the_map(tmp_path):
-    mp = with_ports(["client0", "worker0", "worker1"], {"switch": {
-        "name": "tf1", "bfrt": "127.0.0.1:50052", "chip": "tofino2", "kernel_module": "bf_kpkt",
-        "service_ip": "10.10.1.200", "user": "root", "hugepages": {"count": 256}}})
+    mp = with_ports(
+        ["client0", "worker0", "worker1"],
+        {
+            "switch": {
+                "name": "tf1",
+                "bfrt": "127.0.0.1:50052",
+                "chip": "tofino2",
+                "kernel_module": "bf_kpkt",
+                "service_ip": "10.10.1.200",
+                "user": "root",
+                "hugepages": {"count": 256},
+            }
+        },
+    )
     inv, _ = do_import(FIX / "p2p.xml", mp, tmp_path)
     sw = inv.switch
     assert (sw.name, sw.bfrt, sw.chip, sw.kernel_module, sw.service_ip) == (
-        "tf1", "127.0.0.1:50052", "tofino2", "bf_kpkt", "10.10.1.200")
+        "tf1",
+        "127.0.0.1:50052",
+        "tofino2",
+        "bf_kpkt",
+        "10.10.1.200",
+    )
     assert sw.mgmt.user == "root" and sw.hugepages.count == 256
     assert all(h.mgmt.user == "alice" for h in inv.hosts)
 
 
 # -- what is missing -------------------------------------------------------------------
 
+
 def test_without_a_map_every_missing_item_is_listed_with_a_snippet_that_fills_them(work, monkeypatch, capsys):
-    code, _, err = rainmaker(monkeypatch, capsys, "cloudlab", "import", str(FIX / "p2p.xml"), "-o", "rack.yaml",
-                             "--no-interactive")
+    code, _, err = rainmaker(
+        monkeypatch, capsys, "cloudlab", "import", str(FIX / "p2p.xml"), "-o", "rack.yaml", "--no-interactive"
+    )
     assert code == 2
-    for item in ("switch.sde", "ports.client0 (port, dev_port)", "ports.worker1 (port, dev_port)",
-                 "host_defaults.pci", "host_defaults.cores", "ssh.key", "ssh.known_hosts"):
+    for item in (
+        "switch.sde",
+        "ports.client0 (port, dev_port)",
+        "ports.worker1 (port, dev_port)",
+        "host_defaults.pci",
+        "host_defaults.cores",
+        "ssh.key",
+        "ssh.known_hosts",
+    ):
         assert f"  - {item}" in err, item
     assert "11 things the manifest cannot say are missing (no --map given)" in err
     assert "ssh-keyscan -p 22 tofino1.utah.cloudlab.us pc21.utah.cloudlab.us" in err
@@ -174,8 +223,18 @@ def test_without_a_map_every_missing_item_is_listed_with_a_snippet_that_fills_th
     # The snippet is a map file: written as it is, the import goes through.
     snippet = err.split("(replace the examples):\n", 1)[1].split("\n  or run in a terminal")[0]
     (work / "from_error.yaml").write_text("\n".join(line[4:] for line in snippet.splitlines()))
-    code, _, err = rainmaker(monkeypatch, capsys, "cloudlab", "import", str(FIX / "p2p.xml"), "--map",
-                             "from_error.yaml", "-o", "rack.yaml", "--no-interactive")
+    code, _, err = rainmaker(
+        monkeypatch,
+        capsys,
+        "cloudlab",
+        "import",
+        str(FIX / "p2p.xml"),
+        "--map",
+        "from_error.yaml",
+        "-o",
+        "rack.yaml",
+        "--no-interactive",
+    )
     assert code == 0, err
     inv = load_inventory(work / "rack.yaml")
     assert [p.port for p in inv.switch.ports] == ["1/0", "2/0", "3/0"]
@@ -188,16 +247,36 @@ def test_needs_follow_what_the_map_already_says(tmp_path):
     partial["hosts"] = {"worker0": {"cores": [1, 2]}}
     (tmp_path / "m.yaml").write_text(yaml.safe_dump(partial))
     needs = importer.needs(importer.plan(m, mapping.load(tmp_path / "m.yaml")))
-    assert [".".join(n.path) for n in needs] == ["ports.worker0.port", "ports.worker0.dev_port",
-                                                 "ports.worker1.port", "ports.worker1.dev_port", "hosts.worker1.cores"]
+    assert [".".join(n.path) for n in needs] == [
+        "ports.worker0.port",
+        "ports.worker0.dev_port",
+        "ports.worker1.port",
+        "ports.worker1.dev_port",
+        "hosts.worker1.cores",
+    ]
 
 
 def test_interactive_import_asks_and_re_asks_a_bad_answer(work):
-    answers = ["/root/bf-sde-9.13.0",
-               "1/0", "132", "9/9/9", "2/0", "140", "3/0", "many", "148",  # a bad port and a bad dev_port re-asked
-               "0000:41:00.0", "2-4,7", "keys/id_ed25519", "known_hosts"]
-    r = CliRunner().invoke(cli.cli, ["cloudlab", "import", str(FIX / "p2p.xml"), "-o", "rack.yaml", "--interactive"],
-                           input="\n".join(answers) + "\n")
+    answers = [
+        "/root/bf-sde-9.13.0",
+        "1/0",
+        "132",
+        "9/9/9",
+        "2/0",
+        "140",
+        "3/0",
+        "many",
+        "148",  # a bad port and a bad dev_port re-asked
+        "0000:41:00.0",
+        "2-4,7",
+        "keys/id_ed25519",
+        "known_hosts",
+    ]
+    r = CliRunner().invoke(
+        cli.cli,
+        ["cloudlab", "import", str(FIX / "p2p.xml"), "-o", "rack.yaml", "--interactive"],
+        input="\n".join(answers) + "\n",
+    )
     assert r.exit_code == 0, r.output
     assert "'9/9/9' is not a front-panel port name" in r.output and "'many' is not a whole number" in r.output
     inv = load_inventory(work / "rack.yaml")
@@ -211,14 +290,29 @@ def test_interactive_role_answers(tmp_path, monkeypatch):
     (tmp_path / "known_hosts").write_text("")
     mp = with_ports(["node-0", "node-1", "node-2"], {"user": "alice"})
     (tmp_path / "m.yaml").write_text(yaml.safe_dump(mp))
-    r = CliRunner().invoke(cli.cli, ["cloudlab", "import", str(FIX / "lan.xml"), "--switch", "p4sw", "--map", "m.yaml",
-                                     "-o", "inv.yaml", "--interactive"], input="client\nspare\nworker\nworker\n")
+    r = CliRunner().invoke(
+        cli.cli,
+        [
+            "cloudlab",
+            "import",
+            str(FIX / "lan.xml"),
+            "--switch",
+            "p4sw",
+            "--map",
+            "m.yaml",
+            "-o",
+            "inv.yaml",
+            "--interactive",
+        ],
+        input="client\nspare\nworker\nworker\n",
+    )
     assert r.exit_code == 0, r.output
     assert "'spare' is not one of 'client', 'worker'" in r.output
     assert [h.role for h in load_inventory(tmp_path / "inv.yaml").hosts] == ["client", "worker", "worker"]
 
 
 # -- contradictions and bad input ------------------------------------------------------
+
 
 def import_error(man, mapdata, tmp, switch=None) -> str:
     with pytest.raises(CloudlabError) as ei:
@@ -239,16 +333,21 @@ def test_no_switch_node_names_the_nodes_and_the_option(tmp_path):
 
 def test_two_interfaces_of_one_host_on_the_switch(tmp_path):
     text = import_error(FIX / "bad/two_switch_ifaces.xml", with_ports(["client0", "worker0", "worker1"]), tmp_path)
-    assert re.search(r"two_switch_ifaces.xml:44: node\[worker0\]: host worker0 has 2 interfaces on links to the "
-                     r"switch: worker0:data \(link link-worker0\), worker0:data2 \(link link-extra\)", text)
+    assert re.search(
+        r"two_switch_ifaces.xml:44: node\[worker0\]: host worker0 has 2 interfaces on links to the "
+        r"switch: worker0:data \(link link-worker0\), worker0:data2 \(link link-extra\)",
+        text,
+    )
     assert "hosts.worker0.interface" in text
 
 
 def test_missing_mac_and_ip_are_refused_unless_the_map_gives_them(tmp_path):
     mp = with_ports(["client0", "worker0", "worker1"])
     text = import_error(FIX / "bad/missing_mac.xml", mp, tmp_path)
-    assert "missing_mac.xml:53: node[worker0].interface[worker0:data].mac_address: the data interface " \
-           "worker0:data has no MAC address" in text
+    assert (
+        "missing_mac.xml:53: node[worker0].interface[worker0:data].mac_address: the data interface "
+        "worker0:data has no MAC address" in text
+    )
     assert "hosts.worker0.mac" in text
     text = import_error(FIX / "bad/no_ip.xml", mp, tmp_path)
     assert "client0:data has no IPv4 address" in text and "hosts.client0.ip" in text
@@ -274,20 +373,27 @@ def test_names_that_collide_and_missing_roles(tmp_path):
     (tmp_path / "c.xml").write_text(doc)
     text = import_error(tmp_path / "c.xml", with_ports(["client0", "worker-0", "Worker_0"]), tmp_path)
     assert "nodes worker-0 and Worker_0 would both be named 'worker-0'" in text
-    inv, _ = do_import(tmp_path / "c.xml", with_ports(["client0", "worker-0", "Worker_0"],
-                                                      {"hosts": {"Worker_0": {"name": "worker-1"}}}), tmp_path)
+    inv, _ = do_import(
+        tmp_path / "c.xml",
+        with_ports(["client0", "worker-0", "Worker_0"], {"hosts": {"Worker_0": {"name": "worker-1"}}}),
+        tmp_path,
+    )
     assert [h.name for h in inv.hosts] == ["client0", "worker-0", "worker-1"]
 
-    no_client = (FIX / "p2p.xml").read_text().replace('"client0', '"worker9').replace('"tofino:client0', '"tofino:worker9')
+    no_client = (
+        (FIX / "p2p.xml").read_text().replace('"client0', '"worker9').replace('"tofino:client0', '"tofino:worker9')
+    )
     (tmp_path / "w.xml").write_text(no_client)
     text = import_error(tmp_path / "w.xml", with_ports(["worker9", "worker0", "worker1"]), tmp_path)
     assert "no host node is a client" in text
 
 
 def test_map_file_errors_name_file_line_field_and_fix(tmp_path):
-    (tmp_path / "m.yaml").write_text("switch:\n  sde: /x\n  sde_verison: '9.13.0'\nhost_defaults:\n  pci: 3b:00.0\n"
-                                     "ssh:\n  key: |\n    -----BEGIN OPENSSH PRIVATE KEY-----\n    abc\n"
-                                     "ports:\n  client0: {port: '1/0'}\n")
+    (tmp_path / "m.yaml").write_text(
+        "switch:\n  sde: /x\n  sde_verison: '9.13.0'\nhost_defaults:\n  pci: 3b:00.0\n"
+        "ssh:\n  key: |\n    -----BEGIN OPENSSH PRIVATE KEY-----\n    abc\n"
+        "ports:\n  client0: {port: '1/0'}\n"
+    )
     with pytest.raises(MapFileError) as ei:
         mapping.load(tmp_path / "m.yaml")
     text = ei.value.render()
@@ -309,12 +415,23 @@ def test_an_inventory_that_does_not_validate_is_kept_aside(tmp_path):
 
 def test_existing_output_is_kept_without_force(work, monkeypatch, capsys):
     (work / "rack.yaml").write_text("# mine\n")
-    code, _, err = rainmaker(monkeypatch, capsys, "cloudlab", "import", str(FIX / "p2p.xml"), "--map", "map.yaml",
-                             "-o", "rack.yaml")
+    code, _, err = rainmaker(
+        monkeypatch, capsys, "cloudlab", "import", str(FIX / "p2p.xml"), "--map", "map.yaml", "-o", "rack.yaml"
+    )
     assert code == 2 and "rack.yaml exists" in err and "--force" in err
     assert (work / "rack.yaml").read_text() == "# mine\n"
-    code, _, err = rainmaker(monkeypatch, capsys, "cloudlab", "import", str(FIX / "p2p.xml"), "--map", "map.yaml",
-                             "-o", "rack.yaml", "--force")
+    code, _, err = rainmaker(
+        monkeypatch,
+        capsys,
+        "cloudlab",
+        "import",
+        str(FIX / "p2p.xml"),
+        "--map",
+        "map.yaml",
+        "-o",
+        "rack.yaml",
+        "--force",
+    )
     assert code == 0, err
     assert load_inventory(work / "rack.yaml").name == "rain"
 
@@ -327,6 +444,7 @@ def test_bad_manifest_exits_2_with_the_element_named(work, monkeypatch, capsys):
 
 # -- profile -> manifest -> inventory ------------------------------------------------------
 
+
 def manifest_from_request(request_xml: str) -> str:
     """What CloudLab would answer to a request: the same nodes and links, with MACs and logins."""
     g = "{http://www.geni.net/resources/rspec/3}"
@@ -338,8 +456,14 @@ def manifest_from_request(request_xml: str) -> str:
         name = node.get("client_id")
         node.set("component_manager_id", "urn:publicid:IDN+utah.cloudlab.us+authority+cm")
         services = node.find(f"{g}services") or ET.SubElement(node, f"{g}services")
-        ET.SubElement(services, f"{g}login", authentication="ssh-keys", hostname=f"pc{100 + k}.utah.cloudlab.us",
-                      port="22", username="alice")
+        ET.SubElement(
+            services,
+            f"{g}login",
+            authentication="ssh-keys",
+            hostname=f"pc{100 + k}.utah.cloudlab.us",
+            port="22",
+            username="alice",
+        )
         ET.SubElement(node, f"{g}host", name=f"{name}.rt.proj.utah.cloudlab.us", ipv4=f"198.51.100.{100 + k}")
         for j, iface in enumerate(node.findall(f"{g}interface")):
             iface.set("mac_address", f"0c42a1{k:02x}{j:02x}00")
@@ -355,7 +479,8 @@ def test_the_profile_s_topology_comes_back_as_the_inventory(tmp_path, monkeypatc
     (tmp_path / "manifest.xml").write_text(manifest_from_request(ET.tostring(root, encoding="unicode")))
     inv, p = do_import(tmp_path / "manifest.xml", with_ports(topo.host_names()), tmp_path)
     assert [(h.name, h.role, h.nic.ip) for h in inv.hosts] == [
-        (n, n.rstrip("0123456789"), ip) for n, ip in topo.addresses().items()]
+        (n, n.rstrip("0123456789"), ip) for n, ip in topo.addresses().items()
+    ]
     assert inv.switch.name == "tofino" and inv.switch.service_ip == "10.30.0.254"
     assert [h.switch_side.client_id for h in p.hosts] == [f"tofino:{n}" for n in topo.host_names()]
     assert inv.name == "rt"
@@ -365,9 +490,9 @@ def test_header_dates_and_notes_are_deterministic(tmp_path):
     m = manifest.load(FIX / "p2p.xml")
     (tmp_path / "m.yaml").write_text(yaml.safe_dump(with_ports(["client0", "worker0", "worker1"])))
     p = importer.plan(m, mapping.load(tmp_path / "m.yaml"))
-    late = datetime(2032, 1, 1, tzinfo=timezone.utc)
+    late = datetime(2032, 1, 1, tzinfo=UTC)
     assert any("expired at 2031-05-02T16:00:00Z" in n for n in importer.notes(p, late))
-    assert not any("expired" in n for n in importer.notes(p, datetime(2030, 1, 1, tzinfo=timezone.utc)))
+    assert not any("expired" in n for n in importer.notes(p, datetime(2030, 1, 1, tzinfo=UTC)))
     head = importer.header(p, tmp_path / "inv.yaml", "rainmaker cloudlab import x", late)
     assert head.startswith("# Written by `rainmaker cloudlab import x` on 2032-01-01 00:00 UTC")
     assert all(line.startswith("# ") and len(line) <= 100 for line in head.splitlines())

@@ -4,6 +4,7 @@ The fixtures in tests/fixtures/cloudlab/ are written by hand to the RSpec v3 man
 schema (manifest.xsd, plus the emulab extension namespace CloudLab adds); bad/ holds
 the malformed ones, each saying what is wrong with it in its first comment.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -56,11 +57,19 @@ def test_node_without_login_is_reached_at_its_control_host():
     assert m.link_of("worker0:if0").client_id == "side"
 
 
-@pytest.mark.parametrize("text,want", [
-    ("0c42a1dd5f3a", "0c:42:a1:dd:5f:3a"), ("0C:42:A1:DD:5F:3A", "0c:42:a1:dd:5f:3a"),
-    ("0c-42-a1-dd-5f-3a", "0c:42:a1:dd:5f:3a"), (" 0c42a1dd5f3a ", "0c:42:a1:dd:5f:3a"),
-    ("0c42a1dd5f3", None), ("0c:42-a1:dd:5f:3a", None), ("0c:42:a1:dd:5f:3g", None), ("", None),
-])
+@pytest.mark.parametrize(
+    "text,want",
+    [
+        ("0c42a1dd5f3a", "0c:42:a1:dd:5f:3a"),
+        ("0C:42:A1:DD:5F:3A", "0c:42:a1:dd:5f:3a"),
+        ("0c-42-a1-dd-5f-3a", "0c:42:a1:dd:5f:3a"),
+        (" 0c42a1dd5f3a ", "0c:42:a1:dd:5f:3a"),
+        ("0c42a1dd5f3", None),
+        ("0c:42-a1:dd:5f:3a", None),
+        ("0c:42:a1:dd:5f:3g", None),
+        ("", None),
+    ],
+)
 def test_mac_notations(text, want):
     assert normalise_mac(text) == want
 
@@ -103,10 +112,15 @@ def test_every_problem_is_reported_at_once():
         parse(doc, "m.xml")
     got = [(p.path, p.line) for p in ei.value.problems]
     assert got == [
-        ("node[a].interface[a:0].mac_address", 2), ("node[a].interface[a:0].ip.address", 2),
-        ("node", 4), ("link[l2].interface_ref", 6),
-        ("node[a]", 3), ("node[a].interface[a:0]", 3),
-        ("link[l]", 5), ("link[l2].interface_ref[a:0]", 6), ("link[l2].interface_ref[nope]", 6),
+        ("node[a].interface[a:0].mac_address", 2),
+        ("node[a].interface[a:0].ip.address", 2),
+        ("node", 4),
+        ("link[l2].interface_ref", 6),
+        ("node[a]", 3),
+        ("node[a].interface[a:0]", 3),
+        ("link[l]", 5),
+        ("link[l2].interface_ref[a:0]", 6),
+        ("link[l2].interface_ref[nope]", 6),
     ]
 
 
@@ -124,8 +138,13 @@ def test_unreadable_and_empty_files(tmp_path):
 
 
 def test_entity_expansion_is_never_attempted():
-    bomb = ('<?xml version="1.0"?><!DOCTYPE r [<!ENTITY a "' + "x" * 1000 + '">'
-            + "".join(f'<!ENTITY a{i} "{"&a;" * 10}">' for i in range(8)) + ']><r>&a7;</r>')
+    bomb = (
+        '<?xml version="1.0"?><!DOCTYPE r [<!ENTITY a "'
+        + "x" * 1000
+        + '">'
+        + "".join(f'<!ENTITY a{i} "{"&a;" * 10}">' for i in range(8))
+        + "]><r>&a7;</r>"
+    )
     with pytest.raises(ManifestError, match="DTD"):
         parse(bomb)
 

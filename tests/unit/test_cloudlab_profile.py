@@ -7,6 +7,7 @@ cannot be imported here. The shim keeps the portal's contract: parameters bind t
 their defaults (or to values a test gives, as the instantiation page would),
 reportError + verifyParameters stop the script, printRequestRSpec hands over the XML.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -134,7 +135,9 @@ def test_profile_requests_the_topology_asked_for(monkeypatch, clients, workers):
     assert set(links) == {f"link-{h}" for h in hosts}
     for h in hosts:
         lk = links[f"link-{h}"]
-        assert sorted(r.get("client_id") for r in lk.findall(f"{G}interface_ref")) == sorted([f"{h}:data", f"tofino:{h}"])
+        assert sorted(r.get("client_id") for r in lk.findall(f"{G}interface_ref")) == sorted(
+            [f"{h}:data", f"tofino:{h}"]
+        )
         caps = {p.get("capacity") for p in lk.findall(f"{G}property")}
         assert caps == {"100000000"}  # 100 Gb/s in kb/s, both directions
         assert lk.find(f"{EMULAB}force_nobwshaping").get("enabled") == "true"
@@ -144,8 +147,11 @@ def test_profile_requests_the_topology_asked_for(monkeypatch, clients, workers):
 
 def test_portal_parameters_change_the_topology_at_instantiation(monkeypatch):
     text = render(Topology(clients=1, workers=2))
-    root, _ = run_profile(text, monkeypatch, {"clients": 2, "workers": 4, "host_type": "r650",
-                                              "switch_image": IMAGES["ubuntu20"], "bandwidth_gbps": 25})
+    root, _ = run_profile(
+        text,
+        monkeypatch,
+        {"clients": 2, "workers": 4, "host_type": "r650", "switch_image": IMAGES["ubuntu20"], "bandwidth_gbps": 25},
+    )
     nodes = nodes_of(root)
     assert set(nodes) == {"tofino", "client0", "client1", "worker0", "worker1", "worker2", "worker3"}
     assert nodes["worker3"].find(f"{G}interface/{G}ip").get("address") == "10.10.1.6"
@@ -155,11 +161,14 @@ def test_portal_parameters_change_the_topology_at_instantiation(monkeypatch):
     assert {p.get("capacity") for p in root.iter(f"{G}property")} == {"25000000"}
 
 
-@pytest.mark.parametrize("overrides,words", [
-    ({"workers": 0}, "at least one worker"),
-    ({"clients": 0}, "at least one client"),
-    ({"workers": 300}, "at most 64 ports"),
-])
+@pytest.mark.parametrize(
+    "overrides,words",
+    [
+        ({"workers": 0}, "at least one worker"),
+        ({"clients": 0}, "at least one client"),
+        ({"workers": 300}, "at most 64 ports"),
+    ],
+)
 def test_portal_refuses_bad_parameters(monkeypatch, overrides, words):
     with pytest.raises(ParameterRefused) as ei:
         run_profile(render(Topology()), monkeypatch, overrides)
@@ -182,19 +191,22 @@ def test_switch_options_reach_the_request(monkeypatch):
     assert {i.get("client_id") for i in sw.findall(f"{G}interface")} == {"tf2:client0", "tf2:worker0", "tf2:worker1"}
 
 
-@pytest.mark.parametrize("kw,words", [
-    ({"workers": 0}, "at least one client and one worker"),
-    ({"clients": 40, "workers": 40}, "at most 64"),
-    ({"subnet": "10.1.1.0/30"}, "host addresses"),
-    ({"subnet": "8.8.8.0/24"}, "not a private network"),
-    ({"subnet": "10.1.1.0/33"}, "not an IPv4 network"),
-    ({"hardware_type": "d6515\"; import os"}, "not a hardware type name"),
-    ({"image": "ubuntu99"}, "neither a known image"),
-    ({"switch_image": "urn:publicid:IDN+x+image+a//b'); rm"}, "neither a known image"),
-    ({"switch_name": "worker-sw"}, "cannot name the switch node"),
-    ({"switch_name": "Tofino"}, "cannot name the switch node"),
-    ({"bandwidth_gbps": 0}, "not a link speed"),
-])
+@pytest.mark.parametrize(
+    "kw,words",
+    [
+        ({"workers": 0}, "at least one client and one worker"),
+        ({"clients": 40, "workers": 40}, "at most 64"),
+        ({"subnet": "10.1.1.0/30"}, "host addresses"),
+        ({"subnet": "8.8.8.0/24"}, "not a private network"),
+        ({"subnet": "10.1.1.0/33"}, "not an IPv4 network"),
+        ({"hardware_type": 'd6515"; import os'}, "not a hardware type name"),
+        ({"image": "ubuntu99"}, "neither a known image"),
+        ({"switch_image": "urn:publicid:IDN+x+image+a//b'); rm"}, "neither a known image"),
+        ({"switch_name": "worker-sw"}, "cannot name the switch node"),
+        ({"switch_name": "Tofino"}, "cannot name the switch node"),
+        ({"bandwidth_gbps": 0}, "not a link speed"),
+    ],
+)
 def test_bad_topologies_are_refused_with_the_option_named(kw, words):
     with pytest.raises(CloudlabError) as ei:
         render(Topology(**kw))
@@ -203,8 +215,20 @@ def test_bad_topologies_are_refused_with_the_option_named(kw, words):
 
 def test_command_line_writes_the_profile(tmp_path, monkeypatch, capsys):
     out = tmp_path / "profile.py"
-    code, _, err = rainmaker(monkeypatch, capsys, "cloudlab", "profile", "--clients", "2", "--workers", "3",
-                             "--switch-hardware-type", "tofino-utah", "-o", str(out))
+    code, _, err = rainmaker(
+        monkeypatch,
+        capsys,
+        "cloudlab",
+        "profile",
+        "--clients",
+        "2",
+        "--workers",
+        "3",
+        "--switch-hardware-type",
+        "tofino-utah",
+        "-o",
+        str(out),
+    )
     assert code == 0, err
     text = out.read_text()
     compile(text, str(out), "exec")

@@ -7,6 +7,7 @@ reads, not the controller's own readers). No packets, no namespaces. Where a tes
 needs a queue to hold something, it writes the registers through BFRuntime as the
 data plane would have left them.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -17,8 +18,16 @@ import pytest
 
 from orchestrator.inventory.model import Inventory
 from switch.bfrt.client import Client
-from switch.control import (ClientRegistration, ControllerError, RainController, Ring, Settings, SliceSettings,
-                            Topology, WorkerRegistration)
+from switch.control import (
+    ClientRegistration,
+    ControllerError,
+    RainController,
+    Ring,
+    Settings,
+    SliceSettings,
+    Topology,
+    WorkerRegistration,
+)
 from switch.control.constants import MAX_SLICES, MAX_WORKERS, QUEUE_ENTRIES, RDMA_SLOT_BYTES
 from switch.control.events import NAMES as EVENT_NAMES
 from switch.control.pre import mgid_of, node_of
@@ -37,34 +46,84 @@ E = "pipe.SwitchEgress."
 def inventory(dev_ports=(132, 140, 148, 156)) -> Inventory:
     names = ["client0", "client1", "worker0", "worker1"]
     roles = ["client", "client", "worker", "worker"]
-    return Inventory.model_validate({
-        "name": "unit",
-        "switch": {"name": "sw0", "kind": "emulated", "mgmt": {"address": "10.79.6.250"}, "bfrt": "10.79.6.250:50052",
-                   "ports": [{"port": f"{i + 1}/0", "dev_port": d, "speed": "100G", "fec": "none",
-                              "iface": f"swp{i + 1}"} for i, d in enumerate(dev_ports)]},
-        "hosts": [{"name": n, "role": r, "mgmt": {"address": f"10.79.6.{i + 1}"}, "cores": [0],
-                   "nic": {"vdev": "net_af_packet0,iface=data0", "mac": f"02:52:4d:06:00:{i + 1:02x}",
-                           "ip": f"10.80.6.{i + 1}", "switch_port": f"{i + 1}/0"}}
-                  for i, (n, r) in enumerate(zip(names, roles))],
-    })
+    return Inventory.model_validate(
+        {
+            "name": "unit",
+            "switch": {
+                "name": "sw0",
+                "kind": "emulated",
+                "mgmt": {"address": "10.79.6.250"},
+                "bfrt": "10.79.6.250:50052",
+                "ports": [
+                    {"port": f"{i + 1}/0", "dev_port": d, "speed": "100G", "fec": "none", "iface": f"swp{i + 1}"}
+                    for i, d in enumerate(dev_ports)
+                ],
+            },
+            "hosts": [
+                {
+                    "name": n,
+                    "role": r,
+                    "mgmt": {"address": f"10.79.6.{i + 1}"},
+                    "cores": [0],
+                    "nic": {
+                        "vdev": "net_af_packet0,iface=data0",
+                        "mac": f"02:52:4d:06:00:{i + 1:02x}",
+                        "ip": f"10.80.6.{i + 1}",
+                        "switch_port": f"{i + 1}/0",
+                    },
+                }
+                for i, (n, r) in enumerate(zip(names, roles))
+            ],
+        }
+    )
 
 
-def worker_reg(host="worker0", base=0, n=2, slice_=0, *, slots=64, slot_size=RDMA_SLOT_BYTES,
-               va=0x7F12_0000_0000, psn=7, ring=True, qp_type="rc", **kw) -> WorkerRegistration:
+def worker_reg(
+    host="worker0",
+    base=0,
+    n=2,
+    slice_=0,
+    *,
+    slots=64,
+    slot_size=RDMA_SLOT_BYTES,
+    va=0x7F12_0000_0000,
+    psn=7,
+    ring=True,
+    qp_type="rc",
+    **kw,
+) -> WorkerRegistration:
     idx = {"worker0": 3, "worker1": 4}.get(host, 9)
     ids = tuple(range(base, base + n))
-    r = Ring(va={w: va + i * slots * slot_size for i, w in enumerate(ids)}, qpn={w: 0x100 + i for i, w in enumerate(ids)},
-             size=slots * slot_size, slot_size=slot_size, slots=slots, rkey=0x52414E, psn=psn,
-             qp_type=qp_type) if ring else None
-    args = dict(host=host, worker_ids=ids, mac=f"02:52:4d:06:00:{idx:02x}", ip=f"10.80.6.{idx}",
-                slices={w: slice_ for w in ids}, ring=r)
+    r = (
+        Ring(
+            va={w: va + i * slots * slot_size for i, w in enumerate(ids)},
+            qpn={w: 0x100 + i for i, w in enumerate(ids)},
+            size=slots * slot_size,
+            slot_size=slot_size,
+            slots=slots,
+            rkey=0x52414E,
+            psn=psn,
+            qp_type=qp_type,
+        )
+        if ring
+        else None
+    )
+    args = dict(
+        host=host,
+        worker_ids=ids,
+        mac=f"02:52:4d:06:00:{idx:02x}",
+        ip=f"10.80.6.{idx}",
+        slices={w: slice_ for w in ids},
+        ring=r,
+    )
     args.update(kw)
     return WorkerRegistration(**args)
 
 
 def two_slices(**kw) -> Settings:
-    return Settings(slices={0: SliceSettings(task_types=(0, 1)), 1: SliceSettings(task_types=(2,), share=0.25)},
-                    **{**SERVICE, **kw})
+    return Settings(
+        slices={0: SliceSettings(task_types=(0, 1)), 1: SliceSettings(task_types=(2,), share=0.25)}, **{**SERVICE, **kw}
+    )
 
 
 @pytest.fixture
@@ -99,6 +158,7 @@ def ctl(client):
 
 # -- reading the switch back through BFRuntime -------------------------------------------
 
+
 def entries(reader, table) -> dict:
     """key value (one-field keys) -> (short action, data)."""
     out = {}
@@ -121,58 +181,91 @@ def reg(reader, name, signed=False) -> list[int]:
 def switch_state(reader) -> dict:
     """Everything the controller programs, read back (for idempotence checks)."""
     tables = {t: (entries(reader, t), default(reader, t)) for t in source.table_schema() if t != "actions"}
-    small = {r: reg(reader, r, signed=r.endswith("balance"))
-             for r, o in source.register_schema().items() if o["kind"] == "Register" and o["size"] < QUEUE_ENTRIES}
+    small = {
+        r: reg(reader, r, signed=r.endswith("balance"))
+        for r, o in source.register_schema().items()
+        if o["kind"] == "Register" and o["size"] < QUEUE_ENTRIES
+    }
     return {"tables": tables, "registers": small, "groups": reader.pre.groups(), "nodes": reader.pre.nodes()}
 
 
 # -- program ------------------------------------------------------------------------------
 
+
 def test_program_installs_every_table_register_and_group(ctl, reader):
     ctl.program([worker_reg("worker0", 0, slice_=0), worker_reg("worker1", 2, slice_=1, psn=9)])
 
     fwd = entries(reader, P + "forward.forward")
-    assert fwd == {0x0A500601 + i: ("set_egress", {"port": 132 + 8 * i, "dmac": 0x02524D060001 + i})
-                   for i in range(4)}
+    assert fwd == {0x0A500601 + i: ("set_egress", {"port": 132 + 8 * i, "dmac": 0x02524D060001 + i}) for i in range(4)}
     assert default(reader, P + "forward.forward")[0] == "drop"
 
     assert entries(reader, P + "slice_map.map_slice") == {
-        0: ("set_slice", {"slice": 0}), 1: ("set_slice", {"slice": 0}), 2: ("set_slice", {"slice": 1})}
+        0: ("set_slice", {"slice": 0}),
+        1: ("set_slice", {"slice": 0}),
+        2: ("set_slice", {"slice": 1}),
+    }
 
     cfg = entries(reader, P + "bidir_queue.config_slice")
     s1 = int(0.25 * QUEUE_ENTRIES)
     s0 = QUEUE_ENTRIES - s1
     assert cfg == {
-        0: ("set_slice_config", {"first": 0, "last": s0 - 1, "cap": s0, "neg_cap": (-s0) & 0xFFFFFFFF,
-                                 "last_slot": 63, "mgid": 1}),
-        1: ("set_slice_config", {"first": s0, "last": QUEUE_ENTRIES - 1, "cap": s1, "neg_cap": (-s1) & 0xFFFFFFFF,
-                                 "last_slot": 63, "mgid": 2}),
+        0: (
+            "set_slice_config",
+            {"first": 0, "last": s0 - 1, "cap": s0, "neg_cap": (-s0) & 0xFFFFFFFF, "last_slot": 63, "mgid": 1},
+        ),
+        1: (
+            "set_slice_config",
+            {
+                "first": s0,
+                "last": QUEUE_ENTRIES - 1,
+                "cap": s1,
+                "neg_cap": (-s1) & 0xFFFFFFFF,
+                "last_slot": 63,
+                "mgid": 2,
+            },
+        ),
     }
     assert default(reader, P + "bidir_queue.config_slice")[0] == "unconfigured"
 
     sel = entries(reader, P + "dispatch.select_worker")
-    assert sel == {0: ("to_worker", {"port": 148, "dmac": 0x02524D060003, "dip": 0x0A500603}),
-                   1: ("to_worker", {"port": 148, "dmac": 0x02524D060003, "dip": 0x0A500603}),
-                   2: ("to_worker", {"port": 156, "dmac": 0x02524D060004, "dip": 0x0A500604}),
-                   3: ("to_worker", {"port": 156, "dmac": 0x02524D060004, "dip": 0x0A500604})}
+    assert sel == {
+        0: ("to_worker", {"port": 148, "dmac": 0x02524D060003, "dip": 0x0A500603}),
+        1: ("to_worker", {"port": 148, "dmac": 0x02524D060003, "dip": 0x0A500603}),
+        2: ("to_worker", {"port": 156, "dmac": 0x02524D060004, "dip": 0x0A500604}),
+        3: ("to_worker", {"port": 156, "dmac": 0x02524D060004, "dip": 0x0A500604}),
+    }
     # client host ids default to the inventory's clients in order
-    assert entries(reader, P + "dispatch.client_addr") == {0: ("set_client", {"ip": 0x0A500601}),
-                                                          1: ("set_client", {"ip": 0x0A500602})}
+    assert entries(reader, P + "dispatch.client_addr") == {
+        0: ("set_client", {"ip": 0x0A500601}),
+        1: ("set_client", {"ip": 0x0A500602}),
+    }
     assert default(reader, P + "telemetry.config_int")[0] == "stamp"
 
     bw = entries(reader, E + "rdma_writer.build_write")
     assert set(bw) == {0, 1, 2, 3}
     action, d = bw[1]
     assert action == "make_write"
-    assert d == {"smac": 0x0200000000FE, "dmac": 0x02524D060003, "sip": 0x0A5006FE, "dip": 0x0A500603,
-                 "opcode": 0x0A, "qpn": 0x101, "rkey": 0x52414E, "va_hi": 0x7F12,
-                 "va_lo": 64 * RDMA_SLOT_BYTES}
+    assert d == {
+        "smac": 0x0200000000FE,
+        "dmac": 0x02524D060003,
+        "sip": 0x0A5006FE,
+        "dip": 0x0A500603,
+        "opcode": 0x0A,
+        "qpn": 0x101,
+        "rkey": 0x52414E,
+        "va_hi": 0x7F12,
+        "va_lo": 64 * RDMA_SLOT_BYTES,
+    }
     psn = reg(reader, E + "rdma_writer.psn")
     assert psn[:4] == [7, 7, 9, 9] and not any(psn[4:])
 
     nodes = reader.pre.nodes()
     assert {n: (v["rid"], v["dev_ports"]) for n, v in nodes.items()} == {
-        node_of(0): (0, [148]), node_of(1): (1, [148]), node_of(2): (2, [156]), node_of(3): (3, [156])}
+        node_of(0): (0, [148]),
+        node_of(1): (1, [148]),
+        node_of(2): (2, [156]),
+        node_of(3): (3, [156]),
+    }
     assert reader.pre.groups() == {mgid_of(0): [node_of(0), node_of(1)], mgid_of(1): [node_of(2), node_of(3)]}
 
     assert reg(reader, P + "bidir_queue.balance", signed=True) == [0] * MAX_SLICES
@@ -200,8 +293,14 @@ def test_slice_without_workers_or_with_ring_off_has_no_rdma(client, reader):
     ctl.program([worker_reg("worker0", 0, slot_size=4096)])  # slot size irrelevant without pre-writing
     cfg = entries(reader, P + "bidir_queue.config_slice")
     assert cfg[0][1]["mgid"] == 0 and cfg[0][1]["last_slot"] == 0
-    assert cfg[3][1] == {"first": QUEUE_ENTRIES - 100, "last": QUEUE_ENTRIES - 1, "cap": 100,
-                         "neg_cap": (-100) & 0xFFFFFFFF, "last_slot": 0, "mgid": 0}
+    assert cfg[3][1] == {
+        "first": QUEUE_ENTRIES - 100,
+        "last": QUEUE_ENTRIES - 1,
+        "cap": 100,
+        "neg_cap": (-100) & 0xFFFFFFFF,
+        "last_slot": 0,
+        "mgid": 0,
+    }
     assert reader.pre.groups() == {} and entries(reader, E + "rdma_writer.build_write") == {}
     assert set(entries(reader, P + "dispatch.select_worker")) == {0, 1}
 
@@ -218,6 +317,7 @@ def test_explicit_ring_slots_bound_the_slices_ring(client, reader):
 
 
 # -- ports -------------------------------------------------------------------------------
+
 
 def test_bring_up_ports_from_the_inventory(ctl, reader):
     waited = ctl.bring_up_ports()
@@ -241,6 +341,7 @@ def test_ports_that_stay_down_are_named(ctl, store):
 
 
 # -- reset ---------------------------------------------------------------------------------
+
 
 def dirty(client):
     """What a sweep point leaves behind: queued tasks, moved pointers, counts, a stray entry."""
@@ -298,6 +399,7 @@ def test_reset_before_program_empties_everything(ctl, client, reader):
 
 # -- snapshot -------------------------------------------------------------------------------
 
+
 def test_snapshot_has_every_register_and_counter_and_is_json(ctl):
     ctl.program([worker_reg("worker0", 0)])
     snap = ctl.snapshot()
@@ -334,8 +436,11 @@ def test_snapshot_summarises_and_reads_occupied_entries(ctl, client):
     snap = ctl.snapshot()
     q0, q1 = snap["queues"]["0"], snap["queues"]["1"]
     assert (q0["tasks"], q0["tokens"], q0["occupied"]) == (3, 0, [[5, 7]])
-    assert (q1["tasks"], q1["tokens"], q1["occupied"]) == (0, 4, [[QUEUE_ENTRIES - 2, QUEUE_ENTRIES - 1],
-                                                                   [first1, first1 + 1]])
+    assert (q1["tasks"], q1["tokens"], q1["occupied"]) == (
+        0,
+        4,
+        [[QUEUE_ENTRIES - 2, QUEUE_ENTRIES - 1], [first1, first1 + 1]],
+    )
     assert snap["registers"][P + "queue_entries.owner"]["occupied_count"] == 7
     assert snap["counters"][P + "events.events"]["EV_TASK_QUEUED"] == {"packets": 3, "bytes": 300}
 
@@ -343,10 +448,20 @@ def test_snapshot_summarises_and_reads_occupied_entries(ctl, client):
     json.dumps(occ)
     assert occ["registers"][P + "queue_entries.request"]["cells"]["6"] == 101
     e6 = occ["queues"]["0"]["entries"]["6"]
-    assert e6 == {"data": "00000000000000" + "99", "owner": 0x0102, "request": 101, "task_type": 2, "flags": 2,
-                  "tstamp": 0}
-    assert set(occ["queues"]["1"]["entries"]) == {str(QUEUE_ENTRIES - 2), str(QUEUE_ENTRIES - 1),
-                                                  str(first1), str(first1 + 1)}
+    assert e6 == {
+        "data": "00000000000000" + "99",
+        "owner": 0x0102,
+        "request": 101,
+        "task_type": 2,
+        "flags": 2,
+        "tstamp": 0,
+    }
+    assert set(occ["queues"]["1"]["entries"]) == {
+        str(QUEUE_ENTRIES - 2),
+        str(QUEUE_ENTRIES - 1),
+        str(first1),
+        str(first1 + 1),
+    }
     small = ctl.snapshot("occupied", max_entries=2)
     assert small["registers"][P + "queue_entries.owner"]["truncated"] is True
 
@@ -361,6 +476,7 @@ def test_event_names_come_from_the_p4():
 
 
 # -- workers joining and leaving (paper 6.1) --------------------------------------------
+
 
 def test_deregister_and_register_a_worker(ctl, reader):
     ctl.program([worker_reg("worker0", 0), worker_reg("worker1", 2)])
@@ -416,11 +532,28 @@ def test_register_before_program(ctl):
 
 
 def test_from_registration_json():
-    data = {"program": "rain-worker", "worker_base": 4, "threads": 2, "worker_ids": [4, 5],
-            "mac": "02:52:4d:06:00:03", "ip": "10.80.6.3", "udp_port": 21057,
-            "switch": {"mac": "02:00:00:00:00:fe", "ip": "10.80.6.254"}, "slice": 1,
-            "ring": {"transport": "emulated", "va": [140000000000000, 140000000131072], "qpn": [256, 257],
-                     "size": 262144, "region_size": 131072, "slot_size": 2048, "slots": 64, "rkey": 5390670, "psn": 0}}
+    data = {
+        "program": "rain-worker",
+        "worker_base": 4,
+        "threads": 2,
+        "worker_ids": [4, 5],
+        "mac": "02:52:4d:06:00:03",
+        "ip": "10.80.6.3",
+        "udp_port": 21057,
+        "switch": {"mac": "02:00:00:00:00:fe", "ip": "10.80.6.254"},
+        "slice": 1,
+        "ring": {
+            "transport": "emulated",
+            "va": [140000000000000, 140000000131072],
+            "qpn": [256, 257],
+            "size": 262144,
+            "region_size": 131072,
+            "slot_size": 2048,
+            "slots": 64,
+            "rkey": 5390670,
+            "psn": 0,
+        },
+    }
     r = WorkerRegistration.from_json("worker0", data)
     assert r.worker_ids == (4, 5) and r.slices == {4: 1, 5: 1}
     assert r.ring.va[5] == 140000000131072 and r.ring.qpn == {4: 256, 5: 257} and r.ring.size == 131072
@@ -430,21 +563,47 @@ def test_from_registration_json():
     with pytest.raises(ControllerError, match="malformed"):
         WorkerRegistration.from_json("worker0", {"mac": "x"})
     # rain-worker --rdma ibverbs --qp-type uc: the NIC's QPNs and rkey, and where they live
-    hw = {**data, "ring": {**data["ring"], "transport": "ibverbs", "qp_type": "uc", "device": "mlx5_0", "port": 1,
-                           "gid_index": 3, "gid": "::ffff:10.80.6.3", "mtu": 4096, "qpn": [0x1a3, 0x1a4]}}
+    hw = {
+        **data,
+        "ring": {
+            **data["ring"],
+            "transport": "ibverbs",
+            "qp_type": "uc",
+            "device": "mlx5_0",
+            "port": 1,
+            "gid_index": 3,
+            "gid": "::ffff:10.80.6.3",
+            "mtu": 4096,
+            "qpn": [0x1A3, 0x1A4],
+        },
+    }
     r = WorkerRegistration.from_json("worker0", hw)
     assert (r.ring.transport, r.ring.qp_type, r.ring.qpn) == ("ibverbs", "uc", {4: 0x1A3, 5: 0x1A4})
 
 
-@pytest.mark.parametrize("field, value, match", [
-    ("transport", "rxe", "ring.transport 'rxe' is not one of emulated, ibverbs"),
-    ("qp_type", "ud", "ring.qp_type 'ud' is not one of uc, rc"),
-    ("qp_type", "UC", "ring.qp_type 'UC' is not one of uc, rc"),
-])
+@pytest.mark.parametrize(
+    "field, value, match",
+    [
+        ("transport", "rxe", "ring.transport 'rxe' is not one of emulated, ibverbs"),
+        ("qp_type", "ud", "ring.qp_type 'ud' is not one of uc, rc"),
+        ("qp_type", "UC", "ring.qp_type 'UC' is not one of uc, rc"),
+    ],
+)
 def test_ring_transport_and_qp_type_are_checked(field, value, match):
-    data = {"worker_ids": [0], "mac": "02:52:4d:06:00:03", "ip": "10.80.6.3",
-            "ring": {"va": [1 << 40], "qpn": [0x100], "region_size": 131072, "slot_size": 2048, "slots": 64,
-                     "rkey": 1, field: value}}
+    data = {
+        "worker_ids": [0],
+        "mac": "02:52:4d:06:00:03",
+        "ip": "10.80.6.3",
+        "ring": {
+            "va": [1 << 40],
+            "qpn": [0x100],
+            "region_size": 131072,
+            "slot_size": 2048,
+            "slots": 64,
+            "rkey": 1,
+            field: value,
+        },
+    }
     with pytest.raises(ControllerError, match=match) as e:
         WorkerRegistration.from_json("worker0", data)
     assert e.value.fix
@@ -453,6 +612,7 @@ def test_ring_transport_and_qp_type_are_checked(field, value, match):
 def test_write_opcodes_are_the_wire_protocols():
     from hosts import proto
     from switch.control.constants import ROCE_OP_RC_WRITE_ONLY, ROCE_OP_UC_WRITE_ONLY, WRITE_OPCODE
+
     assert ROCE_OP_RC_WRITE_ONLY == source.constants()["ROCE_OP_RC_WRITE_ONLY"] == proto.ROCE_OP_RC_WRITE_ONLY
     assert ROCE_OP_UC_WRITE_ONLY == proto.ROCE_OP_UC_WRITE_ONLY  # proto is checked against rain_proto.h
     assert WRITE_OPCODE == {"uc": 0x2A, "rc": 0x0A}
@@ -460,6 +620,7 @@ def test_write_opcodes_are_the_wire_protocols():
 
 def test_write_target_opcode_follows_the_qp_type():
     from switch.control.rdma_writer import WriteTarget
+
     t = WriteTarget(3, 1, 2, 3, 4, qpn=0x1A3, rkey=9, va=0x7F12_0000_1000, qp_type="uc")
     assert t.params()["opcode"] == 0x2A and t.params()["va_hi"] == 0x7F12 and t.params()["va_lo"] == 0x1000
     assert WriteTarget(3, 1, 2, 3, 4, qpn=1, rkey=9, va=0, qp_type="rc").params()["opcode"] == 0x0A
@@ -478,9 +639,13 @@ def test_uc_and_rc_workers_get_their_own_write_opcode(ctl, reader):
 
 
 def test_settings_from_dict():
-    st = Settings.from_dict({"slices": {"0": {"task_types": [0]}, "1": {"task_types": [1], "entries": 1000,
-                                                                        "ring_slots": 0}},
-                             "int_enabled": False, **SERVICE})
+    st = Settings.from_dict(
+        {
+            "slices": {"0": {"task_types": [0]}, "1": {"task_types": [1], "entries": 1000, "ring_slots": 0}},
+            "int_enabled": False,
+            **SERVICE,
+        }
+    )
     assert st.regions()[1].size == 1000 and st.regions()[0].size == QUEUE_ENTRIES - 1000
     with pytest.raises(ControllerError, match="unknown key"):
         Settings.from_dict({"slice": {}})
@@ -488,19 +653,30 @@ def test_settings_from_dict():
 
 # -- validation: nothing is written when an input is refused --------------------------------
 
-@pytest.mark.parametrize("make, match", [
-    (lambda: Settings(slices={MAX_SLICES: SliceSettings()}), rf"slice {MAX_SLICES} is not in 0..{MAX_SLICES - 1}"),
-    (lambda: Settings(slices={0: SliceSettings(entries=QUEUE_ENTRIES), 1: SliceSettings(entries=1)}),
-     "ask for 131073 queue entries; the switch has 131072"),
-    (lambda: Settings(slices={0: SliceSettings(share=0.9), 1: SliceSettings(share=0.2)}), "the switch has 131072"),
-    (lambda: Settings(slices={0: SliceSettings(entries=QUEUE_ENTRIES), 1: SliceSettings()}), "no queue entries left"),
-    (lambda: Settings(slices={0: SliceSettings(task_types=(1,)), 1: SliceSettings(task_types=(1,))}),
-     "task type 1 is also in slice 0"),
-    (lambda: Settings(slices={0: SliceSettings(task_types=(256,))}), "not a task type"),
-    (lambda: Settings(service_mac="02:00:00:00:00:01"), "give both service_mac and service_ip"),
-    (lambda: Settings(service_mac="01:00:00:00:00:01", service_ip="10.0.0.1"), "multicast MAC"),
-    (lambda: Settings(slices={}), "slices is empty"),
-])
+
+@pytest.mark.parametrize(
+    "make, match",
+    [
+        (lambda: Settings(slices={MAX_SLICES: SliceSettings()}), rf"slice {MAX_SLICES} is not in 0..{MAX_SLICES - 1}"),
+        (
+            lambda: Settings(slices={0: SliceSettings(entries=QUEUE_ENTRIES), 1: SliceSettings(entries=1)}),
+            "ask for 131073 queue entries; the switch has 131072",
+        ),
+        (lambda: Settings(slices={0: SliceSettings(share=0.9), 1: SliceSettings(share=0.2)}), "the switch has 131072"),
+        (
+            lambda: Settings(slices={0: SliceSettings(entries=QUEUE_ENTRIES), 1: SliceSettings()}),
+            "no queue entries left",
+        ),
+        (
+            lambda: Settings(slices={0: SliceSettings(task_types=(1,)), 1: SliceSettings(task_types=(1,))}),
+            "task type 1 is also in slice 0",
+        ),
+        (lambda: Settings(slices={0: SliceSettings(task_types=(256,))}), "not a task type"),
+        (lambda: Settings(service_mac="02:00:00:00:00:01"), "give both service_mac and service_ip"),
+        (lambda: Settings(service_mac="01:00:00:00:00:01", service_ip="10.0.0.1"), "multicast MAC"),
+        (lambda: Settings(slices={}), "slices is empty"),
+    ],
+)
 def test_bad_settings(make, match):
     with pytest.raises(ControllerError, match=match):
         make()
@@ -514,18 +690,21 @@ def test_ports_in_two_pipes_are_refused_by_name(client):
     assert "dev_port >> 7" in msg
 
 
-@pytest.mark.parametrize("workers, match", [
-    (lambda: [worker_reg(base=MAX_WORKERS - 1)], f"worker id {MAX_WORKERS} is not in 0..{MAX_WORKERS - 1}"),
-    (lambda: [worker_reg(slice_=7)], "worker 0 is in slice 7, which the settings do not configure"),
-    (lambda: [worker_reg(slot_size=4096)], f"start rain-worker with --slot-size {RDMA_SLOT_BYTES}"),
-    (lambda: [worker_reg(va=0x7F12_FFFF_F000)], "crosses a 4 GiB boundary"),
-    (lambda: [worker_reg(), worker_reg("worker1", 2, ring=False)], "worker 2 on worker1 registered no RDMA ring"),
-    (lambda: [worker_reg(mac="02:52:4d:06:00:09")], "the inventory gives worker0 MAC 02:52:4d:06:00:03"),
-    (lambda: [worker_reg(host="nohost")], "host 'nohost' is not in the inventory"),
-    (lambda: [worker_reg(), worker_reg("worker1", 1)], "worker 1 is also registered by worker0"),
-    (lambda: [worker_reg(switch_ip="10.80.6.253")], "the worker was told the switch's IP is 10.80.6.253"),
-    (lambda: [worker_reg(udp_port=5000)], "dispatches to 21057"),
-])
+@pytest.mark.parametrize(
+    "workers, match",
+    [
+        (lambda: [worker_reg(base=MAX_WORKERS - 1)], f"worker id {MAX_WORKERS} is not in 0..{MAX_WORKERS - 1}"),
+        (lambda: [worker_reg(slice_=7)], "worker 0 is in slice 7, which the settings do not configure"),
+        (lambda: [worker_reg(slot_size=4096)], f"start rain-worker with --slot-size {RDMA_SLOT_BYTES}"),
+        (lambda: [worker_reg(va=0x7F12_FFFF_F000)], "crosses a 4 GiB boundary"),
+        (lambda: [worker_reg(), worker_reg("worker1", 2, ring=False)], "worker 2 on worker1 registered no RDMA ring"),
+        (lambda: [worker_reg(mac="02:52:4d:06:00:09")], "the inventory gives worker0 MAC 02:52:4d:06:00:03"),
+        (lambda: [worker_reg(host="nohost")], "host 'nohost' is not in the inventory"),
+        (lambda: [worker_reg(), worker_reg("worker1", 1)], "worker 1 is also registered by worker0"),
+        (lambda: [worker_reg(switch_ip="10.80.6.253")], "the worker was told the switch's IP is 10.80.6.253"),
+        (lambda: [worker_reg(udp_port=5000)], "dispatches to 21057"),
+    ],
+)
 def test_bad_workers_write_nothing(ctl, reader, workers, match):
     with pytest.raises(ControllerError) as e:
         ctl.program(workers())
@@ -553,12 +732,17 @@ def test_rdma_needs_a_service_address(client):
     assert "ring_slots: 0" in e.value.fix
 
 
-@pytest.mark.parametrize("clients, match", [
-    (lambda: [ClientRegistration("client0", 1, "10.80.6.1"), ClientRegistration("client1", 1, "10.80.6.2")],
-     "client host id 1 is given to client0 and client1"),
-    (lambda: [ClientRegistration("client0", 256, "10.80.6.1")], "not in 0..255"),
-    (lambda: [ClientRegistration("client0", 0, "10.80.6.9")], "is not the inventory's 10.80.6.1"),
-])
+@pytest.mark.parametrize(
+    "clients, match",
+    [
+        (
+            lambda: [ClientRegistration("client0", 1, "10.80.6.1"), ClientRegistration("client1", 1, "10.80.6.2")],
+            "client host id 1 is given to client0 and client1",
+        ),
+        (lambda: [ClientRegistration("client0", 256, "10.80.6.1")], "not in 0..255"),
+        (lambda: [ClientRegistration("client0", 0, "10.80.6.9")], "is not the inventory's 10.80.6.1"),
+    ],
+)
 def test_bad_clients(ctl, reader, clients, match):
     with pytest.raises(ControllerError, match=match):
         ctl.program([], clients())

@@ -3,6 +3,7 @@
 deploy() is driven against a fake host that keeps its files in a dict and answers the
 one hashing command with real `sha256sum` output computed from them.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -125,6 +126,7 @@ def test_parse_sha256sum_and_differing(repo):
 
 # -- run's deploy() against a fake host -------------------------------------------------------
 
+
 class FakeHost:
     """Files in a dict; answers deploy()'s hashing command like sh + sha256sum would."""
 
@@ -159,8 +161,7 @@ def fake_tb(repo, monkeypatch):
     real = dep.bundle
     monkeypatch.setattr(run_mod, "bundle", lambda build="local", *, stage=None: real(build, repo=repo, stage=stage))
     hosts = {"client0": FakeHost("client0", "/opt/rm/client0"), "worker0": FakeHost("worker0", "/opt/rm/worker0")}
-    inv = SimpleNamespace(deploy=SimpleNamespace(build="local"),
-                          hosts=[SimpleNamespace(name=n) for n in hosts])
+    inv = SimpleNamespace(deploy=SimpleNamespace(build="local"), hosts=[SimpleNamespace(name=n) for n in hosts])
     return FakeTestbed(inv, hosts)
 
 
@@ -213,6 +214,9 @@ def test_the_hashing_command_reports_sums_and_version_and_never_fails(tmp_path):
     assert dep.parse_sha256sum(r.stdout) == {"bin/rain-client": hashlib.sha256(b"x").hexdigest()}
     assert r.stdout.splitlines()[-1] == "version=abc123"
     # No deploy root yet: no sums, an empty version, still status 0.
-    r = subprocess.run(["sh", "-c", run_mod._SH_HASHES, "sh", str(tmp_path / "nothing"), "bin/rain-client"],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        ["sh", "-c", run_mod._SH_HASHES, "sh", str(tmp_path / "nothing"), "bin/rain-client"],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0 and r.stdout == "version=\n"

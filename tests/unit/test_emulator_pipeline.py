@@ -1,6 +1,7 @@
 """The emulator's Rain pipeline in-process (no sockets): edge cases of the P4's
 semantics that packet tests reach only slowly, the RoCEv2 test vector of
 facts/tofino.md, and garbage that must never raise."""
+
 from __future__ import annotations
 
 import random
@@ -17,9 +18,18 @@ CLIENT_MAC, SW_MAC = bytes.fromhex("02524d000001"), bytes.fromhex("02524d0000fe"
 CLIENT_IP, SERVICE_IP = 0x0A540101, 0x0A54FFFE
 
 
-def udp_frame(payload: bytes, dport: int = 21057, *, src_ip: int = CLIENT_IP, dst_ip: int = SERVICE_IP,
-              ident: int = 0, ttl: int = 64, src_mac: bytes = CLIENT_MAC, dst_mac: bytes = SW_MAC,
-              sport: int = 40000) -> bytearray:
+def udp_frame(
+    payload: bytes,
+    dport: int = 21057,
+    *,
+    src_ip: int = CLIENT_IP,
+    dst_ip: int = SERVICE_IP,
+    ident: int = 0,
+    ttl: int = 64,
+    src_mac: bytes = CLIENT_MAC,
+    dst_mac: bytes = SW_MAC,
+    sport: int = 40000,
+) -> bytearray:
     udp = struct.pack("!HHHH", sport, dport, 8 + len(payload), 0) + payload
     ip = bytearray(struct.pack("!BBHHHBBHII", 0x45, 0, 20 + len(udp), ident, 0x4000, ttl, 17, 0, src_ip, dst_ip))
     s = sum(struct.unpack("!10H", ip))
@@ -47,9 +57,18 @@ class Switch:
 
     def slice(self, s: int, first: int, last: int, last_slot: int = 0, mgid: int = 0) -> None:
         cap = last - first + 1
-        self.store.table("config_slice").add(s, "set_slice_config", {
-            "first": first, "last": last, "cap": cap, "neg_cap": -cap & 0xFFFFFFFF, "last_slot": last_slot,
-            "mgid": mgid})
+        self.store.table("config_slice").add(
+            s,
+            "set_slice_config",
+            {
+                "first": first,
+                "last": last,
+                "cap": cap,
+                "neg_cap": -cap & 0xFFFFFFFF,
+                "last_slot": last_slot,
+                "mgid": mgid,
+            },
+        )
         self.store.register("head")[s] = first
         self.store.register("tail")[s] = first
 
@@ -73,11 +92,12 @@ def sw():
 
 def test_constants_match_the_p4():
     from switch.p4 import source
+
     c = source.constants()
     assert sorted(set(c) - set(vars(H))) == []  # every constant of types.p4 and sizes.p4 ...
-    for k, want in c.items():                     # ... with the P4's value
+    for k, want in c.items():  # ... with the P4's value
         assert getattr(H, k) == want, k
-    assert H.BALANCE_FULL == -2**31
+    assert H.BALANCE_FULL == -(2**31)
 
 
 def test_head_and_tail_wrap_inside_the_region(sw):
@@ -89,7 +109,7 @@ def test_head_and_tail_wrap_inside_the_region(sw):
     out = sw.run(task(9))  # full: rejected to the ingress port
     assert out and out[0][0] == 1 and Header.unpack(out[0][1][42:]).kind == Kind.REJECT
     for rid in range(3):
-        (port, f), = sw.run(token(1))
+        ((port, f),) = sw.run(token(1))
         assert Header.unpack(f[42:]).request_id == rid
     assert sw.store.register("head")[0] == 100
     sw.run(task(10))
@@ -114,7 +134,7 @@ def test_int_qlen_and_qdelay(sw):
         sw.run(task(rid))
     sw.now = 0x100
     for left in (3, 2, 1, 0):
-        (_, f), = sw.run(token(1))
+        ((_, f),) = sw.run(token(1))
         h = Header.unpack(f[42:])
         assert h.int_qlen == left and h.flags & Flag.INT
         assert h.int_qdelay_ns == (0x100 - (0xFFFFFF00 + 3 - left)) & 0xFFFFFFFF
@@ -123,7 +143,7 @@ def test_int_qlen_and_qdelay(sw):
 def test_dispatch_keeps_udp_and_fixes_the_ip_checksum(sw):
     sw.slice(0, 0, 15)
     sw.run(token(2))
-    (port, f), = sw.run(task(5, data=b"abcdefgh"))
+    ((port, f),) = sw.run(task(5, data=b"abcdefgh"))
     assert port == 3
     ip = f[14:34]
     s = sum(struct.unpack("!10H", ip))
@@ -159,20 +179,50 @@ def test_large_task_that_fits_no_ring_slot_is_dropped_as_bad(sw, payload_len):
 def test_roce_write_matches_the_tofino_facts_test_vector():
     """facts/tofino.md's RC WRITE ONLY vector, byte for byte, from a client's large task."""
     vector = bytes.fromhex(
-        "0c42a1dd6011" "0200000000fe" "0800"
-        "4500004c" "00014000" "4011238d" "0a0a01fe" "0a0a0102"
-        "c000" "12b7" "0038" "0000"
-        "0a" "40" "ffff" "00" "000123" "00" "000010"
-        "00007f0000001000" "00abcdef" "00000010"
+        "0c42a1dd6011"
+        "0200000000fe"
+        "0800"
+        "4500004c"
+        "00014000"
+        "4011238d"
+        "0a0a01fe"
+        "0a0a0102"
+        "c000"
+        "12b7"
+        "0038"
+        "0000"
+        "0a"
+        "40"
+        "ffff"
+        "00"
+        "000123"
+        "00"
+        "000010"
+        "00007f0000001000"
+        "00abcdef"
+        "00000010"
         "000102030405060708090a0b0c0d0e0f"
-        "3025e760")
+        "3025e760"
+    )
     s = Switch()
     s.slice(0, 0, 15, last_slot=7, mgid=9)
     s.store.pre.add_node(1, rid=4, dev_ports=[140])
     s.store.pre.add_group(9, [1])
-    s.store.table("build_write").add(4, "make_write", {
-        "smac": 0x0200000000FE, "dmac": 0x0C42A1DD6011, "sip": 0x0A0A01FE, "dip": 0x0A0A0102, "opcode": 0x0A,
-        "qpn": 0x123, "rkey": 0xABCDEF, "va_hi": 0x7F00, "va_lo": 0x1000})
+    s.store.table("build_write").add(
+        4,
+        "make_write",
+        {
+            "smac": 0x0200000000FE,
+            "dmac": 0x0C42A1DD6011,
+            "sip": 0x0A0A01FE,
+            "dip": 0x0A0A0102,
+            "opcode": 0x0A,
+            "qpn": 0x123,
+            "rkey": 0xABCDEF,
+            "va_hi": 0x7F00,
+            "va_lo": 0x1000,
+        },
+    )
     s.store.register("psn")[4] = 16
     body = bytes(range(16)) + bytes.fromhex("3025e760")  # payload + the pad the WRITE keeps as its iCRC
     hdr = Header(kind=Kind.TASK, flags=Flag.LARGE, client_id=0x0100, request_id=1).pack()
@@ -193,16 +243,28 @@ def test_prewrite_va_adds_only_the_low_32_bits_and_psn_keeps_24():
     s.slice(0, 0, 15, last_slot=3, mgid=9)
     s.store.pre.add_node(1, rid=7, dev_ports=[5])
     s.store.pre.add_group(9, [1])
-    s.store.table("build_write").add(7, "make_write", {
-        "smac": 1, "dmac": 2, "sip": 3, "dip": 4, "opcode": 0x0A, "qpn": 5, "rkey": 6,
-        "va_hi": 0x1, "va_lo": 0xFFFFF800})
+    s.store.table("build_write").add(
+        7,
+        "make_write",
+        {
+            "smac": 1,
+            "dmac": 2,
+            "sip": 3,
+            "dip": 4,
+            "opcode": 0x0A,
+            "qpn": 5,
+            "rkey": 6,
+            "va_hi": 0x1,
+            "va_lo": 0xFFFFF800,
+        },
+    )
     s.store.register("psn")[7] = 0xFFFFFF
     body = large_payload(0x0100, 1, 40) + bytes(4)
     hdr = Header(kind=Kind.TASK, flags=Flag.LARGE, client_id=0x0100, request_id=1).pack()
     vas, psns = [], []
     for _ in range(3):
-        (_, w), = s.run(udp_frame(hdr + body))
-        psns.append(int.from_bytes(w[42 + 9:42 + 12], "big"))
+        ((_, w),) = s.run(udp_frame(hdr + body))
+        psns.append(int.from_bytes(w[42 + 9 : 42 + 12], "big"))
         vas.append(struct.unpack_from("!Q", w, 54)[0])
     assert vas == [0x1FFFFF800, 0x100000000, 0x100000800]  # no carry into va_hi
     assert psns == [0xFFFFFF, 0, 1]
@@ -213,8 +275,11 @@ def test_every_frame_counts_exactly_one_event_and_garbage_never_raises():
     s.slice(0, 0, 7, last_slot=3, mgid=9)
     s.store.pre.add_node(1, rid=1, dev_ports=[2])
     s.store.pre.add_group(9, [1])
-    s.store.table("build_write").add(1, "make_write", {"smac": 1, "dmac": 2, "sip": 3, "dip": 4, "opcode": 10,
-                                                       "qpn": 5, "rkey": 6, "va_hi": 0, "va_lo": 0})
+    s.store.table("build_write").add(
+        1,
+        "make_write",
+        {"smac": 1, "dmac": 2, "sip": 3, "dip": 4, "opcode": 10, "qpn": 5, "rkey": 6, "va_hi": 0, "va_lo": 0},
+    )
     s.store.table("forward").add(SERVICE_IP, "set_egress", {"port": 3, "dmac": 9})
     rng = random.Random(11)
     frames = []
@@ -223,12 +288,19 @@ def test_every_frame_counts_exactly_one_event_and_garbage_never_raises():
         if kind < 0.3:
             f = bytearray(rng.getrandbits(8) for _ in range(rng.randint(0, 120)))
         else:
-            hdr = Header(kind=rng.choice([0, 1, 2, 3, 4, 5, 99]), flags=rng.getrandbits(8),
-                         task_type=rng.getrandbits(8), slice=rng.getrandbits(16), client_id=rng.getrandbits(16),
-                         request_id=n, worker_id=rng.getrandbits(16), version=rng.choice([1, 1, 1, 2])).pack()
+            hdr = Header(
+                kind=rng.choice([0, 1, 2, 3, 4, 5, 99]),
+                flags=rng.getrandbits(8),
+                task_type=rng.getrandbits(8),
+                slice=rng.getrandbits(16),
+                client_id=rng.getrandbits(16),
+                request_id=n,
+                worker_id=rng.getrandbits(16),
+                version=rng.choice([1, 1, 1, 2]),
+            ).pack()
             f = udp_frame(hdr + bytes(rng.randint(0, 60)), dport=rng.choice([21057, 21057, 4791, 53]))
             if kind < 0.5:
-                f = f[:rng.randint(0, len(f))]
+                f = f[: rng.randint(0, len(f))]
             elif kind < 0.6:
                 f[rng.randrange(len(f))] ^= 1 << rng.randrange(8)
         frames.append(f)
@@ -240,8 +312,13 @@ def test_every_frame_counts_exactly_one_event_and_garbage_never_raises():
 def test_short_frames_are_parser_errors():
     s = Switch()
     good = task(1)
-    for cut, event in ((10, "PARSER_ERROR"), (14 + 19, "PARSER_ERROR"), (34 + 7, "PARSER_ERROR"),
-                       (42 + 31, "PARSER_ERROR"), (14, "NO_ROUTE")):
+    for cut, event in (
+        (10, "PARSER_ERROR"),
+        (14 + 19, "PARSER_ERROR"),
+        (34 + 7, "PARSER_ERROR"),
+        (42 + 31, "PARSER_ERROR"),
+        (14, "NO_ROUTE"),
+    ):
         s2 = Switch()
         f = good[:cut]
         if cut == 14:
@@ -253,7 +330,7 @@ def test_short_frames_are_parser_errors():
     f = bytearray(task(1))
     f[14] = 0x46
     s.store.table("forward").add(SERVICE_IP, "set_egress", {"port": 3, "dmac": 9})
-    (port, out), = s.run(f)
+    ((port, out),) = s.run(f)
     assert port == 3 and s.events() == {"FORWARDED": 1}
 
 
@@ -262,6 +339,7 @@ def test_the_emulator_respects_the_walls():
     of the repository only switch.errors, switch.bfrt and hosts.proto (DESIGN.md)."""
     import ast
     from pathlib import Path
+
     allowed = ("switch.errors", "switch.bfrt", "hosts.proto", "switch.emulator")
     for path in Path(__file__).resolve().parents[2].joinpath("switch", "emulator").glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):

@@ -1,4 +1,5 @@
 """The emulator's table store: schema checks, bf-rt.json shape, lookup semantics, concurrency."""
+
 from __future__ import annotations
 
 import threading
@@ -7,8 +8,16 @@ import pytest
 
 from switch.emulator import schema
 from switch.emulator.schema import Action, Key, Param, Program, Register, Table
-from switch.emulator.tables import (AlreadyExists, Code, FailedPrecondition, InvalidArgument, NotFound, OutOfRange,
-                                    TableFull, TableStore)
+from switch.emulator.tables import (
+    AlreadyExists,
+    Code,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    OutOfRange,
+    TableFull,
+    TableStore,
+)
 from tests.bfrt_program import PROGRAM
 
 
@@ -24,7 +33,10 @@ def test_bfrt_json_shape():
     assert fwd["table_type"] == "MatchAction_Direct" and fwd["size"] == 4
     assert [k["name"] for k in fwd["key"]] == ["hdr.ethernet.dst_addr"]
     assert fwd["key"][0]["match_type"] == "Exact" and fwd["key"][0]["type"] == {"type": "bytes", "width": 48}
-    assert {a["name"] for a in fwd["action_specs"]} == {"SwitchIngress.forward.set_egress", "SwitchIngress.forward.drop"}
+    assert {a["name"] for a in fwd["action_specs"]} == {
+        "SwitchIngress.forward.set_egress",
+        "SwitchIngress.forward.drop",
+    }
     acl = p4["pipe.SwitchIngress.acl.acl"]
     assert [(k["name"], k["match_type"]) for k in acl["key"]][-1] == ("$MATCH_PRIORITY", "Exact")
     assert next(k for k in acl["key"] if k["name"] == "$MATCH_PRIORITY")["id"] == 65537
@@ -34,19 +46,42 @@ def test_bfrt_json_shape():
     assert p4["pipe.SwitchEgress.acl.acl"]["has_const_default_action"] is True
     reg = p4["pipe.SwitchIngress.bidir_queue.balance"]
     assert reg["table_type"] == "Register" and reg["supported_operations"] == ["Sync"]
-    assert reg["key"] == [{"id": 65557, "name": "$REGISTER_INDEX", "repeated": False, "annotations": [],
-                           "mandatory": True, "match_type": "Exact", "type": {"type": "uint32", "default_value": 0}}]
+    assert reg["key"] == [
+        {
+            "id": 65557,
+            "name": "$REGISTER_INDEX",
+            "repeated": False,
+            "annotations": [],
+            "mandatory": True,
+            "match_type": "Exact",
+            "type": {"type": "uint32", "default_value": 0},
+        }
+    ]
     cell = reg["data"][0]["singleton"]
     assert cell["name"] == "SwitchIngress.bidir_queue.balance.f1" and cell["id"] == 1
     assert cell["type"] == {"type": "bytes", "width": 32}
     assert {"name": "$bfrt_field_class", "value": "register_data"} in cell["annotations"]
     ctr = p4["pipe.SwitchIngress.events.events"]
     assert ctr["key"][0]["name"] == "$COUNTER_INDEX"
-    assert {d["singleton"]["name"]: d["singleton"]["id"] for d in ctr["data"]} == \
-        {"$COUNTER_SPEC_BYTES": 65553, "$COUNTER_SPEC_PKTS": 65554}
+    assert {d["singleton"]["name"]: d["singleton"]["id"] for d in ctr["data"]} == {
+        "$COUNTER_SPEC_BYTES": 65553,
+        "$COUNTER_SPEC_PKTS": 65554,
+    }
     for t in p4.values():
-        assert set(t) >= {"name", "id", "table_type", "size", "annotations", "depends_on", "has_const_default_action",
-                          "key", "action_specs", "data", "supported_operations", "attributes"}
+        assert set(t) >= {
+            "name",
+            "id",
+            "table_type",
+            "size",
+            "annotations",
+            "depends_on",
+            "has_const_default_action",
+            "key",
+            "action_specs",
+            "data",
+            "supported_operations",
+            "attributes",
+        }
     fixed = {t["name"]: t for t in lay.non_p4_json()["tables"]}
     assert fixed["$pre.mgid"]["id"] == 0xFF020001 and fixed["$pre.node"]["id"] == 0xFF020002
     assert fixed["$PORT"]["id"] == 0xFF010001 and fixed["$PORT_STAT"]["id"] == 0xFF010002
@@ -55,7 +90,10 @@ def test_bfrt_json_shape():
     assert node["$DEV_PORT"]["singleton"]["repeated"] and node["$DEV_PORT"]["singleton"]["id"] == 3
     port = {d["singleton"]["name"]: d for d in fixed["$PORT"]["data"]}
     assert port["$PORT_UP"]["read_only"] and port["$PORT_UP"]["singleton"]["id"] == 25
-    assert port["$SPEED"]["singleton"]["type"]["type"] == "string" and "BF_SPEED_100G" in port["$SPEED"]["singleton"]["type"]["choices"]
+    assert (
+        port["$SPEED"]["singleton"]["type"]["type"] == "string"
+        and "BF_SPEED_100G" in port["$SPEED"]["singleton"]["type"]["choices"]
+    )
 
 
 def test_schema_rejects_bad_declarations():

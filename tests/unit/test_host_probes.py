@@ -1,6 +1,7 @@
 """The host roles' inspection scripts (dpdk_host's inspect_host.py, roce's inspect_roce.py)
 against a mock ConnectX's tree (tests/mock_connectx: fake /sys, /proc, /lib/modules and
 tools), run as the roles run them: one JSON argument in, one JSON object out."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -42,8 +43,18 @@ def machine(tmp_path) -> Path:
 
 
 def host_args(root: Path, **kw) -> dict:
-    args = dict(dpdk_source="debian", dpdk_prefix="", packages=["dpdk"], hugepage_kb=2048, pci=PCI,
-                mgmt="192.0.2.22", cores=[2, 3, 8, 9], isolation=True, root=f"{root}/", tools=tools(str(root)))
+    args = dict(
+        dpdk_source="debian",
+        dpdk_prefix="",
+        packages=["dpdk"],
+        hugepage_kb=2048,
+        pci=PCI,
+        mgmt="192.0.2.22",
+        cores=[2, 3, 8, 9],
+        isolation=True,
+        root=f"{root}/",
+        tools=tools(str(root)),
+    )
     args.update(kw)
     return args
 
@@ -111,13 +122,25 @@ def test_a_dpdk_source_build_is_read_from_its_prefix(tmp_path, machine):
     (pmds / "librte_net_mlx5.so.23.0").write_text("")
     out = probe(HOST_PROBE, **host_args(machine, dpdk_source="prefix", dpdk_prefix=str(prefix), packages=[]))
     assert out["prefix"]["mlx5_pmd"] is True
-    empty = probe(HOST_PROBE, **host_args(machine, dpdk_source="prefix", dpdk_prefix=str(tmp_path / "none"), packages=[]))
+    empty = probe(
+        HOST_PROBE, **host_args(machine, dpdk_source="prefix", dpdk_prefix=str(tmp_path / "none"), packages=[])
+    )
     assert empty["prefix"]["exists"] is False and empty["prefix"]["pc"] is None
 
 
 def roce_args(root: Path, **kw) -> dict:
-    args = dict(pci=PCI, rdma_device=None, netdev=None, ip="10.10.1.2", service_ip="10.10.1.254", priority=3,
-                packages=[], facts_file=str(root / "facts/roce.json"), root=f"{root}/", tools=tools(str(root)))
+    args = dict(
+        pci=PCI,
+        rdma_device=None,
+        netdev=None,
+        ip="10.10.1.2",
+        service_ip="10.10.1.254",
+        priority=3,
+        packages=[],
+        facts_file=str(root / "facts/roce.json"),
+        root=f"{root}/",
+        tools=tools(str(root)),
+    )
     args.update(kw)
     return args
 
@@ -136,16 +159,20 @@ def test_roce_finds_the_device_port_and_settings(machine):
 
 def test_roce_reads_back_what_the_tools_changed(machine):
     t = tools(str(machine))
-    for argv in ([t["ip"], "addr", "add", "10.10.1.2/24", "dev", NETDEV],
-                 [t["ip"], "link", "set", "dev", NETDEV, "mtu", "4200"],
-                 [t["dcb"], "app", "replace", "dev", NETDEV, "dscp-prio", "26:3"],
-                 [t["dcb"], "pfc", "set", "dev", NETDEV, "prio-pfc", "3:on"],
-                 [t["ip"], "neigh", "replace", "10.10.1.254", "lladdr", "02:52:4d:00:ff:fe", "dev", NETDEV, "nud", "permanent"]):
+    for argv in (
+        [t["ip"], "addr", "add", "10.10.1.2/24", "dev", NETDEV],
+        [t["ip"], "link", "set", "dev", NETDEV, "mtu", "4200"],
+        [t["dcb"], "app", "replace", "dev", NETDEV, "dscp-prio", "26:3"],
+        [t["dcb"], "pfc", "set", "dev", NETDEV, "prio-pfc", "3:on"],
+        [t["ip"], "neigh", "replace", "10.10.1.254", "lladdr", "02:52:4d:00:ff:fe", "dev", NETDEV, "nud", "permanent"],
+    ):
         subprocess.run(argv, check=True)
     out = probe(ROCE_PROBE, **roce_args(machine))
     # The v1 entry of the address comes first; the role wants the RoCE v2 one.
     assert [(e["index"], e["type"]) for e in out["gid_entries"] if e["gid"] == gid_of("10.10.1.2")] == [
-        (2, "IB/RoCE v1"), (3, "RoCE v2")]
+        (2, "IB/RoCE v1"),
+        (3, "RoCE v2"),
+    ]
     assert out["gid_index_found"] == 3 and out["active_mtu"] == 4096
     assert out["dscp_prio"] == {"26": [3]} and out["pfc"]["3"] is True
     assert out["ipv4"] == ["10.10.1.2/24"] and out["service_route_dev"] == NETDEV  # on the data subnet
@@ -155,8 +182,10 @@ def test_roce_reads_back_what_the_tools_changed(machine):
 def test_roce_names_what_it_cannot_find(machine):
     out = probe(ROCE_PROBE, **roce_args(machine, rdma_device="mlx5_9", netdev="eth9"))
     assert out["rdma_device"] is None and out["netdev"] is None
-    assert out["problems"] == ["no RDMA device mlx5_9 (hosts[].nic.rdma_device)",
-                               "no network interface eth9 (hosts[].nic.netdev)"]
+    assert out["problems"] == [
+        "no RDMA device mlx5_9 (hosts[].nic.rdma_device)",
+        "no network interface eth9 (hosts[].nic.netdev)",
+    ]
     gone = probe(ROCE_PROBE, **roce_args(machine, pci="0000:fe:00.0"))
     assert gone["pci_present"] is False and gone["rdma_device"] is None
     only_facts = probe(ROCE_PROBE, **roce_args(machine, facts_only=True))

@@ -1,4 +1,5 @@
 """Inventory validation: every mistake a person makes is named by field, line and fix."""
+
 from __future__ import annotations
 
 import copy
@@ -19,22 +20,39 @@ def base() -> dict:
     return {
         "name": "rack1",
         "switch": {
-            "name": "tofino1", "kind": "tofino", "mgmt": {"address": "192.0.2.10"},
-            "bfrt": "192.0.2.10:50052", "sde": "/opt/bf-sde-9.13.0",
-            "ports": [{"port": "1/0", "dev_port": 132, "fec": "rs"},
-                      {"port": "2/0", "dev_port": 140, "fec": "rs"},
-                      {"port": "3/0", "dev_port": 148, "fec": "rs"}],
+            "name": "tofino1",
+            "kind": "tofino",
+            "mgmt": {"address": "192.0.2.10"},
+            "bfrt": "192.0.2.10:50052",
+            "sde": "/opt/bf-sde-9.13.0",
+            "ports": [
+                {"port": "1/0", "dev_port": 132, "fec": "rs"},
+                {"port": "2/0", "dev_port": 140, "fec": "rs"},
+                {"port": "3/0", "dev_port": 148, "fec": "rs"},
+            ],
         },
         "hosts": [
-            {"name": "client0", "role": "client", "mgmt": {"address": "192.0.2.21"},
-             "nic": {"pci": "0000:3b:00.0", "mac": "0c:42:a1:dd:5f:3a", "ip": "10.10.1.1", "switch_port": "1/0"},
-             "cores": [2, 3]},
-            {"name": "worker0", "role": "worker", "mgmt": {"address": "192.0.2.22"},
-             "nic": {"pci": "0000:3b:00.0", "mac": "0c:42:a1:dd:60:10", "ip": "10.10.1.2", "switch_port": "2/0"},
-             "cores": [2, 3]},
-            {"name": "worker1", "role": "worker", "mgmt": {"address": "192.0.2.23"},
-             "nic": {"pci": "0000:3b:00.0", "mac": "0c:42:a1:dd:60:11", "ip": "10.10.1.3", "switch_port": "3/0"},
-             "cores": [2, 3]},
+            {
+                "name": "client0",
+                "role": "client",
+                "mgmt": {"address": "192.0.2.21"},
+                "nic": {"pci": "0000:3b:00.0", "mac": "0c:42:a1:dd:5f:3a", "ip": "10.10.1.1", "switch_port": "1/0"},
+                "cores": [2, 3],
+            },
+            {
+                "name": "worker0",
+                "role": "worker",
+                "mgmt": {"address": "192.0.2.22"},
+                "nic": {"pci": "0000:3b:00.0", "mac": "0c:42:a1:dd:60:10", "ip": "10.10.1.2", "switch_port": "2/0"},
+                "cores": [2, 3],
+            },
+            {
+                "name": "worker1",
+                "role": "worker",
+                "mgmt": {"address": "192.0.2.23"},
+                "nic": {"pci": "0000:3b:00.0", "mac": "0c:42:a1:dd:60:11", "ip": "10.10.1.3", "switch_port": "3/0"},
+                "cores": [2, 3],
+            },
         ],
     }
 
@@ -74,18 +92,43 @@ CASES = [
     ("typo-in-key", lambda d: d["hosts"][0].update(coress=[1]), "hosts[0].coress", "unknown field"),
     ("duplicate-host-name", lambda d: d["hosts"][2].update(name="worker0"), "hosts[2].name", "already used"),
     ("host-named-like-switch", lambda d: d["hosts"][0].update(name="tofino1"), "hosts[0].name", "already used"),
-    ("duplicate-mac", lambda d: d["hosts"][2]["nic"].update(mac="0C:42:A1:DD:60:10"), "hosts[2].nic.mac", "already used"),
+    (
+        "duplicate-mac",
+        lambda d: d["hosts"][2]["nic"].update(mac="0C:42:A1:DD:60:10"),
+        "hosts[2].nic.mac",
+        "already used",
+    ),
     ("duplicate-ip", lambda d: d["hosts"][1]["nic"].update(ip="10.10.1.1"), "hosts[1].nic.ip", "already used"),
     ("duplicate-port", lambda d: d["switch"]["ports"][1].update(port="1/0"), "switch.ports[1].port", "already used"),
-    ("duplicate-dev-port", lambda d: d["switch"]["ports"][2].update(dev_port=132), "switch.ports[2].dev_port", "already used"),
-    ("cabled-to-missing-port", lambda d: d["hosts"][1]["nic"].update(switch_port="9/0"), "hosts[1].nic.switch_port", "does not have"),
-    ("two-hosts-one-port", lambda d: d["hosts"][2]["nic"].update(switch_port="2/0"), "hosts[2].nic.switch_port", "already cabled"),
+    (
+        "duplicate-dev-port",
+        lambda d: d["switch"]["ports"][2].update(dev_port=132),
+        "switch.ports[2].dev_port",
+        "already used",
+    ),
+    (
+        "cabled-to-missing-port",
+        lambda d: d["hosts"][1]["nic"].update(switch_port="9/0"),
+        "hosts[1].nic.switch_port",
+        "does not have",
+    ),
+    (
+        "two-hosts-one-port",
+        lambda d: d["hosts"][2]["nic"].update(switch_port="2/0"),
+        "hosts[2].nic.switch_port",
+        "already cabled",
+    ),
     ("worker-without-cores", lambda d: d["hosts"][1].update(cores=[]), "hosts[1].cores", "no cores"),
     ("bad-mac", lambda d: d["hosts"][0]["nic"].update(mac="0c:42:a1:dd:5f"), "hosts[0].nic.mac", "not a MAC"),
     ("multicast-mac", lambda d: d["hosts"][0]["nic"].update(mac="01:00:5e:00:00:01"), "hosts[0].nic.mac", "multicast"),
     ("bad-ip", lambda d: d["hosts"][0]["nic"].update(ip="10.10.1.300"), "hosts[0].nic.ip", "not an IPv4"),
     ("bad-pci", lambda d: d["hosts"][0]["nic"].update(pci="3b:00.0"), "hosts[0].nic.pci", "PCI address"),
-    ("pci-and-vdev", lambda d: d["hosts"][0]["nic"].update(vdev="net_af_packet0,iface=data0"), "hosts[0].nic", "exactly one"),
+    (
+        "pci-and-vdev",
+        lambda d: d["hosts"][0]["nic"].update(vdev="net_af_packet0,iface=data0"),
+        "hosts[0].nic",
+        "exactly one",
+    ),
     ("unknown-role", lambda d: d["hosts"][0].update(role="server"), "hosts[0].role", "client"),
     ("missing-mgmt", lambda d: d["hosts"][0].pop("mgmt"), "hosts[0].mgmt", "required"),
     ("bad-speed", lambda d: d["switch"]["ports"][0].update(speed="100g"), "switch.ports[0].speed", "100G"),
@@ -96,35 +139,78 @@ CASES = [
     ("dev-port-range", lambda d: d["switch"]["ports"][0].update(dev_port=600), "switch.ports[0].dev_port", "511"),
     ("no-workers", lambda d: [h.update(role="client") for h in d["hosts"]], "hosts", "no host has role 'worker'"),
     ("core-twice", lambda d: d["hosts"][1].update(cores=[2, 2]), "hosts[1].cores", "twice"),
-    ("vdev-on-tofino", lambda d: d["hosts"][1].update(nic={**d["hosts"][1]["nic"], "pci": None, "vdev": "net_af_packet0,iface=data0"}),
-     "hosts[1].nic.vdev", "virtual device"),
-    ("bad-hugepage-size", lambda d: d["hosts"][1].update(hugepages={"size": "4K", "count": 10}), "hosts[1].hugepages.size", "2M"),
+    (
+        "vdev-on-tofino",
+        lambda d: d["hosts"][1].update(nic={**d["hosts"][1]["nic"], "pci": None, "vdev": "net_af_packet0,iface=data0"}),
+        "hosts[1].nic.vdev",
+        "virtual device",
+    ),
+    (
+        "bad-hugepage-size",
+        lambda d: d["hosts"][1].update(hugepages={"size": "4K", "count": 10}),
+        "hosts[1].hugepages.size",
+        "2M",
+    ),
     ("bad-name", lambda d: d["hosts"][1].update(name="Worker_0"), "hosts[1].name", "not a valid name"),
-    ("duplicate-mgmt", lambda d: d["hosts"][1]["mgmt"].update(address="192.0.2.21"), "hosts[1].mgmt", "management address"),
+    (
+        "duplicate-mgmt",
+        lambda d: d["hosts"][1]["mgmt"].update(address="192.0.2.21"),
+        "hosts[1].mgmt",
+        "management address",
+    ),
     # real-hardware fields
     ("bad-sde-version", lambda d: d["switch"].update(sde_version="9.13"), "switch.sde_version", "not an SDE version"),
     ("bad-target", lambda d: d["switch"].update(target="hardware"), "switch.target", "asic"),
     ("bad-kernel-module", lambda d: d["switch"].update(kernel_module="bf_knet"), "switch.kernel_module", "bf_kdrv"),
     ("bad-program", lambda d: d["switch"].update(program="Rain-1"), "switch.program", "not a P4 program"),
     ("model-port-without-iface", lambda d: d["switch"].update(target="model"), "switch.ports[0].iface", "tofino-model"),
-    ("ibverbs-on-vdev", lambda d: d["hosts"][1].update(nic={**d["hosts"][1]["nic"], "pci": None,
-                                                             "vdev": "net_af_packet0,iface=data0", "rdma": "ibverbs"}),
-     "hosts[1].nic", "needs a PCI NIC"),
-    ("netdev-on-vdev", lambda d: d["hosts"][1].update(nic={**d["hosts"][1]["nic"], "pci": None,
-                                                            "vdev": "net_af_packet0,iface=data0", "netdev": "eth1"}),
-     "hosts[1].nic", "belongs to a PCI NIC"),
+    (
+        "ibverbs-on-vdev",
+        lambda d: d["hosts"][1].update(
+            nic={**d["hosts"][1]["nic"], "pci": None, "vdev": "net_af_packet0,iface=data0", "rdma": "ibverbs"}
+        ),
+        "hosts[1].nic",
+        "needs a PCI NIC",
+    ),
+    (
+        "netdev-on-vdev",
+        lambda d: d["hosts"][1].update(
+            nic={**d["hosts"][1]["nic"], "pci": None, "vdev": "net_af_packet0,iface=data0", "netdev": "eth1"}
+        ),
+        "hosts[1].nic",
+        "belongs to a PCI NIC",
+    ),
     ("bad-netdev", lambda d: d["hosts"][1]["nic"].update(netdev="eth 1"), "hosts[1].nic.netdev", "interface name"),
-    ("bad-rdma-device", lambda d: d["hosts"][1]["nic"].update(rdma_device="mlx5/0"), "hosts[1].nic.rdma_device", "RDMA device"),
-    ("gid-without-ibverbs", lambda d: d["hosts"][1]["nic"].update(rdma="emulated", gid_index=3), "hosts[1].nic", "ibverbs"),
-    ("vfio-with-ibverbs", lambda d: d["hosts"][1]["nic"].update(driver="vfio-pci", rdma="ibverbs"), "hosts[1].nic", "vfio-pci"),
+    (
+        "bad-rdma-device",
+        lambda d: d["hosts"][1]["nic"].update(rdma_device="mlx5/0"),
+        "hosts[1].nic.rdma_device",
+        "RDMA device",
+    ),
+    (
+        "gid-without-ibverbs",
+        lambda d: d["hosts"][1]["nic"].update(rdma="emulated", gid_index=3),
+        "hosts[1].nic",
+        "ibverbs",
+    ),
+    (
+        "vfio-with-ibverbs",
+        lambda d: d["hosts"][1]["nic"].update(driver="vfio-pci", rdma="ibverbs"),
+        "hosts[1].nic",
+        "vfio-pci",
+    ),
     ("gid-out-of-range", lambda d: d["hosts"][1]["nic"].update(gid_index=300), "hosts[1].nic.gid_index", "255"),
     ("bad-roce-mtu", lambda d: d.update(roce={"mtu": 9000}), "roce.mtu", "4096"),
     ("bad-roce-priority", lambda d: d.update(roce={"priority": 8}), "roce.priority", "7"),
     ("bad-qp-type", lambda d: d.update(roce={"qp_type": "ud"}), "roce.qp_type", "uc"),
     ("roce-typo", lambda d: d.update(roce={"pfcs": True}), "roce.pfcs", "unknown field"),
     ("dpdk-prefix-missing", lambda d: d.update(dpdk={"source": "prefix"}), "dpdk", "needs dpdk.prefix"),
-    ("dpdk-source-with-local-build", lambda d: d.update(dpdk={"source": "prefix", "prefix": "/opt/dpdk"}),
-     "deploy.build", "source build"),
+    (
+        "dpdk-source-with-local-build",
+        lambda d: d.update(dpdk={"source": "prefix", "prefix": "/opt/dpdk"}),
+        "deploy.build",
+        "source build",
+    ),
 ]
 
 
@@ -147,7 +233,9 @@ def test_typo_suggests_the_right_field(tmp_path):
 
 
 def test_problems_carry_line_numbers(tmp_path):
-    text = textwrap.dedent(yaml.safe_dump(mutate(lambda d: d["hosts"][2]["nic"].update(mac="0c:42:a1:dd:60:10")), sort_keys=False))
+    text = textwrap.dedent(
+        yaml.safe_dump(mutate(lambda d: d["hosts"][2]["nic"].update(mac="0c:42:a1:dd:60:10")), sort_keys=False)
+    )
     p = write(tmp_path, text)
     with pytest.raises(InventoryError) as ei:
         load(p)
@@ -176,6 +264,7 @@ def test_all_problems_reported_at_once(tmp_path):
         d["hosts"][1]["cores"] = []
         d["hosts"][2]["nic"]["switch_port"] = "7/0"
         d["hosts"][2]["nic"]["ip"] = "10.10.1.1"
+
     err = problems_of(tmp_path, mutate(many))
     assert {p.path for p in err.problems} >= {"hosts[1].cores", "hosts[2].nic.switch_port", "hosts[2].nic.ip"}
 
@@ -229,19 +318,31 @@ def test_tofino_model_takes_virtual_hosts(tmp_path):
             p["iface"] = f"veth{2 * i}"
         for h in d["hosts"]:
             h["nic"] = {**h["nic"], "pci": None, "vdev": "net_af_packet0,iface=data0"}
+
     inv = load(write(tmp_path, mutate(model)))
     assert all(h.nic.rdma_transport == "emulated" for h in inv.hosts)
 
 
 def test_source_built_dpdk_with_host_builds(tmp_path):
-    inv = load(write(tmp_path, {**base(), "dpdk": {"source": "prefix", "prefix": "/opt/dpdk"}, "deploy": {"build": "host"}}))
+    inv = load(
+        write(tmp_path, {**base(), "dpdk": {"source": "prefix", "prefix": "/opt/dpdk"}, "deploy": {"build": "host"}})
+    )
     assert str(inv.dpdk.prefix) == "/opt/dpdk"
 
 
 def test_ansible_export_carries_the_hardware_settings(tmp_path):
-    inv = load(write(tmp_path, mutate(lambda d: (d["switch"].update(sde_version="9.13.0", kernel_module="bf_kpkt"),
-                                                 d["hosts"][1]["nic"].update(netdev="enp59s0f0np0", gid_index=3),
-                                                 d.update(roce={"priority": 5, "pfc": False})))))
+    inv = load(
+        write(
+            tmp_path,
+            mutate(
+                lambda d: (
+                    d["switch"].update(sde_version="9.13.0", kernel_module="bf_kpkt"),
+                    d["hosts"][1]["nic"].update(netdev="enp59s0f0np0", gid_index=3),
+                    d.update(roce={"priority": 5, "pfc": False}),
+                )
+            ),
+        )
+    )
     a = export(inv)["all"]
     v = a["vars"]
     assert v["rainmaker_roce"]["priority"] == 5 and v["rainmaker_roce"]["pfc"] is False

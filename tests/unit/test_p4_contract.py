@@ -1,4 +1,5 @@
 """The P4 program against the declared wire protocol (no compiler here: read as text)."""
+
 from __future__ import annotations
 
 from hosts import proto
@@ -18,6 +19,7 @@ def test_rain_header_matches_the_c_declaration():
         else:
             merged.append((name, width))
     import struct
+
     expected = [(n, struct.calcsize("!" + code) * 8) for n, code, _ in proto.HDR_FIELDS]
     assert merged == expected
     assert sum(w for _, w in fields) == proto.HDR_LEN * 8

@@ -4,6 +4,7 @@ Every table (keys: name, match type, width; size), action of a table (params: na
 width), register (width, signedness, size) and counter in switch/p4/*.p4 appears in the
 bf-rt.json the emulator serves, and nothing else does.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -54,7 +55,7 @@ def test_table_actions_and_params(name):
 def test_register_shape(name):
     t = BFRT[name]
     cell = t["data"][0]["singleton"]
-    assert cell["name"] == name[len("pipe."):] + ".f1"
+    assert cell["name"] == name[len("pipe.") :] + ".f1"
     assert cell["type"]["width"] == P4_OBJECTS[name]["width"]
     assert t["size"] == P4_OBJECTS[name]["size"]
     decl = next(r for r in PROGRAM.registers if r.name == name)
@@ -87,5 +88,6 @@ def test_default_actions_are_the_p4s():
 
 def test_emulator_modules_are_named_like_the_p4_instances():
     from switch.emulator import rain
+
     instances = {n.split(".")[2] for n in (*NAMES.tables, *NAMES.registers, *NAMES.counters)}
     assert {c.__name__.rsplit(".", 1)[1] for c in rain.CONTROLS} == instances

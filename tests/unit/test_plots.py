@@ -2,6 +2,7 @@
 non-empty PNG and SVG with its caption, invalid points are marked, kinds without
 inputs are skipped with a reason, and the report carries the tables, the verdicts,
 the provenance and the figures."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,5 +1,6 @@
 """The wire protocol and the control block are declared once, in C; every other view is
 checked against the declaration here (sizes, offsets, constants)."""
+
 from __future__ import annotations
 
 import ctypes
@@ -19,8 +20,10 @@ def c_layout(tmp_path: Path, body: str) -> dict:
     if shutil.which("gcc") is None:
         pytest.skip("gcc is needed to read the C declaration")
     src = tmp_path / "layout.c"
-    src.write_text('#include <stdio.h>\n#include <stddef.h>\n#include "rain_proto.h"\n#include "rain_ctl.h"\n'
-                   "int main(void) {\n  printf(\"{\");\n" + body + '  printf("\\"end\\": 0}\\n");\n  return 0;\n}\n')
+    src.write_text(
+        '#include <stdio.h>\n#include <stddef.h>\n#include "rain_proto.h"\n#include "rain_ctl.h"\n'
+        'int main(void) {\n  printf("{");\n' + body + '  printf("\\"end\\": 0}\\n");\n  return 0;\n}\n'
+    )
     exe = tmp_path / "layout"
     subprocess.run(["gcc", "-std=c11", "-Wall", "-Werror", f"-I{INCLUDE}", "-o", str(exe), str(src)], check=True)
     return json.loads(subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout)
@@ -39,9 +42,12 @@ def test_wire_header_matches_c(tmp_path):
     for name, _, _ in proto.SLOT_FIELDS:
         body += emit(f"soff.{name}", f"offsetof(struct rain_slot_hdr, {name})")
         body += emit(f"slen.{name}", f"sizeof(((struct rain_slot_hdr *)0)->{name})")
-    body += emit("desc.slot", "offsetof(struct rain_hdr, u.desc.slot)") + emit("desc.length", "offsetof(struct rain_hdr, u.desc.length)")
+    body += emit("desc.slot", "offsetof(struct rain_hdr, u.desc.slot)") + emit(
+        "desc.length", "offsetof(struct rain_hdr, u.desc.length)"
+    )
     c = c_layout(tmp_path, body)
     import struct
+
     assert c["size"] == proto.HDR_LEN and c["slot_size"] == proto.SLOT_HDR_LEN
     for name, code, off in proto.HDR_FIELDS:
         assert c[f"off.{name}"] == off, name
@@ -57,11 +63,19 @@ def test_wire_header_matches_c(tmp_path):
 
 def test_constants_match_c(tmp_path):
     pairs = {
-        "UDP_PORT": "RAIN_UDP_PORT", "VERSION": "RAIN_VERSION", "HDR_LEN": "RAIN_HDR_LEN",
-        "INLINE_BYTES": "RAIN_INLINE_BYTES", "SLOT_MAGIC": "RAIN_SLOT_MAGIC", "SLOT_HDR_LEN": "RAIN_SLOT_HDR_LEN",
-        "ROCE_UDP_PORT": "ROCE_UDP_PORT", "ROCE_OP_RC_WRITE_ONLY": "ROCE_OP_RC_WRITE_ONLY",
-        "ROCE_OP_UC_WRITE_ONLY": "ROCE_OP_UC_WRITE_ONLY", "ROCE_PKEY_DEFAULT": "ROCE_PKEY_DEFAULT",
-        "ROCE_ICRC_LEN": "ROCE_ICRC_LEN", "ROCE_BTH_LEN": "ROCE_BTH_LEN", "ROCE_RETH_LEN": "ROCE_RETH_LEN",
+        "UDP_PORT": "RAIN_UDP_PORT",
+        "VERSION": "RAIN_VERSION",
+        "HDR_LEN": "RAIN_HDR_LEN",
+        "INLINE_BYTES": "RAIN_INLINE_BYTES",
+        "SLOT_MAGIC": "RAIN_SLOT_MAGIC",
+        "SLOT_HDR_LEN": "RAIN_SLOT_HDR_LEN",
+        "ROCE_UDP_PORT": "ROCE_UDP_PORT",
+        "ROCE_OP_RC_WRITE_ONLY": "ROCE_OP_RC_WRITE_ONLY",
+        "ROCE_OP_UC_WRITE_ONLY": "ROCE_OP_UC_WRITE_ONLY",
+        "ROCE_PKEY_DEFAULT": "ROCE_PKEY_DEFAULT",
+        "ROCE_ICRC_LEN": "ROCE_ICRC_LEN",
+        "ROCE_BTH_LEN": "ROCE_BTH_LEN",
+        "ROCE_RETH_LEN": "ROCE_RETH_LEN",
         "KIND_MAX": "RAIN_KIND_MAX",
     }
     body = "".join(emit(py, c) for py, c in pairs.items())
@@ -81,10 +95,16 @@ def test_constants_match_c(tmp_path):
         assert c[f"ctl.{name}"] == getattr(ctl, name), name
 
 
-@pytest.mark.parametrize("cstruct,pystruct", [
-    ("rain_ctl_header", ctl.Header), ("rain_ctl_knobs", ctl.Knobs), ("rain_ctl_stats", ctl.Stats),
-    ("rain_ctl_sample", ctl.Sample), ("rain_ctl_worker", ctl.Worker),
-])
+@pytest.mark.parametrize(
+    "cstruct,pystruct",
+    [
+        ("rain_ctl_header", ctl.Header),
+        ("rain_ctl_knobs", ctl.Knobs),
+        ("rain_ctl_stats", ctl.Stats),
+        ("rain_ctl_sample", ctl.Sample),
+        ("rain_ctl_worker", ctl.Worker),
+    ],
+)
 def test_control_block_matches_c(tmp_path, cstruct, pystruct):
     body = emit("size", f"sizeof(struct {cstruct})")
     for name, _ in pystruct._fields_:
@@ -106,12 +126,12 @@ def test_header_round_trip_and_drops():
     with pytest.raises(proto.ProtoError) as e:
         proto.Header.unpack(h.pack()[:20])
     assert e.value.reason == "truncated"
-    bad = bytearray(h.pack()); bad[1] = 42
+    bad = bytearray(h.pack())
+    bad[1] = 42
     with pytest.raises(proto.ProtoError) as e:
         proto.Header.unpack(bytes(bad))
     assert e.value.reason == "bad_kind"
-    big = proto.Message(proto.Header(kind=proto.Kind.TASK, flags=proto.Flag.LARGE),
-                        proto.large_payload(1, 2, 100)[:50])
+    big = proto.Message(proto.Header(kind=proto.Kind.TASK, flags=proto.Flag.LARGE), proto.large_payload(1, 2, 100)[:50])
     with pytest.raises(proto.ProtoError):
         proto.Message.unpack(big.pack())
 

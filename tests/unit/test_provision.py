@@ -4,11 +4,12 @@ inventory handed to ansible-playbook, and the playbooks' syntax.
 The event dicts below have the shape ansible-runner 2.4 gives `event_handler` (copied
 from a real run against the emulated testbed, trimmed to the fields that matter).
 """
+
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -32,6 +33,7 @@ PLAY_SWITCH = "Provision the switch"
 
 # -- event builders ---------------------------------------------------------------------
 
+
 class Events:
     """Builds a plausible runner event stream, task by task."""
 
@@ -45,56 +47,86 @@ class Events:
 
     def _ev(self, kind: str, **data) -> dict:
         self.counter += 1
-        ev = {"event": kind, "counter": self.counter, "uuid": f"u{self.counter}", "runner_ident": "r",
-              "stdout": "", "event_data": {"playbook": "/x/playbooks/site.yml", **data}}
+        ev = {
+            "event": kind,
+            "counter": self.counter,
+            "uuid": f"u{self.counter}",
+            "runner_ident": "r",
+            "stdout": "",
+            "event_data": {"playbook": "/x/playbooks/site.yml", **data},
+        }
         self.out.append(ev)
         return ev
 
-    def start(self) -> "Events":
+    def start(self) -> Events:
         self._ev("playbook_on_start")
         return self
 
-    def play_start(self, name: str) -> "Events":
+    def play_start(self, name: str) -> Events:
         self.play = name
         self._ev("playbook_on_play_start", play=name, name=name, pattern="hosts")
         return self
 
-    def task_start(self, task: str, role: str | None = None, action: str = "ansible.builtin.shell") -> "Events":
+    def task_start(self, task: str, role: str | None = None, action: str = "ansible.builtin.shell") -> Events:
         self.task, self.role = task, role
         self.task_uuid = f"t{self.counter + 1}"
-        self._ev("playbook_on_task_start", play=self.play, task=task, task_uuid=self.task_uuid,
-                 task_action=action, role=role or "", name=f"{role} : {task}" if role else task)
+        self._ev(
+            "playbook_on_task_start",
+            play=self.play,
+            task=task,
+            task_uuid=self.task_uuid,
+            task_action=action,
+            role=role or "",
+            name=f"{role} : {task}" if role else task,
+        )
         return self
 
-    def _host(self, kind: str, host: str, res: dict | None = None, **extra) -> "Events":
-        data = dict(play=self.play, task=self.task, task_uuid=self.task_uuid, role=self.role or "", host=host,
-                    remote_addr=host, duration=0.5, **extra)
+    def _host(self, kind: str, host: str, res: dict | None = None, **extra) -> Events:
+        data = dict(
+            play=self.play,
+            task=self.task,
+            task_uuid=self.task_uuid,
+            role=self.role or "",
+            host=host,
+            remote_addr=host,
+            duration=0.5,
+            **extra,
+        )
         if res is not None:
             data["res"] = res
-        self._ev("runner_on_start", play=self.play, task=self.task, task_uuid=self.task_uuid, role=self.role or "",
-                 host=host)
+        self._ev(
+            "runner_on_start", play=self.play, task=self.task, task_uuid=self.task_uuid, role=self.role or "", host=host
+        )
         self._ev(kind, **data)
         return self
 
-    def ok(self, host: str, changed: bool = False, **res) -> "Events":
+    def ok(self, host: str, changed: bool = False, **res) -> Events:
         return self._host("runner_on_ok", host, {"changed": changed, **res})
 
-    def failed(self, host: str, ignore_errors: bool | None = None, **res) -> "Events":
-        return self._host("runner_on_failed", host, {"failed": True, "changed": False, **res},
-                          ignore_errors=ignore_errors)
+    def failed(self, host: str, ignore_errors: bool | None = None, **res) -> Events:
+        return self._host(
+            "runner_on_failed", host, {"failed": True, "changed": False, **res}, ignore_errors=ignore_errors
+        )
 
-    def unreachable(self, host: str, msg: str) -> "Events":
+    def unreachable(self, host: str, msg: str) -> Events:
         return self._host("runner_on_unreachable", host, {"unreachable": True, "msg": msg, "changed": False})
 
-    def skipped(self, host: str) -> "Events":
+    def skipped(self, host: str) -> Events:
         return self._host("runner_on_skipped", host)
 
-    def item_ok(self, host: str, item: str, changed: bool) -> "Events":
-        self._ev("runner_item_on_ok", play=self.play, task=self.task, task_uuid=self.task_uuid,
-                 role=self.role or "", host=host, res={"changed": changed, "item": item, "_ansible_item_label": item})
+    def item_ok(self, host: str, item: str, changed: bool) -> Events:
+        self._ev(
+            "runner_item_on_ok",
+            play=self.play,
+            task=self.task,
+            task_uuid=self.task_uuid,
+            role=self.role or "",
+            host=host,
+            res={"changed": changed, "item": item, "_ansible_item_label": item},
+        )
         return self
 
-    def stats(self, **maps) -> "Events":
+    def stats(self, **maps) -> Events:
         keys = ("changed", "dark", "failures", "ignored", "ok", "processed", "rescued", "skipped")
         self._ev("playbook_on_stats", **{k: maps.get(k, {}) for k in keys}, artifact_data={})
         return self
@@ -123,12 +155,17 @@ def converge_events() -> Events:
     ev.play_start(PLAY_SWITCH)
     ev.task_start("Inspect the system, the base packages and the deploy root", "common")
     ev.ok("sw0")
-    ev.stats(ok={"client0": 4, "worker0": 3, "sw0": 1}, changed={"client0": 3},
-             skipped={"worker0": 1}, processed={"client0": 1, "worker0": 1, "sw0": 1})
+    ev.stats(
+        ok={"client0": 4, "worker0": 3, "sw0": 1},
+        changed={"client0": 3},
+        skipped={"worker0": 1},
+        processed={"client0": 1, "worker0": 1, "sw0": 1},
+    )
     return ev
 
 
 # -- aggregation ----------------------------------------------------------------------
+
 
 def test_counts_come_from_ansibles_recap_and_changes_name_role_and_task():
     agg = feed(converge_events().out)
@@ -160,8 +197,9 @@ def test_warm_run_reports_nothing_changed():
     ev = Events().start().play_start(PLAY_HOSTS).task_start("Inspect", "common")
     ev.ok("client0").ok("worker0").task_start("Install the base packages", "common")
     ev.skipped("client0").skipped("worker0")
-    ev.stats(ok={"client0": 1, "worker0": 1}, skipped={"client0": 1, "worker0": 1},
-             processed={"client0": 1, "worker0": 1})
+    ev.stats(
+        ok={"client0": 1, "worker0": 1}, skipped={"client0": 1, "worker0": 1}, processed={"client0": 1, "worker0": 1}
+    )
     r = feed(ev.out).report("emulated5", duration_s=9.5)
     assert r.ok and r.total_changed == 0 and r.changed == []
     assert all(c.changed == 0 for c in r.hosts.values())
@@ -171,13 +209,20 @@ def test_failed_and_unreachable_tasks_become_task_failures():
     ev = Events().start().play_start(PLAY_HOSTS)
     ev.task_start("Inspect the system, the base packages and the deploy root", "common")
     ev.ok("client0")
-    ev.unreachable("worker1", 'Task failed: Data could not be sent to remote host "10.79.5.3". Make sure this host '
-                              "can be reached over ssh: ssh: connect to host 10.79.5.3 port 2222: Connection refused")
+    ev.unreachable(
+        "worker1",
+        'Task failed: Data could not be sent to remote host "10.79.5.3". Make sure this host '
+        "can be reached over ssh: ssh: connect to host 10.79.5.3 port 2222: Connection refused",
+    )
     ev.task_start("Raise the huge page pool to the pages needed", "hugepages")
-    ev.failed("client0", msg="non-zero return code", rc=3, stdout="raised from 0 to 30",
-              stderr="the kernel reserved only 30 of the 64 pages of 2048 kB asked for: memory is too small")
-    ev.stats(ok={"client0": 1}, failures={"client0": 1}, dark={"worker1": 1},
-             processed={"client0": 1, "worker1": 1})
+    ev.failed(
+        "client0",
+        msg="non-zero return code",
+        rc=3,
+        stdout="raised from 0 to 30",
+        stderr="the kernel reserved only 30 of the 64 pages of 2048 kB asked for: memory is too small",
+    )
+    ev.stats(ok={"client0": 1}, failures={"client0": 1}, dark={"worker1": 1}, processed={"client0": 1, "worker1": 1})
     agg = feed(ev.out)
     assert agg.hosts["worker1"].unreachable == 1 and agg.hosts["client0"].failed == 1
     by_host = {f.host: f for f in agg.failures}
@@ -186,16 +231,22 @@ def test_failed_and_unreachable_tasks_become_task_failures():
     assert "port 2222: Connection refused" in by_host["worker1"].message
     f = by_host["client0"]
     assert f.task == "hugepages : Raise the huge page pool to the pages needed"
-    assert f.message == ("non-zero return code; rc 3; stderr: the kernel reserved only 30 of the 64 pages "
-                         "of 2048 kB asked for: memory is too small")
+    assert f.message == (
+        "non-zero return code; rc 3; stderr: the kernel reserved only 30 of the 64 pages "
+        "of 2048 kB asked for: memory is too small"
+    )
 
 
 def test_ignored_and_rescued_failures_are_not_failures():
     ev = Events().start().play_start(PLAY_HOSTS)
     ev.task_start("Try something", "common").failed("client0", ignore_errors=True, msg="meh")
     ev.task_start("Try in a block", "common").failed("worker0", msg="rescued later")
-    ev.stats(ok={"client0": 1, "worker0": 1}, ignored={"client0": 1}, rescued={"worker0": 1},
-             processed={"client0": 1, "worker0": 1})
+    ev.stats(
+        ok={"client0": 1, "worker0": 1},
+        ignored={"client0": 1},
+        rescued={"worker0": 1},
+        processed={"client0": 1, "worker0": 1},
+    )
     agg = feed(ev.out)
     assert agg.failures == []
     assert agg.hosts["client0"].ignored == 1 and agg.hosts["worker0"].rescued == 1
@@ -219,14 +270,20 @@ def test_debug_messages_and_module_warnings_become_notes():
     ev = Events().start().play_start(PLAY_HOSTS)
     ev.task_start("Say how to keep 1G pages across reboots", "hugepages", "ansible.builtin.debug")
     for host in ("worker0", "worker1"):
-        ev._host("runner_on_ok", host, {"changed": False, "msg": "Add hugepagesz=1G to the kernel command line"},
-                 task_action="ansible.builtin.debug")
+        ev._host(
+            "runner_on_ok",
+            host,
+            {"changed": False, "msg": "Add hugepagesz=1G to the kernel command line"},
+            task_action="ansible.builtin.debug",
+        )
     ev.task_start("Install the DPDK runtime", "dpdk", "ansible.builtin.apt")
     ev.ok("worker0", changed=True, warnings=["apt-key is deprecated"])
     ev.stats(ok={"worker0": 2, "worker1": 1}, changed={"worker0": 1}, processed={"worker0": 1, "worker1": 1})
     r = feed(ev.out).report("rack1", duration_s=1.0)
-    assert r.notes == {"Add hugepagesz=1G to the kernel command line": ["worker0", "worker1"],
-                       "warning: apt-key is deprecated": ["worker0"]}
+    assert r.notes == {
+        "Add hugepagesz=1G to the kernel command line": ["worker0", "worker1"],
+        "warning: apt-key is deprecated": ["worker0"],
+    }
     assert "note (worker0, worker1): Add hugepagesz=1G to the kernel command line" in r.summary()
 
 
@@ -236,6 +293,7 @@ def test_events_without_host_or_data_are_ignored():
 
 
 # -- failure messages -----------------------------------------------------------------
+
 
 def test_failure_message_keeps_the_tail_of_stderr():
     res = {"msg": "non-zero return code", "rc": 1, "stderr": "\n".join(f"line {i}" for i in range(20))}
@@ -249,16 +307,22 @@ def test_failure_message_uses_stdout_when_stderr_is_empty():
 
 def test_failure_message_groups_failed_loop_items():
     msg = "There was an issue creating /proc/rainmaker as requested: [Errno 2] No such file or directory"
-    items = [{"failed": True, "msg": msg, "item": f"/proc/rainmaker/{d}", "_ansible_item_label": f"/proc/rainmaker/{d}"}
-             for d in ("bin", "agent", "run", "log")]
+    items = [
+        {"failed": True, "msg": msg, "item": f"/proc/rainmaker/{d}", "_ansible_item_label": f"/proc/rainmaker/{d}"}
+        for d in ("bin", "agent", "run", "log")
+    ]
     items.insert(1, {"changed": False, "item": "/opt/ok", "failed": False})
     text = failure_message({"msg": "One or more items failed", "results": items, "failed": True})
     assert text == f"items /proc/rainmaker/bin, /proc/rainmaker/agent, /proc/rainmaker/run and 1 more: {msg}"
 
 
 def test_failure_message_of_a_module_crash():
-    res = {"msg": "MODULE FAILURE\nSee stdout/stderr for the exact error", "rc": 1,
-           "module_stderr": "Traceback (most recent call last):\n  ...\nImportError: no apt", "module_stdout": ""}
+    res = {
+        "msg": "MODULE FAILURE\nSee stdout/stderr for the exact error",
+        "rc": 1,
+        "module_stderr": "Traceback (most recent call last):\n  ...\nImportError: no apt",
+        "module_stdout": "",
+    }
     text = failure_message(res)
     assert text.startswith("MODULE FAILURE")
     assert "ImportError: no apt" in text
@@ -278,8 +342,10 @@ def test_failure_message_without_anything():
 
 
 def test_provision_error_lists_every_failure():
-    fails = [TaskFailure("worker1", "common : Inspect", "unreachable: connection refused"),
-             TaskFailure("client0", "dpdk : Check", "needs DPDK 22.11")]
+    fails = [
+        TaskFailure("worker1", "common : Inspect", "unreachable: connection refused"),
+        TaskFailure("client0", "dpdk : Check", "needs DPDK 22.11"),
+    ]
     e = ProvisionError("provisioning rack1 failed on 2 hosts", fails)
     assert e.failures == fails
     assert e.render().splitlines() == [
@@ -300,6 +366,7 @@ def test_report_summary_and_table():
 
 
 # -- provision() with ansible-runner replaced --------------------------------------------
+
 
 @pytest.fixture
 def example_inventory() -> Inventory:
@@ -337,8 +404,9 @@ def fake_runner(monkeypatch):
 
 def test_provision_passes_playbook_inventory_env_and_options(tmp_path, example_inventory, fake_runner):
     fake = fake_runner(FakeRunner(converge_events().out))
-    report = prov.provision(example_inventory, check=True, tags=["dpdk", "hugepages"], limit="workers",
-                            progress=False, work_dir=tmp_path)
+    report = prov.provision(
+        example_inventory, check=True, tags=["dpdk", "hugepages"], limit="workers", progress=False, work_dir=tmp_path
+    )
     kw = fake.kwargs
     assert kw["playbook"] == str(REPO / "playbooks/site.yml") and Path(kw["playbook"]).is_absolute()
     assert kw["cmdline"] == "--check --diff"
@@ -368,7 +436,12 @@ def test_provision_without_check_has_no_cmdline(tmp_path, example_inventory, fak
 
 
 def test_provision_raises_with_every_failed_host_and_the_report(tmp_path, example_inventory, fake_runner):
-    ev = Events().start().play_start(PLAY_HOSTS).task_start("Check that the DPDK installed, or else offered, is 22.11", "dpdk")
+    ev = (
+        Events()
+        .start()
+        .play_start(PLAY_HOSTS)
+        .task_start("Check that the DPDK installed, or else offered, is 22.11", "dpdk")
+    )
     ev.failed("worker0", msg="worker0 needs DPDK 22.11 (...), but apt has dpdk 21.11.4-0ubuntu0.22.04.1 installed")
     ev.ok("worker1")
     ev.stats(ok={"worker1": 1}, failures={"worker0": 1}, processed={"worker0": 1, "worker1": 1})
@@ -376,15 +449,18 @@ def test_provision_raises_with_every_failed_host_and_the_report(tmp_path, exampl
     with pytest.raises(ProvisionError) as ei:
         prov.provision(example_inventory, progress=False, work_dir=tmp_path)
     e = ei.value
-    assert [(f.host, f.task) for f in e.failures] == [("worker0", "dpdk : Check that the DPDK installed, or else offered, is 22.11")]
+    assert [(f.host, f.task) for f in e.failures] == [
+        ("worker0", "dpdk : Check that the DPDK installed, or else offered, is 22.11")
+    ]
     assert "failed on 1 host (worker0)" in e.message
     assert "apt has dpdk 21.11.4" in e.render()
     assert e.report.hosts["worker0"].failed == 1 and e.report.hosts["worker1"].ok == 1
 
 
 def test_provision_reports_an_early_ansible_error(tmp_path, example_inventory, fake_runner):
-    fake_runner(FakeRunner([], rc=1, status="failed",
-                           stdout="[ERROR]: the role 'dpdkk' was not found in /x/playbooks/roles\n"))
+    fake_runner(
+        FakeRunner([], rc=1, status="failed", stdout="[ERROR]: the role 'dpdkk' was not found in /x/playbooks/roles\n")
+    )
     with pytest.raises(ProvisionError) as ei:
         prov.provision(example_inventory, progress=False, work_dir=tmp_path)
     assert "rc 1" in ei.value.message and "the role 'dpdkk' was not found" in ei.value.message
@@ -428,6 +504,7 @@ def test_emulated_testbeds_keep_control_sockets_where_testbed_down_looks(tmp_pat
 
 # -- what ansible itself makes of our inventory and playbooks ----------------------------
 
+
 def _ansible(tool: str, *args: str, work: Path) -> subprocess.CompletedProcess:
     exe = VENV_BIN / tool
     if not exe.exists():
@@ -457,8 +534,13 @@ def test_exported_inventory_is_what_ansible_inventory_parses(tmp_path, example_i
     assert "StrictHostKeyChecking=yes" in w0["ansible_ssh_common_args"]
     assert hv["tofino1"]["rainmaker_deploy_root"] == "/opt/rainmaker"
     # Every variable the roles read from the inventory is there.
-    for var in ("rainmaker_deploy_root", "rainmaker_hugepages_size_kb", "rainmaker_hugepages_count",
-                "rainmaker_emulated", "rainmaker_shared_system"):
+    for var in (
+        "rainmaker_deploy_root",
+        "rainmaker_hugepages_size_kb",
+        "rainmaker_hugepages_count",
+        "rainmaker_emulated",
+        "rainmaker_shared_system",
+    ):
         assert all(var in hv[h] for h in ("client0", "worker0", "worker1")), var
 
 
@@ -467,8 +549,9 @@ def test_site_playbook_passes_syntax_check_and_lists_the_roles(tmp_path, example
     inv_file.write_text(export_yaml(example_inventory))
     r = _ansible("ansible-playbook", "-i", str(inv_file), "--syntax-check", str(prov.SITE), work=tmp_path / "work")
     assert r.returncode == 0, r.stdout + r.stderr
-    r = _ansible("ansible-playbook", "-i", str(inv_file), "--list-tasks", "--list-tags", str(prov.SITE),
-                 work=tmp_path / "work")
+    r = _ansible(
+        "ansible-playbook", "-i", str(inv_file), "--list-tasks", "--list-tags", str(prov.SITE), work=tmp_path / "work"
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     for role in ROLES:
         assert f"{role} : " in r.stdout, role
@@ -506,12 +589,20 @@ def test_summary_names_what_loop_tasks_would_change_and_what_hosts_lack():
     from orchestrator.provision import TaskChange
 
     copy = "Copy the files that differ from the bundle"
-    r = ProvisionReport("rack1", True, {}, [
-        TaskChange("worker0", copy, "rainmaker_deploy", items=("bin/rain-worker",)),
-        TaskChange("worker1", copy, "rainmaker_deploy", items=("bin/rain-worker",)),
-        TaskChange("client0", copy, "rainmaker_deploy", items=tuple(f"agent/f{i}.py" for i in range(9))),
-        TaskChange("client0", "Mount hugetlbfs", "hugepages"),
-    ], [], 1.0, missing={"tofino1": ["a Tofino ASIC on PCI; fix: run this on the switch"]})
+    r = ProvisionReport(
+        "rack1",
+        True,
+        {},
+        [
+            TaskChange("worker0", copy, "rainmaker_deploy", items=("bin/rain-worker",)),
+            TaskChange("worker1", copy, "rainmaker_deploy", items=("bin/rain-worker",)),
+            TaskChange("client0", copy, "rainmaker_deploy", items=tuple(f"agent/f{i}.py" for i in range(9))),
+            TaskChange("client0", "Mount hugetlbfs", "hugepages"),
+        ],
+        [],
+        1.0,
+        missing={"tofino1": ["a Tofino ASIC on PCI; fix: run this on the switch"]},
+    )
     text = r.summary()
     assert "  rainmaker_deploy : Copy the files that differ from the bundle  (worker0, worker1, client0)" in text
     assert "      bin/rain-worker  (worker0, worker1)" in text
@@ -520,13 +611,26 @@ def test_summary_names_what_loop_tasks_would_change_and_what_hosts_lack():
     assert not r.ok  # something is missing: a real run would not succeed
 
 
-@pytest.mark.parametrize("tags,skip,staged", [(None, None, True), (["deploy", "roce"], None, True),
-                                              (["switchd"], None, False), (["tofino_sde"], None, False),
-                                              (None, ["deploy"], False)])
+@pytest.mark.parametrize(
+    "tags,skip,staged",
+    [
+        (None, None, True),
+        (["deploy", "roce"], None, True),
+        (["switchd"], None, False),
+        (["tofino_sde"], None, False),
+        (None, ["deploy"], False),
+    ],
+)
 def test_the_bundle_is_staged_only_for_runs_that_deploy(tmp_path, example_inventory, fake_runner, tags, skip, staged):
     fake = fake_runner(FakeRunner(converge_events().out))
-    prov.provision(example_inventory, tags=tags, skip_tags=skip, progress=False, work_dir=tmp_path,
-                   extra_vars={"tofino_sde_state": "stopped"})
+    prov.provision(
+        example_inventory,
+        tags=tags,
+        skip_tags=skip,
+        progress=False,
+        work_dir=tmp_path,
+        extra_vars={"tofino_sde_state": "stopped"},
+    )
     kw = fake.kwargs
     assert ("rainmaker_bundle" in kw["extravars"]) == staged
     assert (Path(kw["private_data_dir"]) / "bundle").exists() == staged

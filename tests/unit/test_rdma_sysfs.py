@@ -2,6 +2,7 @@
 fake sysfs tree laid out as Linux lays out a two-port ConnectX: each PCI function has
 its RDMA device (class/infiniband/mlx5_N -> .../<pci>/infiniband/mlx5_N, whose `device`
 links back to the function) and its netdev (<pci>/net/<if>). Called through ctypes."""
+
 from __future__ import annotations
 
 import ctypes
@@ -20,8 +21,12 @@ def lib(tmp_path_factory):
     if shutil.which("gcc") is None:
         pytest.skip("gcc is needed to build the C under test")
     so = tmp_path_factory.mktemp("sysfs") / "rdma_sysfs.so"
-    subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-Wall", "-Wextra", "-Werror", "-o", str(so), str(SRC)],
-                   check=True, capture_output=True, text=True)
+    subprocess.run(
+        ["gcc", "-shared", "-fPIC", "-O1", "-Wall", "-Wextra", "-Werror", "-o", str(so), str(SRC)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     lib = ctypes.CDLL(str(so), use_errno=True)
     lib.rw_sysfs_rdma_pci.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
     lib.rw_sysfs_match_pci.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p), ctypes.c_int, ctypes.c_char_p]

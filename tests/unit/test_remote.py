@@ -4,6 +4,7 @@ connection settings, result mapping and group aggregation with fake connections.
 Composed command lines are executed by a local /bin/sh to prove that arguments arrive
 literally; no SSH connection is ever opened here.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,11 +22,38 @@ import pytest
 from orchestrator.errors import GroupError, HostResult, RemoteError, UsageError
 from orchestrator.inventory.model import Inventory
 from orchestrator.remote import (
-    _SH_LIB, Background, Group, Remote, Target, compose, make_connection, targets, _seconds,
+    _SH_LIB,
+    Background,
+    Group,
+    Remote,
+    Target,
+    _seconds,
+    compose,
+    make_connection,
+    targets,
 )
 
-NASTY = ["a b", "it's", '"dq"', "$HOME", "$(echo no)", "`echo no`", "; echo no", "a && b", "*", "",
-         "back\\slash", "tab\there", "new\nline", "ünï€", "-n", "'", "#", "~", "x=y"]
+NASTY = [
+    "a b",
+    "it's",
+    '"dq"',
+    "$HOME",
+    "$(echo no)",
+    "`echo no`",
+    "; echo no",
+    "a && b",
+    "*",
+    "",
+    "back\\slash",
+    "tab\there",
+    "new\nline",
+    "ünï€",
+    "-n",
+    "'",
+    "#",
+    "~",
+    "x=y",
+]
 SHOW_ARGS = "import json, os, sys; print(json.dumps([sys.argv[1:], os.getcwd(), os.environ.get('V')]))"
 # An ed25519 public key (any valid one will do: it is only pinned, never used).
 PINNED = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
@@ -69,7 +97,9 @@ def test_seconds_format() -> None:
 
 def test_remote_guards_never_signal_group_0_or_1() -> None:
     """`kill -TERM -1` would signal every process: the sh library must refuse such pgids."""
-    out = sh(_SH_LIB + 'for v in "" 0 1 -1 12a " 5" 2 99999; do if _valid "$v"; then echo "$v:y"; else echo "$v:n"; fi; done')
+    out = sh(
+        _SH_LIB + 'for v in "" 0 1 -1 12a " 5" 2 99999; do if _valid "$v"; then echo "$v:y"; else echo "$v:n"; fi; done'
+    )
     assert out.split("\n")[:-1] == [":n", "0:n", "1:n", "-1:n", "12a:n", " 5:n", "2:y", "99999:y"]
 
 
@@ -77,18 +107,32 @@ def test_remote_guards_never_signal_group_0_or_1() -> None:
 def _inventory(**ssh: Any) -> Inventory:
     def host(name: str, role: str, i: int) -> dict:
         return {
-            "name": name, "role": role, "mgmt": {"address": f"192.0.2.{20 + i}", "port": 2200 + i},
-            "nic": {"vdev": f"net_af_packet{i}", "mac": f"02:00:00:00:00:0{i}", "ip": f"10.0.0.{i}", "switch_port": f"{i}/0"},
+            "name": name,
+            "role": role,
+            "mgmt": {"address": f"192.0.2.{20 + i}", "port": 2200 + i},
+            "nic": {
+                "vdev": f"net_af_packet{i}",
+                "mac": f"02:00:00:00:00:0{i}",
+                "ip": f"10.0.0.{i}",
+                "switch_port": f"{i}/0",
+            },
             "deploy_root": f"/srv/{name}",
         }
 
-    return Inventory.model_validate({
-        "name": "lab",
-        "switch": {"name": "sw", "kind": "emulated", "mgmt": {"address": "192.0.2.10", "user": "admin", "key": "/k/switch"},
-                   "bfrt": "192.0.2.10:50052", "ports": [{"port": f"{i}/0", "dev_port": i} for i in (1, 2, 3)]},
-        "hosts": [host("client0", "client", 1), host("worker0", "worker", 2), host("worker1", "worker", 3)],
-        "ssh": ssh,
-    })
+    return Inventory.model_validate(
+        {
+            "name": "lab",
+            "switch": {
+                "name": "sw",
+                "kind": "emulated",
+                "mgmt": {"address": "192.0.2.10", "user": "admin", "key": "/k/switch"},
+                "bfrt": "192.0.2.10:50052",
+                "ports": [{"port": f"{i}/0", "dev_port": i} for i in (1, 2, 3)],
+            },
+            "hosts": [host("client0", "client", 1), host("worker0", "worker", 2), host("worker1", "worker", 3)],
+            "ssh": ssh,
+        }
+    )
 
 
 def test_targets_default_and_roles() -> None:
@@ -99,9 +143,16 @@ def test_targets_default_and_roles() -> None:
     assert [t.name for t in targets(inv, role="switch")] == ["sw"]
     assert [t.name for t in targets(inv, hosts=["worker1", "client0"])] == ["client0", "worker1"]
     sw, c0 = targets(inv)[:2]
-    assert sw == Target("sw", "192.0.2.10", 22, "admin", Path("/k/switch"), Path("/k/known_hosts"), "switch",
-                        Path("/opt/rainmaker"))
-    assert (c0.port, c0.user, c0.key, c0.role, c0.deploy_root) == (2201, "root", Path("/k/default"), "client", Path("/srv/client0"))
+    assert sw == Target(
+        "sw", "192.0.2.10", 22, "admin", Path("/k/switch"), Path("/k/known_hosts"), "switch", Path("/opt/rainmaker")
+    )
+    assert (c0.port, c0.user, c0.key, c0.role, c0.deploy_root) == (
+        2201,
+        "root",
+        Path("/k/default"),
+        "client",
+        Path("/srv/client0"),
+    )
     assert str(c0.run_dir) == "/srv/client0/run"
 
 
@@ -122,8 +173,16 @@ def test_targets_unknown_names_list_the_valid_ones() -> None:
 def _target(tmp_path: Path, **kw: Any) -> Target:
     kh = tmp_path / "known_hosts"
     kh.write_text(f"[127.0.0.1]:2222 {PINNED}\n")
-    base = dict(name="h", address="127.0.0.1", port=2222, user="root", key=tmp_path / "id", known_hosts=kh,
-                role="worker", deploy_root=tmp_path / "deploy")
+    base = dict(
+        name="h",
+        address="127.0.0.1",
+        port=2222,
+        user="root",
+        key=tmp_path / "id",
+        known_hosts=kh,
+        role="worker",
+        deploy_root=tmp_path / "deploy",
+    )
     return Target(**{**base, **kw})
 
 
@@ -141,8 +200,11 @@ def test_connection_verifies_host_keys_from_the_pinned_file_only(tmp_path: Path)
 
 @pytest.mark.parametrize(
     ("change", "expect"),
-    [({"key": None}, "no SSH private key"), ({"known_hosts": None}, "no known_hosts configured"),
-     ({"known_hosts": Path("/nonexistent/kh")}, "cannot read known_hosts file /nonexistent/kh")],
+    [
+        ({"key": None}, "no SSH private key"),
+        ({"known_hosts": None}, "no known_hosts configured"),
+        ({"known_hosts": Path("/nonexistent/kh")}, "cannot read known_hosts file /nonexistent/kh"),
+    ],
 )
 def test_missing_ssh_settings_become_host_errors(tmp_path: Path, change: dict, expect: str) -> None:
     r = Remote(_target(tmp_path, **change))
@@ -216,12 +278,18 @@ def test_connection_lost_is_a_host_error_and_reconnects_next_time(tmp_path: Path
 
 def test_start_wait_stop_leftovers_parse_answers(tmp_path: Path) -> None:
     t = _target(tmp_path, deploy_root=Path("/srv/h"))
-    fake = FakeConn((0, "4242\n", ""), (3, "died\n", ""), (0, "boom\n[rainmaker] exited with status 1\n", ""),
-                    (0, "w 4242 killed\n", ""), (0, "a 11 terminated\nb c 12 killed\n", ""))
+    fake = FakeConn(
+        (0, "4242\n", ""),
+        (3, "died\n", ""),
+        (0, "boom\n[rainmaker] exited with status 1\n", ""),
+        (0, "w 4242 killed\n", ""),
+        (0, "a 11 terminated\nb c 12 killed\n", ""),
+    )
     r = Remote(t, connection=fake)
     bg = r.start("w", ["prog", "--flag", "x y"], cwd="/srv/h", env={"A": "1"})
-    assert bg == Background("h", "w", 4242, "/srv/h/run/w.log", "/srv/h/run/w.pid",
-                            "start w: cd /srv/h && env A=1 prog --flag 'x y'")
+    assert bg == Background(
+        "h", "w", 4242, "/srv/h/run/w.log", "/srv/h/run/w.pid", "start w: cd /srv/h && env A=1 prog --flag 'x y'"
+    )
     assert fake.lines[0].endswith("rainmaker /srv/h/run w /srv/h /srv/h/run/w env A=1 prog --flag 'x y'")
     with pytest.raises(RemoteError) as e:
         r.wait_ready(bg, log_regex="ready", timeout=3)
@@ -311,8 +379,13 @@ def test_find_a_background_process_by_its_pidfile(tmp_path: Path) -> None:
     fake = FakeConn((0, "4242\n", ""), (0, "none\n", ""))
     r = Remote(t, connection=fake)
     bg = r.find("switch")
-    assert (bg.host, bg.name, bg.pgid, bg.log, bg.pidfile) == ("h", "switch", 4242, "/srv/h/run/switch.log",
-                                                               "/srv/h/run/switch.pid")
+    assert (bg.host, bg.name, bg.pgid, bg.log, bg.pidfile) == (
+        "h",
+        "switch",
+        4242,
+        "/srv/h/run/switch.log",
+        "/srv/h/run/switch.pid",
+    )
     assert fake.lines[0].endswith("rainmaker /srv/h/run/switch.pid /srv/h/run/switch")
     assert r.find("switch") is None
     with pytest.raises(ValueError, match="background name"):

@@ -1,4 +1,5 @@
 """What `rainmaker run` refuses before it touches a machine."""
+
 from __future__ import annotations
 
 from pathlib import Path

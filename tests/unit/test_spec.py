@@ -1,4 +1,5 @@
 """Experiment specs: validation names the field; planning is a pure expansion."""
+
 from __future__ import annotations
 
 import copy
@@ -56,21 +57,46 @@ CASES = [
     ("both-load-kinds", lambda d: d.update(load={"krps": [1], "capacity_fraction": [0.5]}), "load", "exactly one"),
     ("no-load-kind", lambda d: d.update(load={}), "load", "exactly one"),
     ("negative-load", lambda d: d.update(load={"krps": [100, -1]}), "load", "positive"),
-    ("bad-dist", lambda d: d["workload"]["classes"][0].update(service={"dist": "pareto", "mean_us": 3}),
-     "workload.classes[0].service", "pareto"),
-    ("bimodal-one-mode", lambda d: d["workload"]["classes"][0].update(service={"dist": "bimodal", "modes": [{"us": 1, "weight": 1}]}),
-     "workload.classes[0].service.bimodal.modes", "at least 2"),
-    ("zero-service", lambda d: d["workload"]["classes"][0].update(service={"dist": "constant", "us": 0}),
-     "workload.classes[0].service.constant.us", "greater than 0"),
-    ("dup-class", lambda d: d["workload"]["classes"].append({"name": "task", "service": {"dist": "constant", "us": 1}}),
-     "workload", "used twice"),
+    (
+        "bad-dist",
+        lambda d: d["workload"]["classes"][0].update(service={"dist": "pareto", "mean_us": 3}),
+        "workload.classes[0].service",
+        "pareto",
+    ),
+    (
+        "bimodal-one-mode",
+        lambda d: d["workload"]["classes"][0].update(service={"dist": "bimodal", "modes": [{"us": 1, "weight": 1}]}),
+        "workload.classes[0].service.bimodal.modes",
+        "at least 2",
+    ),
+    (
+        "zero-service",
+        lambda d: d["workload"]["classes"][0].update(service={"dist": "constant", "us": 0}),
+        "workload.classes[0].service.constant.us",
+        "greater than 0",
+    ),
+    (
+        "dup-class",
+        lambda d: d["workload"]["classes"].append({"name": "task", "service": {"dist": "constant", "us": 1}}),
+        "workload",
+        "used twice",
+    ),
     ("quota-over-nmax", lambda d: d.update(rain={"initial_quota": 9, "n_max": 8}), "rain", "n_max"),
     ("bad-variant", lambda d: d.update(variants=[{"name": "x", "rain": {"r_th": 3}}]), "", "variant 'x'"),
     ("slo-empty", lambda d: d.update(slo={}), "slo", "p99"),
     ("bad-plot", lambda d: d.update(plots=["pie"]), "plots[0]", "p99_vs_load"),
-    ("payload-too-big", lambda d: d["workload"]["classes"][0].update(payload={"bytes": 9000}), "workload.classes[0].payload.bytes", "1400"),
-    ("phase-unknown-class", lambda d: d["workload"].update(phases=[{"at_s": 0, "capacity_fraction": 0.1, "classes": ["nope"]}]),
-     "workload", "not defined"),
+    (
+        "payload-too-big",
+        lambda d: d["workload"]["classes"][0].update(payload={"bytes": 9000}),
+        "workload.classes[0].payload.bytes",
+        "1400",
+    ),
+    (
+        "phase-unknown-class",
+        lambda d: d["workload"].update(phases=[{"at_s": 0, "capacity_fraction": 0.1, "classes": ["nope"]}]),
+        "workload",
+        "not defined",
+    ),
 ]
 
 
@@ -100,8 +126,15 @@ def test_plan_is_pure_and_scales_with_the_testbed(tmp_path):
 
 
 def test_variants_expand_into_curves(tmp_path):
-    d = mutate(lambda d: d.update(variants=[{"name": "n1", "rain": {"initial_quota": 1}},
-                                            {"name": "n2", "label": "depth 2", "rain": {"initial_quota": 2}}], repetitions=1))
+    d = mutate(
+        lambda d: d.update(
+            variants=[
+                {"name": "n1", "rain": {"initial_quota": 1}},
+                {"name": "n2", "label": "depth 2", "rain": {"initial_quota": 2}},
+            ],
+            repetitions=1,
+        )
+    )
     points = plan(load(write(tmp_path, d)), TestbedShape(2, 1, True))
     assert [p.id for p in points] == ["rain.n1-f0.5-r1", "rain.n1-f0.9-r1", "rain.n2-f0.5-r1", "rain.n2-f0.9-r1"]
     assert points[0].params["initial_quota"] == 1 and points[2].params["initial_quota"] == 2

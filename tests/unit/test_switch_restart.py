@@ -6,6 +6,7 @@ and RainController.reconnect opens a new session on the same address, binds agai
 brings the ports up, ready to be programmed. The emulator's BFRuntime server over
 loopback stands in for bf_switchd; nothing here reaches into the server's state.
 """
+
 from __future__ import annotations
 
 import socket

@@ -1,6 +1,7 @@
 """Validity checks: each one passing and failing on crafted inputs, the p99's
 order-statistic confidence interval, the inter-arrival goodness-of-fit test on
 synthetic traces, and the verdict file."""
+
 from __future__ import annotations
 
 import json
@@ -17,13 +18,25 @@ from orchestrator.experiment.validity import check_point, thresholds_of
 
 from .results_fixture import good_counters, make_point, make_summary, trace_csv, write_point
 
-N = 20000         # requests per point (k = 100, so a 2-s window at 10,000 rps)
+N = 20000  # requests per point (k = 100, so a 2-s window at 10,000 rps)
 DURATION = 2.0
 WARMUP = 0.5
 
 
-def _point(tmp_path: Path, *, latencies=None, summary_kw=None, counter_kw=None, trace=None, status="done",
-           hosts=1, partial=False, arrival="poisson", schedule=None, lcores=1) -> Path:
+def _point(
+    tmp_path: Path,
+    *,
+    latencies=None,
+    summary_kw=None,
+    counter_kw=None,
+    trace=None,
+    status="done",
+    hosts=1,
+    partial=False,
+    arrival="poisson",
+    schedule=None,
+    lcores=1,
+) -> Path:
     """A one-class point whose numbers are all good unless overridden."""
     run = tmp_path / "run"
     rng = np.random.default_rng(5)
@@ -34,12 +47,23 @@ def _point(tmp_path: Path, *, latencies=None, summary_kw=None, counter_kw=None, 
         c = good_counters(len(part), DURATION)
         c.update(counter_kw or {})
         rps = len(lat) / DURATION / hosts  # consistent with the counters
-        kw = dict(offered_rps=rps, achieved_rps=rps, duration_s=DURATION, warmup_s=WARMUP, arrival=arrival,
-                  schedule=schedule or [[0.0, rps]], lcores=lcores, partial=partial)
+        kw = dict(
+            offered_rps=rps,
+            achieved_rps=rps,
+            duration_s=DURATION,
+            warmup_s=WARMUP,
+            arrival=arrival,
+            schedule=schedule or [[0.0, rps]],
+            lcores=lcores,
+            partial=partial,
+        )
         kw.update(summary_kw or {})
-        host_map[f"client{i}"] = {"latency": [{"task": part}], "slowdown": [{"task": part // 1000}],
-                                  "summary": make_summary({"task": c}, **kw),
-                                  "trace": trace if i == 0 else None}
+        host_map[f"client{i}"] = {
+            "latency": [{"task": part}],
+            "slowdown": [{"task": part // 1000}],
+            "summary": make_summary({"task": c}, **kw),
+            "trace": trace if i == 0 else None,
+        }
     point = make_point("rain-k200-r1", load_krps=N / DURATION * 100 / 1000, status=status)
     return write_point(run, point, host_map)
 
@@ -54,8 +78,18 @@ def test_a_good_point_passes_everything_that_runs(tmp_path):
     assert v.failed == []
     assert v.not_run == ["interarrival"]
     assert "no trace" in v.check("interarrival").message
-    assert {c.name for c in v.checks} == {"complete", "load", "schedule_lag", "late_sends", "lost", "timed_out",
-                                          "rejected", "samples_p99", "p99_ci", "interarrival"}
+    assert {c.name for c in v.checks} == {
+        "complete",
+        "load",
+        "schedule_lag",
+        "late_sends",
+        "lost",
+        "timed_out",
+        "rejected",
+        "samples_p99",
+        "p99_ci",
+        "interarrival",
+    }
     assert v.check("load").value == pytest.approx(0.0)
 
 
@@ -72,17 +106,20 @@ def test_verdict_file(tmp_path):
     json.loads((d / "validity.json").read_text(), parse_constant=lambda c: pytest.fail(f"non-finite {c}"))
 
 
-@pytest.mark.parametrize("kw, failed", [
-    ({"partial": True}, "complete"),
-    ({"status": "failed"}, "complete"),
-    ({"summary_kw": {"achieved_rps": 0.9 * N / DURATION}}, "load"),
-    ({"counter_kw": {"max_lag_ns": 2_000_000}}, "schedule_lag"),
-    ({"counter_kw": {"late_sends": N // 20}}, "late_sends"),
-    ({"counter_kw": {"lost": N // 100}}, "lost"),
-    ({"counter_kw": {"not_sent": N // 100}}, "lost"),
-    ({"counter_kw": {"timed_out": N // 100}}, "timed_out"),
-    ({"counter_kw": {"rejected": N // 100}}, "rejected"),
-])
+@pytest.mark.parametrize(
+    "kw, failed",
+    [
+        ({"partial": True}, "complete"),
+        ({"status": "failed"}, "complete"),
+        ({"summary_kw": {"achieved_rps": 0.9 * N / DURATION}}, "load"),
+        ({"counter_kw": {"max_lag_ns": 2_000_000}}, "schedule_lag"),
+        ({"counter_kw": {"late_sends": N // 20}}, "late_sends"),
+        ({"counter_kw": {"lost": N // 100}}, "lost"),
+        ({"counter_kw": {"not_sent": N // 100}}, "lost"),
+        ({"counter_kw": {"timed_out": N // 100}}, "timed_out"),
+        ({"counter_kw": {"rejected": N // 100}}, "rejected"),
+    ],
+)
 def test_each_check_fails_on_its_own(tmp_path, kw, failed):
     v = _verdict(_point(tmp_path, **kw))
     assert v.failed == [failed], v.to_dict()
@@ -93,10 +130,9 @@ def test_each_check_fails_on_its_own(tmp_path, kw, failed):
 
 def test_thresholds_come_from_the_spec(tmp_path):
     d = _point(tmp_path, summary_kw={"achieved_rps": 0.93 * N / DURATION}, counter_kw={"lost": 15})
-    assert _verdict(d).failed == ["load"]   # 7% off; lost 15 of 20,000 < 0.1%
+    assert _verdict(d).failed == ["load"]  # 7% off; lost 15 of 20,000 < 0.1%
     assert _verdict(d, Validity(load_tolerance=0.1, min_samples_p99=1000)).valid
-    assert _verdict(d, {"load_tolerance": 0.1, "max_lost_fraction": 0.0005, "min_samples_p99": 1000}).failed \
-        == ["lost"]
+    assert _verdict(d, {"load_tolerance": 0.1, "max_lost_fraction": 0.0005, "min_samples_p99": 1000}).failed == ["lost"]
     th = thresholds_of(None)
     assert th["load_tolerance"] == Validity().load_tolerance and th["max_p99_ci_width"] == Validity().max_p99_ci_width
 
@@ -111,6 +147,7 @@ def test_missing_client_results(tmp_path):
 
 # -- samples and the p99's confidence interval ------------------------------------------------
 
+
 def test_samples_for_p99(tmp_path):
     d = _point(tmp_path, latencies=np.arange(1000, 1500))
     v = _verdict(d, {"min_samples_p99": 1000, "max_p99_ci_width": 1.0})
@@ -121,7 +158,7 @@ def test_samples_for_p99(tmp_path):
 
 def test_p99_ci_bounds_are_order_statistics():
     n = 2000
-    h = Hist.from_values(np.arange(1, n + 1))   # value = rank, exact buckets below 2048
+    h = Hist.from_values(np.arange(1, n + 1))  # value = rank, exact buckets below 2048
     lo, hi = h.quantile_ci(0.99, 0.95)
     l_rank = binom.ppf(0.025, n, 0.99)
     u_rank = binom.ppf(0.975, n, 0.99) + 1
@@ -135,7 +172,7 @@ def test_p99_ci_bounds_are_order_statistics():
 
 def test_p99_ci_covers_the_true_quantile():
     rng = np.random.default_rng(11)
-    true = -math.log(0.01) * 1e6                # exponential, mean 1 ms
+    true = -math.log(0.01) * 1e6  # exponential, mean 1 ms
     hits = 0
     for _ in range(200):
         lo, hi = Hist.from_values(rng.exponential(1e6, 2000)).quantile_ci(0.99, 0.95)
@@ -161,6 +198,7 @@ def test_p99_ci_check(tmp_path):
 
 # -- inter-arrival goodness of fit ---------------------------------------------------------------
 
+
 def _sends(gaps_s: np.ndarray, jitter_ns: float = 0.0, seed: int = 0) -> np.ndarray:
     t = np.cumsum(gaps_s) * 1e9
     if jitter_ns:
@@ -168,12 +206,18 @@ def _sends(gaps_s: np.ndarray, jitter_ns: float = 0.0, seed: int = 0) -> np.ndar
     return t
 
 
-def _trace_point(tmp_path: Path, sends_by_lcore: dict[int, np.ndarray], *, arrival="poisson", rate=None,
-                 intended=None) -> Path:
+def _trace_point(
+    tmp_path: Path, sends_by_lcore: dict[int, np.ndarray], *, arrival="poisson", rate=None, intended=None
+) -> Path:
     rate = rate if rate is not None else N / DURATION
-    return _point(tmp_path, trace=trace_csv(sends_by_lcore, intended), arrival=arrival,
-                  schedule=[[0.0, rate]], lcores=len(sends_by_lcore),
-                  summary_kw={"offered_rps": rate, "achieved_rps": rate})
+    return _point(
+        tmp_path,
+        trace=trace_csv(sends_by_lcore, intended),
+        arrival=arrival,
+        schedule=[[0.0, rate]],
+        lcores=len(sends_by_lcore),
+        summary_kw={"offered_rps": rate, "achieved_rps": rate},
+    )
 
 
 def test_interarrival_poisson_passes(tmp_path):
@@ -202,8 +246,7 @@ def test_interarrival_fails_for_constant_sends_or_wrong_rate(tmp_path):
     # bursty sends (the client sent in clumps) with a Poisson schedule
     intended = rng.exponential(1 / rate, n)
     sent = np.repeat(np.cumsum(intended)[::8], 8)[:n] * 1e9
-    c = _verdict(_trace_point(tmp_path / "c", {0: sent}, intended={0: np.cumsum(intended) * 1e9})) \
-        .check("interarrival")
+    c = _verdict(_trace_point(tmp_path / "c", {0: sent}, intended={0: np.cumsum(intended) * 1e9})).check("interarrival")
     assert c.passed is False and c.detail["intended_ns"]["p"] > 0.001
 
 
@@ -231,8 +274,21 @@ def test_check_point_takes_a_plan_point(tmp_path):
     from orchestrator.experiment.plan import Point
 
     d = _point(tmp_path)
-    p = Point(id="rain-k200-r1", index=0, system="rain", variant=None, variant_label=None, repetition=1,
-              load_krps=1000.0, capacity_fraction=None, offered_rps=N / DURATION, dilation=100.0, warmup_s=WARMUP,
-              measure_s=DURATION, handler="sleep", worker_threads=4)
+    p = Point(
+        id="rain-k200-r1",
+        index=0,
+        system="rain",
+        variant=None,
+        variant_label=None,
+        repetition=1,
+        load_krps=1000.0,
+        capacity_fraction=None,
+        offered_rps=N / DURATION,
+        dilation=100.0,
+        warmup_s=WARMUP,
+        measure_s=DURATION,
+        handler="sleep",
+        worker_threads=4,
+    )
     v = check_point(d, p, Validity(min_samples_p99=1000))
     assert v.valid and v.point_id == "rain-k200-r1"

@@ -15,12 +15,13 @@ CPU-second of each at saturation (getrusage of the child; startup included).
 BENCH_SECONDS (measured seconds per client run, default 1.5), BENCH_REPEAT (default 2),
 BENCH_OUT (JSON, default build/bench-client.json). Bounded: under a minute (about 25 s typically).
 """
+
 from __future__ import annotations
 
 import json
 import os
-import resource
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -46,8 +47,22 @@ def child_cpu() -> float:
 
 
 def testpmd_pps(seconds: float = 5.0) -> tuple[float, list[float], float]:
-    cmd = [*NICE, "dpdk-testpmd", "-l", "0,1", *EAL, f"--file-prefix={PREFIX}-tp", "--vdev=net_null0", "--",
-           "--forward-mode=txonly", "--txpkts=74", "--auto-start", "--stats-period", "1", "--total-num-mbufs=8192"]
+    cmd = [
+        *NICE,
+        "dpdk-testpmd",
+        "-l",
+        "0,1",
+        *EAL,
+        f"--file-prefix={PREFIX}-tp",
+        "--vdev=net_null0",
+        "--",
+        "--forward-mode=txonly",
+        "--txpkts=74",
+        "--auto-start",
+        "--stats-period",
+        "1",
+        "--total-num-mbufs=8192",
+    ]
     cpu0 = child_cpu()
     try:
         p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -66,10 +81,33 @@ def testpmd_pps(seconds: float = 5.0) -> tuple[float, list[float], float]:
 
 def client_run(binary: Path, rate: float, seconds: float, tmp: Path, i: int) -> dict:
     prefix = f"{PREFIX}-c{i}"
-    cmd = [*NICE, str(binary), "-l", "1", *EAL, f"--file-prefix={prefix}", "--vdev=net_null0", "--",
-           "--src-ip", "10.99.0.1", "--dst-mac", "02:00:00:00:00:02", "--dst-ip", "10.99.0.2",
-           "--rate", f"{rate:.0f}", "--warmup", "0.3", "--duration", str(seconds), "--tx-only", "--idle", "spin",
-           "--out", str(tmp / f"c{i}")]
+    cmd = [
+        *NICE,
+        str(binary),
+        "-l",
+        "1",
+        *EAL,
+        f"--file-prefix={prefix}",
+        "--vdev=net_null0",
+        "--",
+        "--src-ip",
+        "10.99.0.1",
+        "--dst-mac",
+        "02:00:00:00:00:02",
+        "--dst-ip",
+        "10.99.0.2",
+        "--rate",
+        f"{rate:.0f}",
+        "--warmup",
+        "0.3",
+        "--duration",
+        str(seconds),
+        "--tx-only",
+        "--idle",
+        "spin",
+        "--out",
+        str(tmp / f"c{i}"),
+    ]
     cpu0 = child_cpu()
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 30)
@@ -80,9 +118,15 @@ def client_run(binary: Path, rate: float, seconds: float, tmp: Path, i: int) -> 
     cpu = child_cpu() - cpu0
     s = json.loads((tmp / f"c{i}" / "summary.json").read_text())
     t = s["totals"]
-    return {"offered_rps": s["offered_rps"], "achieved_rps": s["achieved_rps"], "schedule_error": s["schedule_error"],
-            "late_fraction": t["late_sends"] / max(t["sent"], 1), "max_lag_ns": t["max_lag_ns"],
-            "late_threshold_ns": s["late_threshold_ns"][0], "frames_per_cpu_s": s["run"]["tx_frames"] / cpu}
+    return {
+        "offered_rps": s["offered_rps"],
+        "achieved_rps": s["achieved_rps"],
+        "schedule_error": s["schedule_error"],
+        "late_fraction": t["late_sends"] / max(t["sent"], 1),
+        "max_lag_ns": t["max_lag_ns"],
+        "late_threshold_ns": s["late_threshold_ns"][0],
+        "frames_per_cpu_s": s["run"]["tx_frames"] / cpu,
+    }
 
 
 def main() -> None:
@@ -97,22 +141,28 @@ def main() -> None:
     if not binary.exists():
         die(f"{binary} not built")
 
-    print(f"bench-client: one lcore on net_null; testpmd txonly 5 s, then rain-client --tx-only "
-          f"{seconds} s runs (best of {repeat}) at rising fractions of testpmd's rate")
+    print(
+        f"bench-client: one lcore on net_null; testpmd txonly 5 s, then rain-client --tx-only "
+        f"{seconds} s runs (best of {repeat}) at rising fractions of testpmd's rate"
+    )
     base, series, tp_cpu = testpmd_pps()
-    print(f"testpmd txonly (74 B): {base / 1e6:.2f} Mpps (best second; all: "
-          f"{', '.join(f'{x / 1e6:.1f}' for x in series[1:])}); {tp_cpu / 1e6:.2f} M frames per CPU-second")
+    print(
+        f"testpmd txonly (74 B): {base / 1e6:.2f} Mpps (best second; all: "
+        f"{', '.join(f'{x / 1e6:.1f}' for x in series[1:])}); {tp_cpu / 1e6:.2f} M frames per CPU-second"
+    )
     runs, best = [], None
     with tempfile.TemporaryDirectory() as td:
         for frac in FRACTIONS:
             rate, kept = base * frac, None
-            for k in range(repeat):
+            for _ in range(repeat):
                 r = client_run(binary, rate, seconds, Path(td), len(runs))
                 r["fraction"] = frac
                 runs.append(r)
-                print(f"  rain-client at {rate / 1e6:6.2f} Mpps ({frac:.2f}): achieved {r['achieved_rps'] / 1e6:6.2f} Mpps, "
-                      f"schedule error {100 * r['schedule_error']:.3f}%, late {100 * r['late_fraction']:.1f}% "
-                      f"(> {r['late_threshold_ns']:.0f} ns), max lag {r['max_lag_ns'] / 1e3:.0f} us")
+                print(
+                    f"  rain-client at {rate / 1e6:6.2f} Mpps ({frac:.2f}): achieved {r['achieved_rps'] / 1e6:6.2f} Mpps, "
+                    f"schedule error {100 * r['schedule_error']:.3f}%, late {100 * r['late_fraction']:.1f}% "
+                    f"(> {r['late_threshold_ns']:.0f} ns), max lag {r['max_lag_ns'] / 1e3:.0f} us"
+                )
                 if r["schedule_error"] < 0.01:
                     kept = r
                     break
@@ -125,16 +175,34 @@ def main() -> None:
         if sat is None:
             sat = client_run(binary, base, seconds, Path(td), len(runs))
     cpu_ratio = sat["frames_per_cpu_s"] / tp_cpu
-    print(f"  rain-client saturated: {sat['frames_per_cpu_s'] / 1e6:.2f} M frames per CPU-second = "
-          f"{cpu_ratio:.2f} x testpmd's (startup included)")
+    print(
+        f"  rain-client saturated: {sat['frames_per_cpu_s'] / 1e6:.2f} M frames per CPU-second = "
+        f"{cpu_ratio:.2f} x testpmd's (startup included)"
+    )
     ratio = best["offered_rps"] / base if best else 0.0
-    print(f"\nrain-client kept a Poisson schedule of {(best['offered_rps'] if best else 0) / 1e6:.2f} Mpps "
-          f"(achieved {(best['achieved_rps'] if best else 0) / 1e6:.2f}, error < 1%) = {ratio:.2f} x testpmd txonly "
-          f"-> target >= 0.5 {'met' if ratio >= 0.5 else 'NOT met'}")
+    print(
+        f"\nrain-client kept a Poisson schedule of {(best['offered_rps'] if best else 0) / 1e6:.2f} Mpps "
+        f"(achieved {(best['achieved_rps'] if best else 0) / 1e6:.2f}, error < 1%) = {ratio:.2f} x testpmd txonly "
+        f"-> target >= 0.5 {'met' if ratio >= 0.5 else 'NOT met'}"
+    )
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    out_path.write_text(json.dumps({"testpmd_pps": base, "testpmd_series": series, "testpmd_frames_per_cpu_s": tp_cpu,
-                                    "client_runs": runs, "best": best, "ratio": ratio, "target": 0.5,
-                                    "saturated": sat, "cpu_ratio": cpu_ratio}, indent=1) + "\n")
+    out_path.write_text(
+        json.dumps(
+            {
+                "testpmd_pps": base,
+                "testpmd_series": series,
+                "testpmd_frames_per_cpu_s": tp_cpu,
+                "client_runs": runs,
+                "best": best,
+                "ratio": ratio,
+                "target": 0.5,
+                "saturated": sat,
+                "cpu_ratio": cpu_ratio,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     print(f"results: {out_path}")
 
 

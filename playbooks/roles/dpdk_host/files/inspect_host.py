@@ -7,6 +7,7 @@ role decides is computed here from what is found, so tests can run it against a 
 /sys and /proc tree (`root`); the role itself only acts on the differences.
 Standard library only: it runs with the host's own python3.
 """
+
 from __future__ import annotations
 
 import json
@@ -66,26 +67,29 @@ def run(argv: list[str]) -> str | None:
     if shutil.which(argv[0]) is None:
         return None
     try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=30,
-                              env={**os.environ, "LC_ALL": "C"}).stdout
+        return subprocess.run(
+            argv, capture_output=True, text=True, timeout=30, env={**os.environ, "LC_ALL": "C"}
+        ).stdout
     except (OSError, subprocess.TimeoutExpired):
         return None
 
 
 # -- DPDK ------------------------------------------------------------------------------
 
+
 def packages(names: list[str]) -> dict:
     """Which of `names` dpkg has installed, and the version of the `dpdk` package."""
     status = {}
-    out = run(["dpkg-query", "--show", "--showformat=${Package}\t${db:Status-Abbrev}\t${Version}\n",
-               *names, "dpdk"]) or ""
+    out = (
+        run(["dpkg-query", "--show", "--showformat=${Package}\t${db:Status-Abbrev}\t${Version}\n", *names, "dpdk"])
+        or ""
+    )
     for line in out.splitlines():
         name, _, rest = line.partition("\t")
         abbrev, _, version = rest.partition("\t")
         status[name.split(":")[0]] = (abbrev, version)
     ok = {n for n, (abbrev, _v) in status.items() if abbrev.startswith("ii")}
-    return {"missing": [n for n in names if n not in ok],
-            "dpdk": status["dpdk"][1] if "dpdk" in ok else "(none)"}
+    return {"missing": [n for n in names if n not in ok], "dpdk": status["dpdk"][1] if "dpdk" in ok else "(none)"}
 
 
 def dpdk_candidate() -> str:
@@ -95,8 +99,14 @@ def dpdk_candidate() -> str:
 
 def dpdk_prefix(prefix: str) -> dict:
     """A meson-installed DPDK below `prefix`: its libdpdk.pc, version, and PMDs."""
-    res: dict = {"prefix": prefix, "exists": os.path.isdir(prefix), "pc": None, "version": None,
-                 "mlx5_pmd": False, "pmds": []}
+    res: dict = {
+        "prefix": prefix,
+        "exists": os.path.isdir(prefix),
+        "pc": None,
+        "version": None,
+        "mlx5_pmd": False,
+        "pmds": [],
+    }
     for here, _dirs, files in os.walk(prefix):
         if "libdpdk.pc" in files and os.path.basename(here) == "pkgconfig" and res["pc"] is None:
             res["pc"] = os.path.join(here, "libdpdk.pc")
@@ -173,9 +183,11 @@ def nic(root: str, pci: str, mgmt: str) -> dict:
         "netdevs": netdevs,
         "rdma_devices": rdma,
         "iommu_group": os.path.basename(os.readlink(os.path.join(dev, "iommu_group")))
-        if os.path.islink(os.path.join(dev, "iommu_group")) else None,
-        "irqs": sorted((int(i) for i in os.listdir(os.path.join(dev, "msi_irqs")) if i.isdigit()))
-        if os.path.isdir(os.path.join(dev, "msi_irqs")) else [],
+        if os.path.islink(os.path.join(dev, "iommu_group"))
+        else None,
+        "irqs": sorted(int(i) for i in os.listdir(os.path.join(dev, "msi_irqs")) if i.isdigit())
+        if os.path.isdir(os.path.join(dev, "msi_irqs"))
+        else [],
     }
     res["addresses"] = addresses(netdevs)
     mine = set(mgmt_addresses(mgmt)) if mgmt else set()
@@ -206,6 +218,7 @@ def kernel(root: str) -> dict:
 
 
 # -- CPU isolation -----------------------------------------------------------------------
+
 
 def isolation(root: str, cores: list[int], irqs: list[int]) -> dict:
     cpu = os.path.join(root, "sys/devices/system/cpu")
@@ -239,7 +252,10 @@ def isolation(root: str, cores: list[int], irqs: list[int]) -> dict:
         if g is not None:
             governors[str(c)] = g
     return {
-        "online": online, "isolated": isolated, "nohz_full": nohz, "cmdline": cmdline,
+        "online": online,
+        "isolated": isolated,
+        "nohz_full": nohz,
+        "cmdline": cmdline,
         "absent": sorted(set(cores) - set(online)) if online else [],
         "not_isolated": sorted(set(cores) - set(isolated)),
         "not_nohz_full": sorted(set(cores) - set(nohz)),

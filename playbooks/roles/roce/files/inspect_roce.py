@@ -14,6 +14,7 @@ It only reads:
 `root` (tests) moves the sysfs and configfs reads under a fake tree; tools come from PATH.
 Standard library only: it runs with the host's own python3.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -23,7 +24,6 @@ import re
 import shutil
 import subprocess
 import sys
-
 
 TOOLS = {"dcb": "dcb", "ip": "ip", "ibv_devinfo": "ibv_devinfo"}  # the role passes its own (tests: a mock's)
 
@@ -65,7 +65,7 @@ def run_json(argv: list[str]):
 def gid_of(ip: str) -> str:
     """The IPv4-mapped GID as sysfs prints it: 0000:0000:0000:0000:0000:ffff:0a0a:0102."""
     packed = ipaddress.IPv6Address("::ffff:" + ip).packed
-    return ":".join(packed[i:i + 2].hex() for i in range(0, 16, 2))
+    return ":".join(packed[i : i + 2].hex() for i in range(0, 16, 2))
 
 
 def find_device(root: str, pci: str | None, rdma_device: str | None, netdev: str | None) -> dict:
@@ -105,15 +105,19 @@ def port_of(root: str, dev: str, netdev: str | None) -> dict:
     if chosen is None:
         return {"port": None}
     pd = os.path.join(ports_dir, chosen)
-    return {"port": int(chosen), "link_layer": read(os.path.join(pd, "link_layer"), ""),
-            "state": read(os.path.join(pd, "state"), ""), "dir": pd}
+    return {
+        "port": int(chosen),
+        "link_layer": read(os.path.join(pd, "link_layer"), ""),
+        "state": read(os.path.join(pd, "state"), ""),
+        "dir": pd,
+    }
 
 
 def gids(port_dir: str, want: str, netdev: str | None) -> dict:
     """Every populated GID entry; the RoCE v2 one of the data IP."""
     entries = []
     found = None
-    for i in sorted((int(x) for x in listdir(os.path.join(port_dir, "gids")) if x.isdigit())):
+    for i in sorted(int(x) for x in listdir(os.path.join(port_dir, "gids")) if x.isdigit()):
         g = read(os.path.join(port_dir, "gids", str(i)), "")
         if not g or set(g.replace(":", "")) == {"0"}:
             continue  # an empty slot
@@ -146,8 +150,12 @@ def missing_packages(names: list[str]) -> list[str]:
     if not names:
         return []
     try:  # dpkg-query exits 1 when a name is unknown to it: read what it printed anyway
-        out = subprocess.run(["dpkg-query", "--show", "--showformat=${Package}\t${db:Status-Abbrev}\n", *names],
-                             capture_output=True, text=True, timeout=30).stdout
+        out = subprocess.run(
+            ["dpkg-query", "--show", "--showformat=${Package}\t${db:Status-Abbrev}\n", *names],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout
     except (OSError, subprocess.TimeoutExpired):
         out = ""
     ok = {line.split("\t")[0].split(":")[0] for line in out.splitlines() if "\tii" in line}
@@ -159,8 +167,10 @@ def main(argv: list[str]) -> int:
     root = a.get("root", "/")
     TOOLS.update({k: v for k, v in (a.get("tools") or {}).items() if k in TOOLS})
     prio = str(a["priority"])
-    out: dict = {"tools": {t: shutil.which(path) is not None for t, path in TOOLS.items()},
-                 "missing_packages": missing_packages(a.get("packages", []))}
+    out: dict = {
+        "tools": {t: shutil.which(path) is not None for t, path in TOOLS.items()},
+        "missing_packages": missing_packages(a.get("packages", [])),
+    }
     if a.get("facts_only"):
         a = {**a, "pci": None, "rdma_device": None, "netdev": None}
     out.update(find_device(root, a.get("pci"), a.get("rdma_device"), a.get("netdev")))
@@ -175,8 +185,9 @@ def main(argv: list[str]) -> int:
             out["active_mtu"] = int(m.group(1)) if m else None
         cfg = os.path.join(root, "sys/kernel/config")
         mounts = read(os.path.join(root, "proc/mounts"), "") or ""
-        out["configfs_mounted"] = any(f[1:3] == ["/sys/kernel/config", "configfs"]
-                                      for f in (line.split() for line in mounts.splitlines()))
+        out["configfs_mounted"] = any(
+            f[1:3] == ["/sys/kernel/config", "configfs"] for f in (line.split() for line in mounts.splitlines())
+        )
         out["rdma_cm_loaded"] = os.path.isdir(os.path.join(root, "sys/module/rdma_cm"))
         if out.get("port") is not None:
             pd = os.path.join(cfg, "rdma_cm", dev, "ports", str(out["port"]))
@@ -189,12 +200,18 @@ def main(argv: list[str]) -> int:
         out["operstate"] = read(os.path.join(nd, "operstate"), "")
         ecn = os.path.join(nd, "ecn")
         out["ecn_sysfs"] = os.path.isdir(ecn)
-        out["ecn"] = {k: read(os.path.join(ecn, k, "enable", prio)) for k in ("roce_np", "roce_rp")} if out["ecn_sysfs"] else {}
+        out["ecn"] = (
+            {k: read(os.path.join(ecn, k, "enable", prio)) for k in ("roce_np", "roce_rp")} if out["ecn_sysfs"] else {}
+        )
         out["dscp_prio"] = dcb_app(netdev)
         out["pfc"] = dcb_pfc(netdev)
         links = run_json([TOOLS["ip"], "-j", "addr", "show", "dev", netdev])
-        out["ipv4"] = [f"{x['local']}/{x.get('prefixlen')}" for link in links for x in link.get("addr_info", [])
-                       if x.get("family") == "inet"]
+        out["ipv4"] = [
+            f"{x['local']}/{x.get('prefixlen')}"
+            for link in links
+            for x in link.get("addr_info", [])
+            if x.get("family") == "inet"
+        ]
         route = run_json([TOOLS["ip"], "-j", "route", "get", a["service_ip"]])
         out["service_route_dev"] = route[0].get("dev") if route else None
         neigh = run_json([TOOLS["ip"], "-j", "neigh", "show", a["service_ip"], "dev", netdev])
