@@ -1,4 +1,6 @@
-"""One exception root for rainmaker. Errors carry data, not just text.
+"""rainmaker's errors. Errors carry data, not just text. Their one root,
+RainmakerError, is defined in switch/errors.py (switch/ runs without orchestrator, so
+the root lives there) and re-exported here.
 
 Exit codes of the CLI follow the error's kind: input a person wrote that is wrong
 (an inventory, a spec, a command line) exits 2; everything else that fails exits 1.
@@ -8,22 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-
-class RainmakerError(Exception):
-    """Root of every error rainmaker raises on purpose."""
-
-    exit_code = 1
-
-    def __init__(self, message: str, *, fix: str | None = None):
-        super().__init__(message)
-        self.message = message
-        self.fix = fix
-
-    def render(self) -> str:
-        text = self.message
-        if self.fix:
-            text += f"\n  fix: {self.fix}"
-        return text
+from switch.errors import RainmakerError as RainmakerError  # the root, defined once
 
 
 class UsageError(RainmakerError):

@@ -1,16 +1,18 @@
-"""One exception root for everything under switch/ (client, controller, emulator).
+"""The one exception root of rainmaker, and the root of everything under switch/.
 
-switch/ must not import orchestrator (the emulator and the controller are deployed and
-run without it), so this root mirrors orchestrator.errors.RainmakerError: a message,
-an optional fix, `exit_code` and `render()`, data attributes on the subclasses, so the
-orchestrator's CLI can report a SwitchError exactly like one of its own.
+The root lives here, in the lowest layer, because switch/ runs without orchestrator
+(the emulator is a switch of its own, the controller drives bf_switchd unchanged) and
+must not import it, while orchestrator imports switch freely: orchestrator.errors
+re-exports RainmakerError, so `except RainmakerError` catches a BfrtError or a
+ControllerError too, and the CLI reports every one of them the same way.
 """
 
 from __future__ import annotations
 
 
-class SwitchError(Exception):
-    """Root of every error switch/ raises on purpose."""
+class RainmakerError(Exception):
+    """Root of every error rainmaker raises on purpose: a message, an optional fix,
+    the CLI's exit code, and data attributes on the subclasses."""
 
     exit_code = 1
 
@@ -24,3 +26,7 @@ class SwitchError(Exception):
         if self.fix:
             text += f"\n  fix: {self.fix}"
         return text
+
+
+class SwitchError(RainmakerError):
+    """Root of every error switch/ raises on purpose (client, controller, emulator)."""

@@ -23,6 +23,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 from ..deploy import AGENT_FILES, BUILD, VERSION, bundle, differing, parse_sha256sum
 from ..errors import RainmakerError, UsageError
@@ -32,6 +33,9 @@ from .plan import Point, TestbedShape, plan
 from .spec import Spec
 from .spec import load as load_spec
 from .sweep import DONE, FAILED, Sweep
+
+if TYPE_CHECKING:
+    from .validity import Verdict
 
 REPO = Path(__file__).resolve().parents[2]
 SUPPORTED = {"adaptive"}
@@ -387,7 +391,7 @@ class Runner:
     def remote_dir(self, host: Host, p: Point, role: str) -> PurePosixPath:
         return PurePosixPath(host.deploy_root) / "run" / "points" / self.stamp / p.id / role
 
-    def run_point(self, p: Point) -> None:
+    def run_point(self, p: Point) -> Verdict:
         spec, inv = self.spec, self.inv
         pdir = self.run_dir / "points" / p.id
         if pdir.exists():  # an interrupted attempt: its files are not trusted
@@ -634,26 +638,16 @@ class Runner:
                     self.stop_all()
                     self.sweep.requeue(p.id, "interrupted")
                     raise
-                except (RainmakerError, OSError, TimeoutError) as e:
+                except (RainmakerError, OSError, TimeoutError) as e:  # a switch's errors included
                     last = _one_line(e)
                     self.stop_all()
                     self.log(f"{p.id}: attempt {attempt} failed: {last}")
                     if attempt <= self.retries:
                         self._recover()
                     continue
-                except Exception as e:  # a switch error outside RainmakerError's tree
-                    from switch.errors import SwitchError
-
-                    if not isinstance(e, SwitchError):
-                        raise
-                    last = _one_line(e)
-                    self.stop_all()
-                    self.log(f"{p.id}: attempt {attempt} failed: {last}")
-                    if attempt <= self.retries:
-                        self._recover()
-                    continue
-                ok = getattr(verdict, "passed", True)
-                self.sweep.finish(p.id, DONE, None if ok else "validity: " + ", ".join(getattr(verdict, "failed", [])))
+                if not verdict.valid:
+                    self.log(f"{p.id}: measured, but not valid: {', '.join(verdict.failed)}")
+                self.sweep.finish(p.id, DONE, None if verdict.valid else invalid_reason(verdict), valid=verdict.valid)
                 break
             else:
                 self.sweep.finish(p.id, FAILED, last)
@@ -689,6 +683,13 @@ def switch_session(inv: Inventory, log):
             switchd.stop(inv)
         switchd.start(inv, "rain", log=log)
     return switchd.connect(inv, program="rain", bind=True, client_id=1)
+
+
+def invalid_reason(verdict) -> str:
+    """sweep.json's reason for a measured point that failed validity checks: each
+    failed check with its message (what to do about it is in the message)."""
+    failed = [c for c in verdict.checks if c.passed is False]
+    return ("validity: " + "; ".join(f"{c.name}: {c.message}" for c in failed))[:1000]
 
 
 def _one_line(e: BaseException) -> str:
@@ -814,7 +815,13 @@ def run(
             f"orchestration overhead per point (beyond warm-up + measurement): median {ov[len(ov) // 2]:.2f} s, "
             f"max {ov[-1]:.2f} s"
         )
-    log(f"{counts['done']} done, {counts['failed']} failed, {counts['todo']} todo")
+    invalid = sweep.invalid()
+    log(
+        f"{counts['done']} done ({len(invalid)} of them not valid: see sweep.json), "
+        f"{counts['failed']} failed, {counts['todo']} todo"
+        if invalid
+        else f"{counts['done']} done, {counts['failed']} failed, {counts['todo']} todo"
+    )
     if analyze_after and counts["done"]:
         from .analyze import analyze
         from .plots import plot

@@ -23,7 +23,8 @@ class PointState:
     status: str
     digest: str
     attempts: int = 0
-    reason: str | None = None
+    reason: str | None = None  # why it failed, or which validity checks a done point failed
+    valid: bool | None = None  # a done point's verdict (validity.json); None until measured
     started: float | None = None
     finished: float | None = None
     wall_s: float | None = None
@@ -93,12 +94,12 @@ class Sweep:
 
     def start(self, pid: str) -> None:
         s = self.state[pid]
-        s.status, s.attempts, s.started, s.reason = RUNNING, s.attempts + 1, time.time(), None
+        s.status, s.attempts, s.started, s.reason, s.valid = RUNNING, s.attempts + 1, time.time(), None, None
         self._save()
 
-    def finish(self, pid: str, status: str, reason: str | None = None) -> None:
+    def finish(self, pid: str, status: str, reason: str | None = None, *, valid: bool | None = None) -> None:
         s = self.state[pid]
-        s.status, s.reason, s.finished = status, reason, time.time()
+        s.status, s.reason, s.valid, s.finished = status, reason, valid, time.time()
         s.wall_s = round(s.finished - (s.started or s.finished), 3)
         self._save()
 
@@ -106,6 +107,10 @@ class Sweep:
         s = self.state[pid]
         s.status, s.reason = TODO, reason
         self._save()
+
+    def invalid(self) -> list[str]:
+        """Done points whose measurement failed validity checks."""
+        return [pid for pid in self.order if self.state[pid].status == DONE and self.state[pid].valid is False]
 
     def counts(self) -> dict[str, int]:
         out = {TODO: 0, RUNNING: 0, DONE: 0, FAILED: 0}
