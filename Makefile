@@ -61,13 +61,18 @@ $(STAMPS)/venv: pyproject.toml $(BIN)/python
 	@$(BIN)/python -m pip install -q -e '.[test]' > $(STAMPS)/pip.log 2>&1 || { cat $(STAMPS)/pip.log; exit 1; }
 	@touch $@
 
+# The demo builds its own testbed in a free slot and names its inventory (the path
+# `testbed up` prints) in every later command: a testbed someone already has up, in
+# slot 0 or any other, is neither used nor stopped nor taken down.
 demo: setup
 	@echo "== rainmaker demo: Rain on an emulated testbed (1 client, 2 workers, a software switch,"
 	@echo "   all on this machine), provisioned with Ansible, then experiments/demo.yaml: 4 loads,"
 	@echo "   analysed and plotted. About 3 minutes on 2 cores."
-	@$(RM_CLI) testbed up --clients 1 --workers 2 && \
-	{ $(RM_CLI) provision && $(RM_CLI) run experiments/demo.yaml --results results; \
-	  rc=$$?; $(RM_CLI) switch stop >/dev/null 2>&1; $(RM_CLI) testbed down; exit $$rc; }
+	@out=$$($(RM_CLI) testbed up --clients 1 --workers 2 --slot free) || exit $$?; \
+	inv=$${out#inventory: }; echo "$$out"; \
+	[ -f "$$inv" ] || { echo "demo: \`testbed up\` printed no inventory path" >&2; exit 1; }; \
+	{ $(RM_CLI) provision -i "$$inv" && $(RM_CLI) run experiments/demo.yaml -i "$$inv" --results results; \
+	  rc=$$?; $(RM_CLI) switch stop -i "$$inv" >/dev/null 2>&1; $(RM_CLI) testbed down -i "$$inv"; exit $$rc; }
 
 test: setup
 	$(BIN)/python -m pytest

@@ -1,7 +1,8 @@
 """The `rainmaker` command line.
 
 Every verb reads its testbed from an inventory: `-i FILE`, else $RAINMAKER_INVENTORY,
-else the emulated testbed that `rainmaker testbed up` built. Errors print as one
+else the emulated testbed that `rainmaker testbed up` built when it is the only one up
+(with several up, it refuses and lists them rather than guess). Errors print as one
 readable message (file, field, fix) with exit status 2 for bad input and 1 for
 failures; RAINMAKER_DEBUG=1 shows the traceback too.
 """
@@ -25,7 +26,9 @@ from .errors import RainmakerError
 console = Console(highlight=False, soft_wrap=True)
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
-INVENTORY_HELP = "testbed inventory (YAML). Default: $RAINMAKER_INVENTORY, else the emulated testbed that is up"
+INVENTORY_HELP = (
+    "testbed inventory (YAML). Default: $RAINMAKER_INVENTORY, else the emulated testbed that is up (if only one is)"
+)
 
 
 def _inventory(path: str | None):
@@ -70,29 +73,93 @@ def _slot_option(f):
     )(f)
 
 
+class _UpSlot(click.ParamType):
+    """A slot number, or `free`: the lowest slot no testbed uses."""
+
+    name = "0..15|free"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int) or value == "free":
+            return value
+        if str(value).isdigit() and 0 <= int(value) <= 15:
+            return int(value)
+        self.fail(f"{value!r} is not a slot: give 0..15, or free", param, ctx)
+
+
 @testbed.command("up")
 @click.option("--clients", type=click.IntRange(1, 14), default=1, show_default=True, help="client hosts")
 @click.option("--workers", type=click.IntRange(1, 14), default=2, show_default=True, help="worker hosts")
-@_slot_option
-def testbed_up(clients: int, workers: int, slot: int) -> None:
+@click.option(
+    "--slot",
+    type=_UpSlot(),
+    default=0,
+    show_default=True,
+    help="which emulated testbed: slots are independent (own namespaces, addresses 10.79.SLOT.0/24); "
+    "free: the lowest slot no testbed uses",
+)
+def testbed_up(clients: int, workers: int, slot: int | str) -> None:
     """Build an emulated testbed: one network namespace per host and one for the switch,
     veth data links host <-> switch, a management bridge, an sshd per machine with pinned
-    host keys. Prints the path of the inventory it writes, which becomes the default
-    inventory of every other command while the testbed is up."""
-    from .testbed.emulated import EmulatedTestbed
+    host keys.
 
-    inv = EmulatedTestbed(slot).up(clients, workers, log=lambda m: console.print(f"[dim]·[/] {m}"))
-    console.print(f"inventory: [bold]{inv}[/]")
+    Progress goes to stderr; stdout gets one line, `inventory: PATH`, the inventory it
+    wrote. While it is the only testbed up it is every other command's default
+    inventory; with several up, commands need -i PATH (or RAINMAKER_INVENTORY)."""
+    from .testbed.emulated import EmulatedTestbed, up_in_free_slot
+
+    def log(m: str) -> None:
+        err_console.print(f"[dim]·[/] {m}")
+
+    inv = (
+        up_in_free_slot(clients, workers, log=log)
+        if slot == "free"
+        else EmulatedTestbed(slot).up(clients, workers, log=log)
+    )
+    click.echo(f"inventory: {inv}")  # plain: `make demo` reads the path from it
 
 
 @testbed.command("down")
-@_slot_option
-def testbed_down(slot: int) -> None:
+@click.option("--slot", type=click.IntRange(0, 15), help="the testbed's slot  [default: 0, or the inventory's]")
+@click.option(
+    "-i",
+    "--inventory",
+    "inv_path",
+    type=click.Path(dir_okay=False),
+    help="the inventory `testbed up` printed: take down the testbed that wrote it",
+)
+def testbed_down(slot: int | None, inv_path: str | None) -> None:
     """Remove the emulated testbed: processes, namespaces, links, routes, state. Safe to
     run twice, and after a half-finished or crashed `up`."""
     from .testbed.emulated import EmulatedTestbed
 
-    EmulatedTestbed(slot).down(log=lambda m: console.print(f"[dim]·[/] {m}"))
+    if inv_path is not None:
+        from .inventory import load
+
+        slot = _slot_of(load(inv_path), inv_path, slot)
+    EmulatedTestbed(slot or 0).down(log=lambda m: console.print(f"[dim]·[/] {m}"))
+
+
+def _slot_of(inv, path: str, slot: int | None) -> int:
+    """The slot of the emulated testbed that wrote inventory `inv`, refusing any other."""
+    from .errors import UsageError
+    from .testbed import state
+
+    if inv.emulation is None:
+        raise UsageError(
+            f"{path} is not an emulated testbed's inventory (it has no emulation block)",
+            fix="give the inventory `rainmaker testbed up` printed, or --slot N",
+        )
+    if slot is not None and slot != inv.emulation.slot:
+        raise UsageError(
+            f"--slot {slot} and {path} (slot {inv.emulation.slot}) name two testbeds", fix="give one of them"
+        )
+    mine = state.slot_dir(inv.emulation.slot)
+    if inv.emulation.state_dir.resolve() != mine.resolve():
+        raise UsageError(
+            f"{path} was written by a testbed whose state is in {inv.emulation.state_dir}, not {mine}",
+            fix=f"run it with RAINMAKER_STATE_DIR={inv.emulation.state_dir.parent.parent}",
+        )
+    return inv.emulation.slot
 
 
 @testbed.command("status")

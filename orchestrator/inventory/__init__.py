@@ -8,11 +8,12 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from .. import yamlfile
-from ..errors import InventoryError, Problem
+from ..errors import InventoryError, Problem, UsageError
 from .model import Emulation, Host, Hugepages, Inventory, Mgmt, Nic, Ssh, Switch, SwitchPort
 from .validate import check, warnings
 
 __all__ = [
+    "AmbiguousInventory",
     "Emulation",
     "Host",
     "Hugepages",
@@ -73,9 +74,24 @@ def _absolute(inv: Inventory, base: Path) -> Inventory:
     return inv.model_copy(update={"ssh": ssh, "switch": sw, "hosts": hosts})
 
 
+class AmbiguousInventory(UsageError):
+    """No inventory was named and several emulated testbeds are up: which one is meant
+    is the user's to say (picking one ran a demo on another slot's machines)."""
+
+    def __init__(self, testbeds: list):
+        self.testbeds = testbeds
+        listing = "\n".join(f"    {t}" for t in testbeds)
+        super().__init__(
+            f"no inventory given and {len(testbeds)} emulated testbeds are up:\n{listing}\n"
+            "  rainmaker does not guess which one you mean",
+            fix=f"pass -i FILE (e.g. -i {testbeds[0].inventory}) or set RAINMAKER_INVENTORY=FILE, "
+            "or take the testbeds you do not use down with `rainmaker testbed down --slot N`",
+        )
+
+
 def resolve_path(explicit: str | None) -> Path:
-    """Which inventory a command uses: -i, then $RAINMAKER_INVENTORY, then the emulated testbed that is up."""
-    from ..errors import UsageError
+    """Which inventory a command uses: -i, then $RAINMAKER_INVENTORY, then the emulated
+    testbed that is up when exactly one is; with several up, an AmbiguousInventory error."""
     from ..testbed import state
 
     if explicit:
@@ -83,9 +99,11 @@ def resolve_path(explicit: str | None) -> Path:
     env = os.environ.get("RAINMAKER_INVENTORY")
     if env:
         return Path(env)
-    current = state.current_inventory()
-    if current is not None:
-        return current
+    up = state.testbeds_up()
+    if len(up) == 1:
+        return up[0].inventory
+    if up:
+        raise AmbiguousInventory(up)
     raise UsageError(
         "no inventory given and no emulated testbed is up",
         fix="bring one up with `rainmaker testbed up`, or pass -i FILE (or set RAINMAKER_INVENTORY)",

@@ -192,6 +192,37 @@ def _ssh_banner(addr: str, port: int = 22, timeout: float = 0.5) -> bool:
 # -- the testbed ---------------------------------------------------------------------
 
 
+class SlotTaken(TestbedError):
+    """Another testbed claimed the slot between the checks of `up` and its bridge."""
+
+
+def slot_in_use(slot: int) -> bool:
+    """Whether anything of a testbed holds `slot` on this machine: state in this state
+    folder, or its namespaces or bridge (which another state folder's testbed may own)."""
+    prefix = Plan(slot, 0, 0).prefix
+    return (
+        state.slot_dir(slot).exists()
+        or any(n.startswith(prefix + "-") for n in _netns_list())
+        or f"{prefix}br" in _links()
+    )
+
+
+def up_in_free_slot(clients: int, workers: int, *, log=print, slots=state.SLOTS) -> Path:
+    """`up` in the lowest of `slots` nothing uses, so a testbed someone has up is never
+    reused (nor later taken down with this one). A slot lost to a race moves on."""
+    for slot in slots:
+        if slot_in_use(slot):
+            continue
+        try:
+            return EmulatedTestbed(slot).up(clients, workers, log=log)
+        except SlotTaken:
+            continue
+    raise TestbedError(
+        f"every slot ({state.SLOTS.start}..{state.SLOTS.stop - 1}) holds a testbed",
+        fix="take one down: `rainmaker testbed down --slot N` (`rainmaker testbed status --slot N` shows it)",
+    )
+
+
 class EmulatedTestbed:
     def __init__(self, slot: int = 0):
         if not 0 <= slot <= 15:
@@ -267,26 +298,32 @@ class EmulatedTestbed:
                 fix=f"clean them with: rainmaker testbed down --slot {self.slot}",
             )
 
-        # Record the plan first: a crash from here on leaves enough for `down`.
+        # The bridge claims the slot for the whole machine, whatever state folder another
+        # `up` uses: `ip link add` is atomic, so of two racing for a slot one stops here
+        # having made nothing. Then record the plan: a crash from here on leaves enough
+        # for `down`.
+        t0 = time.monotonic()
+        claim = _run(["ip", "link", "add", plan.bridge, "type", "bridge"], check=False)
+        if claim.returncode != 0:
+            raise SlotTaken(
+                f"slot {self.slot} was taken while this testbed was being built: {claim.stderr.strip()}",
+                fix="use another slot (--slot N, or --slot free)",
+            )
         self.dir.mkdir(parents=True, exist_ok=True)
         os.chmod(self.dir, 0o755)
         self.plan_path.write_text(json.dumps({"clients": clients, "workers": workers, "complete": False}))
-        t0 = time.monotonic()
         self._network(plan, log)
         self._keys(plan, log)
         self._sshd(plan, log)
         self._wait_ssh(plan, log)
         inv = self._write_inventory(plan)
         self.plan_path.write_text(json.dumps({"clients": clients, "workers": workers, "complete": True}))
-        if state.current_inventory() is None:  # the first testbed up is the default one
-            state.set_current(inv)
         log(f"testbed slot {self.slot} up in {time.monotonic() - t0:.1f} s; inventory: {inv}")
         return inv
 
     def _network(self, plan: Plan, log) -> None:
         log(f"network: bridge {plan.bridge} {plan.mgmt_net}.254/24, blackhole {BLACKHOLE}")
         _run(["ip", "route", "replace", "blackhole", BLACKHOLE])
-        _run(["ip", "link", "add", plan.bridge, "type", "bridge"])
         _run(["ip", "addr", "add", f"{plan.mgmt_net}.254/24", "dev", plan.bridge])
         _run(["ip", "link", "set", plan.bridge, "up"])
         sw_ns = plan.switch.netns(plan.slot)
@@ -458,7 +495,8 @@ class EmulatedTestbed:
         }
         header = (
             f"# Written by `rainmaker testbed up --slot {self.slot}`: the emulated testbed on this machine.\n"
-            f"# It is the default inventory while the testbed is up; `rainmaker testbed down` removes it.\n"
+            f"# It is the default inventory while it is the only testbed up; `rainmaker testbed down\n"
+            f"# --slot {self.slot}` removes it.\n"
         )
         self.inventory_path.write_text(header + yaml.safe_dump(inv, sort_keys=False))
         from ..inventory import load  # validate what we wrote, as any user file
@@ -560,9 +598,6 @@ class EmulatedTestbed:
         if not others:
             if _run(["ip", "route", "del", "blackhole", BLACKHOLE], check=False).returncode == 0:
                 removed.append(f"route blackhole {BLACKHOLE}")
-        cur = state.current_inventory()
-        if cur is not None and cur.resolve() == self.inventory_path.resolve():
-            state.set_current(None)
         if self.dir.exists():
             shutil.rmtree(self.dir)
             removed.append(f"state {self.dir}")

@@ -16,6 +16,11 @@ from orchestrator.testbed.emulated import EmulatedTestbed
 
 pytestmark = pytest.mark.integration
 
+# Two slots next to the run's own (RAINMAKER_TEST_SLOT, default 9), so that two test
+# runs on one machine, each with its own slot, never build in the same one.
+BASE = int(os.environ.get("RAINMAKER_TEST_SLOT", "9"))
+SLOT_A, SLOT_B = ((BASE + 1) % 16, (BASE + 2) % 16)
+
 
 def netns_names() -> list[str]:
     out = subprocess.run(["ip", "-j", "netns", "list"], capture_output=True, text=True).stdout
@@ -55,25 +60,24 @@ def assert_clean(slot: int, state_dir: Path) -> None:
 
 
 def test_up_status_down_leaves_nothing(state_root):
-    tb = EmulatedTestbed(slot=10)
+    tb = EmulatedTestbed(slot=SLOT_A)
     tb.down(log=lambda m: None)
-    before = state.current_inventory()  # another testbed may be the default already
     inv_path = tb.up(clients=1, workers=2, log=lambda m: None)
     try:
         inv = load(inv_path)
         assert [h.name for h in inv.clients] == ["client0"]
         assert [h.name for h in inv.workers] == ["worker0", "worker1"]
-        assert inv.is_emulated and inv.emulation.slot == 10
-        assert state.current_inventory() == (before or inv_path)
+        assert inv.is_emulated and inv.emulation.slot == SLOT_A
+        assert (SLOT_A, inv_path) in [(t.slot, t.inventory) for t in state.testbeds_up()]
         names = netns_names()
         for m in ["sw0", "client0", "worker0", "worker1"]:
-            assert f"rm10-{m}" in names
+            assert f"rm{SLOT_A}-{m}" in names
         st = tb.status()
         assert st["complete"] and all(r["sshd"] == "up" for r in st["machines"])
         # Data interfaces exist, carry the inventory's MAC, and have no kernel IP.
         w0 = inv.host("worker0")
         out = subprocess.run(
-            ["ip", "netns", "exec", "rm10-worker0", "ip", "-j", "addr", "show", "data0"],
+            ["ip", "netns", "exec", f"rm{SLOT_A}-worker0", "ip", "-j", "addr", "show", "data0"],
             capture_output=True,
             text=True,
             check=True,
@@ -93,14 +97,14 @@ def test_up_status_down_leaves_nothing(state_root):
         state_dir = tb.dir
     finally:
         tb.down(log=lambda m: None)
-    assert_clean(10, state_dir)
-    assert state.current_inventory() == before
+    assert_clean(SLOT_A, state_dir)
+    assert SLOT_A not in [t.slot for t in state.testbeds_up()]
     # Idempotent.
     assert tb.down(log=lambda m: None) == []
 
 
 def test_down_after_half_built_up(state_root, monkeypatch):
-    tb = EmulatedTestbed(slot=11)
+    tb = EmulatedTestbed(slot=SLOT_B)
     tb.down(log=lambda m: None)
 
     def crash(self, plan, log):
@@ -117,28 +121,63 @@ def test_down_after_half_built_up(state_root, monkeypatch):
     with pytest.raises(RuntimeError, match="simulated crash"):
         tb.up(clients=1, workers=2, log=lambda m: None)
     monkeypatch.undo()
-    assert [n for n in netns_names() if n.startswith("rm11-")]
+    assert [n for n in netns_names() if n.startswith(f"rm{SLOT_B}-")]
     assert sshd_pids_of(tb.dir)
     st = tb.status()
     assert st["up"] and not st["complete"]
     state_dir = tb.dir
     removed = tb.down(log=lambda m: None)
-    assert any(r.startswith("netns rm11-") for r in removed)
-    assert_clean(11, state_dir)
+    assert any(r.startswith(f"netns rm{SLOT_B}-") for r in removed)
+    assert_clean(SLOT_B, state_dir)
 
 
 def test_down_with_no_state_but_stray_namespace(state_root):
     """A crash before the plan was written still leaves something `down` finds by name."""
-    subprocess.run(["ip", "netns", "add", "rm12-worker0"], check=True)
-    subprocess.run(["ip", "link", "add", "rm12br", "type", "bridge"], check=True)
-    tb = EmulatedTestbed(slot=12)
+    subprocess.run(["ip", "netns", "add", f"rm{SLOT_A}-worker0"], check=True)
+    subprocess.run(["ip", "link", "add", f"rm{SLOT_A}br", "type", "bridge"], check=True)
+    tb = EmulatedTestbed(slot=SLOT_A)
     with pytest.raises(TestbedError, match="leftovers"):
         tb.up(clients=1, workers=1, log=lambda m: None)
     tb.down(log=lambda m: None)
-    assert_clean(12, tb.dir)
+    assert_clean(SLOT_A, tb.dir)
 
 
 def test_cli_up_needs_root_message(monkeypatch):
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     with pytest.raises(TestbedError, match="needs root"):
-        EmulatedTestbed(slot=13).up(1, 1, log=lambda m: None)
+        EmulatedTestbed(slot=SLOT_A).up(1, 1, log=lambda m: None)
+
+
+def test_two_testbeds_up_no_command_guesses(state_root, monkeypatch, capsys):
+    """With a testbed up, a demo-style `up --slot free` builds beside it, a command
+    without -i refuses and lists both, -i reaches only the testbed it names, and
+    `testbed down -i` takes down that one alone."""
+    from tests.cli import rainmaker
+
+    monkeypatch.delenv("RAINMAKER_INVENTORY", raising=False)
+    first, second = EmulatedTestbed(slot=SLOT_A), EmulatedTestbed(slot=SLOT_B)
+    for tb in (first, second):
+        tb.down(log=lambda m: None)
+    try:
+        inv_a = first.up(clients=1, workers=1, log=lambda m: None)
+        inv_b = emulated.up_in_free_slot(1, 1, log=lambda m: None, slots=(SLOT_A, SLOT_B))
+        assert inv_b == second.inventory_path and first.healthy()
+
+        code, out, err = rainmaker(monkeypatch, capsys, "exec", "--", "echo $RAINMAKER_DEPLOY_ROOT")
+        assert code == 2 and out == ""
+        assert str(inv_a) in err and str(inv_b) in err and "-i FILE" in err
+
+        code, out, _ = rainmaker(monkeypatch, capsys, "exec", "-i", str(inv_b), "--", "echo $RAINMAKER_DEPLOY_ROOT")
+        assert code == 0
+        assert str(second.dir) in out and str(first.dir) not in out
+
+        code, _, _ = rainmaker(monkeypatch, capsys, "testbed", "down", "-i", str(inv_b))
+        assert code == 0
+        assert_clean(SLOT_B, second.dir)
+        assert first.healthy()
+        # One testbed up again: it is the default.
+        code, out, _ = rainmaker(monkeypatch, capsys, "exec", "--", "echo $RAINMAKER_DEPLOY_ROOT")
+        assert code == 0 and str(first.dir) in out
+    finally:
+        for tb in (first, second):
+            tb.down(log=lambda m: None)
