@@ -48,6 +48,36 @@ def _name(v: str) -> str:
 
 Name = Annotated[str, AfterValidator(_name)]
 
+_LABEL_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
+
+
+def host_address(v: str, what: str, example: str) -> str:
+    """An IP address or a host name, as SSH and gRPC resolve them. A dotted string of
+    digits is an IPv4 address (the resolver reads it so, never as a name), so 999.1.1.1
+    is a typo, not a host; a name follows RFC 1123, its last label not all digits."""
+    if v.startswith("[") and v.endswith("]"):  # an IPv6 address as host:port writes it
+        v = v[1:-1]
+    try:
+        a = ipaddress.ip_address(v)
+    except ValueError:
+        a = None
+    if a is not None:
+        if a.is_unspecified or a.is_multicast:
+            raise bad(f"'{v}' cannot be {what}", f"give a unicast address, like {example}")
+        return v
+    if re.fullmatch(r"[0-9.]+", v):
+        raise bad(
+            f"'{v}' is not a valid IPv4 address (four numbers 0..255 separated by dots)",
+            f"correct the address, like {example}",
+        )
+    labels = v.split(".")
+    if len(v) > 253 or not all(_LABEL_RE.match(x) for x in labels) or labels[-1].isdigit():
+        raise bad(
+            f"'{v}' is neither an IP address nor a valid host name",
+            f"give {what} as an address (like {example}) or a host name (letters, digits, '-', dots)",
+        )
+    return v
+
 
 class Mgmt(Strict):
     """How the orchestrator reaches a machine over SSH."""
@@ -60,14 +90,7 @@ class Mgmt(Strict):
     @field_validator("address")
     @classmethod
     def _addr(cls, v: str) -> str:
-        try:
-            ipaddress.ip_address(v)
-        except ValueError:
-            if not re.match(r"^[A-Za-z0-9][A-Za-z0-9.-]*$", v):
-                raise bad(
-                    f"'{v}' is neither an IP address nor a host name", "give the machine's management address"
-                ) from None
-        return v
+        return host_address(v, "the machine's management address", "192.0.2.10")
 
     @field_validator("user")
     @classmethod
@@ -145,6 +168,7 @@ class Switch(Strict):
         host, sep, port = v.rpartition(":")
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise bad(f"'{v}' is not host:port", "write the switch's BFRuntime address, e.g. 192.0.2.10:50052")
+        host_address(host, "the BFRuntime server's host", "192.0.2.10:50052")
         return v
 
     @field_validator("service_ip")
@@ -258,7 +282,7 @@ class Nic(Strict):
             a = ipaddress.IPv4Address(v)
         except ValueError:
             raise bad(f"'{v}' is not an IPv4 address", "write the data-plane address, like 10.10.1.2") from None
-        if a.is_multicast or a.is_unspecified or a.is_loopback:
+        if a.is_multicast or a.is_unspecified or a.is_loopback or a.is_reserved:  # reserved: 240/4, broadcast
             raise bad(f"'{v}' cannot be a NIC's address", "use a unicast address of the data network")
         return v
 

@@ -158,6 +158,61 @@ CASES = [
         "hosts[1].mgmt",
         "management address",
     ),
+    # Every address field: a dotted all-numeric string is an IPv4 address, and must be a
+    # valid one; anything else must be a valid host name.
+    (
+        "mgmt-bad-ipv4",
+        lambda d: d["switch"]["mgmt"].update(address="999.1.1.1"),
+        "switch.mgmt.address",
+        "not a valid IPv4",
+    ),
+    (
+        "host-mgmt-bad-ipv4",
+        lambda d: d["hosts"][1]["mgmt"].update(address="192.0.2.256"),
+        "hosts[1].mgmt.address",
+        "not a valid IPv4",
+    ),
+    (
+        "mgmt-three-numbers",
+        lambda d: d["hosts"][1]["mgmt"].update(address="192.0.2"),
+        "hosts[1].mgmt.address",
+        "not a valid IPv4",
+    ),
+    (
+        "mgmt-unspecified",
+        lambda d: d["hosts"][1]["mgmt"].update(address="0.0.0.0"),
+        "hosts[1].mgmt.address",
+        "cannot be",
+    ),
+    (
+        "mgmt-underscore",
+        lambda d: d["hosts"][1]["mgmt"].update(address="node_1.lab"),
+        "hosts[1].mgmt.address",
+        "host name",
+    ),
+    (
+        "mgmt-hyphen-label",
+        lambda d: d["hosts"][1]["mgmt"].update(address="-node1.lab"),
+        "hosts[1].mgmt.address",
+        "host name",
+    ),
+    (
+        "mgmt-empty-label",
+        lambda d: d["hosts"][1]["mgmt"].update(address="node1..lab"),
+        "hosts[1].mgmt.address",
+        "host name",
+    ),
+    (
+        "mgmt-numeric-tld",
+        lambda d: d["hosts"][1]["mgmt"].update(address="node1.lab.42"),
+        "hosts[1].mgmt.address",
+        "host name",
+    ),
+    ("bfrt-bad-ipv4", lambda d: d["switch"].update(bfrt="999.1.1.1:50052"), "switch.bfrt", "not a valid IPv4"),
+    ("bfrt-bad-host", lambda d: d["switch"].update(bfrt="tofino_1:50052"), "switch.bfrt", "host name"),
+    ("nic-ip-broadcast", lambda d: d["hosts"][0]["nic"].update(ip="255.255.255.255"), "hosts[0].nic.ip", "cannot be"),
+    ("service-ip-bad", lambda d: d["switch"].update(service_ip="10.255.255.256"), "switch.service_ip", "not an IPv4"),
+    ("service-ip-name", lambda d: d["switch"].update(service_ip="sched.lab"), "switch.service_ip", "not an IPv4"),
     # real-hardware fields
     ("bad-sde-version", lambda d: d["switch"].update(sde_version="9.13"), "switch.sde_version", "not an SDE version"),
     ("bad-target", lambda d: d["switch"].update(target="hardware"), "switch.target", "asic"),
@@ -224,6 +279,18 @@ def test_malformed_inventory_names_field(tmp_path, case):
     assert any(words.lower() in p.message.lower() for p in match), rendered
     assert all(p.fix for p in match), f"every problem carries a fix:\n{rendered}"
     assert str(tmp_path / "inv.yaml") in rendered and path in rendered
+
+
+def test_addresses_and_host_names_that_are_fine(tmp_path):
+    def fn(d):
+        d["switch"]["mgmt"]["address"] = "tofino1.lab.example.org"
+        d["switch"]["bfrt"] = "[2001:db8::10]:50052"
+        d["hosts"][0]["mgmt"]["address"] = "2001:db8::21"
+        d["hosts"][1]["mgmt"]["address"] = "node-1"
+        d["hosts"][2]["mgmt"]["address"] = "127.0.0.1"
+
+    inv = load(write(tmp_path, mutate(fn)))
+    assert inv.switch.bfrt_host == "[2001:db8::10]" and inv.hosts[1].mgmt.address == "node-1"
 
 
 def test_typo_suggests_the_right_field(tmp_path):
