@@ -24,7 +24,7 @@ ROCE_OP_UC_WRITE_ONLY: int = 0x2A
 # Which WRITE ONLY a worker's QP takes (its registration's ring.qp_type).
 WRITE_OPCODE: dict[str, int] = {"uc": ROCE_OP_UC_WRITE_ONLY, "rc": ROCE_OP_RC_WRITE_ONLY}
 
-# Tofino: a dev_port's pipe is its bits 8:7 (facts/tofino.md section 3).
+# Tofino: a dev_port's pipe is its bits 8:7 (docs/tofino.md, "Pipes, ports").
 PIPE_SHIFT = 7
 PSN_MASK = (1 << 24) - 1
 QPN_MASK = (1 << 24) - 1
