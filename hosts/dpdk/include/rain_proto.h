@@ -95,7 +95,7 @@ _Static_assert(sizeof(struct rain_slot_hdr) == RAIN_SLOT_HDR_LEN, "rain_slot_hdr
 
 /* RoCEv2 (UDP 4791): what the switch's RDMA engine emits, and the emulated
  * worker applies. BTH + RETH, then the payload, then a 4-byte iCRC that is not
- * computed (NICs are configured to ignore it; see switch/p4 and tofino facts). */
+ * computed (NICs are configured to ignore it; see switch/p4 and docs/tofino.md). */
 #define ROCE_UDP_PORT            4791u
 #define ROCE_OP_RC_WRITE_ONLY    0x0au
 #define ROCE_OP_UC_WRITE_ONLY    0x2au
