@@ -10,7 +10,16 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 
-from .spec import Spec, capacity_krps, fmt_load
+from ..errors import Problem
+from .spec import Spec, SpecError, capacity_krps, fmt_load
+
+# What one client host can send, in testbed requests/s: a DPDK client core on a real
+# NIC reaches line rate for small packets (~15 M/s at 10G, more at 100G; 20 M/s
+# leaves room); on the emulated testbed af_packet moves a few hundred thousand
+# packets/s on a shared core, so time dilation must bring the load down to that.
+CLIENT_RPS_MAX = {False: 20_000_000.0, True: 200_000.0}
+# A measurement window must hold many tasks of each worker, or its p99 is noise.
+TASKS_PER_WINDOW_MIN = 100
 
 
 @dataclass(frozen=True)
@@ -59,6 +68,8 @@ class Point:
 
 
 def plan(spec: Spec, shape: TestbedShape) -> list[Point]:
+    """The points of `spec` on a testbed of `shape`; a SpecError when the testbed cannot
+    run them (tasks dilated past the measurement, more requests than its clients send)."""
     k = spec.dilation.emulated if shape.emulated else spec.dilation.hardware
     d = spec.durations(shape.emulated)
     handler = spec.handler if spec.handler != "auto" else ("sleep" if shape.emulated else "spin")
@@ -70,6 +81,7 @@ def plan(spec: Spec, shape: TestbedShape) -> list[Point]:
     else:
         loads = [(f * cap, f) for f in spec.load.capacity_fraction or []]
         tag = "f"
+    _check_runnable(spec, shape, k, d.measure_s, max(x for x, _ in loads))
     points: list[Point] = []
     for rep in range(1, spec.repetitions + 1):
         for system in spec.systems:
@@ -97,3 +109,37 @@ def plan(spec: Spec, shape: TestbedShape) -> list[Point]:
                         )
                     )
     return points
+
+
+def _check_runnable(spec: Spec, shape: TestbedShape, k: float, measure_s: float, top_krps: float) -> None:
+    """Refuse points this testbed cannot run, naming the field to change."""
+    where = "the emulated testbed" if shape.emulated else "a hardware testbed"
+    dil = "dilation.emulated" if shape.emulated else "dilation.hardware"
+    measure = ("emulated.measure_s" if spec.emulated else "measure_s") if shape.emulated else "measure_s"
+    problems: list[Problem] = []
+    task_s = spec.workload.mean_service_us * k / 1e6
+    if task_s * TASKS_PER_WINDOW_MIN > measure_s:
+        problems.append(
+            Problem(
+                "workload.classes",
+                f"a mean task of {spec.workload.mean_service_us:,g} us takes {task_s:,.3g} s on {where} "
+                f"(x{k:g}): {measure_s:g} s of measurement holds fewer than {TASKS_PER_WINDOW_MIN} of them",
+                f"shorten the service times, lower {dil}, or lengthen {measure} to at least "
+                f"{task_s * TASKS_PER_WINDOW_MIN:,.3g} s",
+            )
+        )
+    rps = top_krps * 1000.0 / k
+    most = CLIENT_RPS_MAX[shape.emulated] * shape.client_hosts
+    if rps > most:
+        load = "load.krps" if spec.load.krps is not None else "load.capacity_fraction"
+        problems.append(
+            Problem(
+                load,
+                f"the highest load, {top_krps:,.6g} kRPS of paper time, is {rps:,.0f} requests/s on {where} "
+                f"(x{k:g}); its {shape.client_hosts} client host(s) send at most {most:,.0f}/s",
+                "lower the loads or add client hosts"
+                + (f", or raise {dil} to at least {top_krps * 1000.0 / most:,.3g}" if shape.emulated else ""),
+            )
+        )
+    if problems:
+        raise SpecError(spec.path, problems)

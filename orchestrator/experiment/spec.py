@@ -5,7 +5,25 @@ are errors, every problem names its file, line and field, with a fix.
 A spec is testbed-independent: loads may be fractions of the testbed's capacity,
 which `plan` turns into request rates from the worker count and the mean service
 time; service times are in paper time (microseconds) and the emulated testbed
-dilates them by `dilation.emulated` (DESIGN.md, "Time dilation").
+dilates them by `dilation.emulated` (docs/emulation.md, time dilation).
+
+Every number has a range a testbed can run, wide enough for the paper's experiments
+at paper scale and for large simulated testbeds (32 workers, millions of requests/s);
+NaN and infinity are refused everywhere. In paper time:
+
+    service times (us, each value)   0.1 .. 100,000    the paper's tasks: 10 to 550 us
+    keys x us_per_key                    the same range    keys 1 .. 100,000
+    loads: krps                         0 < x <= 100,000  100 M requests/s
+    loads: capacity_fraction            0 < x <= 1.5      past 1.5 is only overload
+    warmup_s                             0 .. 3,600
+    measure_s                          0.1 .. 3,600
+    phases: at_s                         0 .. 3,600
+    weights                             0 < x <= 1,000,000
+    dilation                             1 .. 10,000
+    payload bytes                        8 .. 1,400        one packet (large_bytes from 32)
+    quotas (initial_quota, n_max)        1 .. 64
+`plan` then checks what this testbed makes of them (plan.py): dilated tasks shorter
+than the measurement, and an offered rate its clients can send.
 """
 
 from __future__ import annotations
@@ -15,7 +33,16 @@ import os
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from .. import yamlfile
@@ -45,12 +72,59 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def ranged(lo: float, hi: float, unit: str, why: str, *, lo_open: bool = False, example: str | None = None):
+    """A float in [lo, hi] (or (lo, hi]), finite; out of it, an error that says the
+    range, why it is the range, and what to write instead."""
+    rng = f"{'(' if lo_open else '['}{lo:,g}, {hi:,g}]{unit}"
+
+    def check(v: float) -> float:
+        if not math.isfinite(v):
+            raise bad(
+                f"{v} is not a finite number", f"give a number in {rng}" + (f", like {example}" if example else "")
+            )
+        if v < lo or (lo_open and v == lo) or v > hi:
+            raise bad(
+                f"{v:,g}{unit} is outside {rng}: {why}",
+                f"give a number in {rng}" + (f", like {example}" if example else ""),
+            )
+        return v
+
+    return Annotated[float, AfterValidator(check)]
+
+
+SERVICE_US = (0.1, 100_000.0)
+ServiceUs = ranged(
+    *SERVICE_US,
+    " us",
+    "tasks shorter than 100 ns are below a worker's per-packet cost, longer than 100 ms "
+    "are not microsecond-scale scheduling (the paper's tasks take 10 to 550 us)",
+    example="10",
+)
+Weight = ranged(0, 1e6, "", "weights are relative shares", lo_open=True, example="1")
+Seconds = ranged(0, 3600, " s", "one point runs at most an hour", example="1")
+MeasureSeconds = ranged(
+    0.1, 3600, " s", "a point measures for at least 0.1 s (too few samples below) and at most an hour", example="10"
+)
+KRPS_MAX = 100_000.0
+Krps = ranged(
+    0,
+    KRPS_MAX,
+    " kRPS",
+    "100 M requests/s is far past any testbed (32 workers at 10 us serve 3.2 M/s)",
+    lo_open=True,
+    example="1000",
+)
+Fraction = ranged(
+    0, 1.5, "", "a load is a fraction of the capacity, past 1.5 only overload", lo_open=True, example="0.9"
+)
+
+
 # -- service-time distributions (paper time, microseconds) --------------------------
 
 
 class Constant(Strict):
     dist: Literal["constant"]
-    us: float = Field(gt=0)
+    us: ServiceUs
 
     @property
     def mean_us(self) -> float:
@@ -62,15 +136,15 @@ class Constant(Strict):
 
 class Exponential(Strict):
     dist: Literal["exponential"]
-    mean_us: float = Field(gt=0)
+    mean_us: ServiceUs
 
     def client_arg(self, k: float) -> str:
         return f"exp:{round(self.mean_us * 1000 * k)}"
 
 
 class Mode(Strict):
-    us: float = Field(gt=0)
-    weight: float = Field(gt=0)
+    us: ServiceUs
+    weight: Weight
 
 
 class Bimodal(Strict):
@@ -93,9 +167,24 @@ class Keys(Strict):
 
     dist: Literal["keys"]
     op: Literal["get", "scan"]
-    keys: float = Field(gt=0, description="key count, or its mean when keys_dist is exponential")
+    keys: ranged(1, 100_000, "", "a request touches 1 to 100,000 keys (the paper: 10 and 500)", example="10") = Field(
+        description="key count, or its mean when keys_dist is exponential"
+    )
     keys_dist: Literal["constant", "exponential"] = "constant"
-    us_per_key: float = Field(gt=0, description="measured service time per key (paper: GET 10 keys ~ 8 us)")
+    us_per_key: ranged(0.001, 10_000, " us", "a key costs 1 ns to 10 ms", example="0.8") = Field(
+        description="measured service time per key (paper: GET 10 keys ~ 8 us)"
+    )
+
+    @model_validator(mode="after")
+    def _mean(self) -> Keys:
+        lo, hi = SERVICE_US
+        if not lo <= self.mean_us <= hi:
+            raise bad(
+                f"keys x us_per_key = {self.mean_us:,g} us is outside [{lo:g}, {hi:,g}] us, the service times a "
+                "testbed runs",
+                "lower keys or us_per_key",
+            )
+        return self
 
     @property
     def mean_us(self) -> float:
@@ -119,7 +208,7 @@ class Payload(Strict):
 
 class RequestClass(Strict):
     name: str = Field(pattern=r"^[a-z][a-z0-9_]{0,15}$")
-    weight: float = Field(1.0, gt=0)
+    weight: Weight = 1.0
     task_type: int = Field(0, ge=0, le=255)
     service: Service
     payload: Payload = Payload()
@@ -128,10 +217,8 @@ class RequestClass(Strict):
 class Phase(Strict):
     """A piece of a time-varying workload (paper 5.3.2): from `at_s` on, this load."""
 
-    at_s: float = Field(ge=0)
-    capacity_fraction: float = Field(
-        gt=0, le=1.5, description="load, as a fraction of the capacity for this phase's classes"
-    )
+    at_s: Seconds
+    capacity_fraction: Fraction = Field(description="load, as a fraction of the capacity for this phase's classes")
     classes: list[str] | None = Field(None, description="which classes run in this phase (default: all)")
 
 
@@ -167,8 +254,8 @@ class Workload(Strict):
 
 
 class Load(Strict):
-    krps: list[float] | None = Field(None, description="absolute loads, in paper time (kilo requests/s)")
-    capacity_fraction: list[float] | None = Field(None, description="fractions of the testbed's capacity")
+    krps: list[Krps] | None = Field(None, description="absolute loads, in paper time (kilo requests/s)")
+    capacity_fraction: list[Fraction] | None = Field(None, description="fractions of the testbed's capacity")
 
     @model_validator(mode="after")
     def _one(self) -> Load:
@@ -180,10 +267,6 @@ class Load(Strict):
         vals = self.krps or self.capacity_fraction or []
         if not vals:
             raise bad("the list of loads is empty", "list at least one load")
-        if any(v <= 0 for v in vals):
-            raise bad("loads must be positive", "remove zero or negative loads")
-        if self.capacity_fraction and any(v > 1.5 for v in self.capacity_fraction):
-            raise bad("a capacity fraction above 1.5 is far past saturation", "use fractions like 0.5 to 1.1")
         return self
 
 
@@ -204,17 +287,19 @@ class Workers(Strict):
 class Slice(Strict):
     id: int = Field(ge=0, le=15)
     task_types: list[int] = Field(default_factory=list)
-    workers: int | None = Field(None, ge=1, description="worker threads in this slice (default: an even split)")
+    workers: int | None = Field(
+        None, ge=1, le=4096, description="worker threads in this slice (default: an even split)"
+    )
 
 
 class Rain(Strict):
     initial_quota: int = Field(2, ge=1, le=64)
     adaptive: bool = False
     r_th: float = Field(0.5, gt=0, lt=1)
-    s_th: float = Field(10, gt=1)
+    s_th: ranged(1, 1e6, "", "a slowdown threshold", lo_open=True, example="10") = 10
     n_max: int = Field(8, ge=1, le=64)
-    sample_interval_us: float = Field(10, gt=0)
-    k_samples: int = Field(1000, ge=10)
+    sample_interval_us: ranged(0.1, 1e6, " us", "the paper samples every 10 us", example="10") = 10
+    k_samples: int = Field(1000, ge=10, le=10_000_000)
     slices: list[Slice] | None = None
     int_enabled: bool = True
 
@@ -233,8 +318,8 @@ class Baseline(Strict):
 
 
 class Slo(Strict):
-    p99_us: float | None = Field(None, gt=0)
-    p99_slowdown: float | None = Field(None, gt=1)
+    p99_us: ranged(0, 1e8, " us", "an SLO up to 100 s", lo_open=True, example="200") | None = None
+    p99_slowdown: ranged(1, 1e6, "", "a slowdown SLO above 1", lo_open=True, example="10") | None = None
 
     @model_validator(mode="after")
     def _one(self) -> Slo:
@@ -244,25 +329,34 @@ class Slo(Strict):
 
 
 class Durations(Strict):
-    warmup_s: float = Field(ge=0)
-    measure_s: float = Field(gt=0)
+    warmup_s: Seconds
+    measure_s: MeasureSeconds
+
+
+DilationFactor = ranged(
+    1, 10_000, "", "times are stretched, never shrunk, and 10,000x turns 10 us into 0.1 s", example="100"
+)
 
 
 class Dilation(Strict):
-    emulated: float = Field(100, ge=1, le=10000, description="emulated testbeds: x service and inter-arrival times")
-    hardware: float = Field(1, ge=1)
+    emulated: DilationFactor = Field(100, description="emulated testbeds: x service and inter-arrival times")
+    hardware: DilationFactor = 1
 
 
 class Validity(Strict):
     load_tolerance: float = Field(0.05, gt=0, lt=1, description="|achieved - offered| / offered")
-    max_lag_us: float = Field(1000, gt=0, description="largest client schedule lag, in emulated time")
+    max_lag_us: ranged(0, 1e9, " us", "a lag up to 1000 s", lo_open=True, example="1000") = Field(
+        1000, description="largest client schedule lag, in emulated time"
+    )
     max_lost_fraction: float = Field(0.001, ge=0, lt=1)
     min_samples_p99: int = Field(1000, ge=100, description="samples needed for a p99 worth reporting")
     gof_alpha: float = Field(0.001, gt=0, lt=1, description="inter-arrival goodness-of-fit: reject below this p-value")
     max_late_fraction: float = Field(
         0.01, ge=0, le=1, description="share of sends later than the client's lateness threshold (1 us of paper time)"
     )
-    max_p99_ci_width: float = Field(0.25, gt=0, description="relative width of the p99's 95% confidence interval")
+    max_p99_ci_width: ranged(0, 100, "", "a relative width", lo_open=True, example="0.25") = Field(
+        0.25, description="relative width of the p99's 95% confidence interval"
+    )
 
 
 class Variant(Strict):
@@ -289,8 +383,8 @@ class Spec(Strict):
     workers: Workers = Workers()
     workload: Workload
     load: Load
-    warmup_s: float = Field(1, ge=0)
-    measure_s: float = Field(10, gt=0)
+    warmup_s: Seconds = 1
+    measure_s: MeasureSeconds = 10
     emulated: Durations | None = Field(None, description="shorter durations on the emulated testbed")
     repetitions: int = Field(1, ge=1, le=100)
     dilation: Dilation = Dilation()
@@ -304,6 +398,11 @@ class Spec(Strict):
     requires: list[Literal["rocksdb", "adaptive", "baselines", "time_varying"]] = Field(
         default_factory=list, description="features beyond the static Rain path (checked by `run`)"
     )
+    _path: str | None = PrivateAttr(None)  # the file it came from, for errors found by `plan`
+
+    @property
+    def path(self) -> str:
+        return self._path or f"spec {self.name}"
 
     @field_validator("systems")
     @classmethod
@@ -385,6 +484,7 @@ def load(path: str | os.PathLike) -> Spec:
         spec = Spec.model_validate(located.data)
     except ValidationError as e:
         raise SpecError(str(path), yamlfile.pydantic_problems(e, located, Spec)) from None
+    spec._path = str(path)
     return spec
 
 

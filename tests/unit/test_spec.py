@@ -56,7 +56,7 @@ CASES = [
     ("typo", lambda d: d.update(repetitons=3), "repetitons", "unknown field"),
     ("both-load-kinds", lambda d: d.update(load={"krps": [1], "capacity_fraction": [0.5]}), "load", "exactly one"),
     ("no-load-kind", lambda d: d.update(load={}), "load", "exactly one"),
-    ("negative-load", lambda d: d.update(load={"krps": [100, -1]}), "load", "positive"),
+    ("negative-load", lambda d: d.update(load={"krps": [100, -1]}), "load.krps[1]", "outside (0, 100,000] kRPS"),
     (
         "bad-dist",
         lambda d: d["workload"]["classes"][0].update(service={"dist": "pareto", "mean_us": 3}),
@@ -73,7 +73,7 @@ CASES = [
         "zero-service",
         lambda d: d["workload"]["classes"][0].update(service={"dist": "constant", "us": 0}),
         "workload.classes[0].service.constant.us",
-        "greater than 0",
+        "outside [0.1, 100,000] us",
     ),
     (
         "dup-class",
@@ -96,6 +96,111 @@ CASES = [
         lambda d: d["workload"].update(phases=[{"at_s": 0, "capacity_fraction": 0.1, "classes": ["nope"]}]),
         "workload",
         "not defined",
+    ),
+]
+
+
+def svc(service: dict):
+    return lambda d: d["workload"]["classes"][0].update(service=service)
+
+
+NAN, INF = float("nan"), float("inf")
+SVC = "workload.classes[0].service"
+# Every number of a spec has a range a testbed can run; NaN and infinity never pass.
+CASES += [
+    ("service-1e300", svc({"dist": "constant", "us": 1e300}), f"{SVC}.constant.us", "outside [0.1, 100,000] us"),
+    ("exp-mean-1e300", svc({"dist": "exponential", "mean_us": 1e300}), f"{SVC}.exponential.mean_us", "outside"),
+    ("exp-mean-nan", svc({"dist": "exponential", "mean_us": NAN}), f"{SVC}.exponential.mean_us", "not a finite"),
+    (
+        "bimodal-mode-inf",
+        svc({"dist": "bimodal", "modes": [{"us": 10, "weight": 1}, {"us": INF, "weight": 1}]}),
+        f"{SVC}.bimodal.modes[1].us",
+        "not a finite",
+    ),
+    (
+        "bimodal-weight-nan",
+        svc({"dist": "bimodal", "modes": [{"us": 10, "weight": NAN}, {"us": 100, "weight": 1}]}),
+        f"{SVC}.bimodal.modes[0].weight",
+        "not a finite",
+    ),
+    (
+        "keys-too-many",
+        svc({"dist": "keys", "op": "scan", "keys": 1e9, "us_per_key": 0.8}),
+        f"{SVC}.keys.keys",
+        "outside",
+    ),
+    (
+        "keys-cost-1e300",
+        svc({"dist": "keys", "op": "get", "keys": 10, "us_per_key": 1e300}),
+        f"{SVC}.keys.us_per_key",
+        "outside",
+    ),
+    (
+        "keys-product-too-long",
+        svc({"dist": "keys", "op": "scan", "keys": 100_000, "us_per_key": 10}),
+        f"{SVC}.keys",
+        "keys x us_per_key",
+    ),
+    (
+        "class-weight-inf",
+        lambda d: d["workload"]["classes"][0].update(weight=INF),
+        "workload.classes[0].weight",
+        "not a finite",
+    ),
+    ("krps-inf", lambda d: d.update(load={"krps": [100, INF]}), "load.krps[1]", "not a finite"),
+    ("krps-huge", lambda d: d.update(load={"krps": [1e9]}), "load.krps[0]", "outside (0, 100,000] kRPS"),
+    (
+        "fraction-nan",
+        lambda d: d.update(load={"capacity_fraction": [0.5, NAN]}),
+        "load.capacity_fraction[1]",
+        "not a finite",
+    ),
+    (
+        "fraction-over",
+        lambda d: d.update(load={"capacity_fraction": [2]}),
+        "load.capacity_fraction[0]",
+        "outside (0, 1.5]",
+    ),
+    ("measure-1e9", lambda d: d.update(measure_s=1e9), "measure_s", "outside [0.1, 3,600] s"),
+    ("warmup-nan", lambda d: d.update(warmup_s=NAN), "warmup_s", "not a finite"),
+    (
+        "emulated-measure-tiny",
+        lambda d: d.update(emulated={"warmup_s": 0, "measure_s": 0.001}),
+        "emulated.measure_s",
+        "outside",
+    ),
+    (
+        "phase-at-inf",
+        lambda d: d["workload"].update(
+            phases=[{"at_s": 0, "capacity_fraction": 0.5}, {"at_s": INF, "capacity_fraction": 0.5}]
+        ),
+        "workload.phases[1].at_s",
+        "not a finite",
+    ),
+    (
+        "phase-fraction-nan",
+        lambda d: d["workload"].update(phases=[{"at_s": 0, "capacity_fraction": NAN}]),
+        "workload.phases[0].capacity_fraction",
+        "not a finite",
+    ),
+    ("dilation-hw-inf", lambda d: d.update(dilation={"hardware": INF}), "dilation.hardware", "not a finite"),
+    ("dilation-below-1", lambda d: d.update(dilation={"emulated": 0.5}), "dilation.emulated", "outside [1, 10,000]"),
+    ("dilation-emu-nan", lambda d: d.update(dilation={"emulated": NAN}), "dilation.emulated", "not a finite"),
+    ("quota-huge", lambda d: d.update(rain={"initial_quota": 10**9, "n_max": 8}), "rain.initial_quota", "64"),
+    (
+        "sample-interval-nan",
+        lambda d: d.update(rain={"sample_interval_us": NAN}),
+        "rain.sample_interval_us",
+        "not a finite",
+    ),
+    ("s-th-inf", lambda d: d.update(rain={"s_th": INF}), "rain.s_th", "not a finite"),
+    ("slo-p99-inf", lambda d: d.update(slo={"p99_us": INF}), "slo.p99_us", "not a finite"),
+    ("lag-inf", lambda d: d.update(validity={"max_lag_us": INF}), "validity.max_lag_us", "not a finite"),
+    (
+        "large-bytes-huge",
+        lambda d: d["workload"]["classes"][0].update(payload={"large_bytes": 10**6}),
+        "workload.classes[0].payload.large_bytes",
+        "1400",
     ),
 ]
 
@@ -123,6 +228,44 @@ def test_plan_is_pure_and_scales_with_the_testbed(tmp_path):
     assert p.handler == "sleep" and p.measure_s == 2
     hw = plan(spec, TestbedShape(worker_hosts=2, client_hosts=1, emulated=False))
     assert hw[1].offered_rps == pytest.approx(720_000) and hw[1].handler == "spin" and hw[1].measure_s == 10
+
+
+def test_plan_refuses_what_the_testbed_cannot_run(tmp_path):
+    """Numbers in range can still ask a testbed for too much: tasks dilated past the
+    measurement window, or more requests than its clients send. The error names the
+    file, the field and the fix."""
+    # 50 ms tasks x100 are 5 s each on the emulated testbed: 2 s of measurement holds none.
+    path = write(tmp_path, mutate(svc({"dist": "constant", "us": 50_000})))
+    with pytest.raises(SpecError) as ei:
+        plan(load(path), TestbedShape(2, 1, emulated=True))
+    (p,) = ei.value.problems
+    assert p.path == "workload.classes" and "emulated.measure_s" in p.fix and "dilation.emulated" in p.fix
+    assert str(path) in ei.value.render()
+    # 100 s of measurement on hardware (no dilation) holds 2,000 of them.
+    assert plan(load(path), TestbedShape(2, 1, emulated=False))
+    # 10 M requests/s undilated: beyond one emulated client, fine for a DPDK client.
+    path = write(tmp_path, mutate(lambda d: d.update(load={"krps": [10_000]}, dilation={"emulated": 1})))
+    with pytest.raises(SpecError) as ei:
+        plan(load(path), TestbedShape(2, 1, emulated=True))
+    (p,) = ei.value.problems
+    assert p.path == "load.krps" and "raise dilation.emulated to at least 50" in p.fix
+    assert plan(load(path), TestbedShape(2, 1, emulated=False))[0].offered_rps == pytest.approx(10_000_000)
+    # 30 M requests/s is past one DPDK client host too; two of them send it.
+    spec = load(write(tmp_path, mutate(lambda d: d.update(load={"krps": [30_000]}))))
+    with pytest.raises(SpecError, match="add client hosts"):
+        plan(spec, TestbedShape(2, 1, emulated=False))
+    assert plan(spec, TestbedShape(2, 2, emulated=False))
+
+
+def test_paper_scale_plans(tmp_path):
+    """32 single-thread workers at 10 us serve 3.2 M requests/s: the paper's scale plans
+    on hardware (4 client hosts) and, dilated 100x, on the emulated testbed."""
+    d = mutate(lambda d: d.update(workers={"per_host_threads": 1}, load={"capacity_fraction": [0.5, 0.9, 1.1]}))
+    spec = load(write(tmp_path, d))
+    hw = plan(spec, TestbedShape(worker_hosts=32, client_hosts=4, emulated=False))
+    assert hw[-1].load_krps == pytest.approx(3520) and hw[-1].offered_rps == pytest.approx(3_520_000)
+    emu = plan(spec, TestbedShape(worker_hosts=32, client_hosts=1, emulated=True))
+    assert emu[-1].offered_rps == pytest.approx(35_200)
 
 
 def test_variants_expand_into_curves(tmp_path):
