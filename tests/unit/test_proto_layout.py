@@ -137,7 +137,7 @@ def test_header_round_trip_and_drops():
 
 
 def test_roce_test_vector():
-    """The RoCEv2 WRITE test vector of the tofino facts: BTH + RETH bytes."""
+    """The RoCEv2 WRITE test vector of docs/tofino.md: BTH + RETH bytes."""
     bth = proto.Bth(opcode=proto.ROCE_OP_RC_WRITE_ONLY, dst_qp=0x000123, psn=16)
     reth = proto.Reth(va=0x00007F0000001000, rkey=0x00ABCDEF, dma_len=16)
     assert (bth.pack() + reth.pack()).hex() == "0a40ffff0000012300000010" + "00007f000000100000abcdef00000010"
