@@ -395,8 +395,19 @@ def test_responses_samples_and_sleep(pair, switch, tmp_path):
 # --------------------------------------------------------------------------------------------
 # RoCEv2 WRITE ONLY, built with scapy: BTH from scapy.contrib.roce, RETH by hand.
 def _roce_frame(
-    pair, qpn: int, psn: int, va: int, rkey: int, data: bytes, *, opcode: int = 0x0A, dma_len: int | None = None
+    pair,
+    qpn: int,
+    psn: int,
+    va: int,
+    rkey: int,
+    data: bytes,
+    *,
+    opcode: int = 0x0A,
+    dma_len: int | None = None,
+    icrc: int | None = None,
 ) -> bytes:
+    """icrc None: the right iCRC (scapy's BTH computes it); a number: that trailer
+    instead (0 is what the switch sends)."""
     from scapy.contrib.roce import BTH
     from scapy.fields import IntField, XIntField, XLongField
     from scapy.layers.inet import IP, UDP
@@ -411,7 +422,7 @@ def _roce_frame(
         Ether(src=pair.b.mac, dst=pair.a.mac)
         / IP(src=pair.b.ip, dst=pair.a.ip, flags="DF")
         / UDP(sport=49152, dport=4791, chksum=0)
-        / BTH(opcode=opcode, migreq=1, dqpn=qpn, psn=psn)
+        / BTH(opcode=opcode, migreq=1, dqpn=qpn, psn=psn, icrc=icrc)
         / RETH(va=va, rkey=rkey, dlen=len(data) if dma_len is None else dma_len)
         / Raw(data)
     )
@@ -451,18 +462,22 @@ def ring_worker(pair, tmp_path_factory):
     w.stop()
 
 
+def _counters(st: dict) -> dict:
+    """drops and roce counters in one dict (roce's as roce_<name>), counts only."""
+    roce = {f"roce_{k}": v for k, v in st["roce"].items() if type(v) is int}
+    return {**st["drops"], **roce}
+
+
 def _drops(w: Worker) -> dict:
-    st = w.stats()
-    return {**st["drops"], **{f"roce_{k}": v for k, v in st["roce"].items()}}
+    return _counters(w.stats())
 
 
 def _wait_drop(w: Worker, before: dict, expect: dict, timeout: float = 3.0) -> dict:
     def ok(st):
-        d = {**st["drops"], **{f"roce_{k}": v for k, v in st["roce"].items()}}
+        d = _counters(st)
         return all(d[k] - before[k] >= n for k, n in expect.items())
 
-    st = w.wait_stats(ok, timeout)
-    now = {**st["drops"], **{f"roce_{k}": v for k, v in st["roce"].items()}}
+    now = _counters(w.wait_stats(ok, timeout))
     return {k: now[k] - before[k] for k in now}
 
 
@@ -472,6 +487,7 @@ def test_rdma_writes_and_descriptors(pair, switch, ring_worker):
     assert ring["qpn"] == [0x200, 0x201] and ring["rkey"] == 0xABCDEF and ring["psn"] == 100
     assert ring["slots"] == 8 and ring["slot_size"] == 256 and ring["region_size"] == 8 * 256
     assert ring["transport"] == "emulated" and ring["qp_type"] == "uc" and ring["device"] is None
+    assert ring["icrc_check"] is False
     # The ring is aligned to its size rounded up to a power of two: it never crosses the
     # 4 GiB boundary the switch's 32-bit VA arithmetic cannot (rdma_writer.p4).
     assert ring["size"] == 2 * 8 * 256 and ring["va"][0] % (1 << (ring["size"] - 1).bit_length()) == 0
@@ -558,6 +574,60 @@ def test_rdma_writes_and_descriptors(pair, switch, ring_worker):
     assert len(parse_udp(switch.responses[(0x0202, 7005)][2])[2]) == proto.HDR_LEN
 
 
+def test_icrc_is_checked_when_the_nic_checks_it(pair, switch, tmp_path):
+    """The switch sends its WRITEs with a zero iCRC. With --icrc-check (the inventory's
+    roce.icrc_check: on) the emulated NIC drops them as a checking ConnectX does, counts
+    them (roce_icrc) and their tasks fail; a WRITE with the right iCRC is applied. Without
+    it, both are applied."""
+    args = ["--threads", "1", "--mode", "push", "--handler", "echo", "--ring-slots", "8", "--slot-size", "256"]
+    args += ["--rkey", "0xabcdef", "--qpn-base", "0x300"]
+
+    def write(w: Worker, slot: int, rid: int, psn: int, icrc: int | None) -> None:
+        ring = w.reg["ring"]
+        data = proto.large_payload(0x0505, rid, 120)
+        switch.raw.send(_roce_frame(pair, 0x300, psn, ring["va"][0] + slot * 256, 0xABCDEF, data, icrc=icrc))
+
+    def run(w: Worker, rid: int, slot: int) -> bool:
+        """Dispatch the task pre-written to `slot`; True if it ran (not FAILED)."""
+        switch.dispatch(0, rid, client_id=0x0505, desc=(slot, 120))
+        switch.wait_responses([(0x0505, rid)], timeout=3)
+        return not switch.responses[(0x0505, rid)][1].flags & proto.Flag.FAILED
+
+    w = Worker(pair, tmp_path, "icrc-on", [*args, "--icrc-check"])
+    try:
+        assert w.reg["ring"]["icrc_check"] is True
+        before = _drops(w)
+        write(w, 1, 8001, psn=0, icrc=None)  # the right iCRC
+        write(w, 2, 8002, psn=1, icrc=0)  # what the switch sends
+        write(w, 3, 8003, psn=1, icrc=0xDEADBEEF)  # a wrong one
+        d = _wait_drop(w, before, {"roce_applied": 1, "roce_icrc": 2})
+        assert (d["roce_applied"], d["roce_icrc"], d["roce_icrc_bad"]) == (1, 2, 2), d
+        # a dropped WRITE consumes no PSN: the next one, PSN 1, is in order
+        write(w, 4, 8004, psn=1, icrc=None)
+        d = _wait_drop(w, before, {"roce_applied": 2})
+        assert (d["roce_applied"], d["roce_psn_gaps"], d["roce_psn"]) == (2, 0, 0), d
+        assert run(w, 8001, 1) and run(w, 8004, 4)
+        assert not run(w, 8002, 2) and not run(w, 8003, 3)  # never written: refused by the slot check
+        assert w.ctl.workers[0].stats.desc_mismatch == 2
+    finally:
+        st = w.stop()
+    assert st["roce"]["icrc_check"] is True and st["drops"]["roce_icrc"] == 2
+    assert st["roce"]["nic_icrc_drops"] is None  # emulated: no NIC counter
+
+    w = Worker(pair, tmp_path, "icrc-off", args)
+    try:
+        assert w.reg["ring"]["icrc_check"] is False
+        before = _drops(w)
+        write(w, 1, 8101, psn=0, icrc=None)
+        write(w, 2, 8102, psn=1, icrc=0)
+        d = _wait_drop(w, before, {"roce_applied": 2})
+        assert (d["roce_applied"], d["roce_icrc"]) == (2, 0), d
+        assert run(w, 8101, 1) and run(w, 8102, 2)
+    finally:
+        st = w.stop()
+    assert st["roce"]["icrc_check"] is False and st["drops"]["roce_icrc"] == 0
+
+
 def test_malformed_frames_are_counted_and_dropped(pair, switch, ring_worker):
     w = ring_worker
     before = _drops(w)
@@ -635,6 +705,7 @@ def test_sigterm_writes_final_stats_and_cleans_up(pair, switch, tmp_path):
         "roce_psn",
         "roce_opcode",
         "roce_offloaded",
+        "roce_icrc",
         "no_room",
     }
 

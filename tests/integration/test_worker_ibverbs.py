@@ -314,6 +314,7 @@ def test_mock_connectx_uc_registration_reregistration_teardown(pair, switch, moc
         ring = w.reg["ring"]
         region = slots * slot
         assert (ring["transport"], ring["qp_type"], ring["device"], ring["port"]) == ("ibverbs", "uc", "mock_mlx5_0", 1)
+        assert ring["icrc_check"] is False
         # the GID of --src-ip, RoCE v2 (index 4: 2 is its v1 twin, 3 is empty)
         assert (ring["gid_index"], ring["gid"], ring["mtu"]) == (4, f"::ffff:{IP_A}", 4096)
         assert ring["size"] == threads * region and ring["region_size"] == region
@@ -432,6 +433,7 @@ def test_mock_connectx_rc_qps(pair, switch, mock_lib, tmp_path):
             "2048",
             "--remote-qpn",
             "0x123",
+            "--icrc-check",
         ],
         env=mock_env(mock_lib, log),
         tag=TAG,
@@ -439,6 +441,11 @@ def test_mock_connectx_rc_qps(pair, switch, mock_lib, tmp_path):
     try:
         ring = w.reg["ring"]
         assert (ring["qp_type"], ring["gid_index"], ring["mtu"]) == ("rc", 4, 2048)
+        # The NIC checks the iCRC the switch leaves zero: said at start, recorded; the
+        # mock exposes no rx_icrc_encapsulated counter, so its drops are unknown (null).
+        assert ring["icrc_check"] is True
+        st = w.stats()
+        assert st["roce"]["icrc_check"] is True and st["roce"]["nic_icrc_drops"] is None
         assert [q["type"] for q in calls(log, "ibv_create_qp")] == ["RC", "RC"]
         rtrs = [m for m in calls(log, "ibv_modify_qp") if m["to"] == "RTR"]
         assert [m["qpn"] for m in rtrs] == ring["qpn"]
@@ -453,6 +460,9 @@ def test_mock_connectx_rc_qps(pair, switch, mock_lib, tmp_path):
     finally:
         w.stop()
     assert w.proc.returncode == 0, w.stderr
+    warning = one_line(w.stderr)
+    assert "--icrc-check: mock_mlx5_0 checks the RoCEv2 iCRC" in warning
+    assert "every pre-written task will be dropped (this NIC exposes no count of them)" in warning
 
 
 def test_mock_connectx_qp_that_cannot_be_reset_stops_its_tokens(pair, switch, mock_lib, tmp_path):

@@ -31,6 +31,13 @@ def lib(tmp_path_factory):
     lib.rw_sysfs_rdma_pci.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
     lib.rw_sysfs_match_pci.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p), ctypes.c_int, ctypes.c_char_p]
     lib.rw_sysfs_netdev.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
+    lib.rw_sysfs_hw_counter.argtypes = [
+        ctypes.c_char_p,
+        ctypes.c_char_p,
+        ctypes.c_uint,
+        ctypes.c_char_p,
+        ctypes.POINTER(ctypes.c_uint64),
+    ]
     return lib
 
 
@@ -91,3 +98,25 @@ def test_the_netdev_named_in_messages(lib, sysfs):
     assert netdev(lib, sysfs, "mlx5_1") == (0, "ens1f1np1")  # several: the smallest name, stable
     assert netdev(lib, sysfs, "mlx5_2")[0] == -1  # a function without a netdev
     assert netdev(lib, sysfs, "mlx5_0", n=4)[0] == -1  # does not fit: refused, not truncated
+
+
+def counter(lib, root: Path, ibdev: str, name: str = "rx_icrc_encapsulated", port: int = 1) -> tuple[int, int, int]:
+    out = ctypes.c_uint64(12345)
+    rc = lib.rw_sysfs_hw_counter(str(root).encode(), ibdev.encode(), port, name.encode(), ctypes.byref(out))
+    return rc, out.value, ctypes.get_errno()
+
+
+def test_the_nics_count_of_icrc_drops(lib, sysfs):
+    # mlx5 exposes RoCE packets dropped for a bad iCRC as hw_counters/rx_icrc_encapsulated
+    # (kernel 4.19, when the firmware has the counter); rain-worker reports its growth.
+    hw = sysfs / "class/infiniband/mlx5_0/ports/1/hw_counters"
+    hw.mkdir(parents=True)
+    (hw / "rx_icrc_encapsulated").write_text("18446744073709551000\n")
+    (hw / "garbled").write_text("n/a\n")
+    assert counter(lib, sysfs, "mlx5_0")[:2] == (0, 18446744073709551000)
+    rc, value, err = counter(lib, sysfs, "mlx5_1")
+    assert (rc, value, err) == (-1, 12345, 2)  # not exposed (ENOENT): nothing written
+    assert counter(lib, sysfs, "mlx5_0", port=2)[::2] == (-1, 2)
+    assert counter(lib, sysfs, "mlx5_0", "garbled")[::2] == (-1, 22)  # EINVAL
+    assert counter(lib, sysfs, "mlx5_0", "../../../../../etc/passwd")[::2] == (-1, 22)
+    assert counter(lib, sysfs, "..")[::2] == (-1, 22)

@@ -21,6 +21,7 @@ const char *const rain_drop_names[RAIN_DROP_MAX] = {
 	[RAIN_DROP_ROCE_PSN] = "roce_psn",
 	[RAIN_DROP_ROCE_OPCODE] = "roce_opcode",
 	[RAIN_DROP_ROCE_OFFLOADED] = "roce_offloaded",
+	[RAIN_DROP_ROCE_ICRC] = "roce_icrc",
 	[RAIN_DROP_NO_ROOM] = "no_room",
 };
 

@@ -39,6 +39,7 @@ enum rain_drop {
 	RAIN_DROP_ROCE_PSN,      /* RoCE: duplicate or out-of-order PSN */
 	RAIN_DROP_ROCE_OPCODE,   /* RoCE: not an RDMA WRITE ONLY */
 	RAIN_DROP_ROCE_OFFLOADED,/* RoCE reached DPDK though the NIC applies WRITEs (--rdma ibverbs) */
+	RAIN_DROP_ROCE_ICRC,     /* RoCE: wrong iCRC, with the NIC's check on (--icrc-check) */
 	RAIN_DROP_NO_ROOM,       /* a FIFO or ring was full */
 	RAIN_DROP_MAX
 };

@@ -56,6 +56,8 @@ static void usage(const char *prog)
 	       "  --rdma R             %s: how the switch's RoCEv2 WRITEs reach the ring\n"
 	       "                       (emulated: applied by the RX loop; ibverbs: by the NIC) (default emulated)\n"
 	       "  --qp-type T          uc|rc: the WRITE ONLY opcode the switch sends (default uc)\n"
+	       "  --icrc-check         the NIC checks the RoCEv2 iCRC, which the switch leaves zero (emulated:\n"
+	       "                       the RX loop drops WRITEs with a wrong one as roce_icrc) (default off)\n"
 	       "  --rdma-dev D         ibverbs: RDMA device (default: the one on the port's PCI function)\n"
 	       "  --rdma-port N        ibverbs: port of the RDMA device (default 1)\n"
 	       "  --gid-index N        ibverbs: RoCE v2 GID index (default: the GID of --src-ip)\n"
@@ -103,7 +105,7 @@ static void parse_args(int argc, char **argv, struct rw_conf *c)
 	enum { O_THREADS = 256, O_BASE, O_MODE, O_HANDLER, O_IDLE, O_QUOTA, O_SLICE, O_DISABLED, O_PORT,
 	       O_SLOTS, O_SLOT_SIZE, O_RKEY, O_QPN, O_PSN, O_FIFO, O_MBUFS, O_MAXSVC, O_CTL, O_REG, O_STATS,
 	       O_PERIOD, O_SMAC, O_SIP, O_SRC, O_INLINE, O_BENCH, O_BWARM, O_RDMA, O_QPTYPE, O_RDEV, O_RPORT, O_GID,
-	       O_RMTU, O_DSCP, O_RQPN, O_HELP };
+	       O_RMTU, O_DSCP, O_RQPN, O_ICRC, O_HELP };
 	static const struct option opts[] = {
 		{ "threads", 1, 0, O_THREADS }, { "worker-base", 1, 0, O_BASE }, { "mode", 1, 0, O_MODE },
 		{ "handler", 1, 0, O_HANDLER }, { "idle", 1, 0, O_IDLE }, { "quota", 1, 0, O_QUOTA },
@@ -116,7 +118,8 @@ static void parse_args(int argc, char **argv, struct rw_conf *c)
 		{ "inline-rx", 0, 0, O_INLINE }, { "bench", 1, 0, O_BENCH }, { "bench-warmup", 1, 0, O_BWARM },
 		{ "rdma", 1, 0, O_RDMA }, { "qp-type", 1, 0, O_QPTYPE }, { "rdma-dev", 1, 0, O_RDEV },
 		{ "rdma-port", 1, 0, O_RPORT }, { "gid-index", 1, 0, O_GID }, { "rdma-mtu", 1, 0, O_RMTU },
-		{ "dscp", 1, 0, O_DSCP }, { "remote-qpn", 1, 0, O_RQPN }, { "help", 0, 0, O_HELP },
+		{ "dscp", 1, 0, O_DSCP }, { "remote-qpn", 1, 0, O_RQPN }, { "icrc-check", 0, 0, O_ICRC },
+		{ "help", 0, 0, O_HELP },
 		{ 0, 0, 0, 0 },
 	};
 	bool have_smac = false, have_sip = false, have_src = false;
@@ -190,6 +193,7 @@ static void parse_args(int argc, char **argv, struct rw_conf *c)
 			else
 				rte_exit(EXIT_FAILURE, "--qp-type %s: expected uc or rc\n", optarg);
 			break;
+		case O_ICRC: c->icrc_check = true; break;
 		case O_RDEV:
 			if (optarg[0] == '\0' || strlen(optarg) >= 64 || strchr(optarg, '/') != NULL)
 				rte_exit(EXIT_FAILURE, "--rdma-dev %s: not an RDMA device name (like mlx5_0)\n", optarg);

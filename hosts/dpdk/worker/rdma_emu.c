@@ -16,7 +16,13 @@
  * so stalling the QP on a gap, as an RC responder would, would lose every later
  * WRITE; a lost pre-write only costs that task, and the slot-header check refuses its
  * descriptor (desc_mismatch). Invalid WRITEs (QPN, rkey, bounds, length) are dropped
- * without consuming a PSN. A re-registration (knobs.enabled 0 -> 1) resets the
+ * without consuming a PSN.
+ *
+ * iCRC: the switch cannot compute it and sends zeros (Rain (CoNEXT 2026), section
+ * 3.2.2), so a ConnectX whose check is on drops every WRITE. With --icrc-check (the
+ * inventory's roce.icrc_check: on) this NIC does the same, first as a NIC does, and
+ * counts roce_icrc, so such a testbed fails visibly here too. The check costs one
+ * CRC-32 pass over the datagram (roce_icrc.c). A re-registration (knobs.enabled 0 -> 1) resets the
  * expected PSN to --psn, as the controller does on the switch.
  */
 #include <errno.h>
@@ -26,6 +32,7 @@
 #include <rte_debug.h>
 #include <rte_malloc.h>
 
+#include "roce_icrc.h"
 #include "worker.h"
 
 static int emu_init(struct rw_ctx *w)
@@ -64,6 +71,11 @@ static enum rain_drop emu_rx(struct rw_ctx *w, const struct rain_view *v)
 		return RAIN_DROP_ROCE_OPCODE;
 	if (v->l4_len < ROCE_BTH_LEN + ROCE_RETH_LEN + ROCE_ICRC_LEN)
 		return RAIN_DROP_TRUNCATED;
+	if (w->c.icrc_check) {
+		size_t len = (size_t)(v->l4_payload + v->l4_len - (const uint8_t *)v->ip);
+		if (rw_roce_icrc_ok((const uint8_t *)v->ip, len) != 1)
+			return RAIN_DROP_ROCE_ICRC;
+	}
 	uint32_t qpn = be24(bth->dst_qp);
 	if (qpn < r->qpn_base || qpn - r->qpn_base >= w->c.threads)
 		return RAIN_DROP_ROCE_QPN;

@@ -76,3 +76,32 @@ int rw_sysfs_netdev(const char *sysfs, const char *ibdev, char *ifname, size_t n
 	memcpy(ifname, best, strlen(best) + 1);
 	return 0;
 }
+
+int rw_sysfs_hw_counter(const char *sysfs, const char *ibdev, unsigned port, const char *name, uint64_t *out)
+{
+	char path[PATH_MAX], buf[32];
+
+	if (strchr(ibdev, '/') != NULL || strchr(name, '/') != NULL || strcmp(ibdev, "..") == 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	if ((size_t)snprintf(path, sizeof(path), "%s/class/infiniband/%s/ports/%u/hw_counters/%s", sysfs, ibdev, port,
+			     name) >= sizeof(path)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	FILE *f = fopen(path, "r");
+	if (f == NULL)
+		return -1;
+	char *got = fgets(buf, sizeof(buf), f);
+	fclose(f);
+	char *end;
+	errno = 0;
+	unsigned long long v = got ? strtoull(buf, &end, 10) : 0;
+	if (got == NULL || end == buf || (*end != '\n' && *end != '\0') || errno != 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	*out = v;
+	return 0;
+}

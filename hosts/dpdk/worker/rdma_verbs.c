@@ -314,6 +314,14 @@ static int verbs_init(struct rw_ctx *w)
 	gid_of_ipv4(&sgid, w->c.src_ip);
 	gid_str(&sgid, r->gid, sizeof(r->gid));
 	r->mtu = w->c.rdma_mtu;
+	/* The switch's WRITEs carry a zero iCRC: a NIC that checks it drops them all, and
+	 * only this counter says so. Its growth goes into the statistics. */
+	r->nic_icrc_counter = rw_sysfs_hw_counter(SYSFS, r->device, r->port, RW_NIC_ICRC_COUNTER, &r->nic_icrc_base) == 0;
+	if (w->c.icrc_check)
+		fprintf(stderr, "rain-worker: warning: --icrc-check: %s checks the RoCEv2 iCRC, and the switch sends its "
+			"WRITEs with a zero one: every pre-written task will be dropped (%s); fix: turn the check off "
+			"(roce.icrc_disable_command)\n", r->device,
+			r->nic_icrc_counter ? "counted as nic_icrc_drops" : "this NIC exposes no count of them");
 
 	if (rw_ring_map(w) != 0)
 		rte_exit(EXIT_FAILURE, "RDMA ring (%u x %u x %u B): mmap: %s\n", w->c.threads, w->c.ring_slots,

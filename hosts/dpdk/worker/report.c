@@ -12,6 +12,7 @@
 
 #include <arpa/inet.h>
 
+#include "rdma_sysfs.h"
 #include "worker.h"
 
 static FILE *open_tmp(const char *path, char *tmp, size_t n)
@@ -83,8 +84,8 @@ int rw_write_registration(const struct rw_ctx *w)
 	else
 		fprintf(f, "null");
 	fprintf(f, ",\n  \"tsc_hz\": %" PRIu64 ",\n", w->tsc_hz);
-	fprintf(f, "  \"ring\": {\n    \"transport\": \"%s\",\n    \"qp_type\": \"%s\",\n", w->c.rdma->name,
-		rw_qp_type_name(w->c.qp_type));
+	fprintf(f, "  \"ring\": {\n    \"transport\": \"%s\",\n    \"qp_type\": \"%s\",\n    \"icrc_check\": %s,\n",
+		w->c.rdma->name, rw_qp_type_name(w->c.qp_type), w->c.icrc_check ? "true" : "false");
 	if (r->device[0]) { /* ibverbs: where the QPs are */
 		fprintf(f, "    \"device\": ");
 		json_str(f, r->device);
@@ -138,9 +139,18 @@ int rw_write_stats(const struct rw_ctx *w, bool final)
 	}
 	fprintf(f, "},\n  \"drops_total\": %" PRIu64 ",\n", total);
 	fprintf(f, "  \"roce\": {\"applied\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"psn_gaps\": %" PRIu64
-		", \"psn_skipped\": %" PRIu64 ", \"psn_stale\": %" PRIu64 "},\n",
+		", \"psn_skipped\": %" PRIu64 ", \"psn_stale\": %" PRIu64 ", \"icrc_check\": %s, \"icrc_bad\": %" PRIu64
+		", \"nic_icrc_drops\": ",
 		RW_LOAD(s->roce_applied), RW_LOAD(s->roce_bytes), RW_LOAD(s->roce_psn_gaps),
-		RW_LOAD(s->roce_psn_skipped), RW_LOAD(s->drops[RAIN_DROP_ROCE_PSN]));
+		RW_LOAD(s->roce_psn_skipped), RW_LOAD(s->drops[RAIN_DROP_ROCE_PSN]), w->c.icrc_check ? "true" : "false",
+		RW_LOAD(s->drops[RAIN_DROP_ROCE_ICRC]));
+	/* ibverbs: what the ConnectX dropped for a bad iCRC since start (null: not exposed) */
+	uint64_t nic_icrc;
+	if (w->ring.nic_icrc_counter &&
+	    rw_sysfs_hw_counter("/sys", w->ring.device, w->ring.port, RW_NIC_ICRC_COUNTER, &nic_icrc) == 0)
+		fprintf(f, "%" PRIu64 "},\n", nic_icrc - w->ring.nic_icrc_base);
+	else
+		fprintf(f, "null},\n");
 	if (w->c.bench_s > 0)
 		fprintf(f, "  \"bench\": {\"dispatches\": %" PRIu64 ", \"responses\": %" PRIu64 "},\n",
 			RW_LOAD(s->bench_dispatches), RW_LOAD(s->bench_responses));

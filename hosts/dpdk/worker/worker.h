@@ -98,6 +98,10 @@ struct rw_ring {
 	int gid_index;
 	char gid[48];
 	uint32_t mtu;         /* path MTU in bytes */
+	/* ibverbs: the NIC's count of RoCE packets it dropped for a bad iCRC when the
+	 * worker started (hw_counters/rx_icrc_encapsulated), if the driver exposes it */
+	bool nic_icrc_counter;
+	uint64_t nic_icrc_base;
 };
 
 /* Emulated QP receive state (RX loop); reset_req is bumped by the owning thread. */
@@ -201,6 +205,7 @@ struct rw_conf {
 	bool rkey_given, qpn_base_given; /* emulated only: ibverbs reports the NIC's */
 	uint32_t psn;
 	enum rw_qp_type qp_type; /* --qp-type: what the switch sends (UC or RC WRITE ONLY) */
+	bool icrc_check;         /* --icrc-check: the NIC checks the iCRC (emulated: the RX loop does) */
 	const char *rdma_dev;    /* ibverbs: --rdma-dev, else the DPDK port's PCI function */
 	int gid_index;           /* ibverbs: --gid-index, -1: the RoCE v2 GID of --src-ip */
 	uint8_t rdma_port;       /* ibverbs: port of the RDMA device (1) */
@@ -273,6 +278,7 @@ const char *rw_mode_names(void);
 const char *rw_handler_names(void);
 
 /* rdma.c (the table and the ring), rdma_emu.c, rdma_verbs.c */
+#define RW_NIC_ICRC_COUNTER "rx_icrc_encapsulated" /* mlx5: RoCE packets dropped for a bad iCRC */
 extern const struct rw_rdma_ops rw_rdma_emulated;
 #ifdef RAIN_HAVE_IBVERBS
 extern const struct rw_rdma_ops rw_rdma_ibverbs;
