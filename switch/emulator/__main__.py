@@ -1,5 +1,8 @@
-"""Run the software switch: `python -m switch.emulator --program rain --port 132=swp1
---port 140=swp2 --grpc 10.79.0.250:50052 [--log FILE] [--stats FILE]`.
+"""Run the software switch: `python -m switch.emulator --program rain --port 132=swp1:1/0
+--port 140=swp2:2/0 --grpc 10.79.0.250:50052 [--log FILE] [--stats FILE]`.
+
+A port is DEV_PORT=INTERFACE, optionally :CONN/CHNL, its front-panel name (what
+$PORT_STR_INFO and $PORT_HDL_INFO resolve on a Tofino; the board decides it there).
 
 Starts the BFRuntime gRPC server bound only to the given address (the switch's
 management address; port 50052 unless given), opens the ports (run it inside the
@@ -36,8 +39,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--port",
         action="append",
         default=[],
-        metavar="DEV=IFACE",
-        help="a switch port: dev_port=interface (repeat for each port)",
+        metavar="DEV=IFACE[:C/L]",
+        help="a switch port: dev_port=interface[:conn/chnl] (repeat for each port)",
     )
     ap.add_argument(
         "--grpc",
@@ -80,6 +83,9 @@ def main(argv: list[str] | None = None) -> int:
         from .rain import make_store
 
         store = make_store()
+        for spec in specs:
+            if spec.name is not None:
+                store.ports.set_name(spec.dev_port, spec.name)
         server = serve(store, host, port)
     except (SwitchError, ValueError) as e:
         print(f"error: {e.render() if isinstance(e, SwitchError) else e}", file=sys.stderr)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
+import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -41,14 +42,15 @@ from switch.bfrt import bfruntime_pb2 as pb
 from switch.bfrt import bfruntime_pb2_grpc as pb_grpc
 from switch.errors import SwitchError
 
-from .schema import MATCH_PRIORITY_ID, FieldSpec, Kind, Match, Program, TableSpec
-from .tables import Code, InvalidArgument, NotFound, TableError, TableStore, Unsupported
+from .schema import MATCH_PRIORITY_ID, PORT_METADATA_DATA_ID, FieldSpec, Kind, Match, Program, TableSpec
+from .tables import AlreadyExists, Code, InvalidArgument, NotFound, TableError, TableStore, Unsupported
 
 log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 50052
 ALL_PIPES = 0xFFFF
 READ_CHUNK = 512  # entities per ReadResponse
+STAT_POLL_MS = 2000  # $PORT_STAT's poll_intvl_ms until a client sets it (the emulator's counters are live)
 
 _ONEOF_OF_MATCH = {
     Match.EXACT: "exact",
@@ -65,10 +67,36 @@ class BfrtServerError(SwitchError):
     """The server could not start (e.g. the address is taken)."""
 
 
+class _Outbox:
+    """What one StreamChannel sends, in order; iterating ends once it is closed."""
+
+    _END = object()
+
+    def __init__(self):
+        self._queue: queue.Queue = queue.Queue()
+        self._closed = False
+
+    def put(self, message: Any) -> None:
+        if not self._closed:
+            self._queue.put(message)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._queue.put(self._END)
+
+    def __iter__(self) -> Iterator:
+        while True:
+            message = self._queue.get()
+            if message is self._END:
+                return
+            yield message
+
+
 @dataclass
 class _Subscriber:
     client_id: int
-    stream: object  # the StreamChannel call that subscribed it
+    stream: _Outbox  # the StreamChannel that subscribed it
     notifications: Any = None
 
 
@@ -90,6 +118,7 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
         self._lock = threading.Lock()  # subscribers and the binding
         self._subscribers: dict[int, _Subscriber] = {}
         self._binder: int | None = None
+        self._attributes: dict[tuple[int, str], Any] = {}  # (table id, attribute) -> TableAttribute written
 
     def _object_of(self, spec: TableSpec) -> Any:
         if spec.kind is Kind.MATCH:
@@ -100,25 +129,39 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
             return self.store.counters[spec.name]
         if spec.kind in (Kind.PRE_MGID, Kind.PRE_NODE):
             return self.store.pre
+        if spec.kind is Kind.SNAPSHOT:
+            return None
         return self.store.ports
 
     # ------------------------------------------------------------ stream and binding
 
     def StreamChannel(self, request_iterator: Iterable, context: grpc.ServicerContext) -> Iterator:
-        stream = object()
+        # Replies and server-initiated messages (warm init progress) share one outbox;
+        # a reader thread consumes the client's requests, so the server can speak unasked.
+        stream = _Outbox()
         mine: set[int] = set()
+
+        def read() -> None:
+            try:
+                for request in request_iterator:
+                    log.debug("StreamChannel <- %s", _brief(request))
+                    if request.WhichOneof("update") != "subscribe":
+                        continue  # digest acks: no digests are ever sent
+                    reply = pb.Subscribe()
+                    reply.CopyFrom(request.subscribe)
+                    reply.status.CopyFrom(self._subscribe(request.client_id, request.subscribe, stream, mine))
+                    stream.put(pb.StreamMessageResponse(subscribe=reply))
+            except Exception as e:  # the peer went away; nothing to answer
+                log.debug("StreamChannel ended: %s", e)
+            finally:
+                stream.close()
+
+        context.add_callback(stream.close)
+        threading.Thread(target=read, name="bfrt-stream-reader", daemon=True).start()
         try:
-            for request in request_iterator:
-                log.debug("StreamChannel <- %s", _brief(request))
-                if request.WhichOneof("update") != "subscribe":
-                    continue  # digest acks: no digests are ever sent
-                reply = pb.Subscribe()
-                reply.CopyFrom(request.subscribe)
-                reply.status.CopyFrom(self._subscribe(request.client_id, request.subscribe, stream, mine))
-                yield pb.StreamMessageResponse(subscribe=reply)
-        except Exception as e:  # the peer went away; nothing to answer
-            log.debug("StreamChannel ended: %s", e)
+            yield from stream
         finally:
+            stream.close()
             with self._lock:
                 for cid in mine:
                     if self._subscribers.get(cid) and self._subscribers[cid].stream is stream:
@@ -128,7 +171,7 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
                             log.info("client %d disconnected; %s is unbound", cid, self.program.name)
             log.debug("StreamChannel closed for clients %s", sorted(mine))
 
-    def _subscribe(self, client_id: int, sub: Any, stream: object, mine: set[int]) -> status_pb2.Status:
+    def _subscribe(self, client_id: int, sub: Any, stream: _Outbox, mine: set[int]) -> status_pb2.Status:
         if sub.device_id != 0:
             return status_pb2.Status(
                 code=Code.NOT_FOUND, message=f"no device {sub.device_id} (the emulator is device 0)"
@@ -158,6 +201,12 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
         Action = pb.SetForwardingPipelineConfigRequest
         if request.action == Action.VERIFY:
             return pb.SetForwardingPipelineConfigResponse()
+        if request.action in (Action.VERIFY_AND_WARM_INIT_BEGIN, Action.VERIFY_AND_WARM_INIT_BEGIN_AND_END):
+            self._warm_init(request, context, finish=request.action == Action.VERIFY_AND_WARM_INIT_BEGIN_AND_END)
+            return pb.SetForwardingPipelineConfigResponse()
+        if request.action == Action.WARM_INIT_END:
+            self._broadcast(pb.SetForwardingPipelineConfigResponseType.WARM_INIT_FINISHED)
+            return pb.SetForwardingPipelineConfigResponse()
         if request.action != Action.BIND:
             context.abort(
                 grpc.StatusCode.UNIMPLEMENTED, "the emulator cannot load a pipeline: start it with the program instead"
@@ -176,6 +225,31 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
         log.info("client %d bound to %s", request.client_id, self.program.name)
         return pb.SetForwardingPipelineConfigResponse()
 
+    def _warm_init(self, request: Any, context: grpc.ServicerContext, *, finish: bool) -> None:
+        """A warm init with the running program: bf_switchd reloads it, so every table
+        is back to its initial state (the SDE client's clear_all_tables). Subscribed
+        clients hear WARM_INIT_STARTED, then WARM_INIT_FINISHED, on their streams;
+        bindings survive, the program being the same."""
+        with self._lock:
+            if request.client_id not in self._subscribers:
+                context.abort(grpc.StatusCode.UNAVAILABLE, f"unknown client {request.client_id} (not subscribed)")
+        self.store.reset()
+        log.info("client %d: warm init of %s (all tables reset)", request.client_id, self.program.name)
+        Type = pb.SetForwardingPipelineConfigResponseType
+        self._broadcast(Type.WARM_INIT_STARTED)
+        if finish:
+            self._broadcast(Type.WARM_INIT_FINISHED)
+
+    def _broadcast(self, response_type: int) -> None:
+        message = pb.StreamMessageResponse(
+            set_forwarding_pipeline_config_response=pb.SetForwardingPipelineConfigResponse(
+                set_forwarding_pipeline_config_response_type=response_type
+            )
+        )
+        with self._lock:
+            for sub in self._subscribers.values():
+                sub.stream.put(message)
+
     def GetForwardingPipelineConfig(self, request: Any, context: grpc.ServicerContext) -> Any:
         log.debug("GetForwardingPipelineConfig <- %s", _brief(request))
         if request.device_id != 0:
@@ -191,6 +265,7 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
     def Write(self, request: Any, context: grpc.ServicerContext) -> Any:
         if log.isEnabledFor(logging.DEBUG):
             log.debug("Write <- %s", _brief(request))
+        self._check_program(request, context)
         n = len(request.updates)
         errors: list[pb.Error | None] = [None] * n
         stop_at_first = request.atomicity != pb.WriteRequest.CONTINUE_ON_ERROR
@@ -198,7 +273,6 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
             undo: list[Undo] = []
             for i, update in enumerate(request.updates):
                 try:
-                    self._check_request(request.target.device_id, request.p4_name)
                     step = self._write(update, request.target)
                     if step is not None:
                         undo.append(step)
@@ -216,11 +290,35 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
             self._abort(context, errors, "update", n)
         return pb.WriteResponse()
 
-    def _check_request(self, device_id: int, p4_name: str) -> None:
-        if device_id != 0:
-            raise NotFound(f"no device {device_id} (the emulator is device 0)")
-        if p4_name and p4_name != self.program.name:
-            raise NotFound(f"no program {p4_name!r} on device 0 (it runs {self.program.name!r})")
+    def _check_program(self, request: Any, context: grpc.ServicerContext) -> None:
+        """Which program a Write or Read addresses, as bf_switchd decides it: a subscribed
+        client that names none uses the one it bound (none bound: UNKNOWN, with no
+        per-update details); a request naming a program, or from a client that has not
+        subscribed, must name the device's program (otherwise NOT_FOUND). These refuse
+        the whole call, not single updates."""
+        device_id, p4_name = request.target.device_id, request.p4_name
+        with self._lock:
+            subscribed, bound = request.client_id in self._subscribers, self._binder == request.client_id
+        if subscribed and not p4_name:
+            if not bound:
+                context.abort(
+                    grpc.StatusCode.UNKNOWN,
+                    f"Unable to get bound_program: client {request.client_id} has not bound a program "
+                    "(bind first, or name the program in p4_name)",
+                )
+            if device_id != 0:
+                context.abort(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"the client is bound on device 0, not device {device_id}",
+                )
+            return
+        if device_id != 0 or p4_name != self.program.name:
+            context.abort(
+                grpc.StatusCode.NOT_FOUND,
+                f"Unable to obtain BF_RT info for ({p4_name}) on device {device_id}: "
+                f"device 0 runs {self.program.name!r}"
+                + ("" if subscribed else f" (client {request.client_id} has not subscribed: name the program)"),
+            )
 
     def _error(self, e: Exception, where: str) -> pb.Error:
         if isinstance(e, TableError):
@@ -263,8 +361,7 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
                 )
             return None  # the emulator's state is always in sync
         if kind == "table_attribute":
-            self._table(update.entity.table_attribute.table_id)
-            return None  # accepted, not modelled
+            return self._write_attribute(update.entity.table_attribute)
         if kind != "table_entry":
             raise (InvalidArgument("empty entity") if kind is None else Unsupported(f"{kind} writes are not supported"))
         entry = update.entity.table_entry
@@ -478,6 +575,120 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
         old = ports.set_stats(dev_port, values)
         return lambda: ports.set_stats(dev_port, old)
 
+    # -- table attributes
+
+    # The Entity.table_attribute field of each attribute name bf-rt.json lists.
+    _ATTRIBUTE_FIELDS = {
+        "EntryScope": "entry_scope",
+        "IdleTimeout": "idle_table",
+        "DynamicKeyMask": "dyn_key_mask",
+        "DynamicHashing": "dyn_hashing",
+        "MeterByteCountAdjust": "byte_count_adj",
+        "port_status_notif_cb": "port_status_notify",
+        "poll_intvl_ms": "intvl_ms",
+        "pre_device_config": "pre_device_config",
+        "selector_update_cb": "selector_update_notify",
+    }
+
+    def _attribute(self, attr: Any) -> tuple[TableSpec, str]:
+        spec, _ = self._table(attr.table_id)
+        which = attr.WhichOneof("attribute")
+        if which is None:
+            raise InvalidArgument("the table attribute names no attribute", table=spec.name)
+        listed = {self._ATTRIBUTE_FIELDS.get(a) for a in spec.attributes}
+        if which not in listed:
+            raise Unsupported(
+                f"attribute {which} is not supported; this table has {list(spec.attributes) or 'none'}",
+                table=spec.name,
+            )
+        return spec, which
+
+    def _write_attribute(self, attr: Any) -> Undo:
+        spec, which = self._attribute(attr)
+        if which == "entry_scope":
+            scope = attr.entry_scope
+            if scope.pipe_scope.WhichOneof("scope") == "user_defined" or scope.pipe_scope.predef != pb.Mode.ALL:
+                raise Unsupported(
+                    "only symmetric tables (pipe scope ALL): the emulator's pipes share every table",
+                    table=spec.name,
+                )
+        key = (spec.id, which)
+        with self._lock:
+            old = self._attributes.get(key)
+            value = pb.TableAttribute()
+            value.CopyFrom(attr)
+            self._attributes[key] = value
+
+        def undo() -> None:
+            with self._lock:
+                if old is None:
+                    self._attributes.pop(key, None)
+                else:
+                    self._attributes[key] = old
+
+        return undo
+
+    def _read_attribute(self, attr: Any) -> Any:
+        """The attribute as last written, or the table's initial setting: entries in
+        every pipe (scope ALL, args = the pipes), notifications off, stats polled every
+        `STAT_POLL_MS`."""
+        spec, which = self._attribute(attr)
+        with self._lock:
+            stored = self._attributes.get((spec.id, which))
+        out = pb.TableAttribute(table_id=spec.id)
+        if stored is not None:
+            out.CopyFrom(stored)
+        elif which == "entry_scope":
+            out.entry_scope.gress_scope.predef = pb.Mode.ALL
+            out.entry_scope.pipe_scope.predef = pb.Mode.ALL
+            out.entry_scope.pipe_scope.args = (1 << self.store.pipes) - 1
+            out.entry_scope.prsr_scope.predef = pb.Mode.ALL
+        elif which == "port_status_notify":
+            out.port_status_notify.enable = False
+        elif which == "intvl_ms":
+            out.intvl_ms.intvl_val = STAT_POLL_MS
+        else:
+            getattr(out, which).SetInParent()
+        out.table_id = spec.id
+        return out
+
+    # -- the other port tables
+
+    def _write_port_metadata(self, utype: int, spec: TableSpec, ports: Any, entry: Any, target: Any) -> Undo:
+        U = pb.Update
+        (dev_port,) = self._key(spec, entry.key, all_mandatory=True).values()
+        old = ports.metadata.get(dev_port)
+        if utype == U.INSERT_OR_MODIFY:
+            utype = U.MODIFY if old is not None else U.INSERT
+        if utype in (U.INSERT, U.MODIFY):
+            if utype == U.INSERT and old is not None:
+                raise AlreadyExists(f"port {dev_port} already has port metadata", table=spec.name)
+            if utype == U.MODIFY and old is None:
+                raise NotFound(f"port {dev_port} has no port metadata", table=spec.name)
+            ports.metadata[dev_port] = self._data(spec, spec.data_by_id, entry.data.fields, "data").get(
+                PORT_METADATA_DATA_ID, 0
+            )
+        elif utype == U.DELETE:
+            if old is None:
+                raise NotFound(f"port {dev_port} has no port metadata", table=spec.name)
+            del ports.metadata[dev_port]
+        else:
+            raise Unsupported(f"{U.Type.Name(utype)} on {spec.name}", table=spec.name)
+
+        def undo() -> None:
+            if old is None:
+                ports.metadata.pop(dev_port, None)
+            else:
+                ports.metadata[dev_port] = old
+
+        return undo
+
+    def _read_only(self, utype: int, spec: TableSpec, obj: Any, entry: Any, target: Any) -> Undo:
+        why = "it captures nothing in the emulator" if spec.kind is Kind.SNAPSHOT else "it is read-only"
+        raise Unsupported(f"{pb.Update.Type.Name(utype)} on {spec.name}: {why}", table=spec.name)
+
+    _write_port_str_info = _write_port_hdl_info = _write_snapshot = _read_only
+
     # -- DELETE without a key
 
     def _clear(self, spec: TableSpec, obj: Any, target: Any) -> Undo:
@@ -513,6 +724,10 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
         if spec.kind is Kind.PORT:
             old = obj.clear()
             return lambda: [obj.restore(c.dev_port, c) for c in old]
+        if spec.kind is Kind.PORT_METADATA:
+            saved = dict(obj.metadata)
+            obj.metadata.clear()
+            return lambda: obj.metadata.update(saved)
         raise Unsupported("DELETE without a key", table=spec.name)
 
     # ------------------------------------------------------------ decoding
@@ -533,7 +748,12 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
                     table=spec.name,
                 )
             m = getattr(kf, sent)
-            if sent == "exact":
+            if f.type == "string":  # the name's bytes, as the SDE client sends a str key
+                try:
+                    out[f.id] = m.value.decode()
+                except UnicodeDecodeError:
+                    raise InvalidArgument(f"key field {f.name}: not UTF-8 text", table=spec.name) from None
+            elif sent == "exact":
                 out[f.id] = _uint(spec, f, m.value)
             elif sent == "ternary":
                 out[f.id] = (_uint(spec, f, m.value), _uint(spec, f, m.mask, "mask"))
@@ -573,12 +793,12 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
     def Read(self, request: Any, context: grpc.ServicerContext) -> Iterator:
         if log.isEnabledFor(logging.DEBUG):
             log.debug("Read <- %s", _brief(request))
+        self._check_program(request, context)
         n = len(request.entities)
         errors: list[pb.Error | None] = [None] * n
         plans: list[Iterable] = []
         for i, entity in enumerate(request.entities):
             try:
-                self._check_request(request.target.device_id, request.p4_name)
                 plans.append(self._read(entity, request.target))
             except Exception as e:  # noqa: BLE001
                 errors[i] = self._error(e, f"read {i}")
@@ -604,8 +824,14 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
                 Kind.PRE_MGID: lambda: len(obj.groups),
                 Kind.PRE_NODE: lambda: len(obj.nodes),
                 Kind.PORT: lambda: len(obj.all()),
+                Kind.PORT_STR_INFO: lambda: len(obj.names),
+                Kind.PORT_HDL_INFO: lambda: len(obj.names),
+                Kind.PORT_METADATA: lambda: len(obj.metadata),
+                Kind.SNAPSHOT: lambda: 0,
             }.get(spec.kind, lambda: spec.size)()
             return [pb.Entity(table_usage=pb.TableUsage(table_id=spec.id, usage=usage))]
+        if kind == "table_attribute":
+            return [pb.Entity(table_attribute=self._read_attribute(entity.table_attribute))]
         if kind != "table_entry":
             raise (InvalidArgument("empty entity") if kind is None else Unsupported(f"reading {kind} is not supported"))
         req = entity.table_entry
@@ -623,9 +849,11 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
         reader = getattr(self, f"_read_{spec.kind.value}")
         return reader(spec, obj, keys, self._pipe(target, req), wanted, tgt)
 
-    def _single_key(self, spec: TableSpec, req: Any) -> int:
-        (value,) = self._key(spec, req.key, all_mandatory=True).values()
-        return value
+    def _single_key(self, spec: TableSpec, req: Any) -> Any:
+        """The key's value (a tuple in declared order if the key has several fields)."""
+        values = self._key(spec, req.key, all_mandatory=True)
+        items = tuple(values[f.id] for f in spec.keys)
+        return items[0] if len(items) == 1 else items
 
     def _answer(
         self,
@@ -753,6 +981,7 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
                     _data_field(f["$N_LANES"], c.n_lanes),
                     _data_field(f["$PORT_ENABLE"], c.enable),
                     _data_field(f["$AUTO_NEGOTIATION"], c.autoneg),
+                    *self._port_name_fields(f, ports, c.dev_port),
                     _data_field(f["$PORT_UP"], ports.is_up(c.dev_port)),
                 ],
                 tgt=tgt,
@@ -760,6 +989,44 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
             )
             for c in configs
         ]
+
+    @staticmethod
+    def _port_name_fields(f: dict, ports: Any, dev_port: int) -> list:
+        name = ports.names.get(dev_port)
+        if name is None:
+            return []
+        conn, chnl = ports.handle(name)
+        return [_data_field(f["$CONN_ID"], conn), _data_field(f["$CHNL_ID"], chnl), _data_field(f["$PORT_NAME"], name)]
+
+    def _read_port_str_info(self, spec, ports, keys, pipe, wanted, tgt) -> Iterable:
+        names = keys if keys is not None else sorted(ports.names.values(), key=ports.handle)
+        found = [(n, ports.by_name(n)) for n in names]
+        f = spec.data[0]
+        return [self._answer(spec, [(spec.keys[0], n)], [_data_field(f, d)], tgt=tgt, wanted=wanted) for n, d in found]
+
+    def _read_port_hdl_info(self, spec, ports, keys, pipe, wanted, tgt) -> Iterable:
+        handles = keys if keys is not None else sorted(ports.handle(n) for n in ports.names.values())
+        found = [(h, ports.by_handle(*h)) for h in handles]
+        conn, chnl = spec.keys
+        f = spec.data[0]
+        return [
+            self._answer(spec, [(conn, h[0]), (chnl, h[1])], [_data_field(f, d)], tgt=tgt, wanted=wanted)
+            for h, d in found
+        ]
+
+    def _read_port_metadata(self, spec, ports, keys, pipe, wanted, tgt) -> Iterable:
+        if keys is not None:
+            for p in keys:
+                if p not in ports.metadata:
+                    raise NotFound(f"port {p} has no port metadata", table=spec.name)
+        items = [(p, ports.metadata[p]) for p in keys] if keys is not None else sorted(ports.metadata.items())
+        f = spec.data[0]
+        return [self._answer(spec, [(spec.keys[0], p)], [_data_field(f, v)], tgt=tgt, wanted=wanted) for p, v in items]
+
+    def _read_snapshot(self, spec, obj, keys, pipe, wanted, tgt) -> Iterable:
+        if keys is not None:
+            raise NotFound("no snapshot is configured (the emulator captures none)", table=spec.name)
+        return []
 
     def _read_port_stat(self, spec, ports, keys, pipe, wanted, tgt) -> Iterable:
         dev_ports = keys if keys is not None else [c.dev_port for c in ports.all()]
@@ -853,7 +1120,9 @@ def _data_field(f: FieldSpec, value: Any) -> Any:
 
 def _encode_key(kf: Any, f: FieldSpec, value: Any) -> None:
     n = f.nbytes
-    if f.match is Match.EXACT:
+    if f.type == "string":
+        kf.exact.value = value.encode()
+    elif f.match is Match.EXACT:
         kf.exact.value = value.to_bytes(n, "big")
     elif f.match is Match.TERNARY:
         kf.ternary.value, kf.ternary.mask = value[0].to_bytes(n, "big"), value[1].to_bytes(n, "big")

@@ -88,17 +88,24 @@ class PortError(SwitchError):
 class PortSpec:
     dev_port: int
     iface: str
+    name: str | None = None  # front-panel name ("1/0"), served by $PORT_STR_INFO and $PORT_HDL_INFO
 
     @classmethod
     def parse(cls, text: str) -> PortSpec:
-        """`132=swp1` -> PortSpec(132, "swp1")."""
-        dev, sep, iface = text.partition("=")
+        """`132=swp1` -> PortSpec(132, "swp1"); `132=swp1:1/0` also names it 1/0 on the
+        front panel (an interface name never holds ':' or '/')."""
+        dev, sep, rest = text.partition("=")
+        iface, colon, name = rest.partition(":")
+        fix = "give DEV_PORT=INTERFACE[:CONN/CHNL], e.g. --port 132=swp1:1/0"
         if not sep or not dev.strip().isdigit() or not iface.strip():
-            raise PortError(f"bad port {text!r}", fix="give DEV_PORT=INTERFACE, e.g. --port 132=swp1")
+            raise PortError(f"bad port {text!r}", fix=fix)
+        conn, slash, chnl = name.partition("/")
+        if colon and not (slash and conn.isdigit() and chnl.isdigit()):
+            raise PortError(f"bad front-panel name {name!r} in {text!r}", fix=fix)
         dev_port = int(dev)
         if not 0 <= dev_port < 512:
             raise PortError(f"dev_port {dev_port} in {text!r} is not 0..511")
-        return cls(dev_port, iface.strip())
+        return cls(dev_port, iface.strip(), f"{int(conn)}/{int(chnl)}" if colon else None)
 
 
 class DropStats:

@@ -166,6 +166,9 @@ class Program:
     tables: tuple[Table, ...] = ()
     registers: tuple[Register, ...] = ()
     counters: tuple[Counter, ...] = ()
+    # The ingress parser's control name: bf-p4c serves its port metadata table as
+    # `pipe.<parser>.$PORT_METADATA` (TNA programs conventionally call it SwitchIngressParser).
+    ingress_parser: str = "SwitchIngressParser"
 
     def __post_init__(self):
         for attr in ("tables", "registers", "counters"):
@@ -236,12 +239,16 @@ PORT_TABLE_ID = 0xFF010001
 PORT_STAT_TABLE_ID = 0xFF010002
 PRE_MGID_TABLE_ID = 0xFF020001
 PRE_NODE_TABLE_ID = 0xFF020002
+PORT_HDL_INFO_TABLE_ID = 0xFF010003
+PORT_STR_INFO_TABLE_ID = 0xFF010005
 
 # The emulator's own id spaces for P4 objects (P4Info-like prefixes).
 _ACTION_BASE = 0x01000000
 _TABLE_BASE = 0x02000000
 _COUNTER_BASE = 0x12000000
 _REGISTER_BASE = 0x13000000
+_PARSER_BASE = 0x14000000
+_SNAPSHOT_BASE = 0x15000000
 
 SPEEDS = (
     "BF_SPEED_NONE",
@@ -254,7 +261,7 @@ SPEEDS = (
     "BF_SPEED_200G",
     "BF_SPEED_400G",
 )
-FECS = ("BF_FEC_TYP_NONE", "BF_FEC_TYP_FIRECODE", "BF_FEC_TYP_REED_SOLOMON")
+FECS = ("BF_FEC_TYP_NONE", "BF_FEC_TYP_FIRECODE", "BF_FEC_TYP_REED_SOLOMON")  # canonical names
 AUTONEG = ("PM_AN_DEFAULT", "PM_AN_FORCE_ENABLE", "PM_AN_FORCE_DISABLE")
 PORT_STAT_FIELDS = (
     "$FramesReceivedOK",
@@ -270,13 +277,19 @@ PORT_STAT_FIELDS = (
 _UINT_WIDTH = {"uint8": 8, "uint16": 16, "uint32": 32, "uint64": 64}
 
 
+_AUTO = object()  # FieldSpec.default: what bf-p4c writes for the type (0 for uints, nothing else)
+
+
 @dataclass(frozen=True)
 class FieldSpec:
     """A key or data field as bf-rt.json describes it.
 
     `type` is bf-rt's: "bytes" (with `width`), "uint8/16/32/64", "bool", "string", "float".
     On the wire a bytes or uint field is a big-endian `stream` of exactly `nbytes` bytes
-    (or an `int_arr_val` when repeated), a bool a `bool_val`, a string a `str_val`.
+    (or an `int_arr_val` when repeated), a bool a `bool_val`, a string a `str_val`; a
+    string key field travels as the exact value's bytes (UTF-8).
+    A register's data field is not repeated although a read answers it once per pipe:
+    the field then appears once per pipe in the entry, as bf_switchd sends it.
     """
 
     id: int
@@ -289,6 +302,7 @@ class FieldSpec:
     repeated: bool = False
     annotations: tuple[tuple[str, str], ...] = ()
     choices: tuple[str, ...] = ()
+    default: Any = _AUTO  # the type's default_value in bf-rt.json (None: none written)
 
     def __post_init__(self):
         if self.type in _UINT_WIDTH:
@@ -301,6 +315,10 @@ class FieldSpec:
         return self.type == "bytes" or self.type in _UINT_WIDTH
 
     @property
+    def is_register_data(self) -> bool:
+        return ("$bfrt_field_class", "register_data") in self.annotations
+
+    @property
     def nbytes(self) -> int:
         return math.ceil(self.width / 8)
 
@@ -310,8 +328,9 @@ class FieldSpec:
         out: dict[str, Any] = {"type": self.type}
         if self.choices:
             out["choices"] = list(self.choices)
-        if self.type in _UINT_WIDTH:
-            out["default_value"] = 0
+        default = (0 if self.type in _UINT_WIDTH else None) if self.default is _AUTO else self.default
+        if default is not None:
+            out["default_value"] = default
         return out
 
     def _annotations_json(self) -> list[dict[str, str]]:
@@ -383,6 +402,10 @@ class Kind(str, enum.Enum):
     PRE_NODE = "pre_node"
     PORT = "port"
     PORT_STAT = "port_stat"
+    PORT_STR_INFO = "port_str_info"
+    PORT_HDL_INFO = "port_hdl_info"
+    PORT_METADATA = "port_metadata"
+    SNAPSHOT = "snapshot"  # served (readable, always empty): the emulator has no MAU stages to capture
 
 
 @dataclass(frozen=True)
@@ -399,7 +422,10 @@ class TableSpec:
     actions: tuple[ActionSpec, ...] = ()
     operations: tuple[str, ...] = ()
     attributes: tuple[str, ...] = ()
-    const_default: bool = False
+    const_default: bool | None = False  # None: bf-p4c writes no has_const_default_action
+    annotated: bool = True  # False: bf-p4c writes no table "annotations" (registers)
+    depends_on: tuple[str, ...] = ()  # names of the tables this one depends on
+    fixed: bool = False  # a non-P4 table: its JSON (the SDE's *_tf1.json) has no annotations or depends_on
 
     def __post_init__(self):
         object.__setattr__(self, "key_by_id", {f.id: f for f in self.keys})
@@ -408,21 +434,23 @@ class TableSpec:
         object.__setattr__(self, "action_by_id", {a.id: a for a in self.actions})
         object.__setattr__(self, "action_by_name", {a.name: a for a in self.actions})
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "id": self.id,
-            "table_type": self.table_type,
-            "size": self.size,
-            "annotations": [],
-            "depends_on": [],
-            "has_const_default_action": self.const_default,
-            "key": [k.key_json() for k in self.keys],
-            "action_specs": [a.to_json() for a in self.actions],
-            "data": [d.data_json() for d in self.data],
-            "supported_operations": list(self.operations),
-            "attributes": list(self.attributes),
-        }
+    def to_json(self, ids: Mapping[str, int] | None = None) -> dict[str, Any]:
+        """bf-rt.json's table object, with the keys bf-p4c writes for this kind of table
+        (`ids`: table name -> id, to resolve `depends_on`)."""
+        out: dict[str, Any] = {"name": self.name, "id": self.id, "table_type": self.table_type, "size": self.size}
+        if self.annotated and not self.fixed:
+            out["annotations"] = []
+        if not self.fixed:
+            out["depends_on"] = [(ids or {})[n] for n in self.depends_on]
+        if self.const_default is not None and not self.fixed:
+            out["has_const_default_action"] = self.const_default
+        out["key"] = [k.key_json() for k in self.keys]
+        if self.kind is Kind.MATCH:
+            out["action_specs"] = [a.to_json() for a in self.actions]
+        out["data"] = [d.data_json() for d in self.data]
+        out["supported_operations"] = list(self.operations)
+        out["attributes"] = list(self.attributes)
+        return out
 
 
 @dataclass(frozen=True)
@@ -438,10 +466,12 @@ class Layout:
         object.__setattr__(self, "by_name", {t.name: t for t in (*self.p4, *self.fixed)})
 
     def p4_json(self) -> dict[str, Any]:
-        return {"schema_version": "1.0.0", "tables": [t.to_json() for t in self.p4], "learn_filters": []}
+        ids = {t.name: t.id for t in self.p4}
+        return {"schema_version": "1.0.0", "tables": [t.to_json(ids) for t in self.p4], "learn_filters": []}
 
     def non_p4_json(self) -> dict[str, Any]:
-        return {"schema_version": "1.0.0", "tables": [t.to_json() for t in self.fixed], "learn_filters": []}
+        ids = {t.name: t.id for t in self.fixed}
+        return {"schema_version": "1.0.0", "tables": [t.to_json(ids) for t in self.fixed], "learn_filters": []}
 
 
 def _bytes_field(id: int, name: str, width: int, **kw) -> FieldSpec:
@@ -449,10 +479,9 @@ def _bytes_field(id: int, name: str, width: int, **kw) -> FieldSpec:
 
 
 def _match_table(t: Table, table_id: int, action_ids: dict[str, int]) -> TableSpec:
-    keys = [
-        _bytes_field(i, k.name, k.width, match=k.match, mandatory=k.match is Match.EXACT)
-        for i, k in enumerate(t.keys, start=1)
-    ]
+    # bf-p4c marks no P4 key field mandatory (a missing exact field is an all-zero value
+    # there; the emulator refuses it instead, see bfrt_server); $MATCH_PRIORITY is.
+    keys = [_bytes_field(i, k.name, k.width, match=k.match, mandatory=False) for i, k in enumerate(t.keys, start=1)]
     if t.has_priority:
         keys.append(FieldSpec(MATCH_PRIORITY_ID, "$MATCH_PRIORITY", "uint32", match=Match.EXACT))
     actions = [
@@ -477,21 +506,163 @@ def _match_table(t: Table, table_id: int, action_ids: dict[str, int]) -> TableSp
     )
 
 
+def _index_key(id: int, name: str) -> FieldSpec:
+    return FieldSpec(id, name, "uint32", match=Match.EXACT, default=None)
+
+
 def _register_table(r: Register, table_id: int) -> TableSpec:
-    index = FieldSpec(REGISTER_INDEX_ID, "$REGISTER_INDEX", "uint32", match=Match.EXACT)
-    cell = _bytes_field(
-        1, r.data_field, r.width, mandatory=False, repeated=True, annotations=(("$bfrt_field_class", "register_data"),)
+    # As bf-p4c writes it: one mandatory, non-repeated cell field (the SDE client converts
+    # integers only for non-repeated fields); a read still answers it once per pipe.
+    cell = _bytes_field(1, r.data_field, r.width, annotations=(("$bfrt_field_class", "register_data"),))
+    return TableSpec(
+        table_id,
+        r.name,
+        "Register",
+        Kind.REGISTER,
+        r.size,
+        (_index_key(REGISTER_INDEX_ID, "$REGISTER_INDEX"),),
+        (cell,),
+        operations=("Sync",),
+        const_default=None,
+        annotated=False,
     )
-    return TableSpec(table_id, r.name, "Register", Kind.REGISTER, r.size, (index,), (cell,), operations=("Sync",))
 
 
 def _counter_table(c: Counter, table_id: int) -> TableSpec:
-    index = FieldSpec(COUNTER_INDEX_ID, "$COUNTER_INDEX", "uint32", match=Match.EXACT)
     data = (
         FieldSpec(COUNTER_SPEC_BYTES_ID, "$COUNTER_SPEC_BYTES", "uint64", mandatory=False),
         FieldSpec(COUNTER_SPEC_PKTS_ID, "$COUNTER_SPEC_PKTS", "uint64", mandatory=False),
     )
-    return TableSpec(table_id, c.name, "Counter", Kind.COUNTER, c.size, (index,), data, operations=("Sync",))
+    return TableSpec(
+        table_id,
+        c.name,
+        "Counter",
+        Kind.COUNTER,
+        c.size,
+        (_index_key(COUNTER_INDEX_ID, "$COUNTER_INDEX"),),
+        data,
+        operations=("Sync",),
+        const_default=None,
+    )
+
+
+# The ingress parser's port metadata (TNA's port_metadata_unpack); without a declared
+# header, bf-p4c serves a 64-bit $DEFAULT_FIELD, one entry per Tofino 1 ingress port.
+PORT_METADATA_KEY_ID = 65575
+PORT_METADATA_DATA_ID = 65576
+PORT_METADATA_WIDTH = 64
+PORT_METADATA_SIZE = 288
+
+
+def _port_metadata_table(program: Program, table_id: int) -> TableSpec:
+    return TableSpec(
+        table_id,
+        f"pipe.{program.ingress_parser}.$PORT_METADATA",
+        "PortMetadata",
+        Kind.PORT_METADATA,
+        PORT_METADATA_SIZE,
+        (_bytes_field(PORT_METADATA_KEY_ID, "ig_intr_md.ingress_port", 9, match=Match.EXACT),),
+        (_bytes_field(PORT_METADATA_DATA_ID, "$DEFAULT_FIELD", PORT_METADATA_WIDTH, mandatory=False),),
+        const_default=None,
+    )
+
+
+STAGES = 12  # Tofino 1 MAU stages: the size of the snapshot tables
+
+
+def _snapshot_tables(next_id) -> list[TableSpec]:
+    """bf-p4c's `pipe.snapshot.*` tables with their program-independent fields. The
+    PHV fields a trigger matches and a capture holds (`trig.hdr...`, `hdr...`) and the
+    capture's table_info container are left out: they describe the compiler's PHV and
+    stage allocation, which the emulator does not have."""
+    opt = dict(mandatory=False)
+    ro = dict(mandatory=False, read_only=True)
+    stage_key = (FieldSpec(65587, "stage", "uint32", match=Match.EXACT),)
+    liveness_key = (FieldSpec(65618, "field_name", "string", match=Match.EXACT),)
+    snap = dict(const_default=None, annotated=False)
+    trigger_data = (
+        FieldSpec(65589, "enable", "bool", default=False, **opt),
+        FieldSpec(65590, "trigger_state", "string", repeated=True, choices=("PASSIVE", "ARMED", "FULL"), **ro),
+    )
+    capture_data = (
+        FieldSpec(65599, "prev_stage_trigger", "bool", default=False, **ro),
+        FieldSpec(65592, "timer_trigger", "bool", default=False, **ro),
+        FieldSpec(65601, "local_stage_trigger", "bool", default=False, **ro),
+        FieldSpec(65603, "next_table_name", "string", **ro),
+    )
+    liveness_data = (FieldSpec(65619, "valid_stages", "uint32", repeated=True, default=None, **ro),)
+    out = [
+        TableSpec(
+            next_id(),
+            "pipe.snapshot.cfg",
+            "SnapshotCfg",
+            Kind.SNAPSHOT,
+            STAGES,
+            (
+                FieldSpec(65587, "start_stage", "uint32", match=Match.EXACT, mandatory=False),
+                FieldSpec(65588, "end_stage", "uint32", match=Match.EXACT, mandatory=False, default=STAGES - 1),
+            ),
+            (
+                FieldSpec(65591, "timer_enable", "bool", default=False, **opt),
+                FieldSpec(65593, "timer_value_usecs", "uint32", default=None, **opt),
+                FieldSpec(
+                    65600,
+                    "ingress_trigger_mode",
+                    "string",
+                    choices=("INGRESS", "GHOST", "INGRESS_GHOST", "ANY"),
+                    default="INGRESS",
+                    **opt,
+                ),
+                FieldSpec(65620, "thread", "string", choices=("INGRESS", "EGRESS", "ALL")),
+                *(
+                    FieldSpec(i, f"{g}_capture", "uint32", repeated=True, default=None, **ro)
+                    for i, g in ((65621, "ingress"), (65622, "egress"), (65623, "ghost"))
+                ),
+            ),
+            depends_on=("pipe.snapshot.egress_trigger", "pipe.snapshot.ingress_trigger"),
+            **snap,
+        )
+    ]
+    for gress in ("egress", "ingress"):
+        out += [
+            TableSpec(
+                next_id(),
+                f"pipe.snapshot.{gress}_trigger",
+                "SnapshotTrigger",
+                Kind.SNAPSHOT,
+                STAGES,
+                stage_key,
+                trigger_data,
+                **snap,
+            ),
+            TableSpec(
+                next_id(),
+                f"pipe.snapshot.{gress}_data",
+                "SnapshotData",
+                Kind.SNAPSHOT,
+                STAGES,
+                stage_key,
+                capture_data,
+                **snap,
+            ),
+            TableSpec(
+                next_id(),
+                f"pipe.snapshot.{gress}_liveness",
+                "SnapshotLiveness",
+                Kind.SNAPSHOT,
+                0,
+                liveness_key,
+                liveness_data,
+                **snap,
+            ),
+        ]
+    return out
+
+
+# $PORT choices as SDE 9.13's port table lists them: BF_FEC_TYP_FC and BF_FEC_TYP_RS are
+# aliases of FIRECODE and REED_SOLOMON (read back under the long name).
+FEC_ALIASES = {"BF_FEC_TYP_FC": "BF_FEC_TYP_FIRECODE", "BF_FEC_TYP_RS": "BF_FEC_TYP_REED_SOLOMON"}
+PORT_KEY_NOTE = "$bfrt_port_type_class"
 
 
 def fixed_tables(max_ports: int = 512) -> tuple[TableSpec, ...]:
@@ -499,7 +670,11 @@ def fixed_tables(max_ports: int = 512) -> tuple[TableSpec, ...]:
     exact = Match.EXACT
     opt = dict(mandatory=False)
     rep = dict(mandatory=False, repeated=True)
-    dev_port = FieldSpec(1, "$DEV_PORT", "uint32", match=exact)
+    ro = dict(mandatory=False, read_only=True, default=None)
+    dev_port = FieldSpec(
+        1, "$DEV_PORT", "uint32", match=exact, annotations=((PORT_KEY_NOTE, "dev_port"),), default=None
+    )
+    fixed = dict(fixed=True, const_default=None)
     return (
         TableSpec(
             PORT_TABLE_ID,
@@ -510,12 +685,17 @@ def fixed_tables(max_ports: int = 512) -> tuple[TableSpec, ...]:
             (dev_port,),
             (
                 FieldSpec(1, "$SPEED", "string", choices=SPEEDS),
-                FieldSpec(2, "$FEC", "string", choices=FECS),
-                FieldSpec(3, "$N_LANES", "uint32", **opt),
-                FieldSpec(4, "$PORT_ENABLE", "bool", **opt),
+                FieldSpec(2, "$FEC", "string", choices=FECS + tuple(FEC_ALIASES)),
+                FieldSpec(3, "$N_LANES", "uint32", default=1, **opt),
+                FieldSpec(4, "$PORT_ENABLE", "bool", default=False, **opt),
                 FieldSpec(5, "$AUTO_NEGOTIATION", "string", choices=AUTONEG, **opt),
-                FieldSpec(25, "$PORT_UP", "bool", mandatory=False, read_only=True),
+                FieldSpec(23, "$CONN_ID", "uint32", **ro),
+                FieldSpec(24, "$CHNL_ID", "uint32", **ro),
+                FieldSpec(25, "$PORT_UP", "bool", **ro),
+                FieldSpec(26, "$PORT_NAME", "string", **ro),
             ),
+            attributes=("port_status_notif_cb",),
+            **fixed,
         ),
         TableSpec(
             PORT_STAT_TABLE_ID,
@@ -525,6 +705,31 @@ def fixed_tables(max_ports: int = 512) -> tuple[TableSpec, ...]:
             max_ports,
             (dev_port,),
             tuple(FieldSpec(i, n, "uint64", **opt) for i, n in enumerate(PORT_STAT_FIELDS, start=1)),
+            attributes=("poll_intvl_ms",),
+            **fixed,
+        ),
+        TableSpec(
+            PORT_HDL_INFO_TABLE_ID,
+            "$PORT_HDL_INFO",
+            "PortHdlInfo",
+            Kind.PORT_HDL_INFO,
+            max_ports,
+            (
+                FieldSpec(1, "$CONN_ID", "uint32", match=exact, annotations=((PORT_KEY_NOTE, "port_hdl_conn_id"),)),
+                FieldSpec(2, "$CHNL_ID", "uint32", match=exact, annotations=((PORT_KEY_NOTE, "port_hdl_chnl_id"),)),
+            ),
+            (FieldSpec(1, "$DEV_PORT", "uint32", **ro),),
+            **fixed,
+        ),
+        TableSpec(
+            PORT_STR_INFO_TABLE_ID,
+            "$PORT_STR_INFO",
+            "PortStrInfo",
+            Kind.PORT_STR_INFO,
+            max_ports,
+            (FieldSpec(1, "$PORT_NAME", "string", match=exact, annotations=((PORT_KEY_NOTE, "port_name"),)),),
+            (FieldSpec(1, "$DEV_PORT", "uint32", **ro),),
+            **fixed,
         ),
         TableSpec(
             PRE_MGID_TABLE_ID,
@@ -541,6 +746,7 @@ def fixed_tables(max_ports: int = 512) -> tuple[TableSpec, ...]:
                 FieldSpec(5, "$MULTICAST_ECMP_L1_XID_VALID", "bool", **rep),
                 FieldSpec(6, "$MULTICAST_ECMP_L1_XID", "uint16", **rep),
             ),
+            **fixed,
         ),
         TableSpec(
             PRE_NODE_TABLE_ID,
@@ -554,12 +760,16 @@ def fixed_tables(max_ports: int = 512) -> tuple[TableSpec, ...]:
                 FieldSpec(2, "$MULTICAST_LAG_ID", "uint8", **rep),
                 FieldSpec(3, "$DEV_PORT", "uint32", **rep),
             ),
+            **fixed,
         ),
     )
 
 
 def layout(program: Program) -> Layout:
-    """Assign BF-RT ids to a program (declaration order) and add the fixed tables."""
+    """Assign BF-RT ids to a program (declaration order) and add the fixed tables.
+
+    Besides the program's own tables, registers and counters, bf-p4c's output has the
+    ingress parser's `$PORT_METADATA` and the `pipe.snapshot.*` tables: served too."""
     action_ids: dict[str, int] = {}
     for t in program.tables:
         for a in t.actions:
@@ -567,4 +777,7 @@ def layout(program: Program) -> Layout:
     p4 = [_match_table(t, _TABLE_BASE + i, action_ids) for i, t in enumerate(program.tables, start=1)]
     p4 += [_register_table(r, _REGISTER_BASE + i) for i, r in enumerate(program.registers, start=1)]
     p4 += [_counter_table(c, _COUNTER_BASE + i) for i, c in enumerate(program.counters, start=1)]
+    p4.append(_port_metadata_table(program, _PARSER_BASE + 1))
+    snapshot_ids = iter(range(_SNAPSHOT_BASE + 1, _SNAPSHOT_BASE + 100))
+    p4 += _snapshot_tables(lambda: next(snapshot_ids))
     return Layout(program, tuple(p4), fixed_tables())

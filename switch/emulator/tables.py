@@ -98,7 +98,10 @@ class TableFull(TableError):
 
 
 class OutOfRange(TableError):
-    code = Code.OUT_OF_RANGE
+    """An index or pipe outside a register or counter. bf_switchd answers these
+    INVALID_ARGUMENT (the driver's BF_INVALID_ARG), so the emulator does too."""
+
+    code = Code.INVALID_ARGUMENT
 
 
 class FailedPrecondition(TableError):
@@ -897,6 +900,8 @@ class Ports:
     def __init__(self, lock: threading.RLock, max_ports: int = 512):
         self._lock = lock
         self.max_ports = max_ports
+        self.names: dict[int, str] = {}  # dev_port -> front-panel name ("1/0"); see `name()`
+        self.metadata: dict[int, int] = {}  # the ingress parser's $PORT_METADATA: dev_port -> value
         self._ports: dict[int, PortConfig] = {}
         self._stats: dict[int, list[int]] = {}
         self.up_hook: Callable[[int], bool] | None = None
@@ -942,6 +947,40 @@ class Ports:
 
     def _new_stats(self, dev_port: int) -> list[int]:
         return self._stats.setdefault(dev_port, [0] * len(schema.PORT_STAT_FIELDS))
+
+    # front-panel names
+    def set_name(self, dev_port: int, name: str) -> None:
+        """Call dev_port `name` ("conn/chnl", as `pm show` lists it) on the front panel:
+        what $PORT_STR_INFO and $PORT_HDL_INFO resolve. On a Tofino the board decides
+        this mapping, so the emulator is told it (`--port 132=swp1:1/0`)."""
+        self._check_port(dev_port)
+        try:
+            conn, chnl = self.handle(name)
+        except ValueError:
+            raise InvalidArgument(f"{name!r} is not a front-panel port name like 1/0", table=self.TABLE) from None
+        if any(n == f"{conn}/{chnl}" for d, n in self.names.items() if d != dev_port):
+            raise AlreadyExists(f"front-panel port {name} is named twice", table=self.TABLE)
+        self.names[dev_port] = f"{conn}/{chnl}"
+
+    def by_name(self, name: str) -> int:
+        """The dev_port of a front-panel name ("1/0")."""
+        for dev_port, n in self.names.items():
+            if n == name:
+                return dev_port
+        raise NotFound(f"no front-panel port {name!r}", table="$PORT_STR_INFO")
+
+    def by_handle(self, conn: int, chnl: int) -> int:
+        """The dev_port of connector `conn`, channel `chnl`."""
+        try:
+            return self.by_name(f"{conn}/{chnl}")
+        except NotFound:
+            raise NotFound(f"no front-panel port {conn}/{chnl}", table="$PORT_HDL_INFO") from None
+
+    @staticmethod
+    def handle(name: str) -> tuple[int, int]:
+        """(conn, chnl) of a front-panel name."""
+        conn, chnl = name.split("/")
+        return int(conn), int(chnl)
 
     # control plane
     def all(self) -> list[PortConfig]:
@@ -1024,6 +1063,7 @@ class Ports:
             )
 
     def _validated(self, cfg: PortConfig) -> PortConfig:
+        cfg = replace(cfg, fec=schema.FEC_ALIASES.get(cfg.fec, cfg.fec))
         for value, choices, name in (
             (cfg.speed, schema.SPEEDS, "$SPEED"),
             (cfg.fec, schema.FECS, "$FEC"),
@@ -1061,6 +1101,27 @@ class TableStore:
 
     def __repr__(self) -> str:
         return f"<TableStore {self.program.name} pipes={self.pipes}>"
+
+    def reset(self) -> None:
+        """The program's initial state, as after bf_switchd reloads it (a warm init,
+        which the SDE client's clear_all_tables asks for): every table empty with its
+        initial default action, registers and counters zero, no multicast groups or
+        nodes, no port metadata, port counters zero. Ports stay added (the driver
+        replays port configuration across a fast reconfig). In place: a data plane's
+        references stay valid."""
+        with self.lock:
+            for t in self.tables.values():
+                t.clear()
+                t.reset_default()
+            for r in self.registers.values():
+                r.clear()
+            for c in self.counters.values():
+                c.clear()
+            self.pre.clear_groups()
+            self.pre.clear_nodes()
+            self.ports.metadata.clear()
+            for cfg in self.ports.all():
+                self.ports.set_stats(cfg.dev_port, dict.fromkeys(schema.PORT_STAT_FIELDS, 0))
 
     def table(self, name: str) -> MatchTable:
         """A match-action table by full name or unique dot-suffix (`forward`)."""

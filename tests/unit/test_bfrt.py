@@ -26,6 +26,8 @@ from switch.emulator.bfrt_server import BfrtServerError, serve
 from switch.emulator.tables import TableStore
 from tests.bfrt_program import PROGRAM
 
+P4 = PROGRAM.name  # what a client that has not bound names in its requests
+
 pytestmark = pytest.mark.timeout(60)
 
 
@@ -52,6 +54,8 @@ def stub(server):
 def details(e: grpc.RpcError) -> list[pb.Error]:
     """The per-update errors of a failed call's `grpc-status-details-bin` trailer."""
     status = rpc_status.from_call(e)
+    if status is None:  # no trailer: the whole call was refused
+        return []
     out = []
     for any_ in status.details:
         assert any_.type_url == "type.googleapis.com/bfrt_proto.Error"
@@ -399,7 +403,7 @@ def test_registers(server, client):
     assert balance.read(3) == [0, 0] and reg[4] == 0
     with pytest.raises(BfrtError) as e:
         balance.read(16)
-    assert e.value.codes == ["OUT_OF_RANGE"]
+    assert e.value.codes == ["INVALID_ARGUMENT"]  # as bf_switchd answers an index out of range
 
 
 def test_register_values_on_the_wire(server, stub):
@@ -410,6 +414,7 @@ def test_register_values_on_the_wire(server, stub):
     key = pb.TableKey(fields=[pb.KeyField(field_id=65557, exact=pb.KeyField.Exact(value=(1).to_bytes(4, "big")))])
     for pipe, count in ((0xFFFF, 2), (1, 1)):
         req = pb.ReadRequest(
+            p4_name=P4,
             target=pb.TargetDevice(device_id=0, pipe_id=pipe, direction=0xFF, prsr_id=0xFF),
             entities=[pb.Entity(table_entry=pb.TableEntry(table_id=spec.id, key=key))],
         )
@@ -550,7 +555,7 @@ def test_bad_requests_get_errors_and_the_server_keeps_serving(server, client, st
         _entry_write(fwd.id, [], type=pb.Update.INSERT),  # 12 INSERT without key
     ]
     with pytest.raises(grpc.RpcError) as e:
-        stub.Write(pb.WriteRequest(target=pb.TargetDevice(pipe_id=0xFFFF), updates=updates))
+        stub.Write(pb.WriteRequest(target=pb.TargetDevice(pipe_id=0xFFFF), updates=updates, p4_name=P4))
     assert e.value.code() == grpc.StatusCode.UNKNOWN
     errs = details(e.value)
     assert len(errs) == len(updates)
@@ -559,7 +564,11 @@ def test_bad_requests_get_errors_and_the_server_keeps_serving(server, client, st
     assert "1 bytes, expected 6" in errs[2].message and "Exact" in errs[6].message
     # Reads of nonsense fail the same way.
     with pytest.raises(grpc.RpcError) as e:
-        list(stub.Read(pb.ReadRequest(entities=[pb.Entity(table_entry=pb.TableEntry(table_id=12345)), pb.Entity()])))
+        list(
+            stub.Read(
+                pb.ReadRequest(p4_name=P4, entities=[pb.Entity(table_entry=pb.TableEntry(table_id=12345)), pb.Entity()])
+            )
+        )
     assert [code_pb2.Code.Name(x.canonical_code) for x in details(e.value)] == ["NOT_FOUND", "INVALID_ARGUMENT"]
     # Unknown operations, devices, programs.
     op = pb.Update(
@@ -570,14 +579,18 @@ def test_bad_requests_get_errors_and_the_server_keeps_serving(server, client, st
             )
         ),
     )
-    for request in (
-        pb.WriteRequest(updates=[op]),
-        pb.WriteRequest(target=pb.TargetDevice(device_id=3), updates=updates[11:12]),
-        pb.WriteRequest(p4_name="other", updates=updates[11:12]),
+    with pytest.raises(grpc.RpcError) as e:
+        stub.Write(pb.WriteRequest(updates=[op], p4_name=P4))
+    assert e.value.code() == grpc.StatusCode.UNKNOWN and len(details(e.value)) == 1
+    # A wrong device or program refuses the whole call, as bf_switchd does (no per-update
+    # details): the stub shares client id 0 with `client`, which is bound on device 0.
+    for request, code in (
+        (pb.WriteRequest(target=pb.TargetDevice(device_id=3), updates=updates[11:12]), "INVALID_ARGUMENT"),
+        (pb.WriteRequest(p4_name="other", updates=updates[11:12]), "NOT_FOUND"),
     ):
         with pytest.raises(grpc.RpcError) as e:
             stub.Write(request)
-        assert e.value.code() == grpc.StatusCode.UNKNOWN and len(details(e.value)) == 1
+        assert e.value.code().name == code and not details(e.value)
     # Bytes that are not a protobuf at all.
     channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
     garbage = channel.unary_unary("/bfrt_proto.BfRuntime/Write")
@@ -601,12 +614,12 @@ def test_read_echoes_entry_tgt_only_when_asked(server, stub):
     asked = pb.TableEntry(table_id=spec.id, entry_tgt=tgt)
     (a,) = [
         e.table_entry
-        for r in stub.Read(pb.ReadRequest(target=tgt, entities=[pb.Entity(table_entry=plain)]))
+        for r in stub.Read(pb.ReadRequest(target=tgt, p4_name=P4, entities=[pb.Entity(table_entry=plain)]))
         for e in r.entities
     ]
     (b,) = [
         e.table_entry
-        for r in stub.Read(pb.ReadRequest(target=tgt, entities=[pb.Entity(table_entry=asked)]))
+        for r in stub.Read(pb.ReadRequest(target=tgt, p4_name=P4, entities=[pb.Entity(table_entry=asked)]))
         for e in r.entities
     ]
     assert not a.HasField("entry_tgt") and b.entry_tgt == tgt
@@ -753,11 +766,13 @@ def test_driven_like_the_sde_bfrt_grpc_client(server):
 
 
 def test_failed_write_trailer_without_details_is_not_sent(server, stub):
-    """Every UNKNOWN the server sends carries details (else bfrt_grpc raises a bare RuntimeError)."""
+    """A refused update's UNKNOWN carries details (else bfrt_grpc raises a bare RuntimeError);
+    only a client with no program (test_unbound_client_without_p4_name_is_refused) gets
+    a bare UNKNOWN, as from bf_switchd."""
     spec = server.store.layout.by_name["pipe.SwitchIngress.forward.forward"]
     bad = _entry_write(spec.id, [_exact(1, b"")])
     with pytest.raises(grpc.RpcError) as e:
-        stub.Write(pb.WriteRequest(updates=[bad]))
+        stub.Write(pb.WriteRequest(updates=[bad], p4_name=P4))
     trailer = dict(e.value.trailing_metadata())["grpc-status-details-bin"]
     status = status_pb2.Status.FromString(trailer)
     assert status.code == code_pb2.UNKNOWN and len(status.details) == 1

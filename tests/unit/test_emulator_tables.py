@@ -54,9 +54,13 @@ def test_bfrt_json_shape():
             "annotations": [],
             "mandatory": True,
             "match_type": "Exact",
-            "type": {"type": "uint32", "default_value": 0},
+            "type": {"type": "uint32"},
         }
     ]
+    # As bf-p4c writes a register: one mandatory, non-repeated cell (a read repeats the
+    # field once per pipe); no table annotations, no has_const_default_action.
+    assert reg["data"][0]["mandatory"] is True and reg["data"][0]["singleton"]["repeated"] is False
+    assert "annotations" not in reg and "has_const_default_action" not in reg and "action_specs" not in reg
     cell = reg["data"][0]["singleton"]
     assert cell["name"] == "SwitchIngress.bidir_queue.balance.f1" and cell["id"] == 1
     assert cell["type"] == {"type": "bytes", "width": 32}
@@ -67,21 +71,20 @@ def test_bfrt_json_shape():
         "$COUNTER_SPEC_BYTES": 65553,
         "$COUNTER_SPEC_PKTS": 65554,
     }
+    assert all(k["mandatory"] is False for k in fwd["key"])  # bf-p4c marks no P4 key field mandatory
+    assert "has_const_default_action" not in ctr and "annotations" in ctr
+    common = {"name", "id", "table_type", "size", "depends_on", "key", "data", "supported_operations", "attributes"}
     for t in p4.values():
-        assert set(t) >= {
-            "name",
-            "id",
-            "table_type",
-            "size",
-            "annotations",
-            "depends_on",
-            "has_const_default_action",
-            "key",
-            "action_specs",
-            "data",
-            "supported_operations",
-            "attributes",
-        }
+        assert set(t) >= common
+        if t["table_type"] == "MatchAction_Direct":
+            assert set(t) >= {"annotations", "has_const_default_action", "action_specs"}
+    assert p4["pipe.SwitchIngressParser.$PORT_METADATA"]["key"][0]["name"] == "ig_intr_md.ingress_port"
+    assert {n for n in p4 if n.startswith("pipe.snapshot.")} == {
+        f"pipe.snapshot.{n}"
+        for n in ("cfg", *(f"{g}_{t}" for g in ("ingress", "egress") for t in ("trigger", "data", "liveness")))
+    }
+    cfg = p4["pipe.snapshot.cfg"]
+    assert cfg["depends_on"] == [p4["pipe.snapshot.egress_trigger"]["id"], p4["pipe.snapshot.ingress_trigger"]["id"]]
     fixed = {t["name"]: t for t in lay.non_p4_json()["tables"]}
     assert fixed["$pre.mgid"]["id"] == 0xFF020001 and fixed["$pre.node"]["id"] == 0xFF020002
     assert fixed["$PORT"]["id"] == 0xFF010001 and fixed["$PORT_STAT"]["id"] == 0xFF010002
