@@ -389,10 +389,33 @@ class Roce(Strict):
     # The switch builds WRITEs with UC WRITE ONLY (no ACK comes back to it) or RC
     # WRITE ONLY (the worker's NIC ACKs, the switch drops the ACKs).
     qp_type: Literal["uc", "rc"] = "uc"
-    # The switch cannot compute the iCRC, so the NICs must not check it. How to turn
-    # the check off is vendor-specific (a firmware register on ConnectX-5/6); give the
-    # command and the role runs it once per boot, or leave it out and do it by hand.
+    # The switch cannot compute the iCRC and sends zeros (Rain (CoNEXT 2026), 3.2.2), so
+    # the NICs must not check it. How to turn the check off is vendor-specific (a
+    # firmware register on ConnectX-5/6); give the command and the role runs it once
+    # per boot, or leave it out and do it by hand.
     icrc_disable_command: str | None = None
+    # Whether the workers' NICs check the iCRC once provisioned. Unset: a ConnectX
+    # checks (its default) unless icrc_disable_command turns the check off; an emulated
+    # NIC (rain-worker, rdma: emulated) does not. `off` without the command: turned off
+    # by hand. `on`: every WRITE from the switch is dropped (an emulated worker then
+    # checks too, to show it).
+    icrc_check: Literal["on", "off"] | None = None
+
+    @model_validator(mode="after")
+    def _icrc(self) -> Roce:
+        if self.icrc_check == "on" and self.icrc_disable_command:
+            raise bad(
+                "roce.icrc_check is on, but roce.icrc_disable_command turns the NICs' iCRC check off",
+                "remove icrc_check (the command turns the check off), or remove the command",
+            )
+        return self
+
+    def nic_checks_icrc(self, transport: str) -> bool:
+        """Whether a worker NIC reached through `transport` (ibverbs: a ConnectX;
+        emulated: rain-worker's RX loop) checks the iCRC once provisioned."""
+        if self.icrc_check is not None:
+            return self.icrc_check == "on"
+        return transport == "ibverbs" and not self.icrc_disable_command
 
 
 class Dpdk(Strict):

@@ -162,6 +162,7 @@ def warnings(inv: Inventory, base_dir: Path) -> list[Problem]:
         "known_hosts file",
         "collect the keys with `ssh-keyscan HOST >> FILE` and check their fingerprints",
     )
+    out += _icrc(inv)
     if inv.ssh.known_hosts is None:
         out.append(
             Problem(
@@ -171,3 +172,25 @@ def warnings(inv: Inventory, base_dir: Path) -> list[Problem]:
             )
         )
     return out
+
+
+def _icrc(inv: Inventory) -> list[Problem]:
+    """Workers whose NIC checks the iCRC drop every WRITE of the switch, which leaves
+    it zero: each large task pre-written to them fails (desc_mismatch)."""
+    checking = [h for h in inv.workers if inv.roce.nic_checks_icrc(h.nic.rdma_transport)]
+    if not checking:
+        return []
+    names = ", ".join(h.name for h in checking)
+    if inv.roce.icrc_check == "on":
+        why = "roce.icrc_check is on"
+    else:
+        why = "a ConnectX checks it unless turned off, and roce.icrc_disable_command is not given"
+    return [
+        Problem(
+            "roce.icrc_check",
+            f"the NICs of {names} check the RoCEv2 iCRC ({why}), but the switch sends its WRITEs with a zero "
+            "iCRC: they would drop every task the switch pre-writes to them",
+            "give roce.icrc_disable_command (the roce role runs it once per boot), or turn the check off by "
+            "hand and set roce.icrc_check: off",
+        )
+    ]
