@@ -1,0 +1,87 @@
+"""The walls between the layers (docs/architecture.md, "The walls"), read from the
+imports of the sources. The emulator's own wall is tested with its pipeline
+(tests/unit/test_emulator_pipeline.py)."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+OURS = ("orchestrator", "switch", "hosts", "tests")
+
+
+def imports(path: Path) -> list[str]:
+    """Absolute module names a file imports; relative imports resolved against its package."""
+    package = list(path.relative_to(REPO).with_suffix("").parts[:-1])
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                out.append(".".join(base + ([node.module] if node.module else [])))
+            elif node.module:
+                out.append(node.module)
+    return out
+
+
+def sources(*folders: str) -> list[Path]:
+    return [p for f in folders for p in (REPO / f).rglob("*.py") if "_gen" not in p.parts]
+
+
+def test_the_agents_use_only_the_standard_library_and_each_other():
+    # They are copied alone to the hosts (orchestrator/deploy.py, AGENT_FILES) and run by
+    # the host's python3, where nothing else of rainmaker, and no third-party package, is.
+    deployed = [REPO / "hosts" / "proto.py", REPO / "hosts" / "ctl.py", *sources("hosts/agent")]
+    bad = []
+    for path in deployed:
+        for name in imports(path):
+            top = name.split(".")[0]
+            if top == "hosts" or top in sys.stdlib_module_names or top == "__future__":
+                continue
+            bad.append(f"{path.relative_to(REPO)} imports {name}")
+    assert not bad, "\n".join(bad)
+
+
+def test_switch_never_imports_the_orchestrator():
+    bad = [
+        f"{p.relative_to(REPO)} imports {n}"
+        for p in sources("switch")
+        for n in imports(p)
+        if n.split(".")[0] in ("orchestrator", "tests")
+    ]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_controller_reaches_the_switch_only_through_bfrt():
+    allowed = ("switch.bfrt", "switch.errors", "switch.p4", "switch.control")
+    bad = [
+        f"{p.relative_to(REPO)} imports {n}"
+        for p in sources("switch/control")
+        for n in imports(p)
+        if n.split(".")[0] in OURS and not n.startswith(allowed)
+    ]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_orchestrator_reaches_hosts_only_over_ssh():
+    bad = [
+        f"{p.relative_to(REPO)} imports {n}"
+        for p in sources("orchestrator")
+        for n in imports(p)
+        if n.split(".")[0] in ("hosts", "tests")
+    ]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_import_reader_sees_a_forbidden_import(tmp_path, monkeypatch):
+    # The walls above are only as good as imports(): it must resolve relative imports.
+    pkg = tmp_path / "hosts" / "agent"
+    pkg.mkdir(parents=True)
+    f = pkg / "x.py"
+    f.write_text("from ...orchestrator import cli\nfrom .. import ctl\nimport grpc\n")
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    assert imports(f) == ["orchestrator", "hosts", "grpc"]
