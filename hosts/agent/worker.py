@@ -44,7 +44,9 @@ def roce_facts(path: str | None) -> dict:
 
 def rdma_argv(rdma: dict) -> list[str]:
     """rain-worker's RDMA options from the agent config's worker.rdma: transport (emulated
-    or ibverbs), qp_type, and for ibverbs the device, GID index, MTU and DSCP. A device or
+    or ibverbs), qp_type, icrc_check (the NIC checks the iCRC the switch leaves zero: an
+    emulated worker then checks too, an ibverbs one warns and counts the NIC's drops),
+    and for ibverbs the device, GID index, MTU and DSCP. A device or
     GID index the config does not give comes from the roce role's facts file, and failing
     that rain-worker finds them itself (the port's PCI function, the GID of --src-ip)."""
     transport = rdma.get("transport", "emulated")
@@ -56,6 +58,11 @@ def rdma_argv(rdma: dict) -> list[str]:
         if qp_type not in QP_TYPES:
             raise AgentError(f"worker.rdma.qp_type {qp_type!r}: expected uc or rc")
         argv += ["--qp-type", qp_type]
+    icrc_check = rdma.get("icrc_check", False)
+    if not isinstance(icrc_check, bool):
+        raise AgentError(f"worker.rdma.icrc_check {icrc_check!r}: expected true or false")
+    if icrc_check:
+        argv.append("--icrc-check")
     if transport != "ibverbs":
         return argv
     facts = roce_facts(rdma.get("roce_facts"))

@@ -452,8 +452,13 @@ class Runner:
                     "start_disabled": True,
                 },
             }
-            # How the switch's WRITEs reach the ring: the NIC (ibverbs) or the worker itself.
-            rdma = {"transport": h.nic.rdma_transport, "qp_type": inv.roce.qp_type}
+            # How the switch's WRITEs reach the ring: the NIC (ibverbs) or the worker itself,
+            # and whether that NIC checks their iCRC (the switch leaves it zero).
+            rdma = {
+                "transport": h.nic.rdma_transport,
+                "qp_type": inv.roce.qp_type,
+                "icrc_check": inv.roce.nic_checks_icrc(h.nic.rdma_transport),
+            }
             if h.nic.rdma_transport == "ibverbs":
                 rdma.update(
                     device=h.nic.rdma_device,

@@ -93,9 +93,18 @@ def test_ibverbs_falls_back_to_the_roce_facts_then_to_the_worker(tmp_path):
     assert opt(a, "--rdma") == "ibverbs" and opt(a, "--rdma-dev") is None and opt(a, "--gid-index") is None
 
 
+def test_icrc_check_is_passed_when_the_nic_checks(tmp_path):
+    for transport in ("emulated", "ibverbs"):
+        on = after_dashes(argv({"transport": transport, "icrc_check": True}, tmp_path))
+        off = after_dashes(argv({"transport": transport, "icrc_check": False}, tmp_path))
+        unset = after_dashes(argv({"transport": transport}, tmp_path))
+        assert "--icrc-check" in on and "--icrc-check" not in off and "--icrc-check" not in unset
+
+
 @pytest.mark.parametrize(
     "rdma, match",
     [
+        ({"transport": "emulated", "icrc_check": "on"}, "icrc_check 'on': expected true or false"),
         ({"transport": "rxe"}, "transport 'rxe': expected emulated or ibverbs"),
         ({"transport": "ibverbs", "qp_type": "ud"}, "qp_type 'ud': expected uc or rc"),
         ({"transport": "ibverbs", "mtu": 9000}, "mtu 9000: expected 1024, 2048 or 4096"),
