@@ -170,7 +170,12 @@ def register(cli: click.Group, console, err_console) -> None:
         help="YAML map of what the manifest cannot say (switch ports and dev_ports, NIC PCI addresses, "
         "cores, the SDE, the SSH key and known_hosts)",
     )
-    @click.option("--switch", "switch_node", help="the Tofino node's client_id in the manifest (default: tofino)")
+    @click.option(
+        "--switch",
+        "switch_node",
+        help="the Tofino node's client_id in the manifest (default: tofino; a switch outside the experiment: "
+        "switch.external in the map)",
+    )
     @click.option(
         "-o",
         "--output",
@@ -213,6 +218,15 @@ def register(cli: click.Group, console, err_console) -> None:
         rdma_device, numa_node, hugepages, skip, interface); `switch:` also takes
         node, bfrt (e.g. an SSH tunnel, 127.0.0.1:50052), sde_version, chip,
         kernel_module, service_ip; `roce:`, `dpdk:` and `deploy:` are copied as they are.
+
+        A switch that is not a node of the experiment (a Tofino of your own, on a
+        shared VLAN the hosts' LAN joins) is `external`: the map gives its SSH address
+        and user, and the ports as above; the hosts are the nodes on the shared-VLAN
+        link (or on `switch.link`):
+
+        \b
+          switch: {external: true, name: tofino1, address: 192.0.2.10, user: root,
+                   sde: /root/bf-sde-9.13.0, link: vlan-tofino}
         In a terminal, whatever is still missing is asked for; otherwise the command
         fails listing every missing item, with a map snippet that fills them.
 

@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from ..errors import CloudlabError, Problem
-from .manifest import Interface, Manifest, Node
+from .manifest import Interface, Link, Manifest, Node
 from .mapping import MapFile
 
 DEFAULT_SWITCH = "tofino"  # the switch node's client_id in profiles `rainmaker cloudlab profile` writes
@@ -52,6 +52,13 @@ class Plan:
     hosts: list[HostPlan]
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (node, why)
     users: list[str] = field(default_factory=list)  # login names the manifest lists
+    # An external switch (switch.external in the map) is no node of the experiment:
+    # `switch` then stands for it (no logins, no interfaces) and `link` reaches it.
+    external_link: Link | None = None
+
+    @property
+    def external(self) -> bool:
+        return self.external_link is not None
 
 
 @dataclass
@@ -103,14 +110,33 @@ def plan(manifest: Manifest, mapfile: MapFile, switch_node: str | None = None) -
         problems.append((mp, Problem(path, msg, fix, mapfile.line_of(path))))
 
     names = [n.client_id for n in manifest.nodes]
-    wanted = switch_node or m.switch.node or DEFAULT_SWITCH
-    sw = manifest.node(wanted)
-    if sw is None:
-        how = "--switch" if switch_node else ("switch.node in the map" if m.switch.node else "the default")
-        raise CloudlabError(
-            f"{mf}: no switch node: {how} names '{wanted}', and the manifest's nodes are {', '.join(names)}",
-            fix="name the Tofino node with --switch NODE (or switch.node in the map file)",
-        )
+    ext_link: Link | None = None
+    if m.switch.external:
+        if switch_node is not None:
+            raise CloudlabError(
+                f"--switch {switch_node} names a node of the experiment, and {mp} says the switch is external "
+                "(switch.external: true)",
+                fix="drop --switch for a switch of your own, or external: true if the switch is that node",
+            )
+        ext_link = _external_link(manifest, mapfile)
+        sw = Node(m.switch.name or DEFAULT_SWITCH, 0)
+    else:
+        wanted = switch_node or m.switch.node or DEFAULT_SWITCH
+        sw = manifest.node(wanted)
+        if sw is None:
+            how = "--switch" if switch_node else ("switch.node in the map" if m.switch.node else "the default")
+            raise CloudlabError(
+                f"{mf}: no switch node: {how} names '{wanted}', and the manifest's nodes are {', '.join(names)}",
+                fix="name the Tofino node with --switch NODE (or switch.node in the map file); for a switch that "
+                "is not a node of the experiment (yours, on a shared VLAN), set switch.external: true in the map "
+                "file, with its address, user and the hosts' ports",
+            )
+    # How a host off the switch is described (in refusals and the skipped list).
+    off_switch = (
+        f"not on link {ext_link.client_id} to the external switch"
+        if ext_link
+        else f"no link to the switch {sw.client_id}"
+    )
 
     for section in ("ports", "hosts"):
         for key in getattr(m, section):
@@ -133,7 +159,10 @@ def plan(manifest: Manifest, mapfile: MapFile, switch_node: str | None = None) -
         if hm is not None and hm.skip:
             skipped.append((node.client_id, "skip: true in the map"))
             continue
-        on_switch = _links_to_switch(manifest, node, switch_ifaces)
+        if ext_link is not None:
+            on_switch = [(i, ext_link, None) for i in node.interfaces if i.client_id in ext_link.interfaces]
+        else:
+            on_switch = _links_to_switch(manifest, node, switch_ifaces)
         if hm is not None and hm.interface is not None:
             pick = [t for t in on_switch if t[0].client_id == hm.interface]
             if not pick:
@@ -150,11 +179,11 @@ def plan(manifest: Manifest, mapfile: MapFile, switch_node: str | None = None) -
             if hm is not None and hm.role is not None:
                 mapp(
                     f"hosts.{node.client_id}.role",
-                    f"{node.client_id} has no link to the switch {sw.client_id}, so it cannot be a client or a worker",
+                    f"{node.client_id} {'is' if ext_link else 'has'} {off_switch}, so it cannot be a client or a worker",
                     "link it to the switch in the profile, or remove it here",
                 )
             else:
-                skipped.append((node.client_id, f"no link to the switch {sw.client_id}"))
+                skipped.append((node.client_id, off_switch))
             continue
         if len(on_switch) > 1:
             which = ", ".join(f"{i.client_id} (link {lk.client_id})" for i, lk, _ in on_switch)
@@ -223,8 +252,9 @@ def plan(manifest: Manifest, mapfile: MapFile, switch_node: str | None = None) -
         why = "; ".join(f"{n}: {w}" for n, w in skipped) or "the manifest has only the switch"
         man(
             "rspec",
-            f"no host is on a link to the switch {sw.client_id} ({why})",
-            "the profile must link each client and worker to the switch",
+            f"no host is on {f'link {ext_link.client_id}' if ext_link else f'a link to the switch {sw.client_id}'} ({why})",
+            "the profile must link each client and worker to the switch"
+            + (" (connect that link to the shared VLAN)" if ext_link else ""),
             None,
         )
 
@@ -247,7 +277,37 @@ def plan(manifest: Manifest, mapfile: MapFile, switch_node: str | None = None) -
         lines += ["  " + p.render(file) for file, p in problems]
         raise CloudlabError("\n".join(lines))
     users = sorted({lg.user for n in manifest.nodes for lg in n.logins})
-    return Plan(manifest, mapfile, sw, switch_name, hosts, skipped, users)
+    return Plan(manifest, mapfile, sw, switch_name, hosts, skipped, users, ext_link)
+
+
+def _external_link(manifest: Manifest, mapfile: MapFile) -> Link:
+    """The link the hosts reach an external switch on: switch.link, else the one link
+    on a shared VLAN, else the manifest's only link."""
+    m, mp = mapfile.map, mapfile.where()
+    links = manifest.links
+    listed = ", ".join(lk.client_id + (f" (shared VLAN {lk.shared_vlan})" if lk.shared_vlan else "") for lk in links)
+    if m.switch.link is not None:
+        lk = next((x for x in links if x.client_id == m.switch.link), None)
+        if lk is None:
+            raise CloudlabError(
+                f"{mp}:{mapfile.line_of('switch.link') or ''}: switch.link names '{m.switch.link}', which is not a "
+                f"link of {manifest.source} (its links: {listed or 'none'})",
+                fix="name the link (or LAN) the hosts reach your switch on, by its client_id",
+            )
+        return lk
+    shared = [x for x in links if x.shared_vlan]
+    if len(shared) == 1:
+        return shared[0]
+    if not shared and len(links) == 1:
+        return links[0]
+    raise CloudlabError(
+        f"{manifest.source}: which link reaches the external switch? "
+        + (f"{len(shared)} links are on shared VLANs" if shared else f"{len(links)} links, none on a shared VLAN")
+        + f" (links: {listed or 'none'})",
+        fix="name it in the map file: switch.link: <its client_id>"
+        if links
+        else "the profile must put the hosts on a link to the shared VLAN (connectSharedVlan)",
+    )
 
 
 # -- needs -----------------------------------------------------------------------------
@@ -317,13 +377,32 @@ def needs(p: Plan) -> list[Need]:
         )
 
     sw = p.switch
-    if m.switch.address is None and sw.control_address is None:
+    if p.external and m.switch.address is None:
+        out.append(
+            Need(
+                ("switch", "address"),
+                f"SSH address of your switch {p.switch_name} (not a node of the experiment)?",
+                "the external switch's management address or host name",
+                "192.0.2.10",
+            )
+        )
+    elif m.switch.address is None and sw.control_address is None:
         out.append(
             Need(
                 ("switch", "address"),
                 f"SSH address of the switch node {sw.client_id}?",
                 "the switch's control-network host name or address",
                 "tofino1.example.net",
+            )
+        )
+    if p.external and m.switch.user is None:
+        # The experiment's logins are CloudLab's; a switch of your own has its own.
+        out.append(
+            Need(
+                ("switch", "user"),
+                f"SSH user on your switch {p.switch_name}?",
+                "the login on the external switch",
+                "root",
             )
         )
     if m.switch.sde is None:
@@ -470,7 +549,10 @@ def keyscan_command(p: Plan) -> str:
 
     by_port: dict[int, list[str]] = {}
     user = chosen_user(p)
-    for node in [p.switch] + [h.node for h in p.hosts]:
+    m = p.mapfile.map
+    if p.external and m.switch.address:
+        by_port.setdefault(m.switch.ssh_port or 22, []).append(m.switch.address)
+    for node in ([] if p.external else [p.switch]) + [h.node for h in p.hosts]:
         lg = _login(node, user)
         addr = node.control_address
         if addr:
@@ -676,6 +758,13 @@ def _inventory_name(man: Manifest) -> str:
 def notes(p: Plan, now: datetime | None = None) -> list[str]:
     """Things the user should know about this import (printed, and kept in the header)."""
     out = [f"left out node {n}: {why}" for n, why in p.skipped]
+    if p.external_link is not None:
+        lk = p.external_link
+        vlan = f" (shared VLAN {lk.shared_vlan})" if lk.shared_vlan else ""
+        out.append(
+            f"the switch {p.switch_name} is not a node of the experiment: its address, user and ports come from "
+            f"the map file, and the hosts reach it on link {lk.client_id}{vlan}"
+        )
     exp = p.manifest.expires
     if exp:
         try:

@@ -23,6 +23,9 @@ from ..errors import ManifestError, Problem
 RSPEC3 = "http://www.geni.net/resources/rspec/3"
 RSPEC2 = "http://www.protogeni.net/resources/rspec/2"
 EMULAB = "http://www.protogeni.net/resources/rspec/ext/emulab/1"
+# geni-lib's Link.connectSharedVlan(name): the link joins a VLAN that outlives the
+# experiment, which is how a switch of your own (not a node of it) reaches the hosts.
+SHARED_VLAN = "http://www.geni.net/resources/rspec/ext/shared-vlan/1"
 
 _MAC_BARE = re.compile(r"^[0-9a-f]{12}$")
 _MAC_SEP = re.compile(r"^[0-9a-f]{2}([:-])[0-9a-f]{2}(\1[0-9a-f]{2}){4}$")
@@ -93,6 +96,7 @@ class Link:
     interfaces: tuple[str, ...]  # interface client_ids
     link_type: str | None = None  # "lan" for a LAN; None or another name for a link
     ref_lines: tuple[int, ...] = ()  # the line of each interface_ref
+    shared_vlan: str | None = None  # the shared VLAN's name (<link_shared_vlan name=...>), if any
 
     @property
     def is_lan(self) -> bool:
@@ -441,7 +445,15 @@ def _link(el: _El, problems: list[Problem]) -> Link | None:
         refs.append(rid)
         lines.append(ref.line)
     lt = el.first("link_type")
-    return Link(cid, el.line, tuple(refs), lt.attrib.get("name") if lt is not None else None, tuple(lines))
+    sv = el.first("link_shared_vlan", SHARED_VLAN)
+    return Link(
+        cid,
+        el.line,
+        tuple(refs),
+        lt.attrib.get("name") if lt is not None else None,
+        tuple(lines),
+        (sv.attrib.get("name") or "?") if sv is not None else None,
+    )
 
 
 def _check_ids(nodes: list[Node], links: list[Link], problems: list[Problem]) -> None:
@@ -488,11 +500,13 @@ def _check_ids(nodes: list[Node], links: list[Link], problems: list[Problem]) ->
             )
             continue
         seen_links[lk.client_id] = lk.line
-        if len(lk.interfaces) < 2:
+        # A shared VLAN's far end (a switch of your own) is no interface of the experiment.
+        if len(lk.interfaces) < (1 if lk.shared_vlan else 2):
             problems.append(
                 Problem(
                     where,
-                    f"link '{lk.client_id}' joins {len(lk.interfaces)} interface(s); a link joins two or more",
+                    f"link '{lk.client_id}' joins {len(lk.interfaces)} interface(s); a link joins two or more"
+                    + (" (a shared VLAN, one or more)" if lk.shared_vlan else ""),
                     DOWNLOAD_FIX,
                     lk.line,
                 )

@@ -17,6 +17,18 @@ use. This file says those, keyed by the manifest's node names (client_id):
       key: ~/.ssh/id_ed25519    # a path: private keys are never copied anywhere
       known_hosts: known_hosts
 
+A switch that is not a node of the experiment (a Tofino of your own, joined to the
+CloudLab hosts by a shared VLAN) is `external`: the map gives what the manifest
+would have, its SSH address and user, and the ports stay as above:
+
+    switch:
+      external: true
+      name: tofino1
+      address: 192.0.2.10       # SSH; BFRuntime defaults to <address>:50052
+      user: root
+      link: vlan-tofino         # the link (shared VLAN) the hosts reach it on; default:
+                                # the manifest's one shared-VLAN link
+
 Typed like the inventory: unknown keys are errors, values are checked by the same
 rules as the inventory's, and every problem names the file, line, field and fix.
 Relative paths are relative to the map file.
@@ -28,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, ValidationError, field_validator
+from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
 from .. import yamlfile
 from ..errors import MapFileError, Problem
@@ -91,6 +103,10 @@ class SwitchMap(Strict):
     """The Tofino node: which one it is, and what its inventory entry needs beyond the manifest."""
 
     node: str | None = None  # its client_id in the manifest (default: tofino, as the profile names it)
+    # Not a node of the experiment (a switch of your own on a shared VLAN): its address,
+    # user and ports come from this file, and `link` says which link reaches it.
+    external: bool = False
+    link: str | None = None  # external: the client_id of that link (default: the one shared-VLAN link)
     name: Name | None = None  # its name in the inventory (default: from the client_id)
     address: Address = None  # SSH address (default: the node's login host name)
     user: User = None  # SSH user (default: the login's)
@@ -113,6 +129,20 @@ class SwitchMap(Strict):
     @classmethod
     def _bfrt(cls, v: str | None) -> str | None:
         return v if v is None else Switch._bfrt(v)
+
+    @model_validator(mode="after")
+    def _external(self) -> SwitchMap:
+        if self.external and self.node is not None:
+            raise bad(
+                f"an external switch is not a node of the experiment, yet node names '{self.node}'",
+                "remove node (the switch is yours, not CloudLab's), or remove external: true if it is that node",
+            )
+        if self.link is not None and not self.external:
+            raise bad(
+                "link names the link to an external switch; this switch is a node of the experiment",
+                "remove link (a node switch's links are in the manifest), or add external: true",
+            )
+        return self
 
 
 class PortDefaults(Strict):

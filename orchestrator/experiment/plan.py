@@ -1,5 +1,5 @@
 """Planning: a spec and a testbed's shape expand into points. A pure function: no
-files, no connections (DESIGN.md rule 5). Points are ordered so that a sweep
+files, no connections (docs/architecture.md, data flow). Points are ordered so that a sweep
 interleaves repetitions (all loads of repetition 1, then of repetition 2) and a
 partial run still covers every load.
 """

@@ -496,3 +496,99 @@ def test_header_dates_and_notes_are_deterministic(tmp_path):
     head = importer.header(p, tmp_path / "inv.yaml", "rainmaker cloudlab import x", late)
     assert head.startswith("# Written by `rainmaker cloudlab import x` on 2032-01-01 00:00 UTC")
     assert all(line.startswith("# ") and len(line) <= 100 for line in head.splitlines())
+
+
+# -- a switch that is not a node of the experiment ----------------------------------------
+
+
+def test_external_switch_on_a_shared_vlan(work, monkeypatch, capsys):
+    """Hosts from CloudLab, the Tofino your own on a shared VLAN: the map gives the
+    switch's address, user and the hosts' ports; the manifest the rest."""
+    shutil.copy(FIX / "shared_vlan.map.yaml", work / "map.yaml")
+    code, out, err = rainmaker(
+        monkeypatch, capsys, "cloudlab", "import", str(FIX / "shared_vlan.xml"), "--map", "map.yaml", "-o", "own.yaml"
+    )
+    assert code == 0, err
+    inv = load_inventory(work / "own.yaml")
+    sw = inv.switch
+    assert (sw.name, sw.kind, sw.mgmt.address, sw.mgmt.user, sw.mgmt.port) == (
+        "tofino1",
+        "tofino",
+        "192.0.2.10",
+        "root",
+        22,
+    )
+    assert sw.bfrt == "192.0.2.10:50052" and str(sw.sde) == "/root/bf-sde-9.13.0"
+    assert sw.service_ip == "10.20.1.254"  # the last free address of the VLAN's /24
+    assert [(p.port, p.dev_port, p.speed, p.fec) for p in sw.ports] == [
+        ("9/0", 4, "100G", "rs"),
+        ("10/0", 12, "100G", "rs"),
+        ("11/0", 20, "100G", "rs"),
+    ]
+    assert [
+        (h.name, h.role, h.mgmt.address, h.mgmt.user, h.nic.mac, h.nic.ip, h.nic.switch_port) for h in inv.hosts
+    ] == [
+        ("client0", "client", "pc31.wisc.cloudlab.us", "alice", "0c:42:a1:ee:00:01", "10.20.1.1", "9/0"),
+        ("worker0", "worker", "pc32.wisc.cloudlab.us", "alice", "0c:42:a1:ee:00:02", "10.20.1.2", "10/0"),
+        ("worker1", "worker", "pc33.wisc.cloudlab.us", "alice", "0c:42:a1:ee:00:03", "10.20.1.3", "11/0"),
+    ]  # client0's VLAN interface, not its side link's (10.30.1.1)
+    text = (work / "own.yaml").read_text()
+    assert "left out node monitor: not on link vlan-tofino to the external switch" in text
+    assert "the switch tofino1 is not a node of the experiment" in " ".join(text.replace("# ", "").split())
+    assert "shared VLAN rain-tofino" in " ".join(text.replace("# ", "").split())
+    assert "switch tofino1: ssh root@192.0.2.10:22, BFRuntime 192.0.2.10:50052" in out
+
+
+def test_external_switch_needs_its_address_user_and_ports(tmp_path):
+    mp = {**BASE_MAP, "switch": {"external": True}}
+    (tmp_path / "m.yaml").write_text(yaml.safe_dump(mp))
+    p = importer.plan(manifest.load(FIX / "shared_vlan.xml"), mapping.load(tmp_path / "m.yaml"))
+    assert p.external and p.external_link.client_id == "vlan-tofino"  # the one shared-VLAN link
+    paths = {".".join(n.path) for n in importer.needs(p)}
+    assert {"switch.address", "switch.user", "switch.sde"} <= paths
+    assert {f"ports.{h}.{f}" for h in ("client0", "worker0", "worker1") for f in ("port", "dev_port")} <= paths
+    assert "switch:\n  address: 192.0.2.10" in importer.snippet(importer.needs(p))
+    # Answers (or map entries) fill them, and the switch's ssh-keyscan uses its address.
+    mp["switch"] = {"external": True, "address": "tofino1.lab.example", "user": "root"}
+    mp = with_ports(["client0", "worker0", "worker1"], {"switch": mp["switch"]})
+    inv, p = do_import(FIX / "shared_vlan.xml", mp, tmp_path)
+    assert inv.switch.mgmt.address == "tofino1.lab.example" and inv.switch.name == "tofino"
+    assert importer.keyscan_command(p).startswith("ssh-keyscan -p 22 tofino1.lab.example pc31.wisc.cloudlab.us")
+
+
+def test_no_switch_node_points_to_an_external_switch(tmp_path):
+    """The issue: a manifest whose switch is not a node was refused with no way out."""
+    text = import_error(FIX / "shared_vlan.xml", with_ports(["client0", "worker0", "worker1"]), tmp_path)
+    assert "no switch node" in text and "switch.external: true" in text
+
+
+def test_external_switch_link_is_named_when_the_manifest_cannot_say(tmp_path):
+    ports = with_ports(
+        ["client0", "worker0", "worker1"], {"switch": {"external": True, "address": "192.0.2.10", "user": "root"}}
+    )
+    # Without the shared-VLAN marker, two links: which one is the switch's?
+    text = (FIX / "shared_vlan.xml").read_text().replace('<sharedvlan:link_shared_vlan name="rain-tofino"/>', "")
+    (tmp_path / "plain.xml").write_text(text)
+    err = import_error(tmp_path / "plain.xml", ports, tmp_path)
+    assert "which link reaches the external switch? 2 links, none on a shared VLAN (links: side, vlan-tofino)" in err
+    assert "switch.link" in err
+    ports["switch"]["link"] = "vlan-tofino"
+    inv, _ = do_import(tmp_path / "plain.xml", ports, tmp_path)
+    assert [h.nic.ip for h in inv.hosts] == ["10.20.1.1", "10.20.1.2", "10.20.1.3"]
+    ports["switch"]["link"] = "lan-9"
+    err = import_error(tmp_path / "plain.xml", ports, tmp_path)
+    assert "switch.link names 'lan-9', which is not a link" in err and "side, vlan-tofino" in err
+
+
+def test_external_switch_contradictions(tmp_path):
+    mp = with_ports(["client0", "worker0", "worker1"], {"switch": {"external": True, "node": "tofino"}})
+    (tmp_path / "m.yaml").write_text(yaml.safe_dump(mp))
+    with pytest.raises(MapFileError, match="external switch is not a node"):
+        mapping.load(tmp_path / "m.yaml")
+    mp["switch"] = {"link": "vlan-tofino"}
+    (tmp_path / "m.yaml").write_text(yaml.safe_dump(mp))
+    with pytest.raises(MapFileError, match="add external: true"):
+        mapping.load(tmp_path / "m.yaml")
+    mp["switch"] = {"external": True, "address": "192.0.2.10", "user": "root"}
+    text = import_error(FIX / "shared_vlan.xml", mp, tmp_path, switch="worker0")
+    assert "--switch worker0" in text and "external" in text

@@ -159,3 +159,24 @@ def test_login_port_and_ipv6_addresses():
     n = m.node("vm1")
     assert n.logins[0].port == 26010
     assert n.interfaces[0].ip_address == "10.1.1.1"
+
+
+def test_shared_vlan_links():
+    """A link joined to a shared VLAN carries its name; its far end (a switch outside
+    the experiment) is no interface of the manifest, so one interface is enough."""
+    m = load(FIX / "shared_vlan.xml")
+    lk = m.link_of("worker0:vlan")
+    assert (lk.client_id, lk.shared_vlan, lk.is_lan) == ("vlan-tofino", "rain-tofino", True)
+    assert m.link_of("client0:side").shared_vlan is None
+    one = (
+        (FIX / "shared_vlan.xml")
+        .read_text()
+        .replace('<interface_ref client_id="worker0:vlan"/>\n    <interface_ref client_id="worker1:vlan"/>\n', "")
+    )
+    assert load_text(one).link_of("client0:vlan").interfaces == ("client0:vlan",)
+    with pytest.raises(ManifestError, match="joins 1 interface"):
+        load_text(one.replace('<interface_ref client_id="client0:side"/>\n', ""))
+
+
+def load_text(text: str):
+    return parse(text, "m.xml")
