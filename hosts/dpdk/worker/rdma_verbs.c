@@ -14,7 +14,7 @@
  *   QP per thread taken RESET -> INIT -> RTR. A responder needs RTR only: RTS is for
  *   sending, and these QPs never send (RC ACKs are the responder's own doing).
  *
- * UC is the default (--qp-type): the switch has no ACK path (facts/tofino.md 5.7), and
+ * UC is the default (--qp-type): the switch has no ACK path (docs/tofino.md, RoCEv2), and
  * a UC responder that sees a PSN gap simply accepts the next WRITE ONLY. RC costs: the
  * NIC ACKs every WRITE (to --remote-qpn at the switch's IP; the switch must drop the
  * ACKs), and on a PSN gap it NAKs and discards every later WRITE until the missing
