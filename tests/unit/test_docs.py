@@ -49,6 +49,23 @@ def test_no_file_points_outside_the_repository():
     assert not found, "pointers outside the repository (use docs/*.md):\n" + "\n".join(found)
 
 
+def test_every_docs_page_a_file_cites_exists():
+    cited = re.compile(r"\bdocs/([A-Za-z0-9_.-]+\.md)")
+    missing = []
+    for path in tracked_files():
+        if not path.is_file() or path.suffix in (".pyc", ".png"):
+            continue
+        try:
+            text = path.read_text()
+        except UnicodeDecodeError:
+            continue
+        for n, line in enumerate(text.splitlines(), 1):
+            for page in cited.findall(line):
+                if not (DOCS / page).exists():
+                    missing.append(f"{path.relative_to(REPO)}:{n}: docs/{page}")
+    assert not missing, "citations of docs pages that do not exist:\n" + "\n".join(missing)
+
+
 def test_relative_links_of_the_markdown_files_resolve():
     broken = []
     for md in markdown_files():
