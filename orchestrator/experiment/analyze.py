@@ -10,31 +10,26 @@ service and inter-arrival times by k, DESIGN.md "Time dilation"); `_paper` colum
 are divided by k, and loads in kRPS are paper loads (testbed rps x k / 1000).
 Slowdowns are ratios, the same in both.
 
-Inputs of one point (points/<id>/):
-  point.json                        the plan's Point as a dict, plus "status"
-  clients/<host>/latency.hlog        interval logs, `Tag=<class>`, ns
-  clients/<host>/slowdown.hlog       the same, slowdown x 1000
-  clients/<host>/summary.json        rain-client's counters (hosts/dpdk/client/report.c)
-  clients/<host>/trace.csv           optional: every first send, intended and actual
-  workers/<host>/stats.json         rain-worker --stats (final)
-  workers/<host>/timeseries.jsonl   optional: the worker agent's periodic samples (FIFO, quota)
-  workers/<host>/decisions.jsonl    optional: the scheduler agent's decisions (or agent/<host>/)
-  switch/snapshot.json              optional: the controller's register/counter snapshot
-  validity.json                     the verdict (validity.py)
+Inputs: the run folder as layout.py defines it (which file, who writes it, who reads
+it): per point its client histograms and counters, validity.json, the switch's
+snapshot and queue samples, and the worker agents' samples and decisions; the point's
+status from sweep.json.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
 from typing import Any
 
+from . import layout
 from .histograms import Cube, Hist, merge_logs, read_hlog
+from .layout import PointDir, RunDir
 
 ALL = "all"
+EVENTS_COUNTER = "pipe.SwitchIngress.events.events"  # switch/control/events.py: Events.COUNTER
 PCTS = (50.0, 99.0, 99.9)
 
 # rain-client counters (report.c, json_counters): summed across hosts, except these
@@ -134,54 +129,41 @@ def _read_json(path: Path, problems: list[str]) -> Any:
     return None
 
 
-def read_jsonl(path: Path) -> list[dict]:
-    out = []
-    if not path.exists():
-        return out
-    for line in path.read_text().splitlines():
-        line = line.strip()
-        if line:
-            try:
-                obj = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(obj, dict):
-                out.append(obj)
-    return out
-
-
-def load_point(point_dir: str | Path, point: dict | None = None) -> PointData:
+def load_point(point_dir: str | Path | PointDir, point: dict | None = None) -> PointData:
     """Read and merge one point's client results (never raises on bad or missing
-    files: they are listed in `problems`, which the validity checks report)."""
-    d = Path(point_dir)
+    files: they are listed in `problems`, which the validity checks report). Without
+    `point`, the point is point.json's with its status from the run's sweep.json."""
+    pd = point_dir if isinstance(point_dir, PointDir) else PointDir(Path(point_dir))
     problems: list[str] = []
     if point is None:
-        point = _read_json(d / "point.json", problems) or {}
+        point = _read_json(pd.point_file, problems) or {}
+        status = pd.read_status()
+        if status is not None:
+            point["status"] = status  # sweep.json holds it, not point.json
     elif is_dataclass(point):  # a plan.Point
         point = asdict(point) | {"curve": getattr(point, "curve", None)}
-    data = PointData(dir=d, point=point, problems=problems)
-    client = d / "clients"
-    hosts = sorted(p.name for p in client.iterdir() if p.is_dir()) if client.is_dir() else []
+    data = PointData(dir=pd.path, point=point, problems=problems)
+    hosts = pd.client_hosts()
     if not hosts:
-        problems.append("no client results (clients/<host>/)")
+        problems.append(f"no client results ({layout.CLIENTS}/<host>/)")
     data.hosts = hosts
     lat_logs, sd_logs = [], []
     for h in hosts:
-        hd = client / h
-        s = _read_json(hd / "summary.json", problems)
+        hd = pd.client(h)
+        s = _read_json(hd / layout.CLIENT_SUMMARY, problems)
         if isinstance(s, dict):
             data.summaries[h] = s
-        for name, logs in (("latency.hlog", lat_logs), ("slowdown.hlog", sd_logs)):
+        for name, logs in ((layout.LATENCY_HLOG, lat_logs), (layout.SLOWDOWN_HLOG, sd_logs)):
             p = hd / name
             if not p.exists():
-                problems.append(f"missing clients/{h}/{name}")
+                problems.append(f"missing {layout.CLIENTS}/{h}/{name}")
                 continue
             try:
                 logs.append(read_hlog(p))
             except Exception as e:  # a truncated or corrupt log marks the point, not the run
-                problems.append(f"unreadable clients/{h}/{name}: {e}")
-        if (hd / "trace.csv").exists():
-            data.traces[h] = hd / "trace.csv"
+                problems.append(f"unreadable {layout.CLIENTS}/{h}/{name}: {e}")
+        if (hd / layout.TRACE).exists():
+            data.traces[h] = hd / layout.TRACE
     for logs, whole_attr, cube_attr in ((lat_logs, "latency", "latency_cube"), (sd_logs, "slowdown", "slowdown_cube")):
         if logs:
             try:
@@ -195,15 +177,6 @@ def load_point(point_dir: str | Path, point: dict | None = None) -> PointData:
 
 
 # -- the run directory ----------------------------------------------------------------
-
-
-def read_manifest(run_dir: str | Path) -> dict:
-    p = Path(run_dir) / "manifest.json"
-    try:
-        m = json.loads(p.read_text())
-        return m if isinstance(m, dict) else {}
-    except (OSError, ValueError):
-        return {}
 
 
 def spec_of(manifest: dict):
@@ -236,22 +209,6 @@ def testbed_kind(manifest: dict) -> str:
         if isinstance(sw, dict) and sw.get("kind"):
             return "emulated" if sw["kind"] == "emulated" else "hardware"
     return str(manifest.get("testbed_kind", "unknown"))
-
-
-def point_dirs(run_dir: str | Path) -> list[Path]:
-    """Point directories in plan order (point.json's index, then name)."""
-    pts = Path(run_dir) / "points"
-    if not pts.is_dir():
-        return []
-    dirs = [p for p in pts.iterdir() if p.is_dir()]
-
-    def order(p: Path) -> tuple:
-        try:
-            return (int(json.loads((p / "point.json").read_text()).get("index", 1 << 30)), p.name)
-        except (OSError, ValueError, AttributeError):
-            return (1 << 30, p.name)
-
-    return sorted(dirs, key=order)
 
 
 def curve_of(point: dict) -> str:
@@ -332,15 +289,10 @@ def _row(data: PointData, cls: str, verdict: dict, base: dict) -> dict:
 def _verdict(data: PointData, spec_validity, recheck: bool) -> dict:
     from .validity import check_point
 
-    path = data.dir / "validity.json"
-    if not recheck and path.exists():
-        try:
-            v = json.loads(path.read_text())
-            if isinstance(v, dict) and "valid" in v:
-                v.setdefault("failed", [c["name"] for c in v.get("checks", []) if c.get("passed") is False])
-                return v
-        except (OSError, ValueError):
-            pass
+    v = PointDir(data.dir).read_verdict() if not recheck else None
+    if v is not None and "valid" in v:
+        v.setdefault("failed", [c["name"] for c in v.get("checks", []) if c.get("passed") is False])
+        return v
     verdict = check_point(data.dir, data.point, spec_validity, data=data, write=False)
     as_dict = verdict.to_dict()
     verdict.write(data.dir, as_dict)
@@ -357,13 +309,14 @@ def analyze(run_dir: str | Path, *, recheck: bool = False, write: bool = True):
     against the thresholds of the spec in manifest.json and write it."""
     import pandas as pd
 
-    run_dir = Path(run_dir)
-    manifest = read_manifest(run_dir)
+    rd = RunDir(run_dir)
+    run_dir = rd.path
+    manifest = rd.read_manifest()
     spec = spec_of(manifest)
     spec_validity = spec.validity if spec is not None else None
     experiment = experiment_name(run_dir, manifest)
     rows, ts_rows = [], []
-    for d in point_dirs(run_dir):
+    for d in rd.points():
         data = load_point(d)
         verdict = _verdict(data, spec_validity, recheck)
         p = data.point
@@ -380,12 +333,15 @@ def analyze(run_dir: str | Path, *, recheck: bool = False, write: bool = True):
             "load_krps": float(p["load_krps"]) if p.get("load_krps") is not None else math.nan,
             "capacity_fraction": float(p["capacity_fraction"]) if p.get("capacity_fraction") is not None else math.nan,
             "dilation": data.dilation,
+            "warmup_s": float(p.get("warmup_s") or 0.0),
+            "measure_s": float(p["measure_s"]) if p.get("measure_s") is not None else math.nan,
             "status": str(p.get("status", "")),
             "hosts": len(data.hosts),
             "partial": data.partial,
             "_planned_rps": p.get("offered_rps"),
-            "queuing_ratio": queuing_ratio(switch_snapshot(d)),
+            "queuing_ratio": queuing_ratio(d.read_snapshot()),
             "mean_quota": mean_quota(d),
+            **queue_depths(d, p),
         }
         for cls in data.classes + [ALL]:
             rows.append(_row(data, cls, verdict, base))
@@ -396,8 +352,8 @@ def analyze(run_dir: str | Path, *, recheck: bool = False, write: bool = True):
         df = _with_repetition_aggregates(df)
     ts = pd.DataFrame(ts_rows)
     if write:
-        df.to_parquet(run_dir / "summary.parquet", index=False)
-        ts.to_parquet(run_dir / "timeseries.parquet", index=False)
+        df.to_parquet(rd.summary, index=False)
+        ts.to_parquet(rd.timeseries, index=False)
     return df
 
 
@@ -459,7 +415,8 @@ def _with_repetition_aggregates(df):
 def aggregate(df):
     """One row per curve, class and nominal load (paper kRPS): repetitions combined
     (means, and min/max of the p99s, slowdowns, loads and optional metrics)."""
-    for col in ("queuing_ratio", "mean_quota"):
+    extra = ("queuing_ratio", "mean_quota", "switch_queue_mean", "switch_queue_max", "worker_queue_mean")
+    for col in extra:
         if col not in df.columns:
             df = df.assign(**{col: math.nan})
     keys = ["curve", "class", "load_krps"]
@@ -471,10 +428,9 @@ def aggregate(df):
         "p99_us_paper",
         "p999_us_paper",
         "p99_slowdown",
-        "queuing_ratio",
-        "mean_quota",
+        *extra,
     ]
-    span_cols = ["achieved_krps", "p99_us_paper", "p99_slowdown", "queuing_ratio", "mean_quota"]
+    span_cols = ["achieved_krps", "p99_us_paper", "p99_slowdown", *extra]
     means = g[mean_cols].mean()
     mins = g[span_cols].min().add_suffix("_min")
     maxs = g[span_cols].max().add_suffix("_max")
@@ -493,7 +449,7 @@ def read_summary(run_dir: str | Path):
     """summary.parquet, analysing the run first if it is missing."""
     import pandas as pd
 
-    p = Path(run_dir) / "summary.parquet"
+    p = RunDir(run_dir).summary
     if not p.exists():
         return analyze(run_dir)
     return pd.read_parquet(p)
@@ -573,193 +529,83 @@ def throughput_under_slo(df, slo, *, cls: str = ALL, load: str = "achieved_krps"
     return pd.DataFrame(out)
 
 
-# -- optional inputs: switch snapshots, worker stats series, agent decisions ---------------
+# -- the switch's and the workers' queues ------------------------------------------------
 
 
-def _event_index() -> dict[str, int]:
-    """EV_* numbers of the Rain program (switch/p4/types.p4), read from the sources."""
-    try:
-        from switch.p4.source import constants
-
-        return {k[3:].lower(): int(v) for k, v in constants().items() if k.startswith("EV_")}
-    except Exception:  # the P4 sources are not shipped with this install
-        return {
-            "task_in": 0,
-            "token_in": 1,
-            "dispatch_direct": 2,
-            "dispatch_queued": 3,
-            "task_queued": 4,
-            "token_queued": 5,
-            "task_rejected": 6,
-        }
-
-
-def _cell_packets(cell: Any) -> int:
-    if isinstance(cell, bool):
-        return int(cell)
-    if isinstance(cell, (int, float)):
-        return int(cell)
-    if isinstance(cell, dict):
-        for k in ("packets", "pkts", "$COUNTER_SPEC_PKTS"):
-            if k in cell:
-                return int(cell[k])
-        return 0
-    if isinstance(cell, (list, tuple)):
-        if len(cell) == 2 and all(isinstance(x, (int, float)) for x in cell) and not isinstance(cell[0], list):
-            return int(cell[0])  # (packets, bytes)
-        return sum(_cell_packets(x) for x in cell)  # one cell per pipe
-    return 0
-
-
-def _events_of(snap: dict) -> dict[str, int] | None:
-    """Event counts (name -> packets) of one snapshot in any of the shapes accepted:
-    {"events": {"dispatch_direct": n, ...}} (names with or without EV_), or the events
-    counter by its bf-rt name (...events.events) at the top or under "counters", as a
-    list indexed by EV_* of packets, (packets, bytes) or {"packets": ...} cells."""
-    if not isinstance(snap, dict):
-        return None
-    ev = snap.get("events")
-    if isinstance(ev, dict):
-        return {str(k).lower().removeprefix("ev_"): _cell_packets(v) for k, v in ev.items()}
-    index = _event_index()
-    for scope in (snap.get("counters"), snap):
-        if not isinstance(scope, dict):
-            continue
-        for name, cells in scope.items():
-            if not (name.endswith("events.events") or name == "events"):
-                continue
-            if isinstance(cells, dict):  # the controller's snapshot: EV name -> {packets, bytes}
-                return {str(k).lower().removeprefix("ev_"): _cell_packets(v) for k, v in cells.items()}
-            if isinstance(cells, list):
-                return {n: _cell_packets(cells[i]) for n, i in index.items() if i < len(cells)}
-    return None
-
-
-def _snapshots(obj: Any) -> list[dict]:
-    if isinstance(obj, list):
-        return [s for s in obj if isinstance(s, dict)]
-    if isinstance(obj, dict):
-        if isinstance(obj.get("snapshots"), list):
-            return [s for s in obj["snapshots"] if isinstance(s, dict)]
-        if "before" in obj and "after" in obj:
-            return [obj["before"], obj["after"]]
-        return [obj]
-    return []
-
-
-def event_counts(snapshot: Any) -> dict[str, int] | None:
-    """Events during the point: the last snapshot minus the first when there are
-    several ({"before": .., "after": ..}, a list, or {"snapshots": [...]}), else the
-    one snapshot's counts (which assumes counters were cleared before the point)."""
-    snaps = [e for e in (_events_of(s) for s in _snapshots(snapshot)) if e is not None]
-    if not snaps:
-        return None
-    if len(snaps) == 1:
-        return snaps[0]
-    first, last = snaps[0], snaps[-1]
-    return {k: last.get(k, 0) - first.get(k, 0) for k in last}
-
-
-def queuing_ratio(snapshot: Any) -> float:
+def queuing_ratio(snapshot: dict | None) -> float:
     """Fig. 11's on-switch queuing ratio: tasks dispatched from the switch queue (a
-    token met a waiting task) over all dispatched tasks. NaN without the counters."""
-    ev = event_counts(snapshot)
-    if not ev:
+    token met a waiting task) over all dispatched tasks, from the controller's
+    snapshot after the point (its counters were zeroed before it). NaN without one."""
+    counters = (snapshot or {}).get("counters")
+    events = counters.get(EVENTS_COUNTER) if isinstance(counters, dict) else None
+    if not isinstance(events, dict):
         return math.nan
-    q, d = ev.get("dispatch_queued", 0), ev.get("dispatch_direct", 0)
+
+    def packets(name: str) -> int:
+        cell = events.get(name)
+        return int(cell.get("packets", 0)) if isinstance(cell, dict) else 0
+
+    q, d = packets("EV_DISPATCH_QUEUED"), packets("EV_DISPATCH_DIRECT")
     return q / (q + d) if q + d > 0 else math.nan
 
 
-def switch_queue_series(snapshot: Any) -> list[tuple[float, float]]:
-    """(t_s, tasks queued in the switch) from timed snapshots of the bidirectional
-    queue's signed balance (negative = queued tasks), summed over slices and pipes."""
+def switch_queue_series(pd: PointDir) -> list[tuple[float, int, int]]:
+    """(seconds since the load started, tasks queued in the switch, tokens queued in
+    the switch), summed over slices, from the samples the runner took (switch/queue.jsonl)."""
     out = []
-    for s in _snapshots(snapshot):
-        t = s.get("t_s", s.get("time_s"))
-        regs = s.get("registers") if isinstance(s.get("registers"), dict) else s
-        bal = next((v for k, v in regs.items() if str(k).endswith("balance")), None) if isinstance(regs, dict) else None
-        if t is None or bal is None:
-            continue
-        flat = [x for cell in bal for x in (cell if isinstance(cell, list) else [cell]) if isinstance(x, (int, float))]
-        out.append((float(t), float(sum(max(0.0, -x) for x in flat))))
+    for r in pd.read_switch_queue():
+        vals = [int(v) for v in r["balance"].values() if isinstance(v, (int, float))]
+        out.append((float(r["t_s"]), sum(max(-v, 0) for v in vals), sum(max(v, 0) for v in vals)))
     return out
 
 
-def _worker_samples(hd: Path) -> list[dict]:
-    """A worker host's periodic samples: the worker agent's timeseries.jsonl
-    ({"t", "workers": [{"fifo", "outstanding", "quota", ...}]}), else stats.jsonl or a
-    JSON list in stats.json (rain-worker --stats snapshots: "uptime_s", "fifo_len")."""
-    rows = read_jsonl(hd / "timeseries.jsonl") or read_jsonl(hd / "stats.jsonl")
-    if not rows and (hd / "stats.json").exists():
-        try:
-            obj = json.loads((hd / "stats.json").read_text())
-            rows = [r for r in obj if isinstance(r, dict)] if isinstance(obj, list) else []
-        except ValueError:
-            rows = []
-    return rows
+def _worker_window(pd: PointDir, host: str, warmup_s: float, measure_s: float) -> list[dict]:
+    """A worker host's samples within the measurement window. The agent's clock starts
+    with the agent; the load starts when its tokens are turned on (the first sample
+    with a worker enabled), so the window is a duration from there, on that host's
+    own clock (clocks of different machines are never compared)."""
+    rows = [r for r in pd.read_worker_samples(host) if isinstance(r.get("t"), (int, float)) and r.get("workers")]
+    on = next((r["t"] for r in rows if any(w.get("enabled") for w in r["workers"])), None)
+    if on is None:
+        return []
+    return [r for r in rows if on + warmup_s <= r["t"] <= on + warmup_s + measure_s]
 
 
-def _sample_time(row: dict) -> float | None:
-    t = row.get("t", row.get("uptime_s"))
-    return float(t) if isinstance(t, (int, float)) else None
+def queue_depths(pd: PointDir, point: dict) -> dict[str, float]:
+    """Mean and largest queue depths of the measurement window (warm-up excluded):
+    tasks in the switch queue, and tasks in a worker's local queue (per worker)."""
+    warmup, measure = float(point.get("warmup_s") or 0.0), float(point.get("measure_s") or math.inf)
+    sw = [tasks for t, tasks, _ in switch_queue_series(pd) if warmup <= t <= warmup + measure]
+    local = [
+        float(w["fifo"])
+        for h in pd.worker_hosts()
+        for r in _worker_window(pd, h, warmup, measure)
+        for w in r["workers"]
+        if isinstance(w.get("fifo"), (int, float))
+    ]
+    nan = math.nan
+    return {
+        "switch_queue_mean": sum(sw) / len(sw) if sw else nan,
+        "switch_queue_max": float(max(sw)) if sw else nan,
+        "worker_queue_mean": sum(local) / len(local) if local else nan,
+        "worker_queue_max": max(local) if local else nan,
+    }
 
 
-def worker_queue_series(point_dir: Path) -> dict[str, list[tuple[float, float]]]:
-    """Per worker host: (time s, tasks in its workers' local FIFOs) over the run."""
-    out: dict[str, list[tuple[float, float]]] = {}
-    wdir = Path(point_dir) / "workers"
-    if not wdir.is_dir():
-        return out
-    for hd in sorted(p for p in wdir.iterdir() if p.is_dir()):
-        series = []
-        for row in _worker_samples(hd):
-            t = _sample_time(row)
-            if t is not None:
-                series.append((t, float(sum(w.get("fifo", w.get("fifo_len", 0)) for w in row.get("workers", [])))))
-        if len(series) > 1:
-            out[hd.name] = series
-    return out
-
-
-def _quota_values(q: Any) -> list[float]:
-    if isinstance(q, dict):
-        q = list(q.values())
-    if isinstance(q, list):
-        return [float(x) for x in q if isinstance(x, (int, float)) and not isinstance(x, bool)]
-    if isinstance(q, (int, float)) and not isinstance(q, bool):
-        return [float(q)]
-    return []
-
-
-def mean_quota(point_dir: Path) -> float:
-    """Mean token quota (worker queue depth, Fig. 9b) over the run: from the scheduler
-    agents' decisions (workers/<host>/ or agent/<host>/decisions.jsonl, lines with
-    "quotas" (a list, or worker -> quota) or "quota"), else from the worker agents'
-    periodic samples (each worker's "quota"). NaN when neither exists."""
-    d = Path(point_dir)
+def mean_quota(pd: PointDir) -> float:
+    """Mean token quota (the bound of a worker's queue, Fig. 9b) over the run: from the
+    worker agents' decisions (adaptive points), else their samples. NaN when neither."""
     vals: list[float] = []
-    for f in sorted(d.glob("workers/*/decisions.jsonl")) + sorted(d.glob("agent/*/decisions.jsonl")):
-        for row in read_jsonl(f):
-            q = _quota_values(row.get("quotas", row.get("quota")))
+    hosts = pd.worker_hosts()
+    for h in hosts:
+        for row in pd.read_decisions(h):
+            q = [float(x) for x in row.get("quotas", []) if isinstance(x, (int, float))]
             if q:
                 vals.append(sum(q) / len(q))
-    if not vals and (d / "workers").is_dir():
-        for hd in sorted(p for p in (d / "workers").iterdir() if p.is_dir()):
-            for row in _worker_samples(hd):
+    if not vals:
+        for h in hosts:
+            for row in pd.read_worker_samples(h):
                 q = [float(w["quota"]) for w in row.get("workers", []) if isinstance(w.get("quota"), (int, float))]
                 if q:
                     vals.append(sum(q) / len(q))
     return sum(vals) / len(vals) if vals else math.nan
-
-
-def switch_snapshot(point_dir: Path) -> Any:
-    p = Path(point_dir) / "switch" / "snapshot.json"
-    try:
-        return json.loads(p.read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def iter_points(run_dir: str | Path) -> Iterable[PointData]:
-    for d in point_dirs(run_dir):
-        yield load_point(d)

@@ -42,18 +42,19 @@ def generate(root: Path, points: int, samples: int, intervals: int, seed: int = 
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
 
+    from . import layout
+
     rng = np.random.default_rng(seed)
-    run = root / "results" / "bench" / "run"
+    rd = layout.RunDir.new(root / "results", "bench", "run")
+    run = rd.path
     raw = root / "raw"
     raw.mkdir(parents=True)
-    (run / "points").mkdir(parents=True)
-    (run / "manifest.json").write_text(json.dumps({"experiment": "bench", "testbed": {"kind": "synthetic"}}))
+    rd.write_manifest({"experiment": "bench", "testbed": {"kind": "synthetic"}})
     k = 100.0
     duration = float(intervals)
     for i in range(points):
         pid = f"rain-k{1000 + 100 * i}-r1"
-        d = run / "points" / pid
-        hd = d / "clients" / "client0"
+        hd = rd.point(pid).client("client0")
         hd.mkdir(parents=True)
         cls = rng.integers(0, len(CLASSES), samples)
         iv = np.sort(rng.integers(0, intervals, samples))
@@ -63,7 +64,7 @@ def generate(root: Path, points: int, samples: int, intervals: int, seed: int = 
         pa_table = pa.table({"class": np.array(CLASSES)[cls], "interval": iv, "latency_ns": lat, "slowdown": sd / 1000})
         pacsv.write_csv(pa_table, raw / f"{pid}.csv")
         pq.write_table(pa_table, raw / f"{pid}.parquet")
-        for name, values, ratio in (("latency.hlog", lat, 1e6), ("slowdown.hlog", sd, 1e3)):
+        for name, values, ratio in ((layout.LATENCY_HLOG, lat, 1e6), (layout.SLOWDOWN_HLOG, sd, 1e3)):
             rows = []
             for t in range(intervals):
                 for c, cname in enumerate(CLASSES):
@@ -92,7 +93,7 @@ def generate(root: Path, points: int, samples: int, intervals: int, seed: int = 
             }
         tot = {key: sum(c[key] for c in counters.values()) for key in counters[CLASSES[0]]}
         tot["max_lag_ns"] = 5000
-        (hd / "summary.json").write_text(
+        (hd / layout.CLIENT_SUMMARY).write_text(
             json.dumps(
                 {
                     "partial": False,
@@ -109,20 +110,17 @@ def generate(root: Path, points: int, samples: int, intervals: int, seed: int = 
                 }
             )
         )
-        (d / "point.json").write_text(
-            json.dumps(
-                {
-                    "id": pid,
-                    "index": i,
-                    "system": "rain",
-                    "variant": None,
-                    "repetition": 1,
-                    "load_krps": (1000 + 100 * i),
-                    "offered_rps": samples / duration,
-                    "dilation": k,
-                    "status": "done",
-                }
-            )
+        rd.point(pid).write_point(
+            {
+                "id": pid,
+                "index": i,
+                "system": "rain",
+                "variant": None,
+                "repetition": 1,
+                "load_krps": (1000 + 100 * i),
+                "offered_rps": samples / duration,
+                "dilation": k,
+            }
         )
     return run
 
@@ -146,10 +144,11 @@ def pandas_baseline(raw: Path, fmt: str):
 def histogram_core(run: Path) -> dict:
     """What the pandas baseline computes, from the histograms: p50/p99/p99.9 of
     latency and slowdown per point and class and per point."""
-    from .analyze import load_point, point_dirs
+    from .analyze import load_point
+    from .layout import RunDir
 
     out = {}
-    for d in point_dirs(run):
+    for d in RunDir(run).points():
         data = load_point(d)
         for cls, h in data.latency.items():
             out[(data.id, cls)] = (

@@ -11,7 +11,8 @@ Kinds (spec.PLOTS):
   p99_vs_load           p99 latency vs load, one line per curve (Fig. 6, Fig. 1)
   p99_per_class         the same per request class, one panel each (Fig. 7b/c, 8b/c)
   p99_slowdown_vs_load  p99 slowdown vs load with the SLO line (Fig. 7a, 8a)
-  queue_depth           worker FIFO / switch queue depth over time (periodic stats)
+  queue_depth           worker and switch queue depth vs load (Fig. 9b), and the switch
+                        queue over time per load as small multiples
   p99_over_time         p99 per interval of the measurement window (Fig. 10)
   queuing_ratio         tasks dispatched from the switch queue / all dispatched (Fig. 11)
   quota_vs_load         mean token quota (worker queue depth) vs load (Fig. 9b)
@@ -27,19 +28,17 @@ from matplotlib import rc_context
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from . import layout
 from .analyze import (
     ALL,
     aggregate,
     experiment_name,
-    point_dirs,
-    read_manifest,
     read_summary,
     spec_of,
     switch_queue_series,
-    switch_snapshot,
     testbed_kind,
-    worker_queue_series,
 )
+from .layout import RunDir
 from .spec import PLOTS
 
 KINDS = PLOTS
@@ -51,10 +50,10 @@ class _Ctx:
         import pandas as pd
 
         self.run_dir = run_dir
-        self.manifest = read_manifest(run_dir)
+        self.manifest = RunDir(run_dir).read_manifest()
         self.spec = spec_of(self.manifest)
         self.df = read_summary(run_dir)
-        ts = run_dir / "timeseries.parquet"
+        ts = RunDir(run_dir).timeseries
         self.ts = pd.read_parquet(ts) if ts.exists() else pd.DataFrame()
         self.agg = aggregate(self.df) if not self.df.empty else self.df
         self.experiment = experiment_name(run_dir, self.manifest)
@@ -63,7 +62,7 @@ class _Ctx:
         ks = sorted(self.df["dilation"].unique()) if not self.df.empty else []
         self.k = ", ".join(f"{k:g}" for k in ks) or "?"
         self.kind = testbed_kind(self.manifest)
-        self.out = run_dir / "plots"
+        self.out = RunDir(run_dir).plots
         self.skipped: dict[str, str] = {}
 
     def caption(self) -> str:
@@ -242,41 +241,134 @@ def _p99_over_time(ctx: _Ctx) -> list[Path]:
 
 
 def _queue_depth(ctx: _Ctx) -> list[Path]:
+    """Queue depth against load (Fig. 9b: a worker's queue and its bound, the token
+    quota; the switch queue), and below it the switch's queue over the time of each
+    load's first repetition, as small multiples on one scale: tasks waiting in the
+    switch upwards, tokens waiting for tasks downwards (the bidirectional queue)."""
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+    agg = ctx.agg[ctx.agg["class"] == ALL]
     firsts = _first_rep(ctx)
-    by_id = {d.name: d for d in point_dirs(ctx.run_dir)}
-    series = []
+    rd = RunDir(ctx.run_dir)
+    series = {}
     for _, r in firsts.iterrows():
-        d = by_id.get(r["point_id"])
-        if d is None:
-            continue
-        k = float(r["dilation"]) or 1.0
-        for host, s in worker_queue_series(d).items():
-            series.append((r["curve"], f"{r['load_krps']:g} kRPS, {host} FIFOs", s, k, "-"))
-        sw = switch_queue_series(switch_snapshot(d))
-        if len(sw) > 1:
-            series.append((r["curve"], f"{r['load_krps']:g} kRPS, switch queue", sw, k, "--"))
-    if not series:
-        ctx.skipped["queue_depth"] = "no periodic worker stats (workers/<host>/stats.jsonl) or timed switch snapshots"
-        return []
-    curves = sorted({s[0] for s in series})
-    fig, axes = ctx.figure(ncols=len(curves), width=4.4)
-    for ax, curve in zip(axes, curves):
-        for i, (_, label, s, k, ls) in enumerate(x for x in series if x[0] == curve):
-            t0 = s[0][0]
-            ax.step(
-                [(t - t0) / k * 1000.0 for t, _ in s],
-                [v for _, v in s],
-                where="post",
-                ls=ls,
-                color=f"C{i % 10}",
-                lw=1.1,
-                label=label,
+        s = switch_queue_series(rd.point(r["point_id"]))
+        if s:
+            series[(r["curve"], r["load_krps"])] = (
+                s,
+                float(r["dilation"]) or 1.0,
+                float(r["warmup_s"]),
+                bool(r["valid"]),
             )
-        ax.set_title(curve, fontsize=9)
-        ax.set_xlabel("time (ms, paper time)")
-        ax.set_ylabel("queued tasks")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=6, frameon=False)
+    has_worker = agg["worker_queue_mean_mean"].notna().any() or agg["mean_quota_mean"].notna().any()
+    if not series and not has_worker:
+        ctx.skipped["queue_depth"] = (
+            f"no switch queue samples (points/<id>/{layout.SWITCH}/{layout.SWITCH_QUEUE}) and no worker "
+            f"agent samples (points/<id>/{layout.WORKERS}/<host>/{layout.WORKER_SAMPLES})"
+        )
+        return []
+    curves = sorted(firsts["curve"].unique())
+    loads = sorted(firsts["load_krps"].unique())
+    rows = [c for c in curves if any((c, x) in series for x in loads)]
+    ncols = max(2, len(loads))
+    cell_w, top_h, row_h = 2.6, 3.0, 1.9
+    w, h = cell_w * ncols, top_h + row_h * len(rows) + 0.9
+    fig = Figure(figsize=(w, h))
+    outer = fig.add_gridspec(
+        2,
+        1,
+        height_ratios=[top_h, max(row_h * len(rows), 0.01)],
+        hspace=0.3 if rows else 0.0,
+        left=0.75 / w,
+        right=1 - 0.2 / w,
+        bottom=0.95 / h,
+        top=1 - 0.45 / h,
+    )
+    top = outer[0].subgridspec(1, 2, wspace=0.3)
+    ax_w, ax_s = fig.add_subplot(top[0]), fig.add_subplot(top[1])
+    integer = MaxNLocator(integer=True, min_n_ticks=2)
+
+    # (a) a worker's local queue against load, and its bound
+    for curve, g in agg.groupby("curve", sort=True):
+        g = g.sort_values("load_krps")
+        color, marker = ctx.style.get(curve, ("C0", "o"))
+        q = g[g["mean_quota_mean"].notna()]
+        if not q.empty:
+            ax_w.plot(
+                q["load_krps"],
+                q["mean_quota_mean"],
+                color=color,
+                ls="--",
+                lw=1.2,
+                label=f"{curve}: token quota (bound)",
+            )
+    _curves(ctx, ax_w, agg, "worker_queue_mean_mean", "worker_queue_mean_min", "worker_queue_mean_max")
+    ax_w.set_ylim(bottom=0)
+    ax_w.yaxis.set_major_locator(integer)
+    ax_w.set_xlabel(_load_label(ctx))
+    ax_w.set_ylabel("tasks in a worker's queue")
+    ax_w.set_title("worker queue depth vs load (dashed: its bound)", fontsize=9)
+    ax_w.grid(alpha=0.3)
+    _legend(ax_w, ctx)
+
+    # (b) the switch queue against load
+    _curves(ctx, ax_s, agg, "switch_queue_mean_mean", "switch_queue_mean_min", "switch_queue_mean_max")
+    for curve, g in agg.groupby("curve", sort=True):
+        g = g[g["switch_queue_max_mean"].notna()].sort_values("load_krps")
+        if not g.empty:
+            color, _ = ctx.style.get(curve, ("C0", "o"))
+            ax_s.plot(g["load_krps"], g["switch_queue_max_mean"], color=color, ls=":", lw=1.2, label=f"{curve}: max")
+    ax_s.set_ylim(bottom=0)
+    ax_s.yaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=2))
+    ax_s.set_xlabel(_load_label(ctx))
+    ax_s.set_ylabel("tasks in the switch queue")
+    ax_s.set_title("switch queue depth vs load (dotted: max)", fontsize=9)
+    ax_s.grid(alpha=0.3)
+    if series:
+        _legend(ax_s, ctx)
+    else:
+        ax_s.text(0.5, 0.5, "no switch queue samples", transform=ax_s.transAxes, ha="center", color="0.4")
+
+    # below: the switch's queue over time, one small panel per load (a row per curve)
+    if rows:
+        grid = outer[1].subgridspec(len(rows), ncols, wspace=0.12, hspace=0.6)
+        hi = max(max(t for _, t, _ in s) for s, *_ in series.values())
+        lo = max(max(k for _, _, k in s) for s, *_ in series.values())
+        first = None
+        for i, curve in enumerate(rows):
+            for j, load in enumerate(loads):
+                ax = fig.add_subplot(grid[i, j], sharey=first, sharex=None)
+                first = first or ax
+                got = series.get((curve, load))
+                ax.set_title(f"{load:g} kRPS" + (f", {curve}" if len(rows) > 1 else ""), fontsize=8)
+                ax.tick_params(labelsize=7)
+                if got is None:
+                    ax.text(0.5, 0.5, "no samples", transform=ax.transAxes, ha="center", fontsize=7, color="0.4")
+                    continue
+                s, k, warm, valid = got
+                t = [x / k * 1000.0 for x, _, _ in s]
+                ax.fill_between(
+                    t, [v for _, v, _ in s], step="post", color="C3", alpha=0.75, lw=0, label="tasks waiting"
+                )
+                ax.fill_between(
+                    t, [-v for _, _, v in s], step="post", color="C0", alpha=0.45, lw=0, label="tokens waiting"
+                )
+                ax.axvspan(0, warm / k * 1000.0, color="0.9", lw=0, label="warm-up", zorder=0)
+                ax.axhline(0, color="0.2", lw=0.6)
+                ax.set_xlim(0, t[-1])
+                if not valid:
+                    ax.set_title(ax.get_title() + " (invalid)", fontsize=8, color="0.4")
+                if j == 0:
+                    ax.set_ylabel("switch queue\n(tasks up, tokens down)", fontsize=7)
+                else:
+                    ax.tick_params(labelleft=False)
+                if i == len(rows) - 1:
+                    ax.set_xlabel("ms since the load started (paper time)", fontsize=7)
+                ax.grid(alpha=0.25)
+        first.set_ylim(-max(lo, 1) * 1.1, max(hi, 1) * 1.1)
+        first.yaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=3))
+        first.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{abs(v):g}"))
+        first.legend(fontsize=6, frameon=False, loc="upper left")
     return ctx.save(fig, "queue_depth")
 
 
@@ -302,7 +394,7 @@ def _queuing_ratio(ctx: _Ctx) -> list[Path]:
         "queuing_ratio",
         "on-switch queuing ratio",
         "tasks dispatched from the switch queue / all dispatched",
-        "no switch event counters (switch/snapshot.json)",
+        f"no switch event counters (points/<id>/{layout.SWITCH}/{layout.SNAPSHOT})",
     )
 
 
@@ -313,7 +405,8 @@ def _quota_vs_load(ctx: _Ctx) -> list[Path]:
         "mean_quota",
         "worker queue depth (mean token quota)",
         "token quota vs load",
-        "no agent decisions (agent/<host>/decisions.jsonl)",
+        f"no worker agent samples or decisions (points/<id>/{layout.WORKERS}/<host>/{layout.WORKER_SAMPLES}, "
+        f"{layout.DECISIONS})",
     )
 
 

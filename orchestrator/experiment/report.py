@@ -20,13 +20,12 @@ from .analyze import (
     ALL,
     aggregate,
     experiment_name,
-    point_dirs,
-    read_manifest,
     read_summary,
     spec_of,
     testbed_kind,
     throughput_under_slo,
 )
+from .layout import PLOTS, RunDir
 
 
 def _fmt(x: Any, digits: int = 4) -> str:
@@ -184,12 +183,7 @@ def _slo_section(df, spec) -> list[str]:
 
 
 def _validity_section(run_dir: Path) -> list[str]:
-    verdicts = []
-    for d in point_dirs(run_dir):
-        try:
-            verdicts.append((d.name, json.loads((d / "validity.json").read_text())))
-        except (OSError, ValueError):
-            verdicts.append((d.name, None))
+    verdicts = [(d.id, d.read_verdict()) for d in RunDir(run_dir).points()]
     n_valid = sum(1 for _, v in verdicts if v and v.get("valid"))
     lines = ["## Validity", "", f"{n_valid} of {len(verdicts)} points passed every check that ran.", ""]
     rows = []
@@ -218,15 +212,20 @@ def _validity_section(run_dir: Path) -> list[str]:
 
 
 def _figures_section(run_dir: Path) -> list[str]:
-    from .spec import PLOTS
+    from .spec import PLOTS as KINDS
 
-    rank = {k: i for i, k in enumerate(PLOTS)}
-    pngs = sorted((run_dir / "plots").glob("*.png"), key=lambda p: (rank.get(p.stem, len(rank)), p.stem))
+    rank = {k: i for i, k in enumerate(KINDS)}
+    pngs = sorted(RunDir(run_dir).plots.glob("*.png"), key=lambda p: (rank.get(p.stem, len(rank)), p.stem))
     if not pngs:
         return []
     lines = ["## Figures", ""]
     for p in pngs:
-        lines += [f"### {p.stem.replace('_', ' ')}", "", f"![{p.stem}](plots/{p.name}) ([SVG](plots/{p.stem}.svg))", ""]
+        lines += [
+            f"### {p.stem.replace('_', ' ')}",
+            "",
+            f"![{p.stem}]({PLOTS}/{p.name}) ([SVG]({PLOTS}/{p.stem}.svg))",
+            "",
+        ]
     return lines
 
 
@@ -295,7 +294,7 @@ def _provenance_section(manifest: dict) -> list[str]:
 
 def render_markdown(run_dir: str | Path) -> str:
     run_dir = Path(run_dir)
-    manifest = read_manifest(run_dir)
+    manifest = RunDir(run_dir).read_manifest()
     spec = spec_of(manifest)
     df = read_summary(run_dir)
     name = experiment_name(run_dir, manifest)
@@ -334,19 +333,16 @@ def report(run_dir: str | Path, *, make_plots: bool = True) -> Path:
     """Write run_dir/report.md and report.html (figures embedded by relative path);
     analyses the run and draws its figures first if that was not done. Returns the
     Markdown file."""
-    run_dir = Path(run_dir)
-    if not (run_dir / "summary.parquet").exists():
+    rd = RunDir(run_dir)
+    if not rd.summary.exists():
         from .analyze import analyze
 
-        analyze(run_dir)
-    if make_plots and not any((run_dir / "plots").glob("*.png")):
+        analyze(rd.path)
+    if make_plots and not any(rd.plots.glob("*.png")):
         from .plots import plot
 
-        plot(run_dir)
-    md = render_markdown(run_dir)
-    out = run_dir / "report.md"
-    out.write_text(md)
-    (run_dir / "report.html").write_text(
-        _html(md, f"{experiment_name(run_dir, read_manifest(run_dir))} {run_dir.name}")
-    )
-    return out
+        plot(rd.path)
+    md = render_markdown(rd.path)
+    rd.report_md.write_text(md)
+    rd.report_html.write_text(_html(md, f"{experiment_name(rd.path, rd.read_manifest())} {rd.name}"))
+    return rd.report_md

@@ -5,9 +5,10 @@
 
 Per point: reset the switch, start the worker agents and wait until they are ready,
 program the switch with their registrations, turn their tokens on, start the client
-agents (warm-up, measurement), stop everything, collect every file over SFTP into
-points/<id>/, snapshot the switch's registers and counters, run the validity checks,
-and only then mark the point done. Infrastructure failures (a host, the switch, an
+agents (warm-up, measurement) while sampling the switch's queues, stop everything,
+collect every file over SFTP into points/<id>/, snapshot the switch's registers and
+counters, run the validity checks, and only then mark the point done (with its
+verdict). Where each file goes is layout.py's. Infrastructure failures (a host, the switch, an
 agent) are retried a bounded number of times, then the point is marked failed with
 the reason and the sweep goes on. Ctrl-C stops the remote processes, puts the point
 back to todo and leaves a run that `--resume` continues.
@@ -29,6 +30,8 @@ from ..deploy import AGENT_FILES, BUILD, VERSION, bundle, differing, parse_sha25
 from ..errors import RainmakerError, UsageError
 from ..inventory import Host, Inventory
 from ..remote import Background, Remote, Target, targets
+from . import layout
+from .layout import RunDir, SwitchQueueWriter
 from .plan import Point, TestbedShape, plan
 from .spec import Spec
 from .spec import load as load_spec
@@ -309,6 +312,68 @@ def _slices_of(spec: Spec, n_threads: int) -> list[int]:
     return out
 
 
+class QueueSampler:
+    """Samples the switch's queues while the load runs: each configured slice's signed
+    token balance (negative: tasks queued in the switch, positive: tokens), read from a
+    thread through the controller's BFRuntime session, into switch/queue.jsonl.
+
+    One Read of one small register per sample, at most MAX_HZ and at most MAX_SAMPLES
+    per point, so the switch barely notices (bf_switchd answers from its own CPU; the
+    emulator shares this machine's cores with the load). The main thread only waits on
+    the hosts meanwhile, so the session has no other user. Time 0 is the load's start
+    (the agents have been told to start); the runner stops it when the clients are done."""
+
+    MAX_HZ = 20.0
+    MAX_SAMPLES = 400
+
+    def __init__(self, ctl, writer: SwitchQueueWriter, expected_s: float):
+        self.ctl, self.writer = ctl, writer
+        self.period_s = max(1.0 / self.MAX_HZ, expected_s / self.MAX_SAMPLES)
+        self.slices = sorted(ctl.slices)
+        self.reads_s: list[float] = []
+        self.error: str | None = None
+        self._stop = threading.Event()
+        self._t0 = time.monotonic()
+        self._thread = threading.Thread(target=self._run, name="switch-queue-sampler", daemon=True)
+        self._thread.start()
+
+    def _read(self) -> dict[int, int]:
+        reg, pipe = self.ctl.bidir_queue.balance, self.ctl.pipe
+        if len(self.slices) == 1:
+            cells = {self.slices[0]: reg.read(self.slices[0])}
+        else:
+            every = reg.read_all()
+            cells = {s: every[s] for s in self.slices}
+        return {s: v[pipe] if pipe < len(v) else v[0] for s, v in cells.items() if v}
+
+    def _run(self) -> None:
+        next_t = self._t0
+        try:
+            while not self._stop.is_set():
+                t = time.monotonic()
+                balance = self._read()
+                self.reads_s.append(time.monotonic() - t)
+                self.writer.add(t - self._t0, balance)
+                next_t += self.period_s
+                self._stop.wait(max(0.0, next_t - time.monotonic()))
+        except Exception as e:  # noqa: BLE001 - the point goes on without the series; timing.json says why
+            self.error = _one_line(e)
+
+    def stop(self) -> dict:
+        """Stop sampling; what it cost (for timing.json)."""
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self.writer.close()
+        r = sorted(self.reads_s)
+        return {
+            "samples": self.writer.count,
+            "period_s": round(self.period_s, 4),
+            "read_ms_median": round(1000 * r[len(r) // 2], 2) if r else None,
+            "read_ms_max": round(1000 * r[-1], 2) if r else None,
+            "error": self.error,
+        }
+
+
 class Runner:
     def __init__(
         self,
@@ -393,13 +458,8 @@ class Runner:
 
     def run_point(self, p: Point) -> Verdict:
         spec, inv = self.spec, self.inv
-        pdir = self.run_dir / "points" / p.id
-        if pdir.exists():  # an interrupted attempt: its files are not trusted
-            import shutil
-
-            shutil.rmtree(pdir)
-        pdir.mkdir(parents=True)
-        (pdir / "point.json").write_text(json.dumps(asdict(p), indent=1))
+        pd = RunDir(self.run_dir).point(p.id).fresh()  # an interrupted attempt's files are not trusted
+        pd.write_point(asdict(p))
         t0 = time.monotonic()
         self._phases = []
         self.phase("reset switch")
@@ -528,8 +588,8 @@ class Runner:
 
         def fetch_reg(name: str) -> WorkerRegistration:
             out = self.remote_dir(inv.host(name), p, "worker")
-            local = pdir / "workers" / name / "registration.json"
-            self.tb.remotes[name].get(str(out / "registration.json"), local)
+            local = pd.worker(name) / layout.REGISTRATION
+            self.tb.remotes[name].get(str(out / layout.REGISTRATION), local)
             data = json.loads(local.read_text())
             i = [w.name for w in inv.workers].index(name)
             per = {wid: slices[i * threads + j] for j, wid in enumerate(data["worker_ids"])}
@@ -554,9 +614,14 @@ class Runner:
         setup_s = time.monotonic() - t0
         self.phase(f"measure ({p.warmup_s:g} s warm-up + {p.measure_s:g} s)")
         budget = p.warmup_s + p.measure_s + 2 * timeout_us / 1e6 + 30
-        self.tb.parallel(
-            lambda n: self.tb.remotes[n].wait_ready(cbgs[n], log_regex="rain-agent done", timeout=budget), list(cbgs)
-        )
+        sampler = QueueSampler(self.ctl, pd.switch_queue_writer(), p.warmup_s + p.measure_s)
+        try:
+            self.tb.parallel(
+                lambda n: self.tb.remotes[n].wait_ready(cbgs[n], log_regex="rain-agent done", timeout=budget),
+                list(cbgs),
+            )
+        finally:
+            queue_sampling = sampler.stop()
         t1 = time.monotonic()
         if self.ctl.switch_restarted:
             # Its queues and tables were gone mid-measurement: the point is not trusted.
@@ -571,32 +636,30 @@ class Runner:
 
         def get(n: str) -> None:
             role = inv.host(n).role
-            self.tb.remotes[n].get_tree(str(self.remote_dir(inv.host(n), p, role)), pdir / f"{role}s" / n)
+            self.tb.remotes[n].get_tree(str(self.remote_dir(inv.host(n), p, role)), pd.host_dir(role, n))
             self.tb.remotes[n].get(
                 str(PurePosixPath(self.tb.remotes[n].target.run_dir) / f"{role}-agent.log"),
-                pdir / f"{role}s" / n / "agent.log",
+                pd.host_dir(role, n) / "agent.log",
                 check=False,
             )
 
         self.tb.parallel(get, [h.name for h in inv.hosts])
-        (pdir / "switch").mkdir(exist_ok=True)
-        (pdir / "switch" / "snapshot.json").write_text(json.dumps(self.ctl.snapshot(), indent=1, default=str))
+        pd.write_snapshot(self.ctl.snapshot())
         self.phase("validity")
         from .validity import check_point
 
-        verdict = check_point(pdir, asdict(p), spec.validity)
+        verdict = check_point(pd.path, asdict(p), spec.validity)
         self.phase("done")
         self.overheads.append(setup_s + (time.monotonic() - t1))
-        (pdir / "timing.json").write_text(
-            json.dumps(
-                {
-                    "setup_s": round(setup_s, 3),
-                    "measure_wall_s": round(t1 - t0 - setup_s, 3),
-                    "teardown_s": round(time.monotonic() - t1, 3),
-                    "overhead_s": round(self.overheads[-1], 3),
-                    "phases_s": dict(self._phases[:-1]),
-                }
-            )
+        pd.write_timing(
+            {
+                "setup_s": round(setup_s, 3),
+                "measure_wall_s": round(t1 - t0 - setup_s, 3),
+                "teardown_s": round(time.monotonic() - t1, 3),
+                "overhead_s": round(self.overheads[-1], 3),
+                "phases_s": dict(self._phases[:-1]),
+                "switch_queue_sampling": queue_sampling,
+            }
         )
         return verdict
 
@@ -776,17 +839,19 @@ def run(
         )
     points = plan(spec, shape_of(inv))
     if resume is not None:
-        run_dir = Path(resume)
-        if not (run_dir / Sweep.FILE).exists():
-            raise UsageError(f"{run_dir} is not a run directory (no {Sweep.FILE})", fix="pass the folder a run printed")
+        rd = RunDir(resume)
+        if not rd.sweep.exists():
+            raise UsageError(
+                f"{rd.path} is not a run directory (no {layout.SWEEP})", fix="pass the folder a run printed"
+            )
     else:
-        run_dir = results_root / spec.name / time.strftime("%Y%m%d-%H%M%S")
-        run_dir.mkdir(parents=True, exist_ok=False)
+        rd = RunDir.new(results_root, spec.name, time.strftime("%Y%m%d-%H%M%S"))
+    run_dir = rd.path
     sweep = Sweep(run_dir, points, resume=resume is not None)
     from rich.console import Console
 
     console = console or Console(highlight=False, soft_wrap=True)
-    logf = open(run_dir / "run.log", "a")
+    logf = open(rd.log, "a")
 
     def log(msg: str) -> None:
         line = time.strftime("%H:%M:%S ") + msg
@@ -801,9 +866,10 @@ def run(
         runner = Runner(spec_path, spec, inv, inv_path, run_dir, points, sweep, retries=retries, log=log, progress=prog)
         try:
             runner.prepare()
-            if resume is None or not (run_dir / "manifest.json").exists():
-                m = manifest(spec_path, spec, inv, inv_path, points, host_facts(runner.tb), runner.bfrt_sha())
-                (run_dir / "manifest.json").write_text(json.dumps(m, indent=1, default=str))
+            if resume is None or not rd.manifest.exists():
+                rd.write_manifest(
+                    manifest(spec_path, spec, inv, inv_path, points, host_facts(runner.tb), runner.bfrt_sha())
+                )
             runner.sweep_all()
         except KeyboardInterrupt:
             log(f"interrupted: done points are kept; continue with `rainmaker run {spec_path} --resume {run_dir}`")

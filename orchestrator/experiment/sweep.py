@@ -7,12 +7,12 @@ happens, so a crash, a Ctrl-C or a lost host never loses a done point. A point f
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UsageError
+from .layout import SWEEP, atomic_replace
 from .plan import Point
 
 TODO, RUNNING, DONE, FAILED = "todo", "running", "done", "failed"
@@ -31,7 +31,7 @@ class PointState:
 
 
 class Sweep:
-    FILE = "sweep.json"
+    FILE = SWEEP
 
     def __init__(self, run_dir: Path, points: list[Point], *, resume: bool):
         self.path = run_dir / self.FILE
@@ -82,11 +82,7 @@ class Sweep:
         self._save_state(self.state)
 
     def _save_state(self, state: dict[str, PointState]) -> None:
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"points": {pid: state[pid].__dict__ for pid in self.order}}, indent=1))
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        atomic_replace(self.path, json.dumps({"points": {pid: state[pid].__dict__ for pid in self.order}}, indent=1))
 
     # -- transitions -----------------------------------------------------------------
     def pending(self) -> list[Point]:

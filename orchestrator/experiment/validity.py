@@ -4,11 +4,12 @@ the measurement supports the numbers reported from it.
 
 Each check has a name, passed (True, False, or None when it could not run), the
 measured value, the threshold and a message a person can act on. The verdict is
-written to points/<id>/validity.json; analysis carries `valid` and the failed checks'
+written to points/<id>/validity.json (layout.py); analysis carries `valid` and the failed checks'
 names into summary.parquet and the plots mark invalid points.
 
 Checks:
-  complete      the client results exist for every host, are readable and not partial
+  complete      the client results exist for every host, are readable and not partial,
+                and the sweep finished the point (sweep.json's status, when known)
   load          achieved send rate vs the scheduled rate, within load_tolerance
   schedule_lag  the largest lag of a send behind its intended time (testbed time)
   late_sends    the fraction of sends later than the client's lateness threshold
@@ -25,13 +26,13 @@ Checks:
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .analyze import ALL, PointData, load_point
+from .layout import PointDir
 
 # Thresholds the spec's `validity:` section does not carry (the spec's defaults and
 # fields come first: orchestrator/experiment/spec.py, Validity).
@@ -40,7 +41,7 @@ EXTRA_DEFAULTS = {
     "gof_max_samples": 5000,  # KS on a random subsample: enough power, no pedantry
     "constant_max_cv": 0.10,  # constant arrivals: std / mean of the gaps
 }
-FAILED_STATUSES = {"failed", "error", "aborted", "interrupted"}
+MEASURED = "done"  # sweep.py's status of a point whose attempt ran to the end
 
 
 @dataclass
@@ -109,11 +110,7 @@ class Verdict:
         )
 
     def write(self, point_dir: str | Path, as_dict: dict | None = None) -> Path:
-        p = Path(point_dir) / "validity.json"
-        tmp = p.with_name(".validity.json.tmp")
-        tmp.write_text(json.dumps(as_dict or self.to_dict(), indent=1) + "\n")
-        tmp.replace(p)
-        return p
+        return PointDir(Path(point_dir)).write_verdict(as_dict or self.to_dict())
 
 
 def _finite(x: Any) -> Any:
@@ -159,7 +156,7 @@ def check_complete(data: PointData) -> Check:
     problems = list(data.problems)
     if data.partial:
         problems.append("the client's run was cut short (summary.json: partial)")
-    if status.lower() in FAILED_STATUSES:
+    if status and status != MEASURED:  # failed, or an attempt interrupted (todo, running)
         problems.append(f"the point's status is '{status}'")
     if problems:
         return Check("complete", False, len(problems), 0, "; ".join(problems))
@@ -445,10 +442,3 @@ def check_point(
     if write:
         verdict.write(point_dir)
     return verdict
-
-
-def read_verdict(point_dir: str | Path) -> dict | None:
-    try:
-        return json.loads((Path(point_dir) / "validity.json").read_text())
-    except (OSError, ValueError):
-        return None

@@ -155,10 +155,11 @@ def good_counters(n: int, duration_s: float = 2.0) -> dict:
 
 def write_point(run_dir: Path, point: dict, hosts: Mapping[str, dict]) -> Path:
     """hosts[name] = {"latency": per_interval, "slowdown": per_interval, "summary": dict,
-    "trace": optional CSV text}."""
+    "trace": optional CSV text}. point.json as the runner writes it (the plan's Point:
+    its status lives in sweep.json, see write_sweep)."""
     d = run_dir / "points" / point["id"]
     d.mkdir(parents=True, exist_ok=True)
-    (d / "point.json").write_text(json.dumps(point))
+    (d / "point.json").write_text(json.dumps({k: v for k, v in point.items() if k != "status"}))
     for i, (host, h) in enumerate(hosts.items()):
         hd = d / "clients" / host
         hd.mkdir(parents=True, exist_ok=True)
@@ -172,6 +173,52 @@ def write_point(run_dir: Path, point: dict, hosts: Mapping[str, dict]) -> Path:
         if h.get("trace") is not None:
             (hd / "trace.csv").write_text(h["trace"])
     return d
+
+
+def write_sweep(run_dir: Path, states: Mapping[str, dict]) -> None:
+    """sweep.json as orchestrator/experiment/sweep.py writes it: point id -> state."""
+    full = {
+        pid: {"status": "done", "digest": "0" * 16, "attempts": 1, "reason": None, "valid": None}
+        | dict(st)
+        | {"started": 1.0, "finished": 2.0, "wall_s": 1.0}
+        for pid, st in states.items()
+    }
+    (run_dir / "sweep.json").write_text(json.dumps({"points": full}, indent=1))
+
+
+def switch_queue_rows(balances: Sequence[int], period_s: float = 0.05, slices: int = 1) -> str:
+    """switch/queue.jsonl as the runner's sampler writes it: the signed balance of each
+    slice per sample (the first slice gets the value, the others 0)."""
+    rows = [
+        {"t_s": round(i * period_s, 4), "balance": {str(s): (b if s == 0 else 0) for s in range(slices)}}
+        for i, b in enumerate(balances)
+    ]
+    return "".join(json.dumps(r) + "\n" for r in rows)
+
+
+def worker_sample_rows(fifos: Sequence[Sequence[int]], *, period_s: float, on_at: int, quota: int = 2) -> str:
+    """timeseries.jsonl as the worker agent writes it (hosts/agent/worker.py): per sample
+    each worker's fifo, outstanding, done, busy_ns, quota, slice, enabled; tokens are
+    turned on (the load starts) at sample `on_at`."""
+    rows = [
+        {
+            "t": round((i + 1) * period_s, 4),
+            "workers": [
+                {
+                    "fifo": f,
+                    "outstanding": f + 1,
+                    "done": 10 * i,
+                    "busy_ns": 0,
+                    "quota": quota,
+                    "slice": 0,
+                    "enabled": int(i >= on_at),
+                }
+                for f in per_worker
+            ],
+        }
+        for i, per_worker in enumerate(fifos)
+    ]
+    return "".join(json.dumps(r) + "\n" for r in rows)
 
 
 def make_point(
@@ -272,6 +319,7 @@ def synthetic_run(
     }
     (run / "manifest.json").write_text(json.dumps(manifest))
     idx = 0
+    states: dict[str, dict] = {}
     for rep in range(1, reps + 1):
         for si, system in enumerate(systems):
             for load in loads:
@@ -307,9 +355,11 @@ def synthetic_run(
                         ),
                     }
                 d = write_point(run, point, hosts)
+                states[pid] = {"status": "done"}
                 if with_optional:
-                    # the controller's snapshot (switch/control/controller.py: snapshot) and the
-                    # worker agent's files (hosts/agent/worker.py)
+                    # what the runner collects (orchestrator/experiment/layout.py): the
+                    # controller's snapshot, the switch queue samples and the worker
+                    # agent's samples (hosts/agent/worker.py), warm-up 0.5 s, window 2 s
                     frac = min(0.9, load / 4000.0 * (1 + si))
                     (d / "switch").mkdir()
                     (d / "switch" / "snapshot.json").write_text(
@@ -336,30 +386,18 @@ def synthetic_run(
                             }
                         )
                     )
+                    # the switch queue: tokens waiting at low load, tasks waiting at high load
+                    depth = int(load // 1000) * (1 + si)  # tasks; 1..6
+                    bal = [(-depth if (i // 4) % 2 else 4 - depth) for i in range(60)]
+                    (d / "switch" / "queue.jsonl").write_text(switch_queue_rows(bal))
                     wd = d / "workers" / "worker0"
                     wd.mkdir(parents=True)
                     q = 1 + int(load // 1000) + si
-                    series = [
-                        {
-                            "t": t * 0.5,
-                            "workers": [
-                                {
-                                    "fifo": (t + w) % 3,
-                                    "outstanding": 2,
-                                    "done": 10 * t,
-                                    "busy_ns": 0,
-                                    "quota": q,
-                                    "slice": 0,
-                                    "enabled": 1,
-                                }
-                                for w in range(2)
-                            ],
-                        }
-                        for t in range(6)
-                    ]
-                    (wd / "timeseries.jsonl").write_text("\n".join(json.dumps(r) for r in series) + "\n")
+                    fifos = [[(t + w) % 3 for w in range(2)] for t in range(30)]
+                    (wd / "timeseries.jsonl").write_text(worker_sample_rows(fifos, period_s=0.1, on_at=3, quota=q))
                     (wd / "stats.json").write_text(json.dumps({"program": "rain-worker", "final": True, "workers": []}))
                     (wd / "decisions.jsonl").write_text(
                         "\n".join(json.dumps({"t": t * 0.01, "changes": [], "quotas": [q, q]}) for t in range(5)) + "\n"
                     )
+    write_sweep(run, states)
     return run

@@ -15,18 +15,31 @@ import pytest
 from hdrh.histogram import HdrHistogram
 
 from orchestrator.experiment.analyze import (
+    EVENTS_COUNTER,
     aggregate,
     analyze,
-    event_counts,
     load_point,
     mean_quota,
+    queue_depths,
     queuing_ratio,
+    switch_queue_series,
     throughput_under_slo,
-    worker_queue_series,
 )
 from orchestrator.experiment.histograms import DEFAULT, Hist, _tables, read_hlog
+from orchestrator.experiment.layout import PointDir
 
-from .results_fixture import counters, good_counters, hdr_from, make_point, make_summary, synthetic_run, write_point
+from .results_fixture import (
+    counters,
+    good_counters,
+    hdr_from,
+    make_point,
+    make_summary,
+    switch_queue_rows,
+    synthetic_run,
+    worker_sample_rows,
+    write_point,
+    write_sweep,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -371,32 +384,14 @@ def test_missing_and_corrupt_files_mark_the_point(tmp_path):
     assert "unreadable clients/c0/latency.hlog" in msg and "missing summary.json" in msg
 
 
-def test_switch_snapshot_shapes_and_agent_decisions(tmp_path):
-    ev = [0] * 16
-    ev[2], ev[3] = 300, 100
-    assert queuing_ratio({"counters": {"pipe.SwitchIngress.events.events": [[v, v * 64] for v in ev]}}) == 0.25
-    assert queuing_ratio({"pipe.SwitchIngress.events.events": [{"packets": v, "bytes": 0} for v in ev]}) == 0.25
-    assert queuing_ratio({"events": {"EV_DISPATCH_DIRECT": 1, "dispatch_queued": 3}}) == 0.75
-    before = {"events": {"dispatch_direct": 100, "dispatch_queued": 100}}
-    after = {"events": {"dispatch_direct": 400, "dispatch_queued": 200}}
-    assert queuing_ratio({"before": before, "after": after}) == 0.25
-    assert event_counts([before, after])["dispatch_direct"] == 300
-    assert math.isnan(queuing_ratio({"registers": {}})) and math.isnan(queuing_ratio(None))
-    ad = tmp_path / "agent" / "w0"
-    ad.mkdir(parents=True)
-    (ad / "decisions.jsonl").write_text(
-        '{"t_s": 0, "quota": 2}\n{"t_s": 1, "quotas": [1, 3, 5]}\n{"t_s": 2, "quotas": {"0": 4, "1": 4}}\nnot json\n'
-    )
-    assert mean_quota(tmp_path) == pytest.approx((2 + 3 + 4) / 3)
-    assert math.isnan(mean_quota(tmp_path / "nowhere"))
+def test_the_queuing_ratio_comes_from_the_controllers_snapshot(tmp_path):
+    """The shape switch/control/controller.py's snapshot() writes: events by EV_ name."""
+    from switch.control.events import Events
 
-
-def test_controller_snapshot_and_worker_agent_files(tmp_path):
-    """The shapes the runner collects: the controller's snapshot (events by EV_ name)
-    and the worker agent's timeseries.jsonl / decisions.jsonl under workers/<host>/."""
+    assert EVENTS_COUNTER == Events.COUNTER
     snap = {
         "counters": {
-            "pipe.SwitchIngress.events.events": {
+            EVENTS_COUNTER: {
                 "EV_TASK_IN": {"packets": 10, "bytes": 640},
                 "EV_DISPATCH_DIRECT": {"packets": 3, "bytes": 0},
                 "EV_DISPATCH_QUEUED": {"packets": 1, "bytes": 0},
@@ -404,18 +399,71 @@ def test_controller_snapshot_and_worker_agent_files(tmp_path):
         }
     }
     assert queuing_ratio(snap) == 0.25
-    wd = tmp_path / "workers" / "w0"
+    assert math.isnan(queuing_ratio({"counters": {EVENTS_COUNTER: {}}})) and math.isnan(queuing_ratio(None))
+    d = write_point(tmp_path, make_point("rain-k1-r1"), {})
+    pd_ = PointDir(d)
+    pd_.write_snapshot(snap)
+    assert queuing_ratio(pd_.read_snapshot()) == 0.25
+
+
+def test_queue_depths_of_the_measurement_window(tmp_path):
+    """Switch queue samples (time 0 = the load's start) and the worker agent's samples
+    (its own clock; the load starts when its tokens are enabled) are cut to the window
+    after the warm-up; tokens waiting in the switch are not tasks."""
+    d = PointDir(write_point(tmp_path, make_point("rain-k1-r1", warmup_s=0.5, measure_s=1.0), {}))
+    d.switch_queue.parent.mkdir()
+    # 0.0..2.0 s every 0.1 s: tokens (positive) in the warm-up, then 2, 4, 6 tasks, then 50 after the window
+    bal = [3] * 5 + [-2, -4, -6] * 3 + [-6] * 3 + [-50] * 5
+    d.switch_queue.write_text(switch_queue_rows(bal, period_s=0.1))
+    assert switch_queue_series(d)[:6] == [(0.0, 0, 3), (0.1, 0, 3), (0.2, 0, 3), (0.3, 0, 3), (0.4, 0, 3), (0.5, 2, 0)]
+    wd = d.worker("worker0")
     wd.mkdir(parents=True)
-    rows = [
-        {
-            "t": 0.1 * i,
-            "workers": [{"fifo": i, "outstanding": 1, "quota": 2 + (i > 1)}, {"fifo": 1, "outstanding": 1, "quota": 2}],
-        }
-        for i in range(4)
-    ]
-    (wd / "timeseries.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    series = worker_queue_series(tmp_path)["w0"]
-    assert [v for _, v in series] == [1, 2, 3, 4] and series[1][0] == pytest.approx(0.1)
-    assert mean_quota(tmp_path) == pytest.approx((2 + 2 + 2.5 + 2.5) / 4)  # no decisions: the samples
-    (wd / "decisions.jsonl").write_text(json.dumps({"t": 1.0, "changes": [], "quotas": [4, 6]}) + "\n")
-    assert mean_quota(tmp_path) == 5.0
+    # tokens on at sample 4 (t = 0.5 s on the agent's clock): the window is 1.0..2.0 s
+    fifos = [[9, 9]] * 9 + [[1, 3]] * 11 + [[9, 9]] * 5
+    (wd / "timeseries.jsonl").write_text(worker_sample_rows(fifos, period_s=0.1, on_at=4))
+    q = queue_depths(d, json.loads(d.point_file.read_text()))
+    window = [-b for b in bal[5:16]]  # t = 0.5 .. 1.5
+    assert q["switch_queue_mean"] == pytest.approx(sum(window) / len(window))
+    assert q["switch_queue_max"] == 6.0
+    assert q["worker_queue_mean"] == pytest.approx(2.0) and q["worker_queue_max"] == 3.0
+    empty = PointDir(write_point(tmp_path, make_point("rain-k2-r1"), {}))
+    assert all(math.isnan(v) for v in queue_depths(empty, {}).values())
+
+
+def test_quota_from_the_agents_decisions_else_its_samples(tmp_path):
+    d = PointDir(write_point(tmp_path, make_point("rain-k1-r1"), {}))
+    wd = d.worker("w0")
+    wd.mkdir(parents=True)
+    assert math.isnan(mean_quota(d))
+    (wd / "timeseries.jsonl").write_text(worker_sample_rows([[0, 0]] * 4, period_s=0.1, on_at=0, quota=2))
+    assert mean_quota(d) == 2.0  # no decisions (not adaptive): the quota each sample saw
+    (wd / "decisions.jsonl").write_text(
+        json.dumps({"t": 1.0, "changes": [], "quotas": [4, 6]}) + "\n" + '{"t": 2.0, "quotas": [1, 1]}\nnot json\n'
+    )
+    assert mean_quota(d) == 3.0
+
+
+def test_the_runs_queue_depths_reach_the_summary(tmp_path):
+    run = synthetic_run(tmp_path, systems=("rain",), loads=(1000.0, 3000.0), reps=1, n=4000)
+    df = analyze(run)
+    a = df[df["class"] == "all"].set_index("load_krps")
+    # the fixture's switch queue: 1 task per 1000 kRPS in half the samples of the window
+    assert a.loc[1000.0, "switch_queue_max"] == 1 and a.loc[3000.0, "switch_queue_max"] == 3
+    assert a.loc[3000.0, "switch_queue_mean"] > a.loc[1000.0, "switch_queue_mean"] > 0
+    assert a.loc[1000.0, "mean_quota"] == 2 and a.loc[3000.0, "mean_quota"] == 4
+    assert (a["status"] == "done").all()
+
+
+def test_the_points_status_comes_from_sweep_json(tmp_path):
+    """point.json is the plan's Point; whether the sweep finished the point is in
+    sweep.json. A folder left by an interrupted attempt (todo again) is not complete."""
+    run = synthetic_run(tmp_path, systems=("rain",), loads=(1000.0, 2000.0), reps=1, n=4000, with_optional=False)
+    write_sweep(
+        run, {"rain-k1000-r1": {"status": "done"}, "rain-k2000-r1": {"status": "todo", "reason": "interrupted"}}
+    )
+    df = analyze(run, recheck=True)
+    a = df[df["class"] == "all"].set_index("point_id")
+    assert a.loc["rain-k1000-r1", "valid"] and a.loc["rain-k1000-r1", "status"] == "done"
+    assert not a.loc["rain-k2000-r1", "valid"] and a.loc["rain-k2000-r1", "failed_checks"] == "complete"
+    v = PointDir(run / "points" / "rain-k2000-r1").read_verdict()
+    assert "the point's status is 'todo'" in next(c["message"] for c in v["checks"] if c["name"] == "complete")

@@ -94,3 +94,41 @@ def test_report(run, drawn):
     html = (run / "report.html").read_text()
     assert "<table>" in html and '<img src="plots/p99_vs_load.png"' in html
     assert "pallas-k3000-r1" in html
+
+
+def test_queue_depth_reads_at_a_glance(run):
+    """Fig. 9's queue depth against load (a worker's queue with its bound, the switch
+    queue), then the switch queue over time as small multiples, one per curve and
+    load on one scale; depths are integers, so are the ticks."""
+    from orchestrator.experiment import plots
+
+    figs: dict = {}
+    ctx = plots._Ctx(run)
+    ctx.save = lambda fig, name: figs.setdefault(name, fig) and []
+    plots._queue_depth(ctx)
+    axes = figs["queue_depth"].axes
+    assert axes[0].get_title().startswith("worker queue depth vs load")
+    assert axes[1].get_title().startswith("switch queue depth vs load")
+    assert "load (kRPS, paper time)" in axes[0].get_xlabel() == axes[1].get_xlabel()
+    small = axes[2:]
+    assert [a.get_title() for a in small] == [
+        "1000 kRPS, pallas",
+        "2000 kRPS, pallas",
+        "3000 kRPS, pallas (invalid)",
+        "1000 kRPS, rain",
+        "2000 kRPS, rain",
+        "3000 kRPS, rain",
+    ]
+    assert len({a.get_ylim() for a in small}) == 1  # one scale
+    lo, hi = small[0].get_ylim()
+    assert lo < 0 < hi and hi >= 6  # tokens down, tasks up: pallas at 3000 kRPS queues 6 tasks
+    for a in axes:
+        y0, y1 = sorted(a.get_ylim())
+        ticks = [t for t in a.get_yticks() if y0 <= t <= y1]
+        assert len(ticks) >= 2 and all(float(t).is_integer() for t in ticks), (a.get_title(), ticks)
+    # each small panel: the tasks, the tokens, the warm-up; not a bundle of lines
+    for a in small:
+        assert len(a.lines) <= 1 and len(a.collections) <= 3
+    # the mean switch queue against load, hollow where a repetition was invalid
+    labels = [t.get_text() for t in axes[1].get_legend().get_texts()]
+    assert {"rain", "pallas", "rain: max", "pallas: max", "invalid (hollow)"} <= set(labels)

@@ -16,7 +16,7 @@ from orchestrator.experiment.histograms import Hist
 from orchestrator.experiment.spec import Validity
 from orchestrator.experiment.validity import check_point, thresholds_of
 
-from .results_fixture import good_counters, make_point, make_summary, trace_csv, write_point
+from .results_fixture import good_counters, make_point, make_summary, trace_csv, write_point, write_sweep
 
 N = 20000  # requests per point (k = 100, so a 2-s window at 10,000 rps)
 DURATION = 2.0
@@ -64,8 +64,10 @@ def _point(
             "summary": make_summary({"task": c}, **kw),
             "trace": trace if i == 0 else None,
         }
-    point = make_point("rain-k200-r1", load_krps=N / DURATION * 100 / 1000, status=status)
-    return write_point(run, point, host_map)
+    point = make_point("rain-k200-r1", load_krps=N / DURATION * 100 / 1000)
+    d = write_point(run, point, host_map)
+    write_sweep(run, {point["id"]: {"status": status}})
+    return d
 
 
 def _verdict(d: Path, validity=None, **kw):

@@ -1,0 +1,345 @@
+"""The run folder: every file of a run, where it is, who writes it and who reads it.
+
+    results/<experiment>/<YYYYmmdd-HHMMSS>/      RunDir: one per run, never overwritten
+      manifest.json         provenance                      run.py      -> analysis, plots, report
+      sweep.json            each point's state and verdict  sweep.py    -> sweep.py (resume), analysis
+      run.log               the run's log lines             run.py      -> people
+      summary.parquet       one row per point and class     analyze.py  -> plots, report
+      timeseries.parquet    p50/p99 per interval            analyze.py  -> plots
+      plots/<kind>.png|svg  the figures                     plots.py    -> report
+      report.md, .html      the report                      report.py   -> people
+      points/<point-id>/    PointDir
+        point.json          the plan's Point                run.py      -> analysis
+        timing.json         seconds per phase of the point  run.py      -> people
+        validity.json       the verdict                     validity.py -> analysis, report
+        switch/snapshot.json   registers and counters after the load    run.py -> analysis
+        switch/queue.jsonl     the switch's queues sampled during the load
+                                                            run.py      -> analysis, plots
+        clients/<host>/     the client host's output folder, collected over SFTP (CLIENT_FILES)
+        workers/<host>/     the worker host's output folder, collected over SFTP (WORKER_FILES)
+
+Files under clients/ and workers/ are named by the programs that write them on the
+hosts (rain-client, rain-worker, the agents), which cannot import this module; the
+names below are the orchestrator's side of that contract. Every reader of the run
+folder goes through this module; a file is listed here only if something writes it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# -- the run --------------------------------------------------------------------------
+MANIFEST = "manifest.json"
+SWEEP = "sweep.json"
+RUN_LOG = "run.log"
+SUMMARY = "summary.parquet"
+TIMESERIES = "timeseries.parquet"
+PLOTS = "plots"
+REPORT_MD = "report.md"
+REPORT_HTML = "report.html"
+POINTS = "points"
+
+# -- one point ------------------------------------------------------------------------
+POINT = "point.json"
+TIMING = "timing.json"
+VALIDITY = "validity.json"
+SWITCH = "switch"
+SNAPSHOT = "snapshot.json"
+SWITCH_QUEUE = "queue.jsonl"
+CLIENTS = "clients"
+WORKERS = "workers"
+
+# clients/<host>/: rain-client (--out, --trace) and the client agent
+LATENCY_HLOG = "latency.hlog"  # HdrHistogram interval log per class, ns
+SLOWDOWN_HLOG = "slowdown.hlog"  # the same, slowdown x 1000
+CLIENT_SUMMARY = "summary.json"  # rain-client's counters
+TRACE = "trace.csv"  # every first send, intended and actual (short runs)
+CLIENT_FILES = {
+    LATENCY_HLOG: "rain-client -> analysis, validity",
+    SLOWDOWN_HLOG: "rain-client -> analysis",
+    CLIENT_SUMMARY: "rain-client -> analysis, validity",
+    TRACE: "rain-client --trace (when the point has at most 2 M sends) -> validity (interarrival)",
+    "client.log": "rain-client's output (the client agent) -> people",
+    "agent.json": "the client agent: rain-client's exit status -> people",
+    "agent.log": "the client agent's log (run.py copies it in) -> people",
+    "agent-config.json": "run.py: the agent's configuration -> the client agent, people",
+}
+
+# workers/<host>/: rain-worker and the worker agent
+REGISTRATION = "registration.json"
+WORKER_SAMPLES = "timeseries.jsonl"  # the worker agent, every sample period
+DECISIONS = "decisions.jsonl"  # the worker agent's Algorithm 1, adaptive points only
+WORKER_STATS = "stats.json"
+WORKER_FILES = {
+    REGISTRATION: "rain-worker (--registration) -> run.py: programs the switch",
+    WORKER_SAMPLES: "the worker agent: per sample period and worker fifo, outstanding, quota, "
+    "slice, enabled -> analysis (worker queue depth, quota)",
+    DECISIONS: "the worker agent (adaptive points): each control interval's quotas -> analysis (quota)",
+    WORKER_STATS: "rain-worker (--stats): its counters, rewritten periodically and at exit -> people",
+    "worker.log": "rain-worker's output (the worker agent) -> people",
+    "worker.ctl": "the shared-memory control block rain-worker and its agent share -> people",
+    "agent.json": "the worker agent: rain-worker's exit status, lost samples -> people",
+    "agent.log": "the worker agent's log (run.py copies it in) -> people",
+    "agent-config.json": "run.py: the agent's configuration -> the worker agent, people",
+}
+
+
+def _write_json(path: Path, obj: Any, indent: int | None = 1) -> Path:
+    """Atomically: a reader never sees half a file."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(obj, indent=indent, default=str) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def read_json(path: Path) -> Any:
+    """The file's JSON, or None when it is missing or unreadable."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """The JSON objects of a JSON-lines file, skipping a torn last line; [] if missing."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return []
+    out = []
+    for line in text.splitlines():
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(obj, dict):
+            out.append(obj)
+    return out
+
+
+@dataclass(frozen=True)
+class PointDir:
+    """points/<point-id>/ of a run."""
+
+    path: Path
+
+    @property
+    def id(self) -> str:
+        return self.path.name
+
+    @property
+    def point_file(self) -> Path:
+        return self.path / POINT
+
+    @property
+    def timing(self) -> Path:
+        return self.path / TIMING
+
+    @property
+    def validity(self) -> Path:
+        return self.path / VALIDITY
+
+    @property
+    def snapshot(self) -> Path:
+        return self.path / SWITCH / SNAPSHOT
+
+    @property
+    def switch_queue(self) -> Path:
+        return self.path / SWITCH / SWITCH_QUEUE
+
+    def client(self, host: str) -> Path:
+        return self.path / CLIENTS / host
+
+    def worker(self, host: str) -> Path:
+        return self.path / WORKERS / host
+
+    def host_dir(self, role: str, host: str) -> Path:
+        """The folder of a host of a role ("client" or "worker")."""
+        return {"client": self.client, "worker": self.worker}[role](host)
+
+    def _hosts(self, sub: str) -> list[str]:
+        d = self.path / sub
+        return sorted(p.name for p in d.iterdir() if p.is_dir()) if d.is_dir() else []
+
+    def client_hosts(self) -> list[str]:
+        return self._hosts(CLIENTS)
+
+    def worker_hosts(self) -> list[str]:
+        return self._hosts(WORKERS)
+
+    # -- writers (run.py, validity.py) ---------------------------------------------------
+    def fresh(self) -> PointDir:
+        """An empty folder: an interrupted attempt's files are not trusted."""
+        if self.path.exists():
+            shutil.rmtree(self.path)
+        self.path.mkdir(parents=True)
+        return self
+
+    def write_point(self, point: dict) -> Path:
+        return _write_json(self.point_file, point)
+
+    def write_timing(self, timing: dict) -> Path:
+        return _write_json(self.timing, timing, indent=None)
+
+    def write_snapshot(self, snapshot: dict) -> Path:
+        self.snapshot.parent.mkdir(exist_ok=True)
+        return _write_json(self.snapshot, snapshot)
+
+    def write_verdict(self, verdict: dict) -> Path:
+        return _write_json(self.validity, verdict)
+
+    def switch_queue_writer(self) -> SwitchQueueWriter:
+        self.switch_queue.parent.mkdir(exist_ok=True)
+        return SwitchQueueWriter(self.switch_queue)
+
+    # -- readers -------------------------------------------------------------------------
+    def read_point(self) -> dict | None:
+        p = read_json(self.point_file)
+        return p if isinstance(p, dict) else None
+
+    def read_status(self) -> str | None:
+        """The point's status in its run's sweep.json (todo, running, done, failed)."""
+        st = RunDir(self.path.parent.parent).read_sweep().get(self.id, {}).get("status")
+        return st if isinstance(st, str) else None
+
+    def read_snapshot(self) -> dict | None:
+        s = read_json(self.snapshot)
+        return s if isinstance(s, dict) else None
+
+    def read_verdict(self) -> dict | None:
+        v = read_json(self.validity)
+        return v if isinstance(v, dict) else None
+
+    def read_switch_queue(self) -> list[dict]:
+        """Samples of the switch's queues: {"t_s": seconds since the load started,
+        "balance": {slice: signed token balance}} (negative: tasks queued)."""
+        return [r for r in read_jsonl(self.switch_queue) if isinstance(r.get("balance"), dict) and "t_s" in r]
+
+    def read_worker_samples(self, host: str) -> list[dict]:
+        """The worker agent's periodic samples: {"t": s since the agent started,
+        "workers": [{"fifo", "outstanding", "quota", "enabled", ...} per worker]}."""
+        return read_jsonl(self.worker(host) / WORKER_SAMPLES)
+
+    def read_decisions(self, host: str) -> list[dict]:
+        """The worker agent's decisions: {"t", "changes", "quotas": [per worker], ...}."""
+        return read_jsonl(self.worker(host) / DECISIONS)
+
+
+class SwitchQueueWriter:
+    """switch/queue.jsonl, one line per sample, flushed as it goes (a point cut short
+    keeps what was sampled)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._f = open(path, "w")
+        self.count = 0
+
+    def add(self, t_s: float, balance: dict[int, int]) -> None:
+        row = {"t_s": round(t_s, 4), "balance": {str(s): int(v) for s, v in sorted(balance.items())}}
+        self._f.write(json.dumps(row) + "\n")
+        self._f.flush()
+        self.count += 1
+
+    def close(self) -> None:
+        self._f.close()
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """results/<experiment>/<timestamp>/."""
+
+    path: Path
+
+    def __init__(self, path: str | Path):
+        object.__setattr__(self, "path", Path(path))
+
+    @classmethod
+    def new(cls, results_root: Path, experiment: str, stamp: str) -> RunDir:
+        d = cls(Path(results_root) / experiment / stamp)
+        d.path.mkdir(parents=True, exist_ok=False)
+        return d
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def manifest(self) -> Path:
+        return self.path / MANIFEST
+
+    @property
+    def sweep(self) -> Path:
+        return self.path / SWEEP
+
+    @property
+    def log(self) -> Path:
+        return self.path / RUN_LOG
+
+    @property
+    def summary(self) -> Path:
+        return self.path / SUMMARY
+
+    @property
+    def timeseries(self) -> Path:
+        return self.path / TIMESERIES
+
+    @property
+    def plots(self) -> Path:
+        return self.path / PLOTS
+
+    @property
+    def report_md(self) -> Path:
+        return self.path / REPORT_MD
+
+    @property
+    def report_html(self) -> Path:
+        return self.path / REPORT_HTML
+
+    def point(self, point_id: str) -> PointDir:
+        return PointDir(self.path / POINTS / point_id)
+
+    def points(self) -> list[PointDir]:
+        """Point folders in plan order (point.json's index, then name)."""
+        root = self.path / POINTS
+        if not root.is_dir():
+            return []
+        dirs = [PointDir(p) for p in root.iterdir() if p.is_dir()]
+
+        def order(d: PointDir) -> tuple:
+            index = (d.read_point() or {}).get("index")
+            return (index if isinstance(index, int) else 1 << 30, d.id)
+
+        return sorted(dirs, key=order)
+
+    def __iter__(self) -> Iterator[PointDir]:
+        return iter(self.points())
+
+    def write_manifest(self, manifest: dict) -> Path:
+        return _write_json(self.manifest, manifest)
+
+    def read_manifest(self) -> dict:
+        m = read_json(self.manifest)
+        return m if isinstance(m, dict) else {}
+
+    def read_sweep(self) -> dict[str, dict]:
+        """point id -> its state in sweep.json (status, attempts, reason, valid, ...);
+        {} without one (sweep.py owns the format and writes it)."""
+        s = read_json(self.sweep)
+        pts = s.get("points") if isinstance(s, dict) else None
+        return {k: v for k, v in pts.items() if isinstance(v, dict)} if isinstance(pts, dict) else {}
+
+
+def atomic_replace(path: Path, text: str) -> None:
+    """Write text to path through a temporary file and fsync (sweep.json's writes)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
