@@ -294,8 +294,10 @@ class EmulatedTestbed:
         stray = [n for n in _netns_list() if n.startswith(plan.prefix + "-")]
         if stray or plan.bridge in _links():
             raise TestbedError(
-                f"leftovers of an earlier testbed in slot {self.slot}: {', '.join(stray + [plan.bridge])}",
-                fix=f"clean them with: rainmaker testbed down --slot {self.slot}",
+                f"slot {self.slot} is in use on this machine ({', '.join(stray + [plan.bridge])}) by a testbed "
+                f"{state.root()} has no state for: another state folder's (RAINMAKER_STATE_DIR), or leftovers",
+                fix=f"use another slot (--slot free); if they are leftovers, clean them with: "
+                f"rainmaker testbed down --slot {self.slot}",
             )
 
         # The bridge claims the slot for the whole machine, whatever state folder another

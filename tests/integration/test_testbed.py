@@ -136,7 +136,7 @@ def test_down_with_no_state_but_stray_namespace(state_root):
     subprocess.run(["ip", "netns", "add", f"rm{SLOT_A}-worker0"], check=True)
     subprocess.run(["ip", "link", "add", f"rm{SLOT_A}br", "type", "bridge"], check=True)
     tb = EmulatedTestbed(slot=SLOT_A)
-    with pytest.raises(TestbedError, match="leftovers"):
+    with pytest.raises(TestbedError, match="in use on this machine.*or leftovers"):
         tb.up(clients=1, workers=1, log=lambda m: None)
     tb.down(log=lambda m: None)
     assert_clean(SLOT_A, tb.dir)
