@@ -100,3 +100,63 @@ def test_free_slot_skips_slots_any_testbed_holds(state_dir, monkeypatch):
     # Slot 10's namespaces (rm10-*) are not slot 1's (rm1-*).
     monkeypatch.setattr(emulated, "_netns_list", lambda: ["rm10-worker0"])
     assert emulated.slot_in_use(10) and not emulated.slot_in_use(1)
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def fake_rainmaker(tmp_path: Path, fail: str = "") -> Path:
+    """A `rainmaker` that records its arguments; `testbed up` prints an inventory path
+    the way the real one does (progress on stderr); the verb named by `fail` fails."""
+    script = tmp_path / "rainmaker"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'echo "$*" >> {tmp_path}/calls\n'
+        + (f'case "$*" in "{fail}"*) exit 3;; esac\n' if fail else "")
+        + 'if [ "$1 $2" = "testbed up" ]; then\n'
+        "  echo '· building' >&2\n"
+        f"  touch '{tmp_path}/slot 5 inventory.yaml'; echo 'inventory: {tmp_path}/slot 5 inventory.yaml'\n"
+        "fi\n"
+    )
+    script.chmod(0o755)
+    return script
+
+
+def make_demo(tmp_path: Path, fail: str = "") -> tuple[int, list[str]]:
+    import shutil
+    import subprocess
+
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    r = subprocess.run(
+        ["make", "-s", "-o", "setup", "demo", f"RM_CLI={fake_rainmaker(tmp_path, fail)}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    calls = (tmp_path / "calls").read_text().splitlines() if (tmp_path / "calls").exists() else []
+    return r.returncode, calls
+
+
+def test_make_demo_builds_its_own_testbed_and_names_it_everywhere(tmp_path):
+    """`make demo` builds in a free slot and passes the inventory `testbed up` printed to
+    every later command, so another testbed (slot 0 or any) is never used or stopped."""
+    inv = f"{tmp_path}/slot 5 inventory.yaml"
+    code, calls = make_demo(tmp_path)
+    assert code == 0
+    assert calls == [
+        "testbed up --clients 1 --workers 2 --slot free",
+        f"provision -i {inv}",
+        f"run experiments/demo.yaml -i {inv} --results results",
+        f"switch stop -i {inv}",
+        f"testbed down -i {inv}",
+    ]
+    # A failed run still stops and removes the demo's own testbed, and fails.
+    (tmp_path / "calls").unlink()
+    code, calls = make_demo(tmp_path, fail="run experiments/demo.yaml")
+    assert code != 0 and calls[-2:] == [f"switch stop -i {inv}", f"testbed down -i {inv}"]
+    # A failed `up` touches nothing else.
+    (tmp_path / "calls").unlink()
+    code, calls = make_demo(tmp_path, fail="testbed up")
+    assert code != 0 and calls == ["testbed up --clients 1 --workers 2 --slot free"]
