@@ -105,8 +105,9 @@ def register(cli: click.Group, console) -> None:
 
         \b
         Results go to RESULTS/<experiment>/<timestamp>/: manifest.json (provenance),
-        sweep.json (each point todo/running/done/failed), points/<id>/ (every file of the
-        point), summary.parquet, plots/, report.md. Ctrl-C keeps the done points:
+        sweep.json (each point todo/running/done/failed, valid or why not), points/<id>/
+        (every file of the point), summary.parquet, plots/, report.md (docs/results.md
+        lists them all). Ctrl-C keeps the done points:
           rainmaker run experiments/demo.yaml --resume results/demo/<timestamp>"""
         from .experiment.run import run
         from .inventory import load as load_inv
@@ -132,12 +133,14 @@ def register(cli: click.Group, console) -> None:
 
     @cli.command("analyze")
     @click.argument("run_dir", type=click.Path(file_okay=False, exists=True))
-    def analyze_cmd(run_dir: str) -> None:
+    @click.option("--recheck", is_flag=True, help="run the validity checks again and rewrite each validity.json")
+    def analyze_cmd(run_dir: str, recheck: bool) -> None:
         """Merge RUN_DIR's histograms into summary.parquet (one row per point and class)."""
         from .experiment.analyze import analyze
+        from .experiment.layout import RunDir
 
-        df = analyze(Path(run_dir))
-        console.print(f"{Path(run_dir) / 'summary.parquet'}: {len(df)} rows")
+        df = analyze(Path(run_dir), recheck=recheck)
+        console.print(f"{RunDir(run_dir).summary}: {len(df)} rows")
 
     @cli.command("plot")
     @click.argument("run_dir", type=click.Path(file_okay=False, exists=True))
@@ -146,11 +149,11 @@ def register(cli: click.Group, console) -> None:
         """Draw RUN_DIR's figures (PNG and SVG in RUN_DIR/plots)."""
         from .experiment.plots import plot
 
-        if not kinds:
-            m = json.loads((Path(run_dir) / "manifest.json").read_text())
-            kinds = tuple(m["spec"].get("plots", ["p99_vs_load"]))
-        for f in plot(Path(run_dir), list(kinds)):
+        skipped: dict = {}
+        for f in plot(Path(run_dir), list(kinds) or None, skipped=skipped):
             console.print(str(f))
+        for kind, why in skipped.items():
+            console.print(Text(f"skipped {kind}: {why}", style="yellow"))
 
     @cli.command("report")
     @click.argument("run_dir", type=click.Path(file_okay=False, exists=True))

@@ -1,4 +1,5 @@
-"""Analysis: a run directory's raw results -> summary.parquet (DESIGN.md, "Data flow").
+"""Analysis: a run folder's raw results -> summary.parquet (docs/architecture.md,
+"Data flow of a run"; the files: docs/results.md).
 
 Everything works on histograms: each client host's interval logs are decoded and
 added (per class and per interval), quantiles come from the merged counts, and no
@@ -6,7 +7,7 @@ raw sample is ever materialised, so a run of millions of requests per point
 analyses in well under a second per point (bench_analysis.py measures it).
 
 Units. Columns without a suffix are testbed time (the emulated testbed dilates
-service and inter-arrival times by k, DESIGN.md "Time dilation"); `_paper` columns
+service and inter-arrival times by k, docs/emulation.md "Time dilation"); `_paper` columns
 are divided by k, and loads in kRPS are paper loads (testbed rps x k / 1000).
 Slowdowns are ratios, the same in both.
 

@@ -899,9 +899,12 @@ def run(
         from .report import report
 
         analyze(run_dir)
-        for f in plot(run_dir, spec.plots):
+        skipped: dict = {}
+        for f in plot(run_dir, spec.plots, skipped=skipped):
             if f.suffix == ".png":
                 log(f"figure: {f}")
+        for kind, why in skipped.items():
+            log(f"figure {kind} not drawn: {why}")
         rep = report(run_dir)
         log(f"report: {rep} (and {rep.with_suffix('.html').name})")
     logf.close()

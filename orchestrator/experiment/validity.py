@@ -1,6 +1,6 @@
-"""Validity checks of one load point (DESIGN.md, "Measurement"), in the manner of
-Lancet: a point is trusted only when the load generator did what the plan asked and
-the measurement supports the numbers reported from it.
+"""Validity checks of one load point, in the manner of Lancet (USENIX ATC 2019;
+docs/references.md): a point is trusted only when the load generator did what the
+plan asked and the measurement supports the numbers reported from it.
 
 Each check has a name, passed (True, False, or None when it could not run), the
 measured value, the threshold and a message a person can act on. The verdict is
