@@ -1,6 +1,6 @@
 """rainmaker's BFRuntime client: tables by name, integers in and out.
 
-It speaks the wire protocol of bf_switchd (see /work/shared/facts/bfruntime.md), so it
+It speaks the wire protocol of bf_switchd (docs/bfruntime.md), so it
 drives a real Tofino and the emulator alike:
 
     with Client("192.0.2.10:50052", p4_name="rain") as sw:      # subscribe, fetch bf-rt.json, bind
@@ -84,6 +84,11 @@ def _to_bytes(f: FieldInfo, value: Any, table: str, part: str = "") -> bytes:
 
 def _key_field(f: FieldInfo, value: Any, table: str) -> pb.KeyField:
     kf = pb.KeyField(field_id=f.id)
+    if f.type == "string":  # e.g. $PORT_STR_INFO's $PORT_NAME: the text's bytes, exact
+        if not isinstance(value, str):
+            raise BfrtValueError(f"table {table}: key field {f.name} is a string, not {value!r}")
+        kf.exact.value = value.encode()
+        return kf
     full = (1 << f.width) - 1
     pair = isinstance(value, (tuple, list))
     if pair and len(value) != 2:
@@ -266,6 +271,27 @@ class Table:
         (found,) = self.client.read_entries([pb.TableEntry(table_id=self.info.id, is_default_entry=True)], [self.name])
         return self.decode(found)
 
+    def attribute(self, name: str) -> pb.TableAttribute:
+        """A table attribute as the switch holds it (`name` as bf-rt.json lists it, e.g.
+        "EntryScope"): the TableAttribute message with that attribute's field set."""
+        fields = {
+            "EntryScope": "entry_scope",
+            "port_status_notif_cb": "port_status_notify",
+            "poll_intvl_ms": "intvl_ms",
+        }
+        if name not in self.info.attributes or name not in fields:
+            raise BfrtValueError(f"table {self.name}: attribute {name!r} (it has {list(self.info.attributes)})")
+        attr = pb.TableAttribute(table_id=self.info.id)
+        getattr(attr, fields[name]).SetInParent()
+        req = pb.ReadRequest(
+            target=self.client.target(),
+            client_id=self.client.client_id,
+            entities=[pb.Entity(table_attribute=attr)],
+            p4_name=self.client.p4_name or "",
+        )
+        (entity,) = self.client._read(req, [self.name])
+        return entity.table_attribute
+
     def usage(self) -> int:
         """How many entries the table holds."""
         req = pb.ReadRequest(
@@ -332,7 +358,9 @@ class Table:
         for kf in e.key.fields:
             f = self.info.key_by_id.get(kf.field_id)
             name = f.name if f else str(kf.field_id)
-            if name == MATCH_PRIORITY:
+            if f is not None and f.type == "string":
+                out.key[name] = kf.exact.value.decode()
+            elif name == MATCH_PRIORITY:
                 out.priority = _key_value(kf)
             else:
                 out.key[name] = _key_value(kf)
@@ -560,6 +588,10 @@ class Ports:
 
     def is_up(self, dev_port: int) -> bool:
         return bool(self.get(dev_port).get("$PORT_UP"))
+
+    def dev_port(self, name: str) -> int:
+        """The dev_port of a front-panel port ("1/0"), from $PORT_STR_INFO."""
+        return self.client.table("$PORT_STR_INFO").get({"$PORT_NAME": name}).data["$DEV_PORT"]
 
 
 class Batch:

@@ -1,22 +1,32 @@
 """The emulator's BFRuntime gRPC server: bf_switchd's API over a `TableStore`.
 
-Behaves as /work/shared/facts/bfruntime.md says bf_switchd does, so that the SDE's own
-Python client (bfrt_grpc) and rainmaker's client drive the emulator unchanged:
+Behaves as bf_switchd does (docs/bfruntime.md), so that the SDE's own Python client
+(bfrt_grpc) and rainmaker's client drive the emulator unchanged:
 
 - StreamChannel: a `subscribe` is echoed back with status code 0 (a client id already
   subscribed on another live stream gets ALREADY_EXISTS); the stream ends when the
-  client half-closes, and the client's binding is released then.
+  client half-closes, and the client's binding is released then. The server also
+  speaks unasked on it: warm init progress.
 - GetForwardingPipelineConfig: config[0] = {p4_name, bfruntime_info (bf-rt.json)} and
   non_p4_config.bfruntime_info (the fixed tables); both are JSON with "tables".
-- SetForwardingPipelineConfig BIND: only subscribed clients, one binder per program.
+- SetForwardingPipelineConfig: BIND (only subscribed clients, one binder per program),
+  VERIFY, and the warm init actions with the running program (every table back to its
+  initial state; WARM_INIT_STARTED / FINISHED to every subscriber): what the SDE
+  client's clear_all_tables() sends.
+- Write and Read address a program as bf_switchd decides: the client's bound one when
+  p4_name is empty (none bound: the call fails UNKNOWN, without details), else the
+  named one (not this one: NOT_FOUND).
 - Write: INSERT / MODIFY / DELETE / INSERT_OR_MODIFY (and MODIFY_INC on $pre.mgid);
   the default entry via is_default_entry; DELETE without a key clears the table;
-  table operations ("Sync") and attributes arrive as INSERT and are accepted.
-  CONTINUE_ON_ERROR tries every update; the other atomicities stop at the first
-  failure and undo the updates before it.
-- Read: one entry, all entries, the default entry (flagged); registers once per pipe.
+  table operations ("Sync") and attributes arrive as INSERT. CONTINUE_ON_ERROR tries
+  every update; the other atomicities stop at the first failure and undo the updates
+  before it.
+- Read: one entry, all entries, the default entry (flagged); a register cell once per
+  pipe (the same field id repeated); table attributes (EntryScope, port_status_notif_cb,
+  poll_intvl_ms) as last written or as initially set.
 - Errors: gRPC UNKNOWN with trailer `grpc-status-details-bin` = google.rpc.Status whose
-  details hold one packed bfrt_proto.Error per update (OK ones pad the gaps).
+  details hold one packed bfrt_proto.Error per update (OK ones pad the gaps); an index
+  outside a register or counter is INVALID_ARGUMENT, as the driver answers it.
 
 Nothing a client sends can stop the server: every failure of a request becomes an
 error answer (unexpected ones are logged with their traceback and answered INTERNAL).

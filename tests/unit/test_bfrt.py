@@ -1,7 +1,7 @@
 """BFRuntime: rainmaker's client against the emulator's server, over loopback.
 
 Also drives the server exactly as the SDE's bfrt_grpc client does (raw stubs), checks
-the proto against the field numbers of the facts file, and sends it garbage.
+the proto against the field numbers of docs/bfruntime.md, and sends it garbage.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def details(e: grpc.RpcError) -> list[pb.Error]:
 # ---------------------------------------------------------------- the proto
 
 
-FIELD_NUMBERS = {  # message: {field: number}, from facts/bfruntime.md
+FIELD_NUMBERS = {  # message: {field: number}, from docs/bfruntime.md
     "TargetDevice": {"device_id": 1, "pipe_id": 2, "direction": 3, "prsr_id": 4},
     "WriteRequest": {"target": 1, "client_id": 2, "updates": 3, "atomicity": 4, "p4_name": 5},
     "WriteResponse": {"status": 1},
@@ -513,6 +513,25 @@ def test_ports(server, client):
     assert sorted(ports.all()) == [132]
 
 
+def test_front_panel_names_and_attributes(server, client):
+    """String keys ($PORT_STR_INFO) and attribute reads through rainmaker's client."""
+    server.store.ports.set_name(132, "1/0")
+    server.store.ports.set_name(140, "2/0")
+    assert client.ports.dev_port("2/0") == 140
+    names = client.table("$PORT_STR_INFO").entries()
+    assert [(e.key["$PORT_NAME"], e.data["$DEV_PORT"]) for e in names] == [("1/0", 132), ("2/0", 140)]
+    with pytest.raises(BfrtError) as e:
+        client.ports.dev_port("7/1")
+    assert e.value.codes == ["NOT_FOUND"]
+    client.ports.add(132, "100G", "fc")
+    assert client.ports.get(132)["$PORT_NAME"] == "1/0"
+    scope = client.table("forward").attribute("EntryScope").entry_scope
+    assert scope.pipe_scope.predef == pb.Mode.ALL and scope.pipe_scope.args == 0b11  # 2 pipes
+    assert client.table("$PORT").attribute("port_status_notif_cb").port_status_notify.enable is False
+    with pytest.raises(BfrtValueError):
+        client.table("$PORT").attribute("EntryScope")
+
+
 # ---------------------------------------------------------------- bad requests
 
 
@@ -632,7 +651,7 @@ def test_read_echoes_entry_tgt_only_when_asked(server, stub):
 
 
 def test_driven_like_the_sde_bfrt_grpc_client(server):
-    """The connect sequence of bfrt_grpc (facts): subscribe and wait 1 s for status 0,
+    """The connect sequence of bfrt_grpc (docs/bfruntime.md): subscribe and wait 1 s for status 0,
     GetForwardingPipelineConfig and json.loads of both blobs, bind without device_id,
     write and read, then half-close the stream and join the receive thread."""
     channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
