@@ -115,7 +115,7 @@ def emulator_argv(inv: Inventory, program: str, log_path: str) -> list[str]:
                 switch=sw.name,
                 fix="an emulated switch's ports name their interfaces: rebuild the testbed inventory",
             )
-        argv += ["--port", f"{p.dev_port}={p.iface}"]
+        argv += ["--port", f"{p.dev_port}={p.iface}:{p.port}"]  # the front-panel name for $PORT_STR_INFO
     return argv + ["--grpc", sw.bfrt, "--log", log_path]
 
 

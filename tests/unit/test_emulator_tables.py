@@ -290,3 +290,42 @@ def test_single_field_keys_may_be_bare():
     assert route.lookup(0x0B000000).params == {"nh": 3}
     route.delete((0x0A0A0000, 16))
     assert route.lookup(0x0A0A0101).params == {"nh": 1}
+
+
+def test_front_panel_names(store):
+    """`--port 132=swp1:1/0` names dev_port 132 "1/0": what $PORT_STR_INFO and
+    $PORT_HDL_INFO resolve (the board decides it on a Tofino)."""
+    from switch.emulator.ports import PortError, PortSpec
+
+    assert PortSpec.parse("132=swp1:1/0") == PortSpec(132, "swp1", "1/0")
+    assert PortSpec.parse("140=swp2") == PortSpec(140, "swp2", None)
+    for bad in ("132=swp1:1", "132=swp1:a/0", "132=:1/0"):
+        with pytest.raises(PortError):
+            PortSpec.parse(bad)
+    store.ports.set_name(132, "1/0")
+    store.ports.set_name(140, "2/0")
+    assert store.ports.by_name("2/0") == 140 and store.ports.by_handle(1, 0) == 132
+    with pytest.raises(AlreadyExists):
+        store.ports.set_name(148, "1/0")
+    with pytest.raises(NotFound):
+        store.ports.by_name("3/0")
+    with pytest.raises(InvalidArgument):
+        store.ports.set_name(148, "3")
+
+
+def test_reset_is_the_initial_state_in_place(store):
+    fwd = store.table("forward")
+    fwd.add(1, "set_egress", {"port": 3})
+    fwd.set_default("set_egress", {"port": 9})
+    reg = store.register("balance")
+    cells = reg.values
+    reg[2] = 5
+    store.pre.add_node(1, 1, [132])
+    store.pre.add_group(7, [1])
+    store.ports.add(132, "BF_SPEED_100G", "BF_FEC_TYP_RS", enable=True)
+    assert store.ports.get(132).fec == "BF_FEC_TYP_REED_SOLOMON"  # an alias of SDE 9.13
+    store.reset()
+    assert len(fwd) == 0 and fwd.default_entry() == ("SwitchIngress.forward.drop", {})
+    assert reg.values is cells and reg[2] == 0
+    assert store.mcast_group(7) == () and not store.pre.nodes
+    assert store.ports.get(132).enable  # ports stay configured
