@@ -54,6 +54,9 @@ _FECS = {
     "rs": "BF_FEC_TYP_REED_SOLOMON",
     "reed_solomon": "BF_FEC_TYP_REED_SOLOMON",
 }
+# The driver reads a port's FEC back under either of its names (BF_FEC_TYP_FC is FIRECODE,
+# BF_FEC_TYP_RS is REED_SOLOMON): Ports shows the long one, as it writes it.
+_FEC_LONG = {"BF_FEC_TYP_FC": "BF_FEC_TYP_FIRECODE", "BF_FEC_TYP_RS": "BF_FEC_TYP_REED_SOLOMON"}
 _AUTONEG = {None: None, True: "PM_AN_FORCE_ENABLE", False: "PM_AN_FORCE_DISABLE", "default": "PM_AN_DEFAULT"}
 
 
@@ -579,12 +582,18 @@ class Ports:
     def delete(self, dev_port: int) -> None:
         self.table.delete({"$DEV_PORT": dev_port})
 
+    @staticmethod
+    def _row(data: dict[str, Any]) -> dict[str, Any]:
+        if "$FEC" in data:
+            data["$FEC"] = _FEC_LONG.get(data["$FEC"], data["$FEC"])
+        return data
+
     def get(self, dev_port: int) -> dict[str, Any]:
         """The port's fields by bf-rt name ($SPEED, $FEC, $PORT_ENABLE, $PORT_UP, ...)."""
-        return self.table.get({"$DEV_PORT": dev_port}).data
+        return self._row(self.table.get({"$DEV_PORT": dev_port}).data)
 
     def all(self) -> dict[int, dict[str, Any]]:
-        return {e.key["$DEV_PORT"]: e.data for e in self.table.entries()}
+        return {e.key["$DEV_PORT"]: self._row(e.data) for e in self.table.entries()}
 
     def is_up(self, dev_port: int) -> bool:
         return bool(self.get(dev_port).get("$PORT_UP"))

@@ -433,7 +433,9 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
         for f in spec.keys:
             if f.id == MATCH_PRIORITY_ID:
                 continue
-            if f.id not in values and f.mandatory:
+            if f.id not in values and f.match is Match.EXACT:
+                # Not `mandatory` in bf-rt.json (bf-p4c's flag), but a key left out is
+                # most likely a mistake: refused rather than matched as zero.
                 raise InvalidArgument(f"key field {f.name} is missing", table=spec.name)
             items.append(values.get(f.id))
         return tuple(items), values.get(MATCH_PRIORITY_ID)

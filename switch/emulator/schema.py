@@ -6,8 +6,10 @@ declared once, here, with the names bf-p4c gives (tables and registers under
 `pipe.<control>...`, actions without `pipe.`), and everything else derives from it:
 
 - `Program` (tables, registers, counters) is what a pipeline author writes;
-- `layout(program)` assigns BF-RT ids and field types (`TableSpec`, `FieldSpec`) to it
-  and to the fixed non-P4 tables ($pre.mgid, $pre.node, $PORT, $PORT_STAT);
+- `layout(program)` assigns BF-RT ids and field types (`TableSpec`, `FieldSpec`) to it,
+  adds the tables bf-p4c adds to every program (the ingress parser's $PORT_METADATA,
+  pipe.snapshot.*) and the fixed non-P4 tables ($pre.mgid, $pre.node, $PORT, $PORT_STAT,
+  $PORT_STR_INFO, $PORT_HDL_INFO);
 - `Layout.p4_json()` / `Layout.non_p4_json()` render the two bf-rt.json documents.
 
 The server decodes requests with the same `TableSpec`s it renders, so the JSON a client
@@ -261,7 +263,7 @@ SPEEDS = (
     "BF_SPEED_200G",
     "BF_SPEED_400G",
 )
-FECS = ("BF_FEC_TYP_NONE", "BF_FEC_TYP_FIRECODE", "BF_FEC_TYP_REED_SOLOMON")  # canonical names
+FECS = ("BF_FEC_TYP_NONE", "BF_FEC_TYP_FIRECODE", "BF_FEC_TYP_REED_SOLOMON", "BF_FEC_TYP_FC", "BF_FEC_TYP_RS")
 AUTONEG = ("PM_AN_DEFAULT", "PM_AN_FORCE_ENABLE", "PM_AN_FORCE_DISABLE")
 PORT_STAT_FIELDS = (
     "$FramesReceivedOK",
@@ -659,9 +661,17 @@ def _snapshot_tables(next_id) -> list[TableSpec]:
     return out
 
 
-# $PORT choices as SDE 9.13's port table lists them: BF_FEC_TYP_FC and BF_FEC_TYP_RS are
-# aliases of FIRECODE and REED_SOLOMON (read back under the long name).
-FEC_ALIASES = {"BF_FEC_TYP_FC": "BF_FEC_TYP_FIRECODE", "BF_FEC_TYP_RS": "BF_FEC_TYP_REED_SOLOMON"}
+# $FEC as SDE 9.13's port table takes it: BF_FEC_TYP_FC and BF_FEC_TYP_RS are other names
+# of FIRECODE and REED_SOLOMON (the same bf_fec_type_t values). Reading a port back, the
+# driver names its FEC with the first matching name of its sorted name->value map: FC
+# for firecode, REED_SOLOMON for Reed-Solomon. FEC_READ_BACK says that for each choice.
+FEC_READ_BACK = {
+    "BF_FEC_TYP_NONE": "BF_FEC_TYP_NONE",
+    "BF_FEC_TYP_FIRECODE": "BF_FEC_TYP_FC",
+    "BF_FEC_TYP_FC": "BF_FEC_TYP_FC",
+    "BF_FEC_TYP_REED_SOLOMON": "BF_FEC_TYP_REED_SOLOMON",
+    "BF_FEC_TYP_RS": "BF_FEC_TYP_REED_SOLOMON",
+}
 PORT_KEY_NOTE = "$bfrt_port_type_class"
 
 
@@ -684,8 +694,9 @@ def fixed_tables(max_ports: int = 512) -> tuple[TableSpec, ...]:
             max_ports,
             (dev_port,),
             (
-                FieldSpec(1, "$SPEED", "string", choices=SPEEDS),
-                FieldSpec(2, "$FEC", "string", choices=FECS + tuple(FEC_ALIASES)),
+                # Not mandatory in the SDE's table either; INSERT still needs both (bfrt_server).
+                FieldSpec(1, "$SPEED", "string", choices=SPEEDS, **opt),
+                FieldSpec(2, "$FEC", "string", choices=FECS, **opt),
                 FieldSpec(3, "$N_LANES", "uint32", default=1, **opt),
                 FieldSpec(4, "$PORT_ENABLE", "bool", default=False, **opt),
                 FieldSpec(5, "$AUTO_NEGOTIATION", "string", choices=AUTONEG, **opt),

@@ -1063,7 +1063,7 @@ class Ports:
             )
 
     def _validated(self, cfg: PortConfig) -> PortConfig:
-        cfg = replace(cfg, fec=schema.FEC_ALIASES.get(cfg.fec, cfg.fec))
+        cfg = replace(cfg, fec=schema.FEC_READ_BACK.get(cfg.fec, cfg.fec))
         for value, choices, name in (
             (cfg.speed, schema.SPEEDS, "$SPEED"),
             (cfg.fec, schema.FECS, "$FEC"),

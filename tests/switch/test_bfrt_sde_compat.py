@@ -445,7 +445,7 @@ def test_port_fec_aliases_of_sde_9_13(sde):
     assert {"BF_FEC_TYP_FC", "BF_FEC_TYP_RS"} <= set(fec["type"]["choices"])
     for dev, alias, canonical in (
         (132, "BF_FEC_TYP_RS", "BF_FEC_TYP_REED_SOLOMON"),
-        (140, "BF_FEC_TYP_FC", "BF_FEC_TYP_FIRECODE"),
+        (140, "BF_FEC_TYP_FIRECODE", "BF_FEC_TYP_FC"),  # the driver's read-back name for firecode
     ):
         sde.write(
             update(
@@ -465,6 +465,11 @@ def test_port_fec_aliases_of_sde_9_13(sde):
         data = port.decode(got.table_entry.data.fields)
         assert data["$FEC"] == canonical and data["$PORT_NAME"] == {132: "1/0", 140: "2/0"}[dev]
         assert (data["$CONN_ID"], data["$CHNL_ID"]) == ({132: 1, 140: 2}[dev], 0)
+    # Neither is marked mandatory, yet an add needs both (the driver refuses it otherwise).
+    assert not port.data_field("$SPEED").mandatory and not port.data_field("$FEC").mandatory
+    with pytest.raises(grpc.RpcError) as e:
+        sde.write(update("INSERT", entry(port, key(port, __DEV_PORT=148), [port.encode("$SPEED", "BF_SPEED_25G")])))
+    assert errors(e.value) == ["INVALID_ARGUMENT"]
 
 
 def test_front_panel_names_resolve_to_dev_ports(sde):

@@ -323,7 +323,7 @@ def test_reset_is_the_initial_state_in_place(store):
     store.pre.add_node(1, 1, [132])
     store.pre.add_group(7, [1])
     store.ports.add(132, "BF_SPEED_100G", "BF_FEC_TYP_RS", enable=True)
-    assert store.ports.get(132).fec == "BF_FEC_TYP_REED_SOLOMON"  # an alias of SDE 9.13
+    assert store.ports.get(132).fec == "BF_FEC_TYP_REED_SOLOMON"  # an alias of SDE 9.13, read back long
     store.reset()
     assert len(fwd) == 0 and fwd.default_entry() == ("SwitchIngress.forward.drop", {})
     assert reg.values is cells and reg[2] == 0
