@@ -525,6 +525,9 @@ def test_front_panel_names_and_attributes(server, client):
     assert e.value.codes == ["NOT_FOUND"]
     client.ports.add(132, "100G", "fc")
     assert client.ports.get(132)["$PORT_NAME"] == "1/0"
+    # The switch reads firecode back as BF_FEC_TYP_FC; Ports shows the name it writes.
+    assert client.table("$PORT").get({"$DEV_PORT": 132}).data["$FEC"] == "BF_FEC_TYP_FC"
+    assert client.ports.get(132)["$FEC"] == client.ports.all()[132]["$FEC"] == "BF_FEC_TYP_FIRECODE"
     scope = client.table("forward").attribute("EntryScope").entry_scope
     assert scope.pipe_scope.predef == pb.Mode.ALL and scope.pipe_scope.args == 0b11  # 2 pipes
     assert client.table("$PORT").attribute("port_status_notif_cb").port_status_notify.enable is False
