@@ -201,21 +201,23 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
         log.debug("SetForwardingPipelineConfig <- %s", _brief(request))
         if request.device_id != 0:
             context.abort(grpc.StatusCode.NOT_FOUND, f"no device {request.device_id} (the emulator is device 0)")
+        Action = pb.SetForwardingPipelineConfigRequest
         names = [c.p4_name for c in request.config]
+        if request.action == Action.WARM_INIT_END:  # ends a VERIFY_AND_WARM_INIT_BEGIN; carries no config
+            if names:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, "WARM_INIT_END cannot carry a config")
+            self._broadcast(pb.SetForwardingPipelineConfigResponseType.WARM_INIT_FINISHED)
+            return pb.SetForwardingPipelineConfigResponse()
         if len(names) != 1:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"expected one config with a p4_name, got {names}")
         if names[0] != self.program.name:
             context.abort(
                 grpc.StatusCode.NOT_FOUND, f"no program {names[0]!r} on device 0 (it runs {self.program.name!r})"
             )
-        Action = pb.SetForwardingPipelineConfigRequest
         if request.action == Action.VERIFY:
             return pb.SetForwardingPipelineConfigResponse()
         if request.action in (Action.VERIFY_AND_WARM_INIT_BEGIN, Action.VERIFY_AND_WARM_INIT_BEGIN_AND_END):
             self._warm_init(request, context, finish=request.action == Action.VERIFY_AND_WARM_INIT_BEGIN_AND_END)
-            return pb.SetForwardingPipelineConfigResponse()
-        if request.action == Action.WARM_INIT_END:
-            self._broadcast(pb.SetForwardingPipelineConfigResponseType.WARM_INIT_FINISHED)
             return pb.SetForwardingPipelineConfigResponse()
         if request.action != Action.BIND:
             context.abort(
@@ -244,6 +246,8 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
             if request.client_id not in self._subscribers:
                 context.abort(grpc.StatusCode.UNAVAILABLE, f"unknown client {request.client_id} (not subscribed)")
         self.store.reset()
+        with self._lock:
+            self._attributes.clear()  # the reloaded tables have their initial attributes
         log.info("client %d: warm init of %s (all tables reset)", request.client_id, self.program.name)
         Type = pb.SetForwardingPipelineConfigResponseType
         self._broadcast(Type.WARM_INIT_STARTED)

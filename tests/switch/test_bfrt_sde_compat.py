@@ -434,6 +434,45 @@ def test_clear_all_tables(sde, server):
     # (The reads above name no program: the binding survived the warm init.)
 
 
+def test_warm_init_in_two_steps(sde, server):
+    """VERIFY_AND_WARM_INIT_BEGIN resets and says STARTED; WARM_INIT_END (no config) says
+    FINISHED. Attributes are back to their initial values too."""
+    fwd = sde.info.table("forward.forward")
+    scope = pb.TableAttribute(table_id=fwd.id)
+    scope.entry_scope.pipe_scope.predef = pb.Mode.ALL
+    scope.entry_scope.pipe_scope.args = 0x1
+    sde.write(pb.Update(type=pb.Update.INSERT, entity=pb.Entity(table_attribute=scope)))
+    server.store.register("balance").write(1, 3)
+    Request, Type = pb.SetForwardingPipelineConfigRequest, pb.SetForwardingPipelineConfigResponseType
+    config = pb.ForwardingPipelineConfig(p4_name="rain")
+    sde.stub.SetForwardingPipelineConfig(
+        Request(client_id=sde.client_id, action=Request.VERIFY_AND_WARM_INIT_BEGIN, config=[config])
+    )
+    message = sde.wait_for("set_forwarding_pipeline_config_response").set_forwarding_pipeline_config_response
+    assert message.set_forwarding_pipeline_config_response_type == Type.WARM_INIT_STARTED
+    assert server.store.register("balance").read(1) == [0, 0]
+    with pytest.raises(grpc.RpcError) as e:
+        sde.stub.SetForwardingPipelineConfig(
+            Request(client_id=sde.client_id, action=Request.WARM_INIT_END, config=[config])
+        )
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    sde.stub.SetForwardingPipelineConfig(Request(client_id=sde.client_id, action=Request.WARM_INIT_END))
+    message = sde.wait_for("set_forwarding_pipeline_config_response").set_forwarding_pipeline_config_response
+    assert message.set_forwarding_pipeline_config_response_type == Type.WARM_INIT_FINISHED
+    (got,) = sde.read(pb.Entity(table_attribute=pb.TableAttribute(table_id=fwd.id, entry_scope={})))
+    assert got.table_attribute.entry_scope.pipe_scope.args == (1 << PIPES) - 1
+    # Only a subscribed client may ask for it.
+    loner = Session(f"127.0.0.1:{server.port}", client_id=9, subscribe=False)
+    try:
+        with pytest.raises(grpc.RpcError) as e:
+            loner.stub.SetForwardingPipelineConfig(
+                Request(client_id=9, action=Request.VERIFY_AND_WARM_INIT_BEGIN_AND_END, config=[config])
+            )
+        assert e.value.code() == grpc.StatusCode.UNAVAILABLE
+    finally:
+        loner.close()
+
+
 # ---------------------------------------------------------------- ports
 
 
