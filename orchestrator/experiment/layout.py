@@ -194,9 +194,15 @@ class PointDir:
     def write_verdict(self, verdict: dict) -> Path:
         return _write_json(self.validity, verdict)
 
-    def switch_queue_writer(self) -> SwitchQueueWriter:
+    def write_switch_queue(self, samples: list[tuple[float, dict[int, int]]]) -> Path:
+        """switch/queue.jsonl: one line per sample, (seconds since the load started,
+        signed balance per slice); samples before the start have negative times."""
         self.switch_queue.parent.mkdir(exist_ok=True)
-        return SwitchQueueWriter(self.switch_queue)
+        rows = [{"t_s": round(t, 4), "balance": {str(s): int(v) for s, v in sorted(b.items())}} for t, b in samples]
+        tmp = self.switch_queue.with_name(f".{SWITCH_QUEUE}.tmp")
+        tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        tmp.replace(self.switch_queue)
+        return self.switch_queue
 
     # -- readers -------------------------------------------------------------------------
     def read_point(self) -> dict | None:
@@ -229,25 +235,6 @@ class PointDir:
     def read_decisions(self, host: str) -> list[dict]:
         """The worker agent's decisions: {"t", "changes", "quotas": [per worker], ...}."""
         return read_jsonl(self.worker(host) / DECISIONS)
-
-
-class SwitchQueueWriter:
-    """switch/queue.jsonl, one line per sample, flushed as it goes (a point cut short
-    keeps what was sampled)."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self._f = open(path, "w")
-        self.count = 0
-
-    def add(self, t_s: float, balance: dict[int, int]) -> None:
-        row = {"t_s": round(t_s, 4), "balance": {str(s): int(v) for s, v in sorted(balance.items())}}
-        self._f.write(json.dumps(row) + "\n")
-        self._f.flush()
-        self.count += 1
-
-    def close(self) -> None:
-        self._f.close()
 
 
 @dataclass(frozen=True)

@@ -252,14 +252,11 @@ def _queue_depth(ctx: _Ctx) -> list[Path]:
     rd = RunDir(ctx.run_dir)
     series = {}
     for _, r in firsts.iterrows():
-        s = switch_queue_series(rd.point(r["point_id"]))
+        warm, measure = float(r["warmup_s"]), float(r["measure_s"])
+        # up to the window's end: after it the clients stop sending and wait out their replies
+        s = [x for x in switch_queue_series(rd.point(r["point_id"])) if x[0] <= warm + measure]
         if s:
-            series[(r["curve"], r["load_krps"])] = (
-                s,
-                float(r["dilation"]) or 1.0,
-                float(r["warmup_s"]),
-                bool(r["valid"]),
-            )
+            series[(r["curve"], r["load_krps"])] = (s, float(r["dilation"]) or 1.0, warm, measure, bool(r["valid"]))
     has_worker = agg["worker_queue_mean_mean"].notna().any() or agg["mean_quota_mean"].notna().any()
     if not series and not has_worker:
         ctx.skipped["queue_depth"] = (
@@ -272,13 +269,13 @@ def _queue_depth(ctx: _Ctx) -> list[Path]:
     rows = [c for c in curves if any((c, x) in series for x in loads)]
     ncols = max(2, len(loads))
     cell_w, top_h, row_h = 2.6, 3.0, 1.9
-    w, h = cell_w * ncols, top_h + row_h * len(rows) + 0.9
+    w, h = max(10.4, cell_w * ncols), top_h + row_h * len(rows) + 0.9 + (1.0 if rows else 0.0)
     fig = Figure(figsize=(w, h))
     outer = fig.add_gridspec(
         2,
         1,
         height_ratios=[top_h, max(row_h * len(rows), 0.01)],
-        hspace=0.3 if rows else 0.0,
+        hspace=1.0 / ((top_h + row_h * len(rows)) / 2) if rows else 0.0,  # about an inch
         left=0.75 / w,
         right=1 - 0.2 / w,
         bottom=0.95 / h,
@@ -345,8 +342,9 @@ def _queue_depth(ctx: _Ctx) -> list[Path]:
                 if got is None:
                     ax.text(0.5, 0.5, "no samples", transform=ax.transAxes, ha="center", fontsize=7, color="0.4")
                     continue
-                s, k, warm, valid = got
+                s, k, warm, measure, valid = got
                 t = [x / k * 1000.0 for x, _, _ in s]
+                end = (warm + measure) / k * 1000.0
                 ax.fill_between(
                     t, [v for _, v, _ in s], step="post", color="C3", alpha=0.75, lw=0, label="tasks waiting"
                 )
@@ -355,18 +353,42 @@ def _queue_depth(ctx: _Ctx) -> list[Path]:
                 )
                 ax.axvspan(0, warm / k * 1000.0, color="0.9", lw=0, label="warm-up", zorder=0)
                 ax.axhline(0, color="0.2", lw=0.6)
-                ax.set_xlim(0, t[-1])
+                ax.set_xlim(max(min(t[0], 0.0), -0.25 * end), end)  # a little of before the start
+                in_window = [v for x, v, _ in s if x >= warm]
+                if in_window:
+                    ax.text(
+                        0.98,
+                        0.95,
+                        f"window max: {max(in_window)} task{'s' if max(in_window) != 1 else ''}",
+                        transform=ax.transAxes,
+                        ha="right",
+                        va="top",
+                        fontsize=7,
+                        color="0.25",
+                    )
                 if not valid:
                     ax.set_title(ax.get_title() + " (invalid)", fontsize=8, color="0.4")
                 if j == 0:
-                    ax.set_ylabel("switch queue\n(tasks up, tokens down)", fontsize=7)
+                    ax.set_ylabel(
+                        "switch queue\n(tasks up, tokens down" + (", log)" if max(hi, lo) > 50 else ")"), fontsize=7
+                    )
                 else:
                     ax.tick_params(labelleft=False)
                 if i == len(rows) - 1:
                     ax.set_xlabel("ms since the load started (paper time)", fontsize=7)
                 ax.grid(alpha=0.25)
-        first.set_ylim(-max(lo, 1) * 1.1, max(hi, 1) * 1.1)
-        first.yaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=3))
+        if max(hi, lo) > 50:
+            # a queue of thousands next to a few tokens: log beyond 1, so both stay readable
+            from matplotlib.ticker import FixedLocator
+
+            first.set_yscale("symlog", linthresh=1.0, linscale=0.5)
+            first.set_ylim(-max(lo, 1) * 1.5, hi * 4)
+            ticks = [-t for t in (lo, 1) if t >= 1] + [0] + [10**i for i in range(len(str(int(hi))) + 1)]
+            first.yaxis.set_major_locator(FixedLocator(sorted(set(ticks))))
+            first.yaxis.set_minor_locator(FixedLocator([]))
+        else:
+            first.set_ylim(-max(lo, 1) * 1.1, max(hi, 1) * 1.35)  # room for the window max
+            first.yaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=3))
         first.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{abs(v):g}"))
         first.legend(fontsize=6, frameon=False, loc="upper left")
     return ctx.save(fig, "queue_depth")

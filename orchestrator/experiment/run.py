@@ -31,7 +31,7 @@ from ..errors import RainmakerError, UsageError
 from ..inventory import Host, Inventory
 from ..remote import Background, Remote, Target, targets
 from . import layout
-from .layout import RunDir, SwitchQueueWriter
+from .layout import PointDir, RunDir
 from .plan import Point, TestbedShape, plan
 from .spec import Spec
 from .spec import load as load_spec
@@ -315,25 +315,29 @@ def _slices_of(spec: Spec, n_threads: int) -> list[int]:
 class QueueSampler:
     """Samples the switch's queues while the load runs: each configured slice's signed
     token balance (negative: tasks queued in the switch, positive: tokens), read from a
-    thread through the controller's BFRuntime session, into switch/queue.jsonl.
+    thread through the controller's BFRuntime session; stop() writes switch/queue.jsonl.
 
     One Read of one small register per sample, at most MAX_HZ and at most MAX_SAMPLES
-    per point, so the switch barely notices (bf_switchd answers from its own CPU; the
-    emulator shares this machine's cores with the load). The main thread only waits on
-    the hosts meanwhile, so the session has no other user. Time 0 is the load's start
-    (the agents have been told to start); the runner stops it when the clients are done."""
+    per point: bf_switchd answers from its own CPU, but the emulator shares this
+    machine's two cores with the load, and a read there takes milliseconds. The main
+    thread only waits on the hosts meanwhile, so the session has no other user.
 
-    MAX_HZ = 20.0
-    MAX_SAMPLES = 400
+    Sampling starts before the start signals; time 0 is the load's start, which the
+    runner marks when the client's signal has been delivered (its pkill returned):
+    opening an SSH command takes long on a busy machine, so the signals' start is not it."""
 
-    def __init__(self, ctl, writer: SwitchQueueWriter, expected_s: float):
-        self.ctl, self.writer = ctl, writer
+    MAX_HZ = 10.0
+    MAX_SAMPLES = 200
+
+    def __init__(self, ctl, expected_s: float):
+        self.ctl = ctl
         self.period_s = max(1.0 / self.MAX_HZ, expected_s / self.MAX_SAMPLES)
         self.slices = sorted(ctl.slices)
+        self.samples: list[tuple[float, dict[int, int]]] = []  # (monotonic time, balance per slice)
         self.reads_s: list[float] = []
         self.error: str | None = None
+        self.load_start: float | None = None
         self._stop = threading.Event()
-        self._t0 = time.monotonic()
         self._thread = threading.Thread(target=self._run, name="switch-queue-sampler", daemon=True)
         self._thread.start()
 
@@ -347,29 +351,35 @@ class QueueSampler:
         return {s: v[pipe] if pipe < len(v) else v[0] for s, v in cells.items() if v}
 
     def _run(self) -> None:
-        next_t = self._t0
         try:
             while not self._stop.is_set():
                 t = time.monotonic()
                 balance = self._read()
                 self.reads_s.append(time.monotonic() - t)
-                self.writer.add(t - self._t0, balance)
-                next_t += self.period_s
-                self._stop.wait(max(0.0, next_t - time.monotonic()))
+                self.samples.append((t, balance))
+                # a period from this read's start, never less: a slow read is not caught up
+                self._stop.wait(max(0.0, t + self.period_s - time.monotonic()))
         except Exception as e:  # noqa: BLE001 - the point goes on without the series; timing.json says why
             self.error = _one_line(e)
 
-    def stop(self) -> dict:
-        """Stop sampling; what it cost (for timing.json)."""
+    def load_started(self, when: float) -> None:
+        """The load's start (time.monotonic()): time 0 of the series."""
+        self.load_start = when
+
+    def stop(self, pd: PointDir) -> dict:
+        """Stop sampling, write the series (times from the load's start, or from the
+        first sample if it was never marked); what it cost, for timing.json."""
         self._stop.set()
         self._thread.join(timeout=10)
-        self.writer.close()
+        t0 = self.load_start if self.load_start is not None else (self.samples[0][0] if self.samples else 0.0)
+        pd.write_switch_queue([(t - t0, b) for t, b in self.samples])
         r = sorted(self.reads_s)
         return {
-            "samples": self.writer.count,
+            "samples": len(self.samples),
             "period_s": round(self.period_s, 4),
             "read_ms_median": round(1000 * r[len(r) // 2], 2) if r else None,
             "read_ms_max": round(1000 * r[-1], 2) if r else None,
+            "load_start_marked": self.load_start is not None,
             "error": self.error,
         }
 
@@ -603,25 +613,28 @@ class Runner:
         # start the load. Tasks that arrive before a worker's first token wait in the switch.
         self.phase("start load")
         go = {**{n: bgs[n].pgid for n in bgs}, **{n: cbgs[n].pgid for n in cbgs}}
-        self.tb.parallel(
-            lambda n: self.tb.remotes[n].run(
-                # Anchored: the group's shell wrapper has the same words later in its command line.
-                ["pkill", "-USR1", "-g", str(go[n]), "-f", r"^[^ ]*python3[^ ]* -m hosts\.agent "],
-                timeout=20,
-            ),
-            list(go),
-        )
-        setup_s = time.monotonic() - t0
-        self.phase(f"measure ({p.warmup_s:g} s warm-up + {p.measure_s:g} s)")
-        budget = p.warmup_s + p.measure_s + 2 * timeout_us / 1e6 + 30
-        sampler = QueueSampler(self.ctl, pd.switch_queue_writer(), p.warmup_s + p.measure_s)
+
+        def signal(n: str) -> float:
+            # Anchored: the group's shell wrapper has the same words later in its command line.
+            self.tb.remotes[n].run(
+                ["pkill", "-USR1", "-g", str(go[n]), "-f", r"^[^ ]*python3[^ ]* -m hosts\.agent "], timeout=20
+            )
+            return time.monotonic()  # delivered: the host has started
+
+        # The switch queue is sampled from before the start signals until the clients are done.
+        sampler = QueueSampler(self.ctl, p.warmup_s + p.measure_s)
         try:
+            delivered = self.tb.parallel(signal, list(go))
+            sampler.load_started(min(delivered[n] for n in cbgs))
+            setup_s = time.monotonic() - t0
+            self.phase(f"measure ({p.warmup_s:g} s warm-up + {p.measure_s:g} s)")
+            budget = p.warmup_s + p.measure_s + 2 * timeout_us / 1e6 + 30
             self.tb.parallel(
                 lambda n: self.tb.remotes[n].wait_ready(cbgs[n], log_regex="rain-agent done", timeout=budget),
                 list(cbgs),
             )
         finally:
-            queue_sampling = sampler.stop()
+            queue_sampling = sampler.stop(pd)
         t1 = time.monotonic()
         if self.ctl.switch_restarted:
             # Its queues and tables were gone mid-measurement: the point is not trusted.

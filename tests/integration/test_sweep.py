@@ -22,7 +22,7 @@ pytestmark = pytest.mark.integration
 RAINMAKER = str(Path(sys.executable).parent / "rainmaker")
 
 
-def spec_file(tmp_path: Path, name: str, loads: list[float], measure: float = 1.5) -> Path:
+def spec_file(tmp_path: Path, name: str, loads: list[float], measure: float = 1.5, plots=None) -> Path:
     spec = {
         "name": name,
         "systems": ["rain"],
@@ -40,6 +40,7 @@ def spec_file(tmp_path: Path, name: str, loads: list[float], measure: float = 1.
         "emulated": {"warmup_s": 0.5, "measure_s": measure},
         "rain": {"initial_quota": 2},
         "validity": {"min_samples_p99": 100},
+        "plots": plots or ["p99_vs_load"],
     }
     p = tmp_path / f"{name}.yaml"
     p.write_text(yaml.safe_dump(spec, sort_keys=False))
@@ -48,20 +49,32 @@ def spec_file(tmp_path: Path, name: str, loads: list[float], measure: float = 1.
 
 def test_tasks_come_back_through_the_switch(testbed, tmp_path):
     """Issue 4's end to end: the emulator started over SSH, programmed by the controller
-    from the inventory; rain-workers issue tokens; rain-client's tasks are answered."""
+    from the inventory; rain-workers issue tokens; rain-client's tasks are answered.
+    Every file the analysis reads is written (docs/results.md): the switch queue sampled
+    during the load, the worker agents' samples, each point's verdict in sweep.json."""
+    import pandas as pd
+
+    from orchestrator.experiment.analyze import switch_queue_series
+    from orchestrator.experiment.layout import RunDir
+
     tb, inv = testbed
     run_dir = run(
-        spec_file(tmp_path, "e2e", [0.25]),
+        spec_file(tmp_path, "e2e", [0.25, 0.7], plots=["p99_vs_load", "queue_depth"]),
         inv,
         tb.inventory_path,
         results_root=tmp_path / "results",
         progress=False,
         retries=0,
     )
-    state = json.loads((run_dir / "sweep.json").read_text())["points"]
-    ((pid, st),) = state.items()
-    assert st["status"] == "done", st
-    pdir = run_dir / "points" / pid
+    rd = RunDir(run_dir)
+    state = json.loads(rd.sweep.read_text())["points"]
+    assert set(state) == {"rain-f0.25-r1", "rain-f0.7-r1"}
+    for pid, st in state.items():
+        assert st["status"] == "done", st
+        verdict = rd.point(pid).read_verdict()
+        assert st["valid"] is verdict["valid"]
+        assert st["reason"] is None if st["valid"] else st["reason"].startswith("validity: " + verdict["failed"][0])
+    pdir = run_dir / "points" / "rain-f0.25-r1"
     totals = json.loads((pdir / "clients" / "client0" / "summary.json").read_text())["totals"]
     # Every task went through the switch to a worker and came back (a few may time out
     # on two busy cores; none may be lost or rejected).
@@ -74,8 +87,23 @@ def test_tasks_come_back_through_the_switch(testbed, tmp_path):
         reg = json.loads((pdir / "workers" / w / "registration.json").read_text())
         assert len(reg["worker_ids"]) == 2
         assert (pdir / "workers" / w / "stats.json").exists()
-    assert (run_dir / "manifest.json").exists() and (run_dir / "summary.parquet").exists()
-    m = json.loads((run_dir / "manifest.json").read_text())
+    # the switch queue, sampled while the load ran: over warm-up and measurement, at a bounded rate
+    for pid in state:
+        series = switch_queue_series(rd.point(pid))
+        cost = json.loads(rd.point(pid).timing.read_text())["switch_queue_sampling"]
+        assert cost["error"] is None and cost["samples"] == len(series) >= 15, cost
+        assert series[-1][0] >= 0.5 + 1.5 - 0.2  # it covered the window
+        ts = [t for t, _, _ in series]
+        assert min(b - a for a, b in zip(ts, ts[1:])) >= 0.095  # at most 10 reads a second
+        # the workers' quota (2 each, 4 workers): at most 8 tokens wait in the switch
+        assert max(tokens for _, _, tokens in series) <= 8
+    df = pd.read_parquet(rd.summary)
+    a = df[df["class"] == "all"].set_index("point_id")
+    assert a["switch_queue_mean"].notna().all() and a["worker_queue_mean"].notna().all()
+    assert (a["mean_quota"] == 2).all() and (a["worker_queue_max"] <= 2).all()
+    assert (rd.plots / "queue_depth.png").stat().st_size > 10_000
+    assert rd.manifest.exists()
+    m = rd.read_manifest()
     for key in ("git", "spec", "inventory", "host_facts", "versions", "hashes", "points"):
         assert key in m
     assert set(m["host_facts"]) == {"sw0", "client0", "worker0", "worker1"}

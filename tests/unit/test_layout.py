@@ -71,9 +71,11 @@ def test_the_samplers_series_is_what_the_analysis_reads(tmp_path):
     pd.path.mkdir(parents=True)
     script = [{0: 3, 1: -1}, {0: -2, 1: -5}, {0: 0, 1: 4}]
     bal = _Balance(script)
-    s = QueueSampler(_Ctl(bal, slices=(0, 1)), pd.switch_queue_writer(), expected_s=0.1)
+    s = QueueSampler(_Ctl(bal, slices=(0, 1)), expected_s=0.1)
+    _wait_for(lambda: len(s.samples) >= 2)
+    s.load_started(s.samples[1][0] + 0.001)  # the clients' signals were delivered just after read 2
     _wait_for(lambda: bal.reads >= 5)
-    cost = s.stop()
+    cost = s.stop(pd)
     n = cost["samples"]
     assert n >= 5 and cost["error"] is None and cost["read_ms_median"] is not None
     series = switch_queue_series(pd)
@@ -81,31 +83,32 @@ def test_the_samplers_series_is_what_the_analysis_reads(tmp_path):
     # tasks = queued tasks (negative balance), tokens = positive, summed over slices
     assert [(tasks, tokens) for _, tasks, tokens in series[:4]] == [(1, 3), (7, 0), (0, 4), (0, 4)]
     ts = [t for t, _, _ in series]
-    assert ts == sorted(ts) and ts[0] < 0.05
+    assert ts == sorted(ts) and ts[0] < ts[1] < 0 <= ts[2]  # time 0: the load's start
     # bounded rate: never faster than MAX_HZ
-    assert all(b - a >= 0.8 / QueueSampler.MAX_HZ for a, b in zip(ts, ts[1:]))
+    assert all(b - a >= 0.95 / QueueSampler.MAX_HZ for a, b in zip(ts, ts[1:]))
     q = queue_depths(pd, {"warmup_s": 0.0, "measure_s": 100.0})
-    assert q["switch_queue_max"] == 7.0 and math.isnan(q["worker_queue_mean"])
+    assert q["switch_queue_max"] == 0.0 and math.isnan(q["worker_queue_mean"])  # 7 was before the start
 
 
 def test_one_slice_is_one_small_read_and_the_period_stretches_for_long_points(tmp_path):
     pd = PointDir(tmp_path / "p")
     pd.path.mkdir()
     bal = _Balance([{0: -4}])
-    s = QueueSampler(_Ctl(bal), pd.switch_queue_writer(), expected_s=60.0)
+    s = QueueSampler(_Ctl(bal), expected_s=60.0)
     assert s.period_s == pytest.approx(60.0 / QueueSampler.MAX_SAMPLES)
     _wait_for(lambda: bal.reads >= 1)
-    s.stop()
-    assert switch_queue_series(pd)[0][1:] == (4, 0)
+    cost = s.stop(pd)
+    assert switch_queue_series(pd)[0] == (0.0, 4, 0)  # never marked: time 0 is the first sample
+    assert cost["load_start_marked"] is False
 
 
 def test_a_failed_read_ends_the_series_not_the_point(tmp_path):
     pd = PointDir(tmp_path / "p")
     pd.path.mkdir()
     bal = _Balance([{0: -1}], fail_after=3)
-    s = QueueSampler(_Ctl(bal), pd.switch_queue_writer(), expected_s=0.1)
+    s = QueueSampler(_Ctl(bal), expected_s=0.1)
     _wait_for(lambda: bal.reads >= 3 and not s._thread.is_alive())
-    cost = s.stop()
+    cost = s.stop(pd)
     assert cost["samples"] == 3 and "UNAVAILABLE" in cost["error"]
     assert len(switch_queue_series(pd)) == 3
 

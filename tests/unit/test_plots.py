@@ -132,3 +132,30 @@ def test_queue_depth_reads_at_a_glance(run):
     # the mean switch queue against load, hollow where a repetition was invalid
     labels = [t.get_text() for t in axes[1].get_legend().get_texts()]
     assert {"rain", "pallas", "rain: max", "pallas: max", "invalid (hollow)"} <= set(labels)
+
+
+def test_a_queue_of_thousands_does_not_hide_the_tokens(tmp_path):
+    """An overloaded point's switch queue grows to thousands while a light one holds a
+    few tokens: one scale, logarithmic beyond 1, integer ticks, both still visible."""
+    from orchestrator.experiment import plots
+    from orchestrator.experiment.layout import RunDir
+
+    from .results_fixture import switch_queue_rows
+
+    r = synthetic_run(tmp_path, systems=("rain",), loads=(1000.0, 3000.0), reps=1, n=4000)
+    rd = RunDir(r)
+    rd.point("rain-k1000-r1").switch_queue.write_text(switch_queue_rows([8] * 20 + [6, 8] * 20, period_s=0.05))
+    rd.point("rain-k3000-r1").switch_queue.write_text(switch_queue_rows([-40 * i for i in range(60)], period_s=0.05))
+    analyze(r)
+    figs: dict = {}
+    ctx = plots._Ctx(r)
+    ctx.save = lambda fig, name: figs.setdefault(name, fig) and []
+    plots._queue_depth(ctx)
+    light, heavy = figs["queue_depth"].axes[2:]
+    assert light.get_yscale() == heavy.get_yscale() == "symlog"
+    lo, hi = light.get_ylim()
+    assert lo <= -8 and hi >= 2000  # the tokens below, the largest queue of the window (t <= 2.5 s) above
+    ticks = [t for t in light.get_yticks() if lo <= t <= hi]
+    assert {-8, 0, 1, 10, 100, 1000} <= set(ticks) and all(float(t).is_integer() for t in ticks)
+    assert "log" in light.get_ylabel()
+    assert any("window max: 2000 tasks" in t.get_text() for t in heavy.texts)
