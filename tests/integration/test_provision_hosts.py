@@ -249,7 +249,7 @@ def mock_connectx(converged, tmp_path):
 
 
 def test_roles_converge_a_connectx_host(mock_connectx):
-    from tests.mock_connectx.mock_connectx import calls
+    from tests.mock_connectx.mock_connectx import calls, icrc_drops
 
     hw, root, extra = mock_connectx
     go = dict(progress=False, limit="worker0", tags=["dpdk_host", "roce"], extra_vars=extra)
@@ -307,6 +307,11 @@ def test_roles_converge_a_connectx_host(mock_connectx):
         assert (root / f"sys/class/net/{netdev}/ecn/{side}/enable/3").read_text() == "1"
         assert (root / f"sys/class/net/{netdev}/ecn/{side}/enable/2").read_text().strip() == "0"
     assert (root / "icrc.log").read_text() == "off\n"
+    # the stamp of this boot: how the check went off, and the NIC's iCRC drop count then
+    assert json.loads((root / "run/rainmaker-icrc-disabled").read_text()) == {
+        "by": "command",
+        "rx_icrc_encapsulated": 0,
+    }
     facts = json.loads((hw.host("worker0").deploy_root / "facts/roce.json").read_text())
     ip = hw.host("worker0").nic.ip
     assert facts == {
@@ -327,6 +332,8 @@ def test_roles_converge_a_connectx_host(mock_connectx):
         "pfc": True,
         "ecn": True,
         "qp_type": "uc",
+        "icrc_check": "off",
+        "icrc_off_by": "command",
     }
     notes = " ".join(first.notes)
     assert "is on NUMA node 1, but hosts[].numa_node is 0" in notes
@@ -336,6 +343,23 @@ def test_roles_converge_a_connectx_host(mock_connectx):
     again = provision(hw, **go)
     assert again.hosts["worker0"].changed == 0, again.summary()
     assert (root / "icrc.log").read_text() == "off\n"  # once per boot
+    provision(hw, playbook=VERIFY, **go)
+
+    # The NIC drops RoCE packets for their iCRC all the same (the command did not take).
+    icrc_drops(str(root), n=5)
+    with pytest.raises(ProvisionError) as e:
+        provision(hw, playbook=VERIFY, **go)
+    msg = e.value.failures[0].message
+    assert "mlx5_0 dropped 5 RoCE packets for a bad iCRC since its check was turned off" in msg
+    assert "(rx_icrc_encapsulated 0 -> 5): the check is still on" in msg
+    # A reboot (the check is on again, the stamp gone): verify says so, converge turns it off.
+    (root / "run/rainmaker-icrc-disabled").unlink()
+    with pytest.raises(ProvisionError) as e:
+        provision(hw, playbook=VERIFY, **go)
+    assert "iCRC check has not been turned off since the last boot" in e.value.failures[0].message
+    rebooted = provision(hw, **go)
+    assert {c.label for c in rebooted.changed} == {"roce : Turn the NIC's iCRC check off (once per boot)"}
+    assert (root / "icrc.log").read_text() == "off\noff\n"
     provision(hw, playbook=VERIFY, **go)
 
     # The NIC drifts (someone reset its MTU and flushed the neighbour): check says so, converge repairs.
@@ -354,6 +378,58 @@ def test_roles_converge_a_connectx_host(mock_connectx):
     }
     provision(hw, **go)
     provision(hw, playbook=VERIFY, **go)
+
+
+def test_an_icrc_check_left_on_or_turned_off_by_hand(mock_connectx, tmp_path):
+    """roce.icrc_check, against the mock ConnectX: left on (no command), converge warns
+    and verify fails naming the field and the fix; turned off by hand, the stamp records
+    it and verify holds the NIC to its iCRC drop count."""
+    from tests.mock_connectx.mock_connectx import icrc_drops
+
+    hw, root, extra = mock_connectx
+    go = dict(progress=False, limit="worker0", tags=["dpdk_host", "roce"], extra_vars=extra)
+    stamp, facts = root / "run/rainmaker-icrc-disabled", hw.host("worker0").deploy_root / "facts/roce.json"
+
+    def with_roce(roce: dict):
+        data = yaml.safe_load((tmp_path / "hw.yaml").read_text())
+        data["roce"] = roce
+        (tmp_path / "hw-icrc.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+        return load(tmp_path / "hw-icrc.yaml")
+
+    on = with_roce({})
+    first = provision(on, **go)
+    notes = " ".join(first.notes)
+    assert "warning: mlx5_0 checks the RoCEv2 iCRC (a ConnectX does unless turned off)" in notes
+    assert "fix: give the command as roce.icrc_disable_command" in notes
+    assert not stamp.exists() and not (root / "icrc.log").exists()
+    assert {k: json.loads(facts.read_text())[k] for k in ("icrc_check", "icrc_off_by")} == {
+        "icrc_check": "on",
+        "icrc_off_by": None,
+    }
+    with pytest.raises(ProvisionError) as e:
+        provision(on, playbook=VERIFY, **go)
+    msg = e.value.failures[0].message
+    assert "mlx5_0 checks the RoCEv2 iCRC" in msg and "would drop every task pre-written to it" in msg
+    assert "give roce.icrc_disable_command" in msg and "set roce.icrc_check: off" in msg
+
+    icrc_drops(str(root), n=3)  # the switch's WRITEs it dropped meanwhile
+    off = with_roce({"icrc_check": "off"})
+    done = provision(off, **go)
+    assert {c.label for c in done.changed} == {
+        "roce : Note that the iCRC check was turned off by hand (once per boot)",
+        "roce : Record the RoCE facts of the host",
+    }
+    assert json.loads(stamp.read_text()) == {"by": "hand", "rx_icrc_encapsulated": 3}
+    assert "iCRC" not in " ".join(done.notes)
+    assert {k: json.loads(facts.read_text())[k] for k in ("icrc_check", "icrc_off_by")} == {
+        "icrc_check": "off",
+        "icrc_off_by": "hand",
+    }
+    provision(off, playbook=VERIFY, **go)
+    icrc_drops(str(root), n=4)
+    with pytest.raises(ProvisionError) as e:
+        provision(off, playbook=VERIFY, **go)
+    assert "dropped 1 RoCE packets for a bad iCRC since its check was turned off" in e.value.failures[0].message
 
 
 def test_a_dpdk_source_build_is_checked_in_place(converged, tmp_path):

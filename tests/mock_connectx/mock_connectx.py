@@ -15,7 +15,9 @@ What it models, from the kernel's documented behaviour:
 - the port's active MTU is the largest IB MTU <= netdev MTU - 80 (iboe_get_mtu);
 - rdma_cm's configfs folder appears once rdma_cm is loaded and configfs is mounted, and
   mkdir of a device's folder creates its ports/<p>/default_roce_{mode,tos};
-- dcb keeps the DSCP->priority APP entries and the PFC map it is given.
+- dcb keeps the DSCP->priority APP entries and the PFC map it is given;
+- the port's hw_counters/rx_icrc_encapsulated (RoCE packets dropped for a bad iCRC, as
+  mlx5 exposes it) starts at 0; tests raise it to play a NIC whose check is still on.
 What it does not check: anything about the NIC itself (firmware, DSCP trust taking
 effect, PFC or ECN on the wire), and every tool accepts only the argument forms the
 roles use: anything else exits 2 naming the call, so a role that changes its commands
@@ -88,6 +90,7 @@ def build(
     port = os.path.join(sysd, "class/infiniband", rdma_device, "ports/1")
     _w(os.path.join(port, "link_layer"), "Ethernet\n")
     _w(os.path.join(port, "state"), "4: ACTIVE\n")
+    _w(os.path.join(port, "hw_counters/rx_icrc_encapsulated"), "0\n")
     for i in range(16):
         _w(os.path.join(port, "gids", str(i)), "0000:0000:0000:0000:0000:0000:0000:0000\n")
     # The link-local GIDs every RoCE port has (v1 and v2 of fe80::).
@@ -138,6 +141,14 @@ def build(
 
 def tools(root: str) -> dict[str, str]:
     return {t: os.path.join(root, "bin", t) for t in TOOLS}
+
+
+def icrc_drops(root: str, rdma_device: str = "mlx5_0", n: int | None = None) -> int:
+    """The port's count of RoCE packets dropped for a bad iCRC; set it to n first if given."""
+    path = os.path.join(root, "sys/class/infiniband", rdma_device, "ports/1/hw_counters/rx_icrc_encapsulated")
+    if n is not None:
+        _w(path, f"{n}\n")
+    return int(_r(path))
 
 
 def calls(root: str) -> list[list[str]]:

@@ -4,11 +4,15 @@
 Run by the role (ansible.builtin.script) with one JSON argument; prints one JSON object.
 It only reads:
 - sysfs: /sys/bus/pci/devices/<pci>/{infiniband,net}, /sys/class/infiniband/<dev>/ports/<p>/
-  {link_layer,state,gids/<i>,gid_attrs/types/<i>,gid_attrs/ndevs/<i>}, /sys/class/net/<netdev>/
+  {link_layer,state,gids/<i>,gid_attrs/types/<i>,gid_attrs/ndevs/<i>,
+  hw_counters/rx_icrc_encapsulated (RoCE packets dropped for a bad iCRC; mlx5, kernel 4.19,
+  when the firmware has the counter)}, /sys/class/net/<netdev>/
   {mtu,operstate,ecn/roce_np/enable/<prio>,ecn/roce_rp/enable/<prio>} (the ecn folder is
   MLNX_OFED's; the inbox mlx5 driver has none, and the role says so);
 - configfs: /sys/kernel/config/rdma_cm/<dev>/ports/<p>/default_roce_{mode,tos}
   (Documentation/ABI/testing/configfs-rdma_cm);
+- the role's iCRC stamp in /run (JSON: how the check was turned off this boot, and the
+  iCRC drop count then);
 - tools: `dcb -N app show dev X dscp-prio`, `dcb pfc show dev X prio-pfc` (iproute2),
   `ibv_devinfo -d DEV -i PORT` (active_mtu), `ip -j addr/route/neigh`.
 `root` (tests) moves the sysfs and configfs reads under a fake tree; tools come from PATH.
@@ -105,10 +109,12 @@ def port_of(root: str, dev: str, netdev: str | None) -> dict:
     if chosen is None:
         return {"port": None}
     pd = os.path.join(ports_dir, chosen)
+    icrc = read(os.path.join(pd, "hw_counters", "rx_icrc_encapsulated"))
     return {
         "port": int(chosen),
         "link_layer": read(os.path.join(pd, "link_layer"), ""),
         "state": read(os.path.join(pd, "state"), ""),
+        "icrc_drops": int(icrc) if icrc and icrc.isdigit() else None,
         "dir": pd,
     }
 
@@ -216,6 +222,11 @@ def main(argv: list[str]) -> int:
         out["service_route_dev"] = route[0].get("dev") if route else None
         neigh = run_json([TOOLS["ip"], "-j", "neigh", "show", a["service_ip"], "dev", netdev])
         out["service_neigh"] = {"lladdr": neigh[0].get("lladdr"), "state": neigh[0].get("state", [])} if neigh else None
+    stamp = read(a["icrc_stamp"]) if a.get("icrc_stamp") else None
+    try:  # absent: not turned off since boot; an older role's empty stamp: {}
+        out["icrc_stamp"] = None if stamp is None else json.loads(stamp) if stamp else {}
+    except ValueError:
+        out["icrc_stamp"] = {}
     facts = read(a["facts_file"]) if a.get("facts_file") else None
     try:
         out["facts"] = json.loads(facts) if facts else None
