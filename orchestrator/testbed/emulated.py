@@ -499,6 +499,7 @@ class EmulatedTestbed:
             f"# Written by `rainmaker testbed up --slot {self.slot}`: the emulated testbed on this machine.\n"
             f"# It is the default inventory while it is the only testbed up; `rainmaker testbed down\n"
             f"# --slot {self.slot}` removes it.\n"
+            "# roce.icrc_check unset: emulated NICs ignore the switch's zero iCRCs, as a ConnectX must (`on`: drop them)\n"
         )
         self.inventory_path.write_text(header + yaml.safe_dump(inv, sort_keys=False))
         from ..inventory import load  # validate what we wrote, as any user file
