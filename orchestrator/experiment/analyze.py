@@ -199,17 +199,9 @@ def experiment_name(run_dir: Path, manifest: dict) -> str:
 
 
 def testbed_kind(manifest: dict) -> str:
+    """hardware, tofino-model or emulated: manifest.json's testbed.kind (run.py writes it)."""
     tb = manifest.get("testbed")
-    if isinstance(tb, dict):
-        return str(tb.get("kind") or tb.get("name") or "unknown")
-    if isinstance(tb, str):
-        return tb
-    inv = manifest.get("inventory")
-    if isinstance(inv, dict):
-        sw = inv.get("switch", {})
-        if isinstance(sw, dict) and sw.get("kind"):
-            return "emulated" if sw["kind"] == "emulated" else "hardware"
-    return str(manifest.get("testbed_kind", "unknown"))
+    return str(tb.get("kind") or "unknown") if isinstance(tb, dict) else "unknown"
 
 
 def curve_of(point: dict) -> str:

@@ -236,8 +236,8 @@ def _provenance_section(manifest: dict) -> list[str]:
     if not manifest:
         return lines + ["No manifest.json.", ""]
     git = manifest.get("git") if isinstance(manifest.get("git"), dict) else {}
-    rev = git.get("revision") or manifest.get("git_revision")
-    dirty = git.get("dirty", manifest.get("git_dirty"))
+    rev = git.get("revision")
+    dirty = git.get("dirty")
     lines.append(
         f"- git revision: `{rev or 'unknown'}`"
         + ("" if dirty is None else f" ({'DIRTY: uncommitted changes' if dirty else 'clean'})")
@@ -274,8 +274,6 @@ def _provenance_section(manifest: dict) -> list[str]:
         "spec",
         "testbed",
         "experiment",
-        "git_revision",
-        "git_dirty",
         "created_unix",
         "spec_file",
         "inventory_file",
