@@ -19,8 +19,6 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from switch.errors import SwitchError
-
 from .errors import RainmakerError
 
 console = Console(highlight=False, soft_wrap=True)
@@ -582,7 +580,7 @@ def main() -> None:
     except click.exceptions.ClickException as e:
         e.show()
         sys.exit(2)
-    except (RainmakerError, SwitchError) as e:
+    except RainmakerError as e:  # switch/'s SwitchError is one of them
         if os.environ.get("RAINMAKER_DEBUG"):
             import traceback
 

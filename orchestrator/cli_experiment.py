@@ -36,15 +36,19 @@ def register(cli: click.Group, console) -> None:
         s = load(spec)
         shape = TestbedShape(2, 1, True)
         where = "a nominal emulated testbed (2 worker hosts, 1 client host)"
-        try:
-            from .inventory import load as load_inv
-            from .inventory import resolve_path
+        from .errors import UsageError
+        from .inventory import AmbiguousInventory, resolve_path
+        from .inventory import load as load_inv
 
-            inv = load_inv(resolve_path(inv_path))
+        try:
+            path = resolve_path(inv_path)
+        except AmbiguousInventory:
+            raise  # several testbeds up: which one is the user's to say, as for every command
+        except UsageError:
+            path = None  # none named and none up: plan on the nominal testbed
+        if path is not None:
+            inv = load_inv(path)
             shape, where = shape_of(inv), f"testbed {inv.name}"
-        except Exception:  # noqa: BLE001 - planning without a testbed is allowed
-            if inv_path:
-                raise
         points = plan(s, shape)
         if as_json:
             from dataclasses import asdict

@@ -152,7 +152,6 @@ def start(
     and fails naming what the switch lacks or which ports stayed down."""
     from switch.control.ports import Ports
     from switch.control.topology import Topology
-    from switch.errors import SwitchError
 
     sw = inv.switch
     program = program or sw.program
@@ -192,7 +191,7 @@ def start(
             how = r.stop(bg, grace=STOP_GRACE_S)
             if not isinstance(e, Exception):
                 raise
-            why = e.render() if isinstance(e, (SwitchError, RainmakerError)) else f"{type(e).__name__}: {e}"
+            why = e.render() if isinstance(e, RainmakerError) else f"{type(e).__name__}: {e}"
             raise SwitchdError(
                 f"switch {sw.name}: the {program} emulator did not come up "
                 f"({'it had exited' if how == 'not running' else 'stopped it again'}):\n  {why}"

@@ -160,3 +160,16 @@ def test_make_demo_builds_its_own_testbed_and_names_it_everywhere(tmp_path):
     (tmp_path / "calls").unlink()
     code, calls = make_demo(tmp_path, fail="testbed up")
     assert code != 0 and calls == ["testbed up --clients 1 --workers 2 --slot free"]
+
+
+def test_plan_refuses_to_guess_too(state_dir, monkeypatch, capsys):
+    """`rainmaker plan` may plan on a nominal testbed when none is up, never on a guess."""
+    spec = str(Path(__file__).resolve().parents[2] / "experiments" / "demo.yaml")
+    code, out, err = rainmaker(monkeypatch, capsys, "plan", spec)
+    assert code == 0 and "nominal emulated testbed" in out
+    fake_up(0)
+    code, out, err = rainmaker(monkeypatch, capsys, "plan", spec)
+    assert code == 0 and "testbed emulated0" in out
+    fake_up(9)
+    code, out, err = rainmaker(monkeypatch, capsys, "plan", spec)
+    assert code == 2 and out == "" and "slot 9: emulated9" in err and "-i FILE" in err
