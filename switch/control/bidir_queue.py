@@ -23,10 +23,22 @@ class SliceConfig:
     last: int
     ring_slots: int = 0  # RDMA ring slots of the slice; 0: no pre-writing
     mgid: int = 0  # multicast group of its workers; 0: none
+    # Descriptors a worker of the slice may hold dispatched but not yet read (its quota
+    # cap: its FIFO of dispatched tasks reads a slot only when it runs the task).
+    ring_hold: int = 0
 
     @property
     def cap(self) -> int:
         return self.last - self.first + 1
+
+    @property
+    def large_cap(self) -> int:
+        """How many tasks a large task may find waiting and still queue: the slot it
+        takes then held no task still waiting (slots are taken and the queue is served
+        in FIFO order), nor, with `ring_hold` kept free, one a worker holds unread."""
+        if not self.ring_slots or not self.mgid:
+            return 0
+        return max(0, min(self.cap, self.ring_slots - self.ring_hold))
 
     @property
     def last_slot(self) -> int:
@@ -36,8 +48,8 @@ class SliceConfig:
         return {
             "first": self.first,
             "last": self.last,
-            "cap": self.cap,
             "neg_cap": (-self.cap) & 0xFFFFFFFF,
+            "neg_large_cap": (-self.large_cap) & 0xFFFFFFFF,
             "last_slot": self.last_slot,
             "mgid": self.mgid,
         }
@@ -86,7 +98,12 @@ class BidirQueue:
         for e in self.table.entries():
             d = e.data
             s = e.key["ig_md.slice"]
-            out[s] = SliceConfig(s, d["first"], d["last"], d["last_slot"] + 1 if d["mgid"] else 0, d["mgid"])
+            ring = d["last_slot"] + 1 if d["mgid"] else 0
+            large = -(((d["neg_large_cap"] + 0x80000000) & 0xFFFFFFFF) - 0x80000000)
+            cap = d["last"] - d["first"] + 1
+            # ring_hold is not stored: recover it where the bound is not the capacity
+            hold = ring - large if ring and large < cap else 0
+            out[s] = SliceConfig(s, d["first"], d["last"], ring, d["mgid"], max(hold, 0))
         return out
 
     def state(self) -> dict[str, list[list[int]]]:

@@ -65,6 +65,7 @@ class _Worker:
     slots: int = 0
     slot_size: int = 0
     qp_type: str = "rc"  # the opcode the switch sends: UC or RC WRITE ONLY
+    quota_cap: int = 0  # descriptors it may hold dispatched but unread (ring slots it pins)
 
     @property
     def has_ring(self) -> bool:
@@ -427,6 +428,7 @@ class RainController:
                     reg.mac_int,
                     reg.ip_int,
                     *((r.va[wid], r.qpn[wid], r.rkey, r.psn, r.slots, r.slot_size, r.qp_type) if r else ()),
+                    quota_cap=reg.quota_cap or 0,
                 )
         return out
 
@@ -443,7 +445,9 @@ class RainController:
             elif ring is None:
                 rings = [w.slots for w in workers.values() if w.slice == s and w.has_ring]
                 ring = min(rings) if rings else 0
-            out[s] = SliceConfig(s, region.first, region.last, ring, mgid_of(s) if ring else 0)
+            # the ring bound keeps free what the slice's most patient worker may hold
+            hold = max((w.quota_cap for w in workers.values() if w.slice == s and w.has_ring), default=0)
+            out[s] = SliceConfig(s, region.first, region.last, ring, mgid_of(s) if ring else 0, hold if ring else 0)
         return out
 
     def _check_rdma(self, workers: dict[int, _Worker], slices: dict[int, SliceConfig]) -> None:

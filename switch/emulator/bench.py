@@ -194,7 +194,14 @@ def _switch(mode: str, seconds: float, conn, progress) -> None:
         store.table("config_slice").add(
             0,
             "set_slice_config",
-            {"first": 0, "last": 65535, "cap": 65536, "neg_cap": (-65536) & 0xFFFFFFFF, "last_slot": 0, "mgid": 0},
+            {
+                "first": 0,
+                "last": 65535,
+                "neg_cap": (-65536) & 0xFFFFFFFF,
+                "neg_large_cap": 0,
+                "last_slot": 0,
+                "mgid": 0,
+            },
         )
         store.table("select_worker").add(
             1, "to_worker", {"port": DEV_PORT, "dmac": gen_mac, "dip": int.from_bytes(socket.inet_aton(GEN_IP), "big")}

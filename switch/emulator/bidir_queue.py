@@ -13,6 +13,7 @@ from .headers import (
     QOP_TASK_QUEUED,
     QOP_TOKEN_MATCHED,
     QOP_TOKEN_QUEUED,
+    wrap_s32,
 )
 from .schema import Action, Key, Param, Register, Table
 
@@ -25,8 +26,8 @@ CONFIG_SLICE = Table(
             [
                 Param("first", 32),
                 Param("last", 32),
-                Param("cap", 32),
                 Param("neg_cap", 32),
+                Param("neg_large_cap", 32),
                 Param("last_slot", 32),
                 Param("mgid", 16),
             ],
@@ -48,9 +49,18 @@ COUNTERS = ()
 _SLICE_MASK = MAX_SLICES - 1  # a register's index keeps the bits that address its cells
 
 
+def _signed(raw: int) -> int:
+    """int<32> from the raw bits BFRuntime carries."""
+    return raw - 0x100000000 if raw & 0x80000000 else raw
+
+
 class BidirQueue:
     """control BidirQueue: config_slice, then one RegisterAction on balance and one on
-    head or tail, exactly as the P4's (see switch/p4/bidir_queue.p4)."""
+    head or tail, exactly as the P4's (see switch/p4/bidir_queue.p4).
+
+    The balance actions return a value whose top two bits say what happened: a task
+    returns the balance it leaves (>= 0: it took a token, < 0: it waits), a token the
+    balance it found (< 0: it took a task, >= 0: it waits); BALANCE_FULL: no room."""
 
     def __init__(self, store):
         self.table = store.table(CONFIG_SLICE.name)
@@ -63,14 +73,21 @@ class BidirQueue:
     def task_arrives(self, i: int, ig_md) -> int:
         value = self.balance[i]
         if value > ig_md.neg_cap:  # a token waits, or a task fits
-            self.balance[i] = ((value - 1 + 0x80000000) & 0xFFFFFFFF) - 0x80000000
-            return value
+            self.balance[i] = wrap_s32(value - 1)
+            return wrap_s32(value - 1)
+        return BALANCE_FULL
+
+    def large_task_arrives(self, i: int, ig_md) -> int:
+        value = self.balance[i]
+        if value > ig_md.neg_large_cap:  # a token waits, or a ring slot is free
+            self.balance[i] = wrap_s32(value - 1)
+            return wrap_s32(value - 1)
         return BALANCE_FULL
 
     def token_arrives(self, i: int, ig_md) -> int:
         value = self.balance[i]
-        if value < ig_md.cap:  # a task waits, or a token fits
-            self.balance[i] = ((value + 1 + 0x80000000) & 0xFFFFFFFF) - 0x80000000
+        if wrap_s32(value + ig_md.neg_cap) < 0:  # value < cap: a task waits, or a token fits
+            self.balance[i] = wrap_s32(value + 1)
             return value
         return BALANCE_FULL
 
@@ -87,38 +104,37 @@ class BidirQueue:
             p = call.params
             ig_md.region_first = p["first"]
             ig_md.region_last = p["last"]
-            cap, neg_cap = p["cap"], p["neg_cap"]  # int<32>: BFRuntime carries the raw bits
-            ig_md.cap = cap - 0x100000000 if cap & 0x80000000 else cap
-            ig_md.neg_cap = neg_cap - 0x100000000 if neg_cap & 0x80000000 else neg_cap
+            ig_md.neg_cap = _signed(p["neg_cap"])
+            ig_md.neg_large_cap = _signed(p["neg_large_cap"])
             ig_md.last_slot = p["last_slot"]
             ig_md.mgid = p["mgid"]
         else:  # unconfigured: holds nothing
-            ig_md.cap = 0
             ig_md.neg_cap = 0
+            ig_md.neg_large_cap = 0
             ig_md.mgid = 0
         i = ig_md.slice & _SLICE_MASK
         if hdr.kind == KIND_TASK:
             ig_md.owner = hdr.client_id
-            if hdr.flags & FLAG_LARGE and ig_md.mgid == 0:
-                ig_md.neg_cap = 0
-            old = ig_md.old_balance = self.task_arrives(i, ig_md)
-            if old == BALANCE_FULL:
-                ig_md.queue_op = QOP_FULL
-            elif old > 0:
-                ig_md.queue_op = QOP_TASK_MATCHED
+            if hdr.flags & FLAG_LARGE:
+                ig_md.balance = self.large_task_arrives(i, ig_md)
             else:
-                ig_md.queue_op = QOP_TASK_QUEUED
+                ig_md.balance = self.task_arrives(i, ig_md)
         else:
             ig_md.owner = hdr.worker_id
-            old = ig_md.old_balance = self.token_arrives(i, ig_md)
-            if old == BALANCE_FULL:
-                ig_md.queue_op = QOP_FULL
-            elif old < 0:
-                ig_md.queue_op = QOP_TOKEN_MATCHED
+            ig_md.balance = self.token_arrives(i, ig_md)
+        side = (ig_md.balance >> 30) & 3
+        if side == 2:  # BAL_FULL
+            ig_md.queue_op = QOP_FULL
+        elif hdr.kind == KIND_TASK:
+            if side == 0:  # BAL_NONNEG
+                ig_md.queue_op = QOP_TASK_MATCHED
+                ig_md.qidx = self._step(self.head, i, ig_md)
             else:
-                ig_md.queue_op = QOP_TOKEN_QUEUED
-        op = ig_md.queue_op
-        if op == QOP_TASK_MATCHED or op == QOP_TOKEN_MATCHED:
+                ig_md.queue_op = QOP_TASK_QUEUED
+                ig_md.qidx = self._step(self.tail, i, ig_md)
+        elif side == 3:  # BAL_NEG
+            ig_md.queue_op = QOP_TOKEN_MATCHED
             ig_md.qidx = self._step(self.head, i, ig_md)
-        elif op == QOP_TASK_QUEUED or op == QOP_TOKEN_QUEUED:
+        else:
+            ig_md.queue_op = QOP_TOKEN_QUEUED
             ig_md.qidx = self._step(self.tail, i, ig_md)

@@ -6,11 +6,13 @@ from __future__ import annotations
 from .headers import (
     EV_DISPATCH_DIRECT,
     EV_DISPATCH_QUEUED,
+    EV_LARGE_REJECTED,
     EV_NO_WORKER,
     EV_TASK_QUEUED,
     EV_TASK_REJECTED,
     EV_TOKEN_DROPPED,
     EV_TOKEN_QUEUED,
+    FLAG_LARGE,
     KIND_DISPATCH,
     KIND_REJECT,
     KIND_TASK,
@@ -96,6 +98,8 @@ class Dispatch:
         elif op == QOP_TOKEN_MATCHED:
             hdr.kind = KIND_DISPATCH
             hdr.slice = ig_md.slice
+            hdr.task_type = ig_md.entry_meta >> 8
+            hdr.flags = ig_md.entry_meta & 0xFF
             ig_md.event = EV_DISPATCH_QUEUED
             self.client_addr(hdr)
             self.select_worker(hdr, ig_md)
@@ -109,7 +113,7 @@ class Dispatch:
         elif op == QOP_FULL:
             if hdr.kind == KIND_TASK:
                 self.reject(hdr, ig_md)
-                ig_md.event = EV_TASK_REJECTED
+                ig_md.event = EV_LARGE_REJECTED if hdr.flags & FLAG_LARGE else EV_TASK_REJECTED
             else:
                 ig_md.drop_ctl = 1
                 ig_md.event = EV_TOKEN_DROPPED

@@ -5,7 +5,7 @@ Responses (worker -> client), rejects and any non-Rain traffic take this path.
 
 from __future__ import annotations
 
-from .headers import FORWARD_ENTRIES
+from .headers import EV_FORWARDED, EV_NO_ROUTE, FORWARD_ENTRIES
 from .schema import Action, Key, Param, Table
 
 FORWARD = Table(
@@ -25,14 +25,15 @@ COUNTERS = ()
 
 
 class Forward:
-    """control Forward: `apply` returns the table's hit bit (rain.p4 turns it into the event)."""
+    """control Forward: its actions set the event (a condition on the table's hit would
+    cost a stage on Tofino)."""
 
     def __init__(self, store):
         self.table = store.table(FORWARD.name)
         self._find = self.table.finder
         self._macs: dict[int, bytes] = {}  # dmac parameter -> its 6 bytes (converted once)
 
-    def apply(self, hdr, ig_md) -> bool:
+    def apply(self, hdr, ig_md) -> None:
         entry = self._find((hdr.ip_dst,))
         call = self.table.default if entry is None else entry.call
         if call.action == "set_egress":
@@ -46,6 +47,7 @@ class Forward:
                 mac = self._macs[dmac] = dmac.to_bytes(6, "big")
             hdr.eth_dst = mac
             hdr.ip_ttl = (hdr.ip_ttl - 1) & 0xFF
+            ig_md.event = EV_FORWARDED
         else:  # drop
             ig_md.drop_ctl = 1
-        return entry is not None
+            ig_md.event = EV_NO_ROUTE

@@ -15,6 +15,7 @@ from __future__ import annotations
 # ---------------------------------------------------------------- sizes.p4
 QUEUE_ENTRIES = 131072
 MAX_SLICES = 16
+SLICE_BITS = 4  # log2(MAX_SLICES)
 MAX_WORKERS = 1024
 MAX_CLIENT_HOSTS = 256
 FORWARD_ENTRIES = 1024
@@ -49,6 +50,9 @@ UDP_HDR_BYTES = 8
 ROCE_OP_RC_WRITE_ONLY = 0x0A
 
 BALANCE_FULL = -2147483648
+BAL_NONNEG = 0  # the top two bits of what the balance actions return (bidir_queue.p4)
+BAL_FULL = 2
+BAL_NEG = 3
 
 QOP_NONE = 0
 QOP_TASK_MATCHED = 1
@@ -57,8 +61,7 @@ QOP_TOKEN_MATCHED = 3
 QOP_TOKEN_QUEUED = 4
 QOP_FULL = 5
 
-EV_TASK_IN = 0
-EV_TOKEN_IN = 1
+# Every ingress packet counts once, under its outcome (types.p4): 0, 1 and 9 are unused.
 EV_DISPATCH_DIRECT = 2
 EV_DISPATCH_QUEUED = 3
 EV_TASK_QUEUED = 4
@@ -66,9 +69,8 @@ EV_TOKEN_QUEUED = 5
 EV_TASK_REJECTED = 6
 EV_TOKEN_DROPPED = 7
 EV_PREWRITE = 8
-EV_RDMA_WRITE = 9
 EV_NO_WORKER = 10
-EV_NO_RDMA = 11
+EV_LARGE_REJECTED = 11
 EV_FORWARDED = 12
 EV_NO_ROUTE = 13
 EV_BAD_RAIN = 14
@@ -178,19 +180,19 @@ class IngressMd:
         "event",
         "slice",
         "queue_op",
-        "old_balance",
+        "bad_length",
+        "balance",
         "neg_cap",
-        "cap",
+        "neg_large_cap",
         "region_first",
         "region_last",
         "qidx",
         "now",
         "entry_tstamp",
+        "entry_meta",
         "owner",
         "peer_worker",
-        "slot",
         "last_slot",
-        "desc_len",
         "mgid",
         "stamp_int",
         "ingress_port",
@@ -208,12 +210,12 @@ class IngressMd:
 
     def reset_rain(self) -> None:
         """Every ingress_md_t field to its start value (the parser's start state sets
-        event, queue_op, stamp_int, mgid, slot and desc_len; bf-p4c zero-initialises
-        the rest)."""
+        event, queue_op, bad_length, stamp_int and mgid; bf-p4c zero-initialises the
+        rest)."""
         self.event = EV_NO_ROUTE
-        self.slice = self.queue_op = self.old_balance = self.neg_cap = self.cap = 0
-        self.region_first = self.region_last = self.qidx = self.now = self.entry_tstamp = 0
-        self.owner = self.peer_worker = self.slot = self.last_slot = self.desc_len = self.mgid = 0
+        self.slice = self.queue_op = self.bad_length = self.balance = self.neg_cap = self.neg_large_cap = 0
+        self.region_first = self.region_last = self.qidx = self.now = self.entry_tstamp = self.entry_meta = 0
+        self.owner = self.peer_worker = self.last_slot = self.mgid = 0
         self.stamp_int = False
 
     def __repr__(self) -> str:

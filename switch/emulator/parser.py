@@ -15,8 +15,11 @@ from .headers import (
     ETH_BYTES,
     ETHERTYPE_IPV4,
     EV_NO_ROUTE,
+    FLAG_LARGE,
     IP_PROTO_UDP,
     IPV4_BYTES,
+    LARGE_UDP_MAX,
+    LARGE_UDP_MIN,
     PARSER_ERR_NONE,
     PARSER_ERR_TRUNCATED,
     RAIN_HDR_BYTES,
@@ -125,6 +128,12 @@ def _extract(buf, n: int, hdr: Headers, full_udp: bool) -> int:
     return PARSER_ERR_NONE
 
 
+def _bad_large_length(hdr: Headers) -> int:
+    """parse_rain's select(flags[0:0], udp.length): a large task whose UDP length is
+    outside [LARGE_UDP_MIN, LARGE_UDP_MAX] goes through state bad_large_length."""
+    return int(bool(hdr.flags & FLAG_LARGE) and not LARGE_UDP_MIN <= hdr.udp_length <= LARGE_UDP_MAX)
+
+
 def switch_ingress_parser(buf, n: int, hdr: Headers, ig_md: IngressMd, ingress_port: int) -> None:
     """SwitchIngressParser: the frame's first `n` bytes of `buf` into `hdr`; intrinsics into `ig_md`."""
     # state start: ig_intr_md, then the fields the program reads before writing
@@ -136,6 +145,7 @@ def switch_ingress_parser(buf, n: int, hdr: Headers, ig_md: IngressMd, ingress_p
     ig_md.parser_err = _extract(buf, n, hdr, False)
     if hdr.rain_valid:
         ig_md.reset_rain()
+        ig_md.bad_length = _bad_large_length(hdr)
 
 
 def switch_egress_parser(buf, n: int, hdr: Headers, prewrite: int, slot: int, desc_len: int) -> int:

@@ -26,14 +26,10 @@ from .events import Events
 from .forward import Forward
 from .headers import (
     EV_BAD_RAIN,
-    EV_FORWARDED,
     EV_NO_ROUTE,
     EV_PARSER_ERROR,
-    FLAG_LARGE,
     KIND_TASK,
     KIND_TOKEN,
-    LARGE_UDP_MAX,
-    LARGE_UDP_MIN,
     MAX_SLICES,
     RAIN_VERSION,
     EgressMd,
@@ -80,7 +76,7 @@ class SwitchIngress:
             if (
                 hdr.version != RAIN_VERSION
                 or (hdr.kind == KIND_TOKEN and hdr.slice >= MAX_SLICES)
-                or (hdr.flags & FLAG_LARGE and not LARGE_UDP_MIN <= hdr.udp_length <= LARGE_UDP_MAX)
+                or ig_md.bad_length  # the parser's length test of a large task
             ):
                 ig_md.drop_ctl = 1
                 ig_md.event = EV_BAD_RAIN
@@ -96,8 +92,7 @@ class SwitchIngress:
                 self.dispatch.apply(hdr, ig_md)
                 self.telemetry.apply(hdr, ig_md, now)
         elif hdr.ipv4_valid:
-            routed = self.forward.apply(hdr, ig_md)
-            ig_md.event = EV_FORWARDED if routed else EV_NO_ROUTE
+            self.forward.apply(hdr, ig_md)  # its actions set the event
         else:
             ig_md.drop_ctl = 1
             ig_md.event = EV_NO_ROUTE

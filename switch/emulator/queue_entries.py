@@ -34,7 +34,12 @@ class QueueEntries:
         i = ig_md.qidx & _QIDX_MASK
         op = ig_md.queue_op
         if op == QOP_TASK_QUEUED:
-            d = hdr.data
+            # write_desc*: a pre-written task's bytes are its descriptor {slot, length}
+            # (big-endian, from the bridged header); write_data*: its inline bytes
+            if hdr.bridged_prewrite == 1:
+                d = hdr.bridged_slot.to_bytes(4, "big") + hdr.bridged_desc_len.to_bytes(4, "big")
+            else:
+                d = hdr.data
             d0, d1, d2, d3, d4, d5, d6, d7 = self.data
             d0[i], d1[i], d2[i], d3[i], d4[i], d5[i], d6[i], d7[i] = d
             self.owner[i] = ig_md.owner
@@ -51,7 +56,5 @@ class QueueEntries:
             hdr.data = bytes((d0[i], d1[i], d2[i], d3[i], d4[i], d5[i], d6[i], d7[i]))
             hdr.client_id = self.owner[i]
             hdr.request_id = self.request[i]
-            m = self.meta[i]
-            hdr.task_type = m >> 8
-            hdr.flags = m & 0xFF
+            ig_md.entry_meta = self.meta[i]  # split in dispatch
             ig_md.entry_tstamp = self.tstamp[i]

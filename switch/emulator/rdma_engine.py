@@ -1,6 +1,7 @@
 """RdmaEngine (switch/p4/rdma_engine.p4): the ingress half of the RDMA engine. A large
 task that must wait takes its slice's next ring slot and is multicast to the slice's
-workers with a descriptor {slot, length} in place of its inline bytes."""
+workers; the bridged header carries {slot, length}, which queue_entries stores in
+place of the inline bytes."""
 
 from __future__ import annotations
 
@@ -28,8 +29,8 @@ _DESC_OVERHEAD = UDP_HDR_BYTES + RAIN_HDR_BYTES + ICRC_BYTES
 
 class RdmaEngine:
     """control RdmaEngine: a large task that must wait takes the slice's next ring
-    slot, carries {slot, length} in data0..7 (FLAG_DESC) and goes to the slice's
-    multicast group; the bridged header tells egress to build the WRITEs."""
+    slot, becomes a descriptor (FLAG_DESC) and goes to the slice's multicast group;
+    the bridged header carries slot and length to queue_entries and to egress."""
 
     def __init__(self, store):
         self.ring_offset = store.register(RING_OFFSET.name).values
@@ -41,16 +42,13 @@ class RdmaEngine:
 
     def describe(self, hdr, ig_md) -> None:
         # payload bytes = UDP payload - rain header - the 4-byte iCRC pad (bit<16> arithmetic)
-        ig_md.desc_len = (hdr.udp_length - _DESC_OVERHEAD) & 0xFFFF
+        hdr.bridged_desc_len = (hdr.udp_length - _DESC_OVERHEAD) & 0xFFFF
         ig_md.mcast_grp_a = ig_md.mgid
-        hdr.flags = (hdr.flags & ~FLAG_LARGE & 0xFF) | FLAG_DESC
+        hdr.flags = (hdr.flags & ~FLAG_LARGE & 0xFF) | FLAG_DESC  # flags[1:0] = 0b10
 
     def apply(self, hdr, ig_md) -> None:
         if ig_md.queue_op == QOP_TASK_QUEUED and hdr.flags & FLAG_LARGE:
-            ig_md.slot = self.next_slot(ig_md.slice & _SLICE_MASK, ig_md)
+            hdr.bridged_slot = self.next_slot(ig_md.slice & _SLICE_MASK, ig_md)
             self.describe(hdr, ig_md)
-            hdr.data = ig_md.slot.to_bytes(4, "big") + ig_md.desc_len.to_bytes(4, "big")
             hdr.bridged_prewrite = 1
-            hdr.bridged_slot = ig_md.slot
-            hdr.bridged_desc_len = ig_md.desc_len
             ig_md.event = EV_PREWRITE

@@ -37,6 +37,6 @@ class Telemetry:
                 hdr.flags |= FLAG_INT
             elif op == QOP_TOKEN_MATCHED:
                 hdr.int_qdelay_ns = (now - ig_md.entry_tstamp) & 0xFFFFFFFF
-                # old balance -n (n tasks waited); n - 1 remain: ~(-n) == n - 1
-                hdr.int_qlen = ~ig_md.old_balance & 0xFFFFFFFF
+                # a token returns the balance it found, -n (n tasks waited); n - 1 remain
+                hdr.int_qlen = ~ig_md.balance & 0xFFFFFFFF
                 hdr.flags |= FLAG_INT

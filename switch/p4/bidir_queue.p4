@@ -17,21 +17,27 @@
 
 control BidirQueue(inout headers_t hdr, inout ingress_md_t ig_md) {
     /* Per slice: its region of the entry arrays [first, last], its capacity (the
-     * region's size; cap and -cap both given so no stage computes a negation), and
-     * its RDMA ring (slots - 1, multicast group of its workers; mgid 0 = none). */
-    action set_slice_config(bit<32> first, bit<32> last, int<32> cap, int<32> neg_cap,
-                            bit<32> last_slot, bit<16> mgid) {
+     * region's size, given negated: tasks test balance > -cap, tokens balance +
+     * -cap < 0, so one PHV input serves both; a stateful ALU takes two), and
+     * its RDMA ring (slots - 1, multicast group of its workers; mgid 0 = none).
+     * neg_large_cap bounds the tasks a large task may find waiting: -min(cap, ring
+     * slots - what a worker may hold dispatched but unread), 0 without a ring. A
+     * large task waits as a descriptor of a ring slot and slots are taken in FIFO
+     * order, as the queue is served: while fewer than that many tasks wait, the
+     * slot it takes held no task still waiting (docs/p4-program.md, the ring). */
+    action set_slice_config(bit<32> first, bit<32> last, int<32> neg_cap,
+                            int<32> neg_large_cap, bit<32> last_slot, bit<16> mgid) {
         ig_md.region_first = first;
         ig_md.region_last = last;
-        ig_md.cap = cap;
         ig_md.neg_cap = neg_cap;
+        ig_md.neg_large_cap = neg_large_cap;
         ig_md.last_slot = last_slot;
         ig_md.mgid = mgid;
     }
     /* An unconfigured slice holds nothing: tasks are rejected, tokens dropped. */
     action unconfigured() {
-        ig_md.cap = 0;
         ig_md.neg_cap = 0;
+        ig_md.neg_large_cap = 0;
         ig_md.mgid = 0;
     }
     table config_slice {
@@ -41,24 +47,39 @@ control BidirQueue(inout headers_t hdr, inout ingress_md_t ig_md) {
         size = MAX_SLICES;
     }
 
+    /* The balance actions return a value whose two top bits alone say what happened
+     * (a gateway compares at most 4 bytes + 12 bits of PHV; |balance| < 2^30 since
+     * cap <= QUEUE_ENTRIES): 00 = zero or positive, 11 = negative, 10 = BALANCE_FULL.
+     * A task returns the balance it leaves (>= 0: it took a token; < 0: it waits), a
+     * token the balance it found (< 0: it took a task; >= 0: it waits). */
     Register<int<32>, slice_t>(MAX_SLICES, 0) balance;
     RegisterAction<int<32>, slice_t, int<32>>(balance) task_arrives = {
-        void apply(inout int<32> value, out int<32> old) {
+        void apply(inout int<32> value, out int<32> rv) {
             if (value > ig_md.neg_cap) {   /* a token waits, or a task fits */
-                old = value;
+                rv = value - 1;            /* the second ALU computes it from memory */
                 value = value - 1;
             } else {
-                old = BALANCE_FULL;
+                rv = BALANCE_FULL;
+            }
+        }
+    };
+    RegisterAction<int<32>, slice_t, int<32>>(balance) large_task_arrives = {
+        void apply(inout int<32> value, out int<32> rv) {
+            if (value > ig_md.neg_large_cap) {   /* a token waits, or a slot is free */
+                rv = value - 1;
+                value = value - 1;
+            } else {
+                rv = BALANCE_FULL;
             }
         }
     };
     RegisterAction<int<32>, slice_t, int<32>>(balance) token_arrives = {
-        void apply(inout int<32> value, out int<32> old) {
-            if (value < ig_md.cap) {       /* a task waits, or a token fits */
-                old = value;
+        void apply(inout int<32> value, out int<32> rv) {
+            if (value + ig_md.neg_cap < 0) {   /* value < cap: a task waits, or a token fits */
+                rv = value;
                 value = value + 1;
             } else {
-                old = BALANCE_FULL;
+                rv = BALANCE_FULL;
             }
         }
     };
@@ -90,34 +111,37 @@ control BidirQueue(inout headers_t hdr, inout ingress_md_t ig_md) {
         config_slice.apply();
         if (hdr.rain.kind == KIND_TASK) {
             ig_md.owner = hdr.rain.client_id;
-            /* A large task can wait only as a descriptor, which needs the slice's
-             * RDMA ring: without one it may take a token but never queue. */
-            if ((hdr.rain.flags & FLAG_LARGE) != 0 && ig_md.mgid == 0) {
-                ig_md.neg_cap = 0;
-            }
-            ig_md.old_balance = task_arrives.execute(ig_md.slice);
-            if (ig_md.old_balance == BALANCE_FULL) {
-                ig_md.queue_op = QOP_FULL;
-            } else if (ig_md.old_balance > 0) {
-                ig_md.queue_op = QOP_TASK_MATCHED;
+            /* A large task can wait only as a descriptor in the slice's RDMA ring:
+             * its own bound (a third action on the same cell: no stage between
+             * config_slice and the balance to pick the bound). */
+            if (hdr.rain.flags[0:0] == 1) {
+                ig_md.balance = large_task_arrives.execute(ig_md.slice);
             } else {
-                ig_md.queue_op = QOP_TASK_QUEUED;
+                ig_md.balance = task_arrives.execute(ig_md.slice);
             }
         } else {
             ig_md.owner = hdr.rain.worker_id;
-            ig_md.old_balance = token_arrives.execute(ig_md.slice);
-            if (ig_md.old_balance == BALANCE_FULL) {
-                ig_md.queue_op = QOP_FULL;
-            } else if (ig_md.old_balance < 0) {
+            ig_md.balance = token_arrives.execute(ig_md.slice);
+        }
+        bit<2> side = ig_md.balance[31:30];
+        if (side == BAL_FULL) {
+            ig_md.queue_op = QOP_FULL;
+        } else if (hdr.rain.kind == KIND_TASK) {
+            if (side == BAL_NONNEG) {
+                ig_md.queue_op = QOP_TASK_MATCHED;
+                ig_md.qidx = pop.execute(ig_md.slice);
+            } else {
+                ig_md.queue_op = QOP_TASK_QUEUED;
+                ig_md.qidx = push.execute(ig_md.slice);
+            }
+        } else {
+            if (side == BAL_NEG) {
                 ig_md.queue_op = QOP_TOKEN_MATCHED;
+                ig_md.qidx = pop.execute(ig_md.slice);
             } else {
                 ig_md.queue_op = QOP_TOKEN_QUEUED;
+                ig_md.qidx = push.execute(ig_md.slice);
             }
-        }
-        if (ig_md.queue_op == QOP_TASK_MATCHED || ig_md.queue_op == QOP_TOKEN_MATCHED) {
-            ig_md.qidx = pop.execute(ig_md.slice);
-        } else if (ig_md.queue_op == QOP_TASK_QUEUED || ig_md.queue_op == QOP_TOKEN_QUEUED) {
-            ig_md.qidx = push.execute(ig_md.slice);
         }
     }
 }

@@ -65,6 +65,9 @@ control Dispatch(inout headers_t hdr,
         } else if (ig_md.queue_op == QOP_TOKEN_MATCHED) {
             hdr.rain.kind = KIND_DISPATCH;
             hdr.rain.slice = ig_md.slice;
+            /* a stateful ALU's output lands whole in one container: split here */
+            hdr.rain.task_type = ig_md.entry_meta[15:8];
+            hdr.rain.flags = ig_md.entry_meta[7:0];
             ig_md.event = EV_DISPATCH_QUEUED;
             client_addr.apply();
             select_worker.apply();
@@ -79,7 +82,11 @@ control Dispatch(inout headers_t hdr,
         } else if (ig_md.queue_op == QOP_FULL) {
             if (hdr.rain.kind == KIND_TASK) {
                 reject();
-                ig_md.event = EV_TASK_REJECTED;
+                if (hdr.rain.flags[0:0] == 1) {
+                    ig_md.event = EV_LARGE_REJECTED;
+                } else {
+                    ig_md.event = EV_TASK_REJECTED;
+                }
             } else {
                 drop();
                 ig_md.event = EV_TOKEN_DROPPED;

@@ -4,17 +4,20 @@
 #define _FORWARD_P4_
 
 control Forward(inout headers_t hdr,
-                in ingress_intrinsic_metadata_t ig_intr_md,
+                inout ingress_md_t ig_md,
                 inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
-                inout ingress_intrinsic_metadata_for_tm_t ig_tm_md,
-                out bool hit) {
+                inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
+    /* The event is set in the actions: a condition on the table's hit would cost a
+     * gateway and a stage after the table. */
     action set_egress(PortId_t port, mac_addr_t dmac) {
         ig_tm_md.ucast_egress_port = port;
         hdr.ethernet.dst_addr = dmac;
         hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+        ig_md.event = EV_FORWARDED;
     }
     action drop() {
         ig_dprsr_md.drop_ctl = 1;
+        ig_md.event = EV_NO_ROUTE;
     }
     table forward {
         key = { hdr.ipv4.dst_addr : exact; }
@@ -23,7 +26,7 @@ control Forward(inout headers_t hdr,
         size = FORWARD_ENTRIES;
     }
     apply {
-        hit = forward.apply().hit;
+        forward.apply();
     }
 }
 

@@ -55,7 +55,7 @@ header rain_h {
 }
 
 /* RoCEv2 Base Transport Header and RDMA Extended Transport Header (IBTA; the
- * tofino facts' test vector decodes with these). */
+ * RoCEv2 WRITE test vector of docs/tofino.md decodes with these). */
 header bth_h {
     bit<8>  opcode;
     bit<1>  se;
@@ -80,10 +80,11 @@ header reth_h {
 /* Carried from ingress to egress in front of the packet (the egress parser takes it
  * off first): what the RDMA engine needs for each multicast replica. */
 header bridged_md_h {
+    bit<32> slot;       /* ring slot chosen for it (first: the stateful ALU that returns
+                         * it writes a whole, aligned 32-bit container) */
+    bit<32> desc_len;   /* payload bytes written into the slot */
     bit<7>  pad;
     bit<1>  prewrite;   /* this packet is a large task being pre-written */
-    bit<32> slot;       /* ring slot chosen for it */
-    bit<32> desc_len;   /* payload bytes written into the slot */
 }
 
 struct headers_t {
@@ -98,21 +99,22 @@ struct headers_t {
 
 struct ingress_md_t {
     bit<5>      event;         /* EV_*: what happened to this packet (counted once) */
+    bit<1>      bad_length;    /* a large task whose UDP length is out of range (parser) */
     slice_t     slice;
     bit<3>      queue_op;      /* QOP_* */
-    int<32>     old_balance;   /* the slice's token balance before this packet */
-    int<32>     neg_cap;       /* -(capacity): a task finds room while balance > neg_cap */
-    int<32>     cap;           /* tokens find room while balance < cap */
+    int<32>     balance;       /* what the balance action returned (bidir_queue.p4) */
+    int<32>     neg_cap;       /* -(capacity): a task finds room while balance > neg_cap,
+                                * a token while balance + neg_cap < 0 */
+    int<32>     neg_large_cap; /* a large task finds room while balance > neg_large_cap */
     bit<32>     region_first;  /* this slice's ring of entries: [first, last] */
     bit<32>     region_last;
     bit<32>     qidx;          /* entry touched by this packet */
     bit<32>     now;           /* global_tstamp[31:0], ns */
     bit<32>     entry_tstamp;  /* enqueue time of a dequeued task */
+    bit<16>     entry_meta;    /* task_type ++ flags of a dequeued task */
     bit<16>     owner;         /* stored with an entry: a task's client_id, a token's worker_id */
     worker_id_t peer_worker;   /* a dequeued token's worker */
-    bit<32>     slot;          /* RDMA ring slot of a pre-written task */
     bit<32>     last_slot;     /* slots per slice ring - 1 */
-    bit<32>     desc_len;
     bit<16>     mgid;          /* multicast group of the slice's workers; 0: no RDMA ring */
     bool        stamp_int;
 }

@@ -14,10 +14,9 @@ parser SwitchIngressParser(packet_in pkt,
         /* Fields read before any control writes them start defined. */
         ig_md.event = EV_NO_ROUTE;
         ig_md.queue_op = QOP_NONE;
+        ig_md.bad_length = 0;
         ig_md.stamp_int = false;
         ig_md.mgid = 0;
-        ig_md.slot = 0;
-        ig_md.desc_len = 0;
         transition parse_ethernet;
     }
     state parse_ethernet {
@@ -41,8 +40,19 @@ parser SwitchIngressParser(packet_in pkt,
             default: accept;
         }
     }
+    /* A large task's UDP length must lie in [LARGE_UDP_MIN, LARGE_UDP_MAX]: tested
+     * here, in the parser's TCAM, as a range (the match-action pipeline would need
+     * a subtraction and a gateway stage for it). */
     state parse_rain {
         pkt.extract(hdr.rain);
+        transition select(hdr.rain.flags[0:0], hdr.udp.length) {
+            (0, _): accept;
+            (1, LARGE_UDP_MIN .. LARGE_UDP_MAX): accept;
+            default: bad_large_length;
+        }
+    }
+    state bad_large_length {
+        ig_md.bad_length = 1;
         transition accept;
     }
 }

@@ -6,11 +6,15 @@
  *
  * Registers exist once per pipe and a task must meet the tokens of its slice, so
  * every Rain port must sit in one pipe (the controller checks the dev_ports), as
- * in the paper's one-rack testbed. Stage budget (Tofino 1, 12 stages): slice map 1,
- * slice config 1, balance 1, head/tail 1, ring offset 1, entries 4 (12 arrays, 4
- * stateful ALUs per stage), dispatch tables and INT 2: 11 stages, as in paper
- * section 4. The emulator (switch/emulator) runs this pipeline with the same
- * table, action and register names; tests/unit/test_p4_contract.py checks them. */
+ * in the paper's one-rack testbed. Stages (Tofino 1 has 12; the compiler's placement,
+ * docs/p4-program.md): 0 checks and slice map, 1 config_slice, 2 balance, 3 head
+ * and tail, 4 ring offset and owner, 5..10 the other entry arrays with the dispatch
+ * and INT tables between them, events in 10: 11 stages, as Rain (CoNEXT 2026),
+ * section 4. Every condition is one a gateway can take (at most 4 bytes + 12 bits
+ * of PHV) and every action one stage's ALUs can do: what the compiler rejects, the
+ * hardware cannot do. The emulator (switch/emulator) runs this pipeline with the same
+ * table, action and register names; tests/unit/test_p4_contract.py checks them, and
+ * tests/switch/test_p4_compile.py compiles this file when a Tofino compiler is at hand. */
 #include <core.p4>
 #include <tna.p4>
 
@@ -44,20 +48,22 @@ control SwitchIngress(inout headers_t hdr,
     Events() events;
 
     apply {
-        bool routed = false;
         hdr.bridged.setValid();
         hdr.bridged.prewrite = 0;
         if (ig_prsr_md.parser_err != 0) {
             ig_dprsr_md.drop_ctl = 1;
             ig_md.event = EV_PARSER_ERROR;
         } else if (hdr.rain.isValid() && (hdr.rain.kind == KIND_TASK || hdr.rain.kind == KIND_TOKEN)) {
-            if (hdr.rain.version != RAIN_VERSION
-                    || (hdr.rain.kind == KIND_TOKEN && hdr.rain.slice >= MAX_SLICES)
-                    || ((hdr.rain.flags & FLAG_LARGE) != 0
-                        && (hdr.udp.length < LARGE_UDP_MIN || hdr.udp.length > LARGE_UDP_MAX))) {
-                /* A token's slice indexes the registers: out of range it would alias
-                 * another slice's cells. A large task's length becomes a descriptor
-                 * and a WRITE length: out of range it would wrap or overrun a slot. */
+            /* A token's slice indexes the registers: out of range it would alias
+             * another slice's cells. A large task's length becomes a descriptor
+             * and a WRITE length: out of range it would wrap or overrun a slot. */
+            if (hdr.rain.version != RAIN_VERSION) {
+                ig_dprsr_md.drop_ctl = 1;
+                ig_md.event = EV_BAD_RAIN;
+            } else if (hdr.rain.kind == KIND_TOKEN && hdr.rain.slice[15:SLICE_BITS] != 0) {
+                ig_dprsr_md.drop_ctl = 1;
+                ig_md.event = EV_BAD_RAIN;
+            } else if (ig_md.bad_length == 1) {   /* the parser's length test */
                 ig_dprsr_md.drop_ctl = 1;
                 ig_md.event = EV_BAD_RAIN;
             } else {
@@ -73,8 +79,7 @@ control SwitchIngress(inout headers_t hdr,
                 telemetry.apply(hdr, ig_md, ig_prsr_md.global_tstamp[31:0]);
             }
         } else if (hdr.ipv4.isValid()) {
-            forward.apply(hdr, ig_intr_md, ig_dprsr_md, ig_tm_md, routed);
-            ig_md.event = routed ? EV_FORWARDED : EV_NO_ROUTE;
+            forward.apply(hdr, ig_md, ig_dprsr_md, ig_tm_md);
         } else {
             ig_dprsr_md.drop_ctl = 1;
             ig_md.event = EV_NO_ROUTE;

@@ -1,8 +1,8 @@
 /* RdmaEngine (ingress half of the RDMA engine, paper 3.2.2 and 5.4): a large task
  * that must wait is pre-written into the RDMA ring of every worker of its slice.
  * Here: take the slice's next ring slot (the write offset the switch keeps per
- * slice), put a descriptor {slot, length} in place of the inline bytes so the queue
- * stores only that, and multicast the packet to the slice's group; rdma_writer.p4
+ * slice), mark the task a descriptor {slot, length} (FLAG_DESC; queue_entries
+ * stores slot and length in place of the inline bytes), and multicast the packet to the slice's group; rdma_writer.p4
  * turns each replica into a RoCEv2 WRITE for one worker. A large task that finds a
  * token is forwarded whole (dispatch.p4) and never comes here. */
 #ifndef _RDMA_ENGINE_P4_
@@ -25,26 +25,22 @@ control RdmaEngine(inout headers_t hdr,
 
     action describe() {
         /* payload bytes = UDP payload - rain header - the 4-byte iCRC pad */
-        ig_md.desc_len = (bit<32>)(hdr.udp.length - (UDP_HDR_BYTES + RAIN_HDR_BYTES + ICRC_BYTES));
+        hdr.bridged.desc_len = (bit<32>)(hdr.udp.length - (UDP_HDR_BYTES + RAIN_HDR_BYTES + ICRC_BYTES));
         ig_tm_md.mcast_grp_a = ig_md.mgid;
-        hdr.rain.flags = (hdr.rain.flags & ~FLAG_LARGE) | FLAG_DESC;
+        /* flags = (flags & ~FLAG_LARGE) | FLAG_DESC, as one deposit of two constant
+         * bits (an and-then-or would be two dependent instructions, two stages) */
+        hdr.rain.flags[1:0] = 0b10;
     }
 
     apply {
         if (ig_md.queue_op == QOP_TASK_QUEUED && (hdr.rain.flags & FLAG_LARGE) != 0) {
-            ig_md.slot = next_slot.execute(ig_md.slice);
+            /* The slot goes straight into the bridged header (32 bits, aligned: a
+             * stateful ALU's output cannot be shifted); queue_entries stores the
+             * descriptor from there (hdr.rain's data bytes are not copied: a byte
+             * copy out of a 32-bit container would split the container). */
+            hdr.bridged.slot = next_slot.execute(ig_md.slice);
             describe();
-            hdr.rain.data0 = ig_md.slot[31:24];
-            hdr.rain.data1 = ig_md.slot[23:16];
-            hdr.rain.data2 = ig_md.slot[15:8];
-            hdr.rain.data3 = ig_md.slot[7:0];
-            hdr.rain.data4 = ig_md.desc_len[31:24];
-            hdr.rain.data5 = ig_md.desc_len[23:16];
-            hdr.rain.data6 = ig_md.desc_len[15:8];
-            hdr.rain.data7 = ig_md.desc_len[7:0];
             hdr.bridged.prewrite = 1;
-            hdr.bridged.slot = ig_md.slot;
-            hdr.bridged.desc_len = ig_md.desc_len;
             ig_md.event = EV_PREWRITE;
         }
     }

@@ -4,9 +4,18 @@
  * worker's MAC/IP, QPN, rkey and ring base, and a register its next PSN (one cell
  * per QP, returned then incremented; the BTH keeps its low 24 bits).
  * VA = ring base + slot << RDMA_SLOT_SHIFT; only the low 32 bits are added, so a
- * worker's ring must not cross a 4 GiB boundary (the controller checks). The iCRC
- * is not computed: the client's 4-byte pad stands in for it and the NICs are set
- * to ignore it (tofino facts; paper 3.2.2). */
+ * worker's ring must not cross a 4 GiB boundary (the controller checks).
+ *
+ * The iCRC is not computed: the client's 4 zero bytes stand in for it and the NICs
+ * must not check it (Rain (CoNEXT 2026), section 3.2.2). It is a CRC32 over the
+ * whole packet from IP on (TOS, TTL, checksums and BTH resv8 masked to ones) up to
+ * the last payload byte, and it differs per replica (addresses, QPN, PSN and VA are
+ * rewritten here). Tofino's Hash extern computes CRC32 only over fields in the PHV,
+ * from one stage's input crossbar; a payload of up to 2 KB is never in the PHV (the
+ * parser extracts headers; the PHV holds a few hundred bytes for everything) and the
+ * deparser only sums 16-bit ones' complements. So it is feasible for a payload of a
+ * few tens of bytes parsed into headers, at the cost of the stages the crossbar
+ * needs; for the slot-sized payloads here it is not (docs/p4-program.md, iCRC). */
 #ifndef _RDMA_WRITER_P4_
 #define _RDMA_WRITER_P4_
 
@@ -49,7 +58,7 @@ control RdmaWriter(inout headers_t hdr,
         hdr.bth.resv7 = 0;
         hdr.reth.setValid();
         hdr.reth.va_hi = va_hi;
-        hdr.reth.va_lo = va_lo;
+        hdr.reth.va_lo = va_lo + eg_md.offset;   /* one add: action data + PHV */
         hdr.reth.rkey = rkey;
         hdr.reth.dma_len = hdr.bridged.desc_len;
     }
@@ -68,7 +77,6 @@ control RdmaWriter(inout headers_t hdr,
         if (hdr.bridged.prewrite == 1) {
             eg_md.offset = hdr.bridged.slot << RDMA_SLOT_SHIFT;
             if (build_write.apply().hit) {
-                hdr.reth.va_lo = hdr.reth.va_lo + eg_md.offset;
                 hdr.bth.psn = (bit<24>)next_psn.execute(eg_intr_md.egress_rid);
                 writes.count(eg_intr_md.egress_rid);
             }

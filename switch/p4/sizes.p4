@@ -1,17 +1,22 @@
-/* Sizes of the Rain program, each with its reason. Tofino 1: 12 stages, 80 SRAM
- * blocks (1024 x 128 b) and 4 stateful ALUs per stage (facts: tofino.md section 3). */
+/* Sizes of the Rain program, each with its reason. Tofino 1: 12 stages; per stage 80
+ * SRAM blocks (1024 x 128 b), 48 map RAMs and 4 stateful ALUs (docs/tofino.md). */
 #ifndef _SIZES_P4_
 #define _SIZES_P4_
 
-/* Queue entries shared by all slices: 128K (paper section 4). One 8-bit array of
- * 128K cells is 8 SRAM blocks; striping the 8 inline bytes over 8 arrays (one byte
- * per array, paper section 4) keeps every array small enough to place one per
- * stage next to the other state of that stage. */
+/* Queue entries shared by all slices: 128K, as in Rain (CoNEXT 2026), section 4. An
+ * entry is 20 bytes in 12 arrays: 8 inline bytes striped one per array (the paper's
+ * layout), owner 2, request 4, meta 2, enqueue time 4. A stateful array of 128K cells
+ * takes (width / 8) * 8 SRAM blocks plus one spare, each with a map RAM: 9 for a byte,
+ * 33 for 32 bits, 172 map RAMs in all, which the compiler spreads over 7 stages
+ * (4..10) among the dispatch tables (docs/p4-program.md has the layout). 11 stages
+ * in all, as the paper's; halving QUEUE_ENTRIES would free about 2 of them. */
 #define QUEUE_ENTRIES        131072
 typedef bit<17> qidx_t;
 
 /* Slices (paper 3.2.3): a handful of task classes per application; 16 leaves room. */
 #define MAX_SLICES           16
+/* log2(MAX_SLICES): a token's slice is in range when slice[15:SLICE_BITS] == 0. */
+#define SLICE_BITS           4
 /* Worker threads known to the switch (tokens, dispatch, RDMA replicas): 16 per
  * server in the paper's testbed; 1024 covers a rack of 64 such servers. */
 #define MAX_WORKERS          1024

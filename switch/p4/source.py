@@ -2,8 +2,9 @@
 names of every table, action, register and counter, as bf-p4c would name them in
 bf-rt.json (pipe.<top control>.<instance>.<object>; actions without `pipe.`).
 
-No P4 compiler exists on this machine, so this is what lets tests hold the P4, the
-C wire protocol and the emulator's bf-rt.json to one contract.
+This lets tests hold the P4, the C wire protocol and the emulator's bf-rt.json to
+one contract without a P4 compiler (tests/switch/test_p4_compile.py compiles the
+program when a Tofino compiler is at hand).
 """
 
 from __future__ import annotations
@@ -46,16 +47,41 @@ def _balanced(text: str, start: int) -> int:
     raise ValueError("unbalanced braces")
 
 
+def _split_args(args: str) -> list[str]:
+    """A macro call's arguments, split at top-level commas."""
+    out, depth, cur = [], 0, ""
+    for ch in args:
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    out.append(cur.strip())
+    return out
+
+
 def _expand_macros(text: str) -> str:
-    """Expand the one kind of macro the sources use: #define NAME(N) body with ##N."""
+    """Expand the one kind of macro the sources use: #define NAME(A, B) body with ##A and
+    plain B (the arguments are words or simple expressions)."""
     macros = {}
-    for m in re.finditer(r"#define\s+(\w+)\((\w+)\)((?:[^\n]*\\\n)*[^\n]*)", text):
-        macros[m.group(1)] = (m.group(2), m.group(3).replace("\\\n", "\n"))
-    text = re.sub(r"#define\s+\w+\(\w+\)(?:[^\n]*\\\n)*[^\n]*", " ", text)
-    for name, (param, body) in macros.items():
-        text = re.sub(
-            rf"\b{name}\((\w+)\)", lambda m, body=body, param=param: body.replace(f"##{param}", m.group(1)), text
-        )
+    for m in re.finditer(r"#define\s+(\w+)\(([\w\s,]+)\)((?:[^\n]*\\\n)*[^\n]*)", text):
+        params = [p.strip() for p in m.group(2).split(",")]
+        macros[m.group(1)] = (params, m.group(3).replace("\\\n", "\n"))
+    text = re.sub(r"#define\s+\w+\([\w\s,]+\)(?:[^\n]*\\\n)*[^\n]*", " ", text)
+
+    def expand(m: re.Match, params: list[str], body: str) -> str:
+        args = _split_args(m.group(1))
+        for p, a in zip(params, args):
+            body = body.replace(f"##{p}", a)
+            body = re.sub(rf"\b{p}\b", a, body)
+        return body
+
+    for name, (params, body) in macros.items():
+        text = re.sub(rf"\b{name}\(((?:[^()]|\([^()]*\))*)\)", lambda m, p=params, b=body: expand(m, p, b), text)
     return text
 
 

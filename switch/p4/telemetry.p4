@@ -27,8 +27,9 @@ control Telemetry(inout headers_t hdr, inout ingress_md_t ig_md, in bit<32> now)
                 hdr.rain.flags = hdr.rain.flags | FLAG_INT;
             } else if (ig_md.queue_op == QOP_TOKEN_MATCHED) {
                 hdr.rain.int_qdelay_ns = now - ig_md.entry_tstamp;
-                /* old balance -n (n tasks waited); n - 1 remain: ~(-n) == n - 1 */
-                hdr.rain.int_qlen = (bit<32>)(~ig_md.old_balance);
+                /* a token returns the balance it found, -n (n tasks waited); n - 1
+                 * remain: ~(-n) == n - 1 */
+                hdr.rain.int_qlen = (bit<32>)(~ig_md.balance);
                 hdr.rain.flags = hdr.rain.flags | FLAG_INT;
             }
         }

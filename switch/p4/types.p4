@@ -37,6 +37,10 @@ const bit<8>  ROCE_OP_RC_WRITE_ONLY = 0x0a;
 
 /* The signed token balance says "full" with this value (never a real balance). */
 const int<32> BALANCE_FULL = -2147483648;
+/* The top two bits of what the balance actions return (bidir_queue.p4). */
+const bit<2> BAL_NONNEG = 0;
+const bit<2> BAL_FULL   = 2;
+const bit<2> BAL_NEG    = 3;
 
 /* What the bidirectional queue did with a packet (ig_md.queue_op). */
 const bit<3> QOP_NONE          = 0;
@@ -46,9 +50,11 @@ const bit<3> QOP_TOKEN_MATCHED = 3;  /* a token took a waiting task: dispatch it
 const bit<3> QOP_TOKEN_QUEUED  = 4;  /* a token waits in the switch */
 const bit<3> QOP_FULL          = 5;  /* no room: tasks are rejected, tokens dropped */
 
-/* Event counter indexes (Counter `events` in dispatch.p4). */
-const bit<5> EV_TASK_IN          = 0;
-const bit<5> EV_TOKEN_IN         = 1;
+/* Event counter indexes (Counter `events` in events.p4). Every ingress packet counts
+ * once, under its outcome: the tasks (tokens) that arrived are the sum of the task
+ * (token) outcomes, so no arrival index exists (0 and 1 are unused, and so is 9, once
+ * a per-replica count: the egress writes counter, per worker, counts the WRITEs, which
+ * ingress never sees). */
 const bit<5> EV_DISPATCH_DIRECT  = 2;  /* task met a token on arrival */
 const bit<5> EV_DISPATCH_QUEUED  = 3;  /* token met a waiting task */
 const bit<5> EV_TASK_QUEUED      = 4;
@@ -56,9 +62,9 @@ const bit<5> EV_TOKEN_QUEUED     = 5;
 const bit<5> EV_TASK_REJECTED    = 6;  /* queue full */
 const bit<5> EV_TOKEN_DROPPED    = 7;  /* queue full of tokens */
 const bit<5> EV_PREWRITE         = 8;  /* a large task pre-written by RDMA */
-const bit<5> EV_RDMA_WRITE       = 9;  /* one RoCEv2 WRITE replica (egress) */
 const bit<5> EV_NO_WORKER        = 10; /* a dispatch to a worker id with no entry */
-const bit<5> EV_NO_RDMA          = 11; /* a large task for a slice without RDMA state */
+const bit<5> EV_LARGE_REJECTED   = 11; /* a large task rejected: min(capacity, ring bound)
+                                          * tasks wait, or its slice has no RDMA ring */
 const bit<5> EV_FORWARDED        = 12; /* forwarded by destination address */
 const bit<5> EV_NO_ROUTE         = 13; /* dropped: no forwarding entry */
 const bit<5> EV_BAD_RAIN         = 14; /* dropped: bad version, a token's slice out of range, a large

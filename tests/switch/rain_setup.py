@@ -27,8 +27,6 @@ REGISTERS = (
     *(f"data{i}" for i in range(8)),
 )
 EV = dict(
-    TASK_IN=0,
-    TOKEN_IN=1,
     DISPATCH_DIRECT=2,
     DISPATCH_QUEUED=3,
     TASK_QUEUED=4,
@@ -36,9 +34,8 @@ EV = dict(
     TASK_REJECTED=6,
     TOKEN_DROPPED=7,
     PREWRITE=8,
-    RDMA_WRITE=9,
     NO_WORKER=10,
-    NO_RDMA=11,
+    LARGE_REJECTED=11,
     FORWARDED=12,
     NO_ROUTE=13,
     BAD_RAIN=14,
@@ -166,14 +163,15 @@ class Rain:
 
     def slice(self, s: int, first: int, last: int, *, last_slot: int = 0, mgid: int = 0) -> None:
         cap = last - first + 1
+        large_cap = min(cap, last_slot + 1) if mgid else 0  # the controller's bound, no ring_hold
         self.c.table("config_slice").add(
             s,
             "set_slice_config",
             {
                 "first": first,
                 "last": last,
-                "cap": cap,
                 "neg_cap": (-cap) & 0xFFFFFFFF,
+                "neg_large_cap": (-large_cap) & 0xFFFFFFFF,
                 "last_slot": last_slot,
                 "mgid": mgid,
             },

@@ -225,7 +225,14 @@ def rdma(rain: Rain, sw, last_slot: int = 3, mgid: int = 5) -> None:
     rain.c.table("config_slice").modify(
         0,
         "set_slice_config",
-        {"first": 0, "last": 63, "cap": 64, "neg_cap": (-64) & 0xFFFFFFFF, "last_slot": last_slot, "mgid": mgid},
+        {
+            "first": 0,
+            "last": 63,
+            "neg_cap": (-64) & 0xFFFFFFFF,
+            "neg_large_cap": (-min(64, last_slot + 1) if mgid else 0) & 0xFFFFFFFF,
+            "last_slot": last_slot,
+            "mgid": mgid,
+        },
     )
     for wid, port in ((1, WA), (2, WB)):
         s = sw.side(port)
@@ -293,11 +300,25 @@ def test_large_task_without_token_is_prewritten_to_every_slice_worker(rain, sw):
 
 def test_ring_slots_wrap_at_last_slot(rain, sw):
     rdma(rain, sw, last_slot=1)
-    for k in range(3):
+    for k in range(2):
         rain.send(CLIENT, large_task(rain, k, 32)[0])
+    rain.send(WA, rain.token(WA, 1))  # the first leaves the queue: its slot may be taken again
+    sw.expect(WA, is_rain(Kind.DISPATCH))
+    rain.send(CLIENT, large_task(rain, 2, 32)[0])
     vas = [roce(sw.expect(WA, is_roce))[2].va for _ in range(3)]
     base = BASE[1]
     assert vas == [base, base + 2048, base]
+
+
+def test_waiting_large_tasks_are_bounded_by_the_ring(rain, sw):
+    # 2 ring slots: a third waiting large task would overwrite the first one's slot
+    rdma(rain, sw, last_slot=1)
+    for k in range(3):
+        rain.send(CLIENT, large_task(rain, k, 32)[0])
+    r = sw.expect(CLIENT, is_rain(Kind.REJECT, request_id=2))
+    assert r
+    assert rain.event("PREWRITE") == 2 and rain.event("LARGE_REJECTED") == 1
+    assert rain.bal() == -2
 
 
 def test_large_task_that_finds_a_token_is_forwarded_whole(rain, sw):

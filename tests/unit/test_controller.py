@@ -211,15 +211,22 @@ def test_program_installs_every_table_register_and_group(ctl, reader):
     assert cfg == {
         0: (
             "set_slice_config",
-            {"first": 0, "last": s0 - 1, "cap": s0, "neg_cap": (-s0) & 0xFFFFFFFF, "last_slot": 63, "mgid": 1},
+            {
+                "first": 0,
+                "last": s0 - 1,
+                "neg_cap": (-s0) & 0xFFFFFFFF,
+                "neg_large_cap": (-64) & 0xFFFFFFFF,  # 64 ring slots, no quota cap registered
+                "last_slot": 63,
+                "mgid": 1,
+            },
         ),
         1: (
             "set_slice_config",
             {
                 "first": s0,
                 "last": QUEUE_ENTRIES - 1,
-                "cap": s1,
                 "neg_cap": (-s1) & 0xFFFFFFFF,
+                "neg_large_cap": (-64) & 0xFFFFFFFF,
                 "last_slot": 63,
                 "mgid": 2,
             },
@@ -296,8 +303,8 @@ def test_slice_without_workers_or_with_ring_off_has_no_rdma(client, reader):
     assert cfg[3][1] == {
         "first": QUEUE_ENTRIES - 100,
         "last": QUEUE_ENTRIES - 1,
-        "cap": 100,
         "neg_cap": (-100) & 0xFFFFFFFF,
+        "neg_large_cap": 0,  # no ring: a large task never waits
         "last_slot": 0,
         "mgid": 0,
     }
@@ -472,7 +479,8 @@ EVENT_NAMES_INV = {v: k for k, v in EVENT_NAMES.items()}
 def test_event_names_come_from_the_p4():
     consts = source.constants()
     assert EVENT_NAMES == {v: k for k, v in consts.items() if k.startswith("EV_")}
-    assert EVENT_NAMES[0] == "EV_TASK_IN" and len(EVENT_NAMES) >= 16
+    assert EVENT_NAMES[2] == "EV_DISPATCH_DIRECT" and EVENT_NAMES[11] == "EV_LARGE_REJECTED"
+    assert len(EVENT_NAMES) == 13  # every packet counts once, under its outcome
 
 
 # -- workers joining and leaving (paper 6.1) --------------------------------------------
@@ -762,3 +770,31 @@ def test_not_the_rain_program():
 def test_snapshot_rejects_an_unknown_mode(ctl):
     with pytest.raises(ControllerError, match="use summary, occupied or all"):
         ctl.snapshot("everything")
+
+
+def test_ring_bound_keeps_the_workers_quota_cap_free(client, reader):
+    """neg_large_cap = -min(capacity, ring slots - the largest quota cap of the slice's
+    workers): a worker runs its dispatched tasks from a FIFO, each pinning its slot."""
+    st = Settings(slices={0: SliceSettings(entries=1000)}, **SERVICE)
+    ctl = RainController(client, inventory(), st)
+    ctl.program([worker_reg("worker0", 0, slots=64, quota_cap=16)])
+    cfg = entries(reader, P + "bidir_queue.config_slice")[0][1]
+    assert cfg["neg_large_cap"] == (-(64 - 16)) & 0xFFFFFFFF and cfg["neg_cap"] == (-1000) & 0xFFFFFFFF
+    # a second server whose threads may hold more tightens the bound
+    ctl.register_worker(worker_reg("worker1", 8, slots=64, quota_cap=40))
+    cfg = entries(reader, P + "bidir_queue.config_slice")[0][1]
+    assert cfg["neg_large_cap"] == (-(64 - 40)) & 0xFFFFFFFF
+    assert ctl.bidir_queue.configs()[0].large_cap == 24
+
+
+def test_registration_reads_the_quota_cap():
+    data = {
+        "worker_ids": [0],
+        "mac": "02:52:4d:06:00:03",
+        "ip": "10.80.6.3",
+        "quota": 4,
+        "quota_cap": 63,
+    }
+    assert WorkerRegistration.from_json("worker0", data).quota_cap == 63
+    del data["quota_cap"]
+    assert WorkerRegistration.from_json("worker0", data).quota_cap is None

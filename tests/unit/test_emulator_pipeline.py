@@ -1,6 +1,6 @@
 """The emulator's Rain pipeline in-process (no sockets): edge cases of the P4's
 semantics that packet tests reach only slowly, the RoCEv2 test vector of
-facts/tofino.md, and garbage that must never raise."""
+docs/tofino.md, and garbage that must never raise."""
 
 from __future__ import annotations
 
@@ -55,16 +55,20 @@ class Switch:
         pk = self.store.counter("events").packets
         return {H.EVENT_NAMES[i][3:]: pk[i] for i in range(16) if pk[i]}
 
-    def slice(self, s: int, first: int, last: int, last_slot: int = 0, mgid: int = 0) -> None:
+    def slice(
+        self, s: int, first: int, last: int, last_slot: int = 0, mgid: int = 0, large_cap: int | None = None
+    ) -> None:
         cap = last - first + 1
+        if large_cap is None:  # what the controller sets with no ring_hold
+            large_cap = min(cap, last_slot + 1) if mgid else 0
         self.store.table("config_slice").add(
             s,
             "set_slice_config",
             {
                 "first": first,
                 "last": last,
-                "cap": cap,
                 "neg_cap": -cap & 0xFFFFFFFF,
+                "neg_large_cap": -large_cap & 0xFFFFFFFF,
                 "last_slot": last_slot,
                 "mgid": mgid,
             },
@@ -177,7 +181,7 @@ def test_large_task_that_fits_no_ring_slot_is_dropped_as_bad(sw, payload_len):
 
 
 def test_roce_write_matches_the_tofino_facts_test_vector():
-    """facts/tofino.md's RC WRITE ONLY vector, byte for byte, from a client's large task."""
+    """docs/tofino.md's RC WRITE ONLY vector, byte for byte, from a client's large task."""
     vector = bytes.fromhex(
         "0c42a1dd6011"
         "0200000000fe"
@@ -336,7 +340,7 @@ def test_short_frames_are_parser_errors():
 
 def test_the_emulator_respects_the_walls():
     """switch/emulator imports nothing from orchestrator or switch/control; of the rest
-    of the repository only switch.errors, switch.bfrt and hosts.proto (DESIGN.md)."""
+    of the repository only switch.errors, switch.bfrt and hosts.proto (docs/architecture.md)."""
     import ast
     from pathlib import Path
 
@@ -351,3 +355,67 @@ def test_the_emulator_respects_the_walls():
             for name in names:
                 if name.split(".")[0] in ("orchestrator", "switch", "hosts", "tests"):
                     assert name.startswith(allowed), f"{path.name} imports {name}"
+
+
+def _ring_switch(last_slot: int, large_cap: int | None = None) -> Switch:
+    """One worker (rid 7 on port 5, worker id 1 on port 2) in slice 0's multicast group."""
+    s = Switch()
+    s.slice(0, 0, 15, last_slot=last_slot, mgid=9, large_cap=large_cap)
+    s.store.pre.add_node(1, rid=7, dev_ports=[5])
+    s.store.pre.add_group(9, [1])
+    p = {"smac": 1, "dmac": 2, "sip": 3, "dip": 4, "opcode": 0x0A, "qpn": 5, "rkey": 6, "va_hi": 0, "va_lo": 0}
+    s.store.table("build_write").add(7, "make_write", p)
+    s.store.table("select_worker").add(1, "to_worker", {"port": 2, "dmac": 0x02524D000002, "dip": 0x0A540102})
+    return s
+
+
+def _large(rid: int) -> bytearray:
+    body = large_payload(0x0100, rid, 40) + bytes(4)
+    return udp_frame(Header(kind=Kind.TASK, flags=Flag.LARGE, client_id=0x0100, request_id=rid).pack() + body)
+
+
+def test_waiting_large_tasks_never_outnumber_the_ring_slots():
+    """4 ring slots, 10 large tasks and no token: the first 4 are pre-written into slots
+    0..3, the others go back to the client as REJECT (EV_LARGE_REJECTED) instead of
+    overwriting a slot whose task still waits; tokens then dispatch the 4 in order, each
+    descriptor naming its own slot."""
+    s = _ring_switch(last_slot=3)
+    rejects = []
+    for rid in range(10):
+        for port, frame in s.run(_large(rid)):
+            if port == 1:
+                rejects.append(Header.unpack(frame[42:74]).request_id)
+    assert rejects == [4, 5, 6, 7, 8, 9]
+    assert s.events() == {"PREWRITE": 4, "LARGE_REJECTED": 6}
+    assert s.store.register("balance")[0] == -4
+    descs = []
+    for _ in range(4):
+        ((port, d),) = s.run(token(1))
+        h = Header.unpack(d[42:74])
+        assert port == 2 and h.kind == Kind.DISPATCH and h.flags & Flag.DESC
+        descs.append((h.request_id, h.desc[0]))
+    assert descs == [(0, 0), (1, 1), (2, 2), (3, 3)]
+    # the ring is free again: the next large task waits in slot 0 (the offset wrapped)
+    ((port, w),) = s.run(_large(10))
+    assert port == 5 and struct.unpack_from("!Q", w, 54)[0] == 0
+
+
+def test_the_ring_bound_keeps_what_a_worker_holds_free():
+    """With ring_hold 3 of 4 slots (the controller's large_cap = 1), a second waiting
+    large task is refused, while a small task still queues up to the capacity."""
+    s = _ring_switch(last_slot=3, large_cap=1)
+    assert len(s.run(_large(0))) == 1  # pre-written (one WRITE replica)
+    ((port, r),) = s.run(_large(1))
+    assert port == 1 and Header.unpack(r[42:74]).kind == Kind.REJECT
+    assert s.run(task(2)) == []  # a small task queues
+    assert s.events() == {"PREWRITE": 1, "LARGE_REJECTED": 1, "TASK_QUEUED": 1}
+
+
+def test_forward_event_comes_from_its_actions(sw):
+    """A hit sets EV_FORWARDED, the default drop EV_NO_ROUTE, in the actions (no
+    condition on the hit bit)."""
+    sw.store.table("forward").add(0x0A540102, "set_egress", {"port": 4, "dmac": 0x02524D000002})
+    resp = udp_frame(Header(kind=Kind.RESPONSE).pack(), dst_ip=0x0A540102)
+    assert [p for p, _ in sw.run(resp)] == [4]
+    assert sw.run(udp_frame(Header(kind=Kind.RESPONSE).pack(), dst_ip=0x0A540199)) == []
+    assert sw.events() == {"FORWARDED": 1, "NO_ROUTE": 1}
