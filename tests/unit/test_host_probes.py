@@ -190,3 +190,20 @@ def test_roce_names_what_it_cannot_find(machine):
     assert gone["pci_present"] is False and gone["rdma_device"] is None
     only_facts = probe(ROCE_PROBE, **roce_args(machine, facts_only=True))
     assert only_facts["rdma_device"] is None and "port" not in only_facts
+
+
+def test_roce_reads_the_icrc_stamp_and_the_nics_icrc_drops(machine):
+    from tests.mock_connectx.mock_connectx import icrc_drops
+
+    stamp = machine / "run/rainmaker-icrc-disabled"
+    out = probe(ROCE_PROBE, **roce_args(machine, icrc_stamp=str(stamp)))
+    assert out["icrc_stamp"] is None and out["icrc_drops"] == 0  # not turned off since boot; counter at 0
+    stamp.write_text('{"by": "command", "rx_icrc_encapsulated": 0}\n')
+    icrc_drops(str(machine), n=7)
+    out = probe(ROCE_PROBE, **roce_args(machine, icrc_stamp=str(stamp)))
+    assert out["icrc_stamp"] == {"by": "command", "rx_icrc_encapsulated": 0} and out["icrc_drops"] == 7
+    stamp.write_text("")  # an older role's stamp: turned off, nothing recorded
+    assert probe(ROCE_PROBE, **roce_args(machine, icrc_stamp=str(stamp)))["icrc_stamp"] == {}
+    # a driver without the counter (or firmware without it)
+    (machine / "sys/class/infiniband/mlx5_0/ports/1/hw_counters/rx_icrc_encapsulated").unlink()
+    assert probe(ROCE_PROBE, **roce_args(machine))["icrc_drops"] is None
