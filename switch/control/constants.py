@@ -27,6 +27,9 @@ WRITE_OPCODE: dict[str, int] = {"uc": ROCE_OP_UC_WRITE_ONLY, "rc": ROCE_OP_RC_WR
 # Tofino: a dev_port's pipe is its bits 8:7 (docs/tofino.md, "Pipes, ports").
 PIPE_SHIFT = 7
 PSN_MASK = (1 << 24) - 1
+# The DSCP of RoCE traffic when the inventory gives none (its roce.dscp default, and
+# rain-worker's --dscp): the class the NICs keep lossless with PFC.
+ROCE_DSCP = 26
 QPN_MASK = (1 << 24) - 1
 FOUR_GIB = 1 << 32
 

@@ -512,6 +512,7 @@ class RainController:
             w.va,
             w.psn,
             w.qp_type,
+            tos=self.topology.roce_dscp << 2,
         )
 
     def _write_all(

@@ -15,7 +15,7 @@ from switch.bfrt.client import Client
 
 from . import _cells
 from .addr import ipv4_str, mac_str
-from .constants import FOUR_GIB, MAX_WORKERS, RDMA_SLOT_BYTES, RDMA_SLOT_SHIFT, WRITE_OPCODE
+from .constants import FOUR_GIB, MAX_WORKERS, RDMA_SLOT_BYTES, RDMA_SLOT_SHIFT, ROCE_DSCP, WRITE_OPCODE
 from .errors import ControllerError
 
 
@@ -35,6 +35,9 @@ class WriteTarget:
     # The worker's QP type: UC takes UC WRITE ONLY (0x2A) and sends nothing back; RC
     # takes RC WRITE ONLY (0x0A) and ACKs each one (the switch drops the ACKs).
     qp_type: str = "rc"
+    # IPv4 TOS of the WRITEs: the inventory's roce.dscp << 2 (the class the NICs keep
+    # lossless with PFC), ECN bits 0 (Not-ECT: the switch is no DCQCN reaction point).
+    tos: int = ROCE_DSCP << 2
 
     def __post_init__(self):
         if self.qp_type not in WRITE_OPCODE:
@@ -49,6 +52,7 @@ class WriteTarget:
             "dmac": self.dmac,
             "sip": self.sip,
             "dip": self.dip,
+            "tos": self.tos,
             "opcode": WRITE_OPCODE[self.qp_type],
             "qpn": self.qpn,
             "rkey": self.rkey,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import addr
-from .constants import pipe_of
+from .constants import ROCE_DSCP, pipe_of
 from .errors import ControllerError
 
 
@@ -53,6 +53,9 @@ class Topology:
     hosts: Mapping[str, HostLink]
     service_mac: str | None = None  # the switch's scheduling address (inventory switch.service_*)
     service_ip: str | None = None
+    # The DSCP the hosts' NICs keep lossless (inventory roce.dscp): the switch's WRITEs
+    # carry it, or PFC would not cover them.
+    roce_dscp: int = ROCE_DSCP
 
     @classmethod
     def from_inventory(cls, inv: Any) -> Topology:
@@ -70,7 +73,16 @@ class Topology:
                     fix="add the port to switch.ports, or fix the host's nic.switch_port",
                 )
             hosts[h.name] = HostLink(h.name, h.role, h.nic.mac, h.nic.ip, port)
-        return cls(ports, hosts, getattr(sw, "service_mac", None), getattr(sw, "service_ip", None))
+        dscp = getattr(getattr(inv, "roce", None), "dscp", None)
+        if dscp is not None and not (isinstance(dscp, int) and 0 <= dscp < 64):
+            raise ControllerError(f"inventory roce.dscp: {dscp!r} is not a 6-bit DSCP", subject="roce.dscp")
+        return cls(
+            ports,
+            hosts,
+            getattr(sw, "service_mac", None),
+            getattr(sw, "service_ip", None),
+            ROCE_DSCP if dscp is None else dscp,
+        )
 
     def host(self, name: str, what: str) -> HostLink:
         h = self.hosts.get(name)

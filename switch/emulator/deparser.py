@@ -24,10 +24,12 @@ IPV4 = struct.Struct("!BBHHHBBHII")
 BTH = struct.Struct("!BBHII")
 RETH = struct.Struct("!IIII")
 
-_RAIN_OFF = ETH_BYTES + IPV4_BYTES + UDP_HDR_BYTES
+_UDP_OFF = ETH_BYTES + IPV4_BYTES
+_RAIN_OFF = _UDP_OFF + UDP_HDR_BYTES
 _eth_ipv4 = ETH_IPV4.pack_into
 _eth = ETH.pack_into
 _rain = RAIN.pack_into
+_udp_pack = UDP.pack_into
 
 
 def ipv4_checksum(hdr: Headers) -> int:
@@ -133,6 +135,8 @@ def switch_ingress_deparser(buf, hdr: Headers, ig_md: IngressMd) -> None:
         dst,
     )
     if hdr.rain_valid and ig_md.queue_op != QOP_NONE:
+        # the Rain path parsed UDP whole; reject swaps its ports
+        _udp_pack(buf, _UDP_OFF, hdr.udp_src_port, hdr.udp_dst_port, hdr.udp_length, hdr.udp_checksum)
         _emit_rain(buf, _RAIN_OFF, hdr)
 
 

@@ -84,6 +84,7 @@ class Dispatch:
     def reject(hdr, ig_md) -> None:
         hdr.eth_dst, hdr.eth_src = hdr.eth_src, hdr.eth_dst
         hdr.ip_dst, hdr.ip_src = hdr.ip_src, hdr.ip_dst
+        hdr.udp_dst_port, hdr.udp_src_port = hdr.udp_src_port, hdr.udp_dst_port
         hdr.kind = KIND_REJECT
         ig_md.ucast_egress_port = ig_md.ingress_port
 

@@ -18,6 +18,7 @@ BUILD_WRITE = Table(
                 Param("dmac", 48),
                 Param("sip", 32),
                 Param("dip", 32),
+                Param("tos", 8),
                 Param("opcode", 8),
                 Param("qpn", 24),
                 Param("rkey", 32),
@@ -65,6 +66,8 @@ class RdmaWriter:
         hdr.eth_dst = p["dmac"].to_bytes(6, "big")
         hdr.ip_src = p["sip"]
         hdr.ip_dst = p["dip"]
+        t = hdr.ipv4  # diffserv is kept in the parser's tuple (ethernet's 3 fields, then IPv4's)
+        hdr.ipv4 = (*t[:4], p["tos"], *t[5:])
         hdr.ip_total_len = (hdr.ip_total_len - _SHRINK) & 0xFFFF
         hdr.udp_length = (hdr.udp_length - _SHRINK) & 0xFFFF
         hdr.udp_src_port = ROCE_SRC_PORT

@@ -41,13 +41,18 @@ control Dispatch(inout headers_t hdr,
         size = MAX_CLIENT_HOSTS;
     }
 
+    /* Back to the client as a reply: addresses and UDP ports swapped (the client may
+     * send from any port; the UDP checksum stays valid, its sum is unchanged). */
     action reject() {
         mac_addr_t mac = hdr.ethernet.dst_addr;
         ipv4_addr_t ip = hdr.ipv4.dst_addr;
+        bit<16> port = hdr.udp.dst_port;
         hdr.ethernet.dst_addr = hdr.ethernet.src_addr;
         hdr.ethernet.src_addr = mac;
         hdr.ipv4.dst_addr = hdr.ipv4.src_addr;
         hdr.ipv4.src_addr = ip;
+        hdr.udp.dst_port = hdr.udp.src_port;
+        hdr.udp.src_port = port;
         hdr.rain.kind = KIND_REJECT;
         ig_tm_md.ucast_egress_port = ig_intr_md.ingress_port;
     }

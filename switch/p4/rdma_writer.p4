@@ -33,12 +33,16 @@ control RdmaWriter(inout headers_t hdr,
         }
     };
 
-    action make_write(mac_addr_t smac, mac_addr_t dmac, ipv4_addr_t sip, ipv4_addr_t dip,
+    /* tos: the DSCP the workers' NICs treat as lossless (PFC) RoCE, in the top six
+     * bits; ECN Not-ECT (0): the switch is no DCQCN reaction point, so a CE mark would
+     * only send CNPs to the switch's address (docs/p4-program.md, DSCP and ECN). */
+    action make_write(mac_addr_t smac, mac_addr_t dmac, ipv4_addr_t sip, ipv4_addr_t dip, bit<8> tos,
                       bit<8> opcode, bit<24> qpn, bit<32> rkey, bit<32> va_hi, bit<32> va_lo) {
         hdr.ethernet.src_addr = smac;
         hdr.ethernet.dst_addr = dmac;
         hdr.ipv4.src_addr = sip;
         hdr.ipv4.dst_addr = dip;
+        hdr.ipv4.diffserv = tos;
         hdr.ipv4.total_len = hdr.ipv4.total_len - (RAIN_HDR_BYTES - ROCE_HDR_BYTES);
         hdr.udp.length = hdr.udp.length - (RAIN_HDR_BYTES - ROCE_HDR_BYTES);
         hdr.udp.src_port = ROCE_SRC_PORT;

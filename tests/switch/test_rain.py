@@ -245,6 +245,7 @@ def rdma(rain: Rain, sw, last_slot: int = 3, mgid: int = 5) -> None:
                 "dmac": mac_int(s),
                 "sip": SWITCH_IP,
                 "dip": ip_int(s),
+                "tos": 26 << 2,
                 "opcode": 0x0A,
                 "qpn": QPN[wid],
                 "rkey": RKEY[wid],

@@ -257,6 +257,7 @@ def test_program_installs_every_table_register_and_group(ctl, reader):
         "dmac": 0x02524D060003,
         "sip": 0x0A5006FE,
         "dip": 0x0A500603,
+        "tos": 26 << 2,  # the inventory's roce.dscp (default 26), ECN Not-ECT
         "opcode": 0x0A,
         "qpn": 0x101,
         "rkey": 0x52414E,
@@ -798,3 +799,11 @@ def test_registration_reads_the_quota_cap():
     assert WorkerRegistration.from_json("worker0", data).quota_cap == 63
     del data["quota_cap"]
     assert WorkerRegistration.from_json("worker0", data).quota_cap is None
+
+
+def test_writes_take_the_inventorys_roce_dscp(client, reader):
+    inv = inventory().model_copy(update={"roce": inventory().roce.model_copy(update={"dscp": 34})})
+    ctl = RainController(client, inv, two_slices())
+    ctl.program([worker_reg("worker0", 0)])
+    bw = entries(reader, E + "rdma_writer.build_write")
+    assert {d["tos"] for _, d in bw.values()} == {34 << 2}

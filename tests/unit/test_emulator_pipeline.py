@@ -220,6 +220,7 @@ def test_roce_write_matches_the_tofino_facts_test_vector():
             "dmac": 0x0C42A1DD6011,
             "sip": 0x0A0A01FE,
             "dip": 0x0A0A0102,
+            "tos": 0,  # the vector's TOS (the controller sets the inventory's DSCP)
             "opcode": 0x0A,
             "qpn": 0x123,
             "rkey": 0xABCDEF,
@@ -255,6 +256,7 @@ def test_prewrite_va_adds_only_the_low_32_bits_and_psn_keeps_24():
             "dmac": 2,
             "sip": 3,
             "dip": 4,
+            "tos": 0,
             "opcode": 0x0A,
             "qpn": 5,
             "rkey": 6,
@@ -282,7 +284,7 @@ def test_every_frame_counts_exactly_one_event_and_garbage_never_raises():
     s.store.table("build_write").add(
         1,
         "make_write",
-        {"smac": 1, "dmac": 2, "sip": 3, "dip": 4, "opcode": 10, "qpn": 5, "rkey": 6, "va_hi": 0, "va_lo": 0},
+        {"smac": 1, "dmac": 2, "sip": 3, "dip": 4, "tos": 0, "opcode": 10, "qpn": 5, "rkey": 6, "va_hi": 0, "va_lo": 0},
     )
     s.store.table("forward").add(SERVICE_IP, "set_egress", {"port": 3, "dmac": 9})
     rng = random.Random(11)
@@ -363,7 +365,8 @@ def _ring_switch(last_slot: int, large_cap: int | None = None) -> Switch:
     s.slice(0, 0, 15, last_slot=last_slot, mgid=9, large_cap=large_cap)
     s.store.pre.add_node(1, rid=7, dev_ports=[5])
     s.store.pre.add_group(9, [1])
-    p = {"smac": 1, "dmac": 2, "sip": 3, "dip": 4, "opcode": 0x0A, "qpn": 5, "rkey": 6, "va_hi": 0, "va_lo": 0}
+    p = {"smac": 1, "dmac": 2, "sip": 3, "dip": 4, "tos": 26 << 2, "opcode": 0x0A, "qpn": 5, "rkey": 6}
+    p |= {"va_hi": 0, "va_lo": 0}
     s.store.table("build_write").add(7, "make_write", p)
     s.store.table("select_worker").add(1, "to_worker", {"port": 2, "dmac": 0x02524D000002, "dip": 0x0A540102})
     return s
@@ -419,3 +422,30 @@ def test_forward_event_comes_from_its_actions(sw):
     assert [p for p, _ in sw.run(resp)] == [4]
     assert sw.run(udp_frame(Header(kind=Kind.RESPONSE).pack(), dst_ip=0x0A540199)) == []
     assert sw.events() == {"FORWARDED": 1, "NO_ROUTE": 1}
+
+
+def test_writes_carry_the_lossless_dscp_and_a_valid_ip_checksum():
+    """build_write's tos (DSCP << 2, ECN 0) goes into every WRITE's IPv4 header, whose
+    checksum the egress deparser recomputes over it."""
+    s = _ring_switch(last_slot=3)
+    ((port, w),) = s.run(_large(0))
+    assert port == 5 and w[15] == 26 << 2  # IPv4 TOS: DSCP 26, Not-ECT
+    words = struct.unpack("!10H", w[14:34])
+    total = sum(words)
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    assert total == 0xFFFF
+
+
+def test_reject_goes_back_with_addresses_and_udp_ports_swapped(sw):
+    """A REJECT is a reply: MACs, IPs and UDP ports swapped, so it reaches the client's
+    port whatever it sent from; the UDP checksum (a sum over both) stays valid."""
+    sw.slice(0, 0, 0)  # capacity 1
+    sw.run(task(1))
+    f = task(2)
+    struct.pack_into("!H", f, 34 + 6, 0x1234)  # a non-zero UDP checksum
+    ((port, r),) = sw.run(f, port=7)
+    assert port == 7 and Header.unpack(r[42:74]).kind == Kind.REJECT
+    assert (r[0:6], r[6:12]) == (f[6:12], f[0:6])
+    assert struct.unpack_from("!II", r, 26) == struct.unpack_from("!II", f, 26)[::-1]
+    assert struct.unpack_from("!HHHH", r, 34) == (21057, 40000, len(f) - 34, 0x1234)
