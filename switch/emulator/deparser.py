@@ -1,7 +1,8 @@
 """Deparsers (switch/p4/parsers.p4): SwitchIngressDeparser and SwitchEgressDeparser.
 
-Both recompute the IPv4 header checksum over the P4's field list (the 20-byte header
-without options) and emit the valid headers in order, then the unparsed payload.
+Both update the IPv4 header checksum incrementally, as the P4 does (a residual of
+the fields no control changes, options included, plus the new values: see
+ipv4_checksum), and emit the valid headers in order, then the unparsed payload.
 
 Ingress never changes a header's size, so its deparser writes in place: ethernet and
 ipv4, and rain when the packet took the Rain path (queue_op set). No ingress action
@@ -33,44 +34,52 @@ _udp_pack = UDP.pack_into
 
 
 def ipv4_checksum(hdr: Headers) -> int:
-    """The Checksum extern's update() over {version, ihl, diffserv, total_len,
-    identification, flags, frag_offset, ttl, protocol, src_addr, dst_addr}."""
-    _d, _s, _t, vihl, tos, _tl, ident, flags_frag, _ttl, proto, _cs, _src, _dst = hdr.ipv4
+    """The parsers' residual and the deparsers' update(), as parsers.p4 does them: the
+    old checksum and the old values of the fields a control may change (version/ihl/
+    diffserv, total_len, ttl/protocol, addresses) subtracted, which leaves the sum of
+    the rest (identification, flags/fragment offset, options), then the new values
+    added. `hdr.ipv4` keeps the values the parser read; the controls write `ip_*`."""
+    _d, _s, _t, vihl, tos0, tl0, _ident, _ff, ttl0, proto, cs, src0, dst0 = hdr.ipv4
+    vt = vihl << 8
+    tp = proto
     src, dst = hdr.ip_src, hdr.ip_dst
     s = (
-        ((vihl << 8) | tos)
+        (cs ^ 0xFFFF)
+        + ((vt | tos0) ^ 0xFFFF)
+        + (tl0 ^ 0xFFFF)
+        + (((ttl0 << 8) | tp) ^ 0xFFFF)
+        + ((src0 >> 16) ^ 0xFFFF)
+        + ((src0 & 0xFFFF) ^ 0xFFFF)
+        + ((dst0 >> 16) ^ 0xFFFF)
+        + ((dst0 & 0xFFFF) ^ 0xFFFF)
+        + (vt | hdr.ip_tos)
         + hdr.ip_total_len
-        + ident
-        + flags_frag
-        + ((hdr.ip_ttl << 8) | proto)
+        + ((hdr.ip_ttl << 8) | tp)
         + (src >> 16)
         + (src & 0xFFFF)
         + (dst >> 16)
         + (dst & 0xFFFF)
     )
-    s = (s & 0xFFFF) + (s >> 16)
-    s = (s & 0xFFFF) + (s >> 16)
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
     return ~s & 0xFFFF
 
 
 def _ipv4_fields(hdr: Headers) -> tuple:
-    """IPv4's ten fields, the checksum recomputed (ipv4_checksum, inlined: hot path)."""
-    _d, _s, _t, vihl, tos, _tl, ident, flags_frag, _ttl, proto, _cs, _src, _dst = hdr.ipv4
-    total_len, ttl, src, dst = hdr.ip_total_len, hdr.ip_ttl, hdr.ip_src, hdr.ip_dst
-    s = (
-        ((vihl << 8) | tos)
-        + total_len
-        + ident
-        + flags_frag
-        + ((ttl << 8) | proto)
-        + (src >> 16)
-        + (src & 0xFFFF)
-        + (dst >> 16)
-        + (dst & 0xFFFF)
+    """IPv4's ten fields, the checksum updated (ipv4_checksum)."""
+    _d, _s, _t, vihl, _tos, _tl, ident, flags_frag, _ttl, proto, _cs, _src, _dst = hdr.ipv4
+    return (
+        vihl,
+        hdr.ip_tos,
+        hdr.ip_total_len,
+        ident,
+        flags_frag,
+        hdr.ip_ttl,
+        proto,
+        ipv4_checksum(hdr),
+        hdr.ip_src,
+        hdr.ip_dst,
     )
-    s = (s & 0xFFFF) + (s >> 16)
-    s = (s & 0xFFFF) + (s >> 16)
-    return vihl, tos, total_len, ident, flags_frag, ttl, proto, ~s & 0xFFFF, src, dst
 
 
 def _emit_rain(buf, off: int, hdr: Headers) -> None:
@@ -101,39 +110,7 @@ def switch_ingress_deparser(buf, hdr: Headers, ig_md: IngressMd) -> None:
     if not hdr.ipv4_valid:
         _eth(buf, 0, hdr.eth_dst, hdr.eth_src, hdr.ether_type)
         return
-    # _ipv4_fields inlined (the hot path)
-    _d, _s, _t, vihl, tos, _tl, ident, flags_frag, _ttl, proto, _cs, _src, _dst = hdr.ipv4
-    total_len, ttl, src, dst = hdr.ip_total_len, hdr.ip_ttl, hdr.ip_src, hdr.ip_dst
-    s = (
-        ((vihl << 8) | tos)
-        + total_len
-        + ident
-        + flags_frag
-        + ((ttl << 8) | proto)
-        + (src >> 16)
-        + (src & 0xFFFF)
-        + (dst >> 16)
-        + (dst & 0xFFFF)
-    )
-    s = (s & 0xFFFF) + (s >> 16)
-    s = (s & 0xFFFF) + (s >> 16)
-    _eth_ipv4(
-        buf,
-        0,
-        hdr.eth_dst,
-        hdr.eth_src,
-        hdr.ether_type,
-        vihl,
-        tos,
-        total_len,
-        ident,
-        flags_frag,
-        ttl,
-        proto,
-        ~s & 0xFFFF,
-        src,
-        dst,
-    )
+    _eth_ipv4(buf, 0, hdr.eth_dst, hdr.eth_src, hdr.ether_type, *_ipv4_fields(hdr))
     if hdr.rain_valid and ig_md.queue_op != QOP_NONE:
         # the Rain path parsed UDP whole; reject swaps its ports
         _udp_pack(buf, _UDP_OFF, hdr.udp_src_port, hdr.udp_dst_port, hdr.udp_length, hdr.udp_checksum)

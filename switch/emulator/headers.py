@@ -97,10 +97,11 @@ class Headers:
     """headers_t: validity bits and the header fields the controls read or write, plus
     where the payload starts.
 
-    IPv4 fields no control writes (version/ihl, diffserv, identification, flags/frag
-    offset, protocol) are kept only in `ipv4`, the tuple the parser read (ethernet's
-    three fields then IPv4's ten, in wire order); the fields controls write have
-    their own attributes. `bridged_*` is bridged_md_h (it travels
+    IPv4 fields no control writes (version/ihl, identification, flags/frag offset,
+    protocol) are kept only in `ipv4`, the tuple the parser read (ethernet's three
+    fields then IPv4's ten, in wire order, which also gives the deparsers the old
+    values for the checksum update); the fields controls write (diffserv as `ip_tos`,
+    ...) have their own attributes. `bridged_*` is bridged_md_h (it travels
     beside the frame from ingress to egress, never on a wire); `bth_*`/`reth_*` are
     built only by the egress (rdma_writer).
     """
@@ -113,6 +114,7 @@ class Headers:
         "ipv4_valid",
         "ipv4",
         "ip_total_len",
+        "ip_tos",
         "ip_ttl",
         "ip_src",
         "ip_dst",

@@ -68,7 +68,7 @@ def _extract(buf, n: int, hdr: Headers, full_udp: bool) -> int:
         hdr.eth_src,
         ether_type,
         vihl,
-        _tos,
+        tos,
         total_len,
         _ident,
         flags_frag,
@@ -84,7 +84,7 @@ def _extract(buf, n: int, hdr: Headers, full_udp: bool) -> int:
         hdr.payload_off = ETH_BYTES
         return PARSER_ERR_NONE
     # state parse_ipv4
-    hdr.ip_total_len, hdr.ip_ttl, hdr.ip_src, hdr.ip_dst = total_len, ttl, src, dst
+    hdr.ip_tos, hdr.ip_total_len, hdr.ip_ttl, hdr.ip_src, hdr.ip_dst = tos, total_len, ttl, src, dst
     hdr.ipv4_valid = True
     # select(ihl, frag_offset, protocol): (5, 0, IP_PROTO_UDP) -> parse_udp
     if vihl & 0x0F != 5 or flags_frag & 0x1FFF or protocol != IP_PROTO_UDP:

@@ -66,8 +66,7 @@ class RdmaWriter:
         hdr.eth_dst = p["dmac"].to_bytes(6, "big")
         hdr.ip_src = p["sip"]
         hdr.ip_dst = p["dip"]
-        t = hdr.ipv4  # diffserv is kept in the parser's tuple (ethernet's 3 fields, then IPv4's)
-        hdr.ipv4 = (*t[:4], p["tos"], *t[5:])
+        hdr.ip_tos = p["tos"]
         hdr.ip_total_len = (hdr.ip_total_len - _SHRINK) & 0xFFFF
         hdr.udp_length = (hdr.udp_length - _SHRINK) & 0xFFFF
         hdr.udp_src_port = ROCE_SRC_PORT

@@ -100,6 +100,7 @@ struct headers_t {
 struct ingress_md_t {
     bit<5>      event;         /* EV_*: what happened to this packet (counted once) */
     bit<1>      bad_length;    /* a large task whose UDP length is out of range (parser) */
+    bit<16>     ipv4_residual; /* IPv4 checksum: sum of what no control changes (parsers.p4) */
     slice_t     slice;
     bit<3>      queue_op;      /* QOP_* */
     int<32>     balance;       /* what the balance action returned (bidir_queue.p4) */
@@ -121,6 +122,7 @@ struct ingress_md_t {
 
 struct egress_md_t {
     bit<32> offset;   /* slot << RDMA_SLOT_SHIFT */
+    bit<16> ipv4_residual;
 }
 
 #endif

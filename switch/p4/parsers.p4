@@ -1,6 +1,13 @@
 /* Parsers and deparsers. Only IPv4/UDP to RAIN_UDP_PORT carries a rain header;
  * everything else is forwarded by address. Truncated frames raise a parser error,
- * which ingress counts and drops (EV_PARSER_ERROR). */
+ * which ingress counts and drops (EV_PARSER_ERROR).
+ *
+ * The IPv4 checksum is updated incrementally: each parser subtracts the old checksum
+ * and the fields a control may change (version/ihl/diffserv, total_len, ttl/protocol,
+ * the addresses) and keeps the residual, the sum of everything else, options
+ * included, which the parser never extracts; each deparser adds the fields back. A
+ * header with options so keeps a valid checksum (a sum over the 20 fixed bytes only
+ * would not). */
 #ifndef _PARSERS_P4_
 #define _PARSERS_P4_
 
@@ -8,6 +15,7 @@ parser SwitchIngressParser(packet_in pkt,
                            out headers_t hdr,
                            out ingress_md_t ig_md,
                            out ingress_intrinsic_metadata_t ig_intr_md) {
+    Checksum() ipv4_checksum;
     state start {
         pkt.extract(ig_intr_md);
         pkt.advance(PORT_METADATA_SIZE);
@@ -15,6 +23,7 @@ parser SwitchIngressParser(packet_in pkt,
         ig_md.event = EV_NO_ROUTE;
         ig_md.queue_op = QOP_NONE;
         ig_md.bad_length = 0;
+        ig_md.ipv4_residual = 0;
         ig_md.stamp_int = false;
         ig_md.mgid = 0;
         transition parse_ethernet;
@@ -28,6 +37,10 @@ parser SwitchIngressParser(packet_in pkt,
     }
     state parse_ipv4 {
         pkt.extract(hdr.ipv4);
+        ipv4_checksum.subtract({hdr.ipv4.hdr_checksum, hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv,
+                                hdr.ipv4.total_len, hdr.ipv4.ttl, hdr.ipv4.protocol,
+                                hdr.ipv4.src_addr, hdr.ipv4.dst_addr});
+        ipv4_checksum.subtract_all_and_deposit(ig_md.ipv4_residual);
         transition select(hdr.ipv4.ihl, hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
             (5, 0, IP_PROTO_UDP): parse_udp;
             default: accept;
@@ -65,8 +78,8 @@ control SwitchIngressDeparser(packet_out pkt,
     apply {
         hdr.ipv4.hdr_checksum = ipv4_checksum.update({
             hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.total_len,
-            hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset, hdr.ipv4.ttl,
-            hdr.ipv4.protocol, hdr.ipv4.src_addr, hdr.ipv4.dst_addr});
+            hdr.ipv4.ttl, hdr.ipv4.protocol, hdr.ipv4.src_addr, hdr.ipv4.dst_addr,
+            ig_md.ipv4_residual});
         pkt.emit(hdr.bridged);
         pkt.emit(hdr.ethernet);
         pkt.emit(hdr.ipv4);
@@ -79,9 +92,11 @@ parser SwitchEgressParser(packet_in pkt,
                           out headers_t hdr,
                           out egress_md_t eg_md,
                           out egress_intrinsic_metadata_t eg_intr_md) {
+    Checksum() ipv4_checksum;
     state start {
         pkt.extract(eg_intr_md);
         eg_md.offset = 0;
+        eg_md.ipv4_residual = 0;
         pkt.extract(hdr.bridged);
         pkt.extract(hdr.ethernet);
         transition select(hdr.ethernet.ether_type) {
@@ -91,6 +106,10 @@ parser SwitchEgressParser(packet_in pkt,
     }
     state parse_ipv4 {
         pkt.extract(hdr.ipv4);
+        ipv4_checksum.subtract({hdr.ipv4.hdr_checksum, hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv,
+                                hdr.ipv4.total_len, hdr.ipv4.ttl, hdr.ipv4.protocol,
+                                hdr.ipv4.src_addr, hdr.ipv4.dst_addr});
+        ipv4_checksum.subtract_all_and_deposit(eg_md.ipv4_residual);
         transition select(hdr.ipv4.ihl, hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
             (5, 0, IP_PROTO_UDP): parse_udp;
             default: accept;
@@ -117,8 +136,8 @@ control SwitchEgressDeparser(packet_out pkt,
     apply {
         hdr.ipv4.hdr_checksum = ipv4_checksum.update({
             hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.total_len,
-            hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset, hdr.ipv4.ttl,
-            hdr.ipv4.protocol, hdr.ipv4.src_addr, hdr.ipv4.dst_addr});
+            hdr.ipv4.ttl, hdr.ipv4.protocol, hdr.ipv4.src_addr, hdr.ipv4.dst_addr,
+            eg_md.ipv4_residual});
         /* The bridged header is not emitted: it lives only between the pipes. A
          * pre-written task leaves as Ethernet/IPv4/UDP/BTH/RETH/payload (rain_h is
          * invalid by then), the payload's last 4 bytes standing as the iCRC. */

@@ -449,3 +449,26 @@ def test_reject_goes_back_with_addresses_and_udp_ports_swapped(sw):
     assert (r[0:6], r[6:12]) == (f[6:12], f[0:6])
     assert struct.unpack_from("!II", r, 26) == struct.unpack_from("!II", f, 26)[::-1]
     assert struct.unpack_from("!HHHH", r, 34) == (21057, 40000, len(f) - 34, 0x1234)
+
+
+def _csum_ok(hdr: bytes) -> bool:
+    total = sum(struct.unpack(f"!{len(hdr) // 2}H", hdr))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return total == 0xFFFF
+
+
+def test_forwarded_ipv4_with_options_keeps_a_valid_checksum(sw):
+    """The checksum update covers the options (a residual from the old checksum), so a
+    header of 24 bytes stays valid after forward's TTL decrement."""
+    sw.store.table("forward").add(0x0A540102, "set_egress", {"port": 4, "dmac": 0x02524D000002})
+    opts = b"\x94\x04\x00\x00"  # router alert
+    ip = bytearray(struct.pack("!BBHHHBBHII", 0x46, 0, 24 + 8, 7, 0, 64, 17, 0, CLIENT_IP, 0x0A540102) + opts)
+    s = sum(struct.unpack("!12H", ip))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    struct.pack_into("!H", ip, 10, ~s & 0xFFFF)
+    f = bytearray(SW_MAC + CLIENT_MAC + b"\x08\x00" + bytes(ip) + struct.pack("!HHHH", 1, 2, 8, 0))
+    ((port, out),) = sw.run(f)
+    assert port == 4 and out[22] == 63 and out[34:38] == opts
+    assert _csum_ok(out[14:38])
