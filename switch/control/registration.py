@@ -186,6 +186,16 @@ class WorkerRegistration:
             _uint(r.va[wid], 64, f"{w}: ring.va of worker {wid}", wid)
             if not 0 < _uint(r.qpn[wid], 24, f"{w}: ring.qpn of worker {wid}", wid) <= QPN_MASK:
                 raise ControllerError(f"{w}: ring.qpn of worker {wid} is 0 (QP 0 is reserved)", subject=wid)
+        shared = sorted({q for q in r.qpn.values() if list(r.qpn.values()).count(q) > 1})
+        if shared:
+            # The switch keeps one PSN per worker id (rdma_writer.p4): workers sharing a
+            # QP would each count its PSNs from the same start and the NIC drop WRITEs.
+            raise ControllerError(
+                f"{w}: workers share QP(s) {', '.join(hex(q) for q in shared)}; the switch keeps one PSN per "
+                "worker, so each worker needs its own QP",
+                subject=self.host,
+                fix="give each worker thread its own QP (rain-worker does)",
+            )
         _uint(r.rkey, 32, f"{w}: ring.rkey", self.host)
         _uint(r.psn, 24, f"{w}: ring.psn", self.host)
         if r.transport not in TRANSPORTS:

@@ -29,7 +29,7 @@ control RdmaEngine(inout headers_t hdr,
         ig_tm_md.mcast_grp_a = ig_md.mgid;
         /* flags = (flags & ~FLAG_LARGE) | FLAG_DESC, as one deposit of two constant
          * bits (an and-then-or would be two dependent instructions, two stages) */
-        hdr.rain.flags[1:0] = 0b10;
+        hdr.rain.flags[1:0] = FLAG_DESC[1:0];
     }
 
     apply {

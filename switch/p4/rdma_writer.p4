@@ -1,8 +1,13 @@
 /* RdmaWriter (egress half of the RDMA engine): each multicast replica of a
  * pre-written task becomes one RoCEv2 RDMA WRITE ONLY to one worker. The PRE gives
  * every replica the rid of its node (= the worker id); tables keyed on it hold the
- * worker's MAC/IP, QPN, rkey and ring base, and a register its next PSN (one cell
- * per QP, returned then incremented; the BTH keeps its low 24 bits).
+ * worker's MAC/IP, QPN, rkey and ring base, and a register its next PSN (returned
+ * then incremented; the BTH keeps its low 24 bits). Build state and PSN are per
+ * worker because each worker thread has its own QP and ring region (rain-worker
+ * registers one QPN per worker id; the controller refuses shared QPNs): a worker's
+ * PSN cell is its QP's. Rain (CoNEXT 2026) shares one QP per server among its
+ * workers; that would need the PSN indexed by a QP id from build_write instead,
+ * since all WRITEs on one QP take consecutive PSNs.
  * VA = ring base + slot << RDMA_SLOT_SHIFT; only the low 32 bits are added, so a
  * worker's ring must not cross a 4 GiB boundary (the controller checks).
  *

@@ -807,3 +807,13 @@ def test_writes_take_the_inventorys_roce_dscp(client, reader):
     ctl.program([worker_reg("worker0", 0)])
     bw = entries(reader, E + "rdma_writer.build_write")
     assert {d["tos"] for _, d in bw.values()} == {34 << 2}
+
+
+def test_workers_sharing_a_qp_are_refused():
+    """The switch keeps one PSN per worker: two workers on one QP would send the same
+    PSNs and the NIC would drop WRITEs."""
+    reg = worker_reg("worker0", 0, n=2)
+    ring = reg.ring
+    shared = type(ring)(**{**ring.__dict__, "qpn": {0: 0x100, 1: 0x100}})
+    with pytest.raises(ControllerError, match="share QP"):
+        type(reg)(**{**reg.__dict__, "ring": shared})
