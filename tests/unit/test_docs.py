@@ -11,10 +11,12 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
-# Pointers at the authors' working notes: a sibling `shared` folder, its absolute path,
-# its design notes and facts files (the repository's own pages are docs/*.md).
+# Citations of the authors' working notes, which are not in the repository: the paper
+# and notes in a sibling `shared` folder, its absolute path, its design notes and facts
+# files (the repository's own pages are docs/*.md; papers are cited by title and venue).
 OUTSIDE = re.compile(
-    r"\.\./shared|/work/|DESIGN\.md|facts/(?:bfruntime|tofino|emulation)\.md|tofino facts|facts: tofino"
+    r"\.\./shared/(?:seeds|facts)|/work/|DESIGN\.md|facts/(?:bfruntime|tofino|emulation)\.md"
+    r"|tofino facts|facts: tofino"
 )
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 
