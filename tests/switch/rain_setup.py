@@ -104,11 +104,12 @@ def decode(f: bytes) -> Decoded | None:
 
 
 def is_rain(kind: int | None = None, **fields):
-    """A predicate: a Rain frame of this kind whose header fields equal `fields`."""
+    """A predicate: a Rain frame of this kind whose header fields equal `fields` (to the
+    Rain port, or from it: a REJECT goes back to the client's source port)."""
 
     def pred(f: bytes) -> bool:
         d = decode(f)
-        if d is None or d.dport != RAIN_PORT or len(d.payload) < HDR_LEN:
+        if d is None or RAIN_PORT not in (d.dport, d.sport) or len(d.payload) < HDR_LEN:
             return False
         try:
             h = d.rain

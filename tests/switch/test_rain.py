@@ -177,10 +177,12 @@ def test_queue_full_rejects_tasks_back_to_the_client(rain, sw):
     rain.settle()
     assert rain.bal(2) == -2
     rain.send(CLIENT, rain.task(CLIENT, client_id(1), 3, task_type=2))
+    sent = decode(rain.task(CLIENT, client_id(1), 3, task_type=2))
     f = sw.expect(CLIENT, is_rain(Kind.REJECT, request_id=3))
     d = decode(f)
     assert d.eth_dst == mac_bytes(sw.side(CLIENT).mac) and d.eth_src == mac_bytes(SERVICE.mac)
     assert d.ip_dst == sw.side(CLIENT).ip and d.ip_src == SERVICE.ip and d.ip_ok
+    assert (d.sport, d.dport) == (sent.dport, sent.sport)  # a reply: UDP ports swapped
     assert rain.bal(2) == -2 and rain.event("TASK_REJECTED") == 1
     sw.expect_nothing([WA, WB, CLIENT2], 0.05)
 
@@ -303,10 +305,12 @@ def test_ring_slots_wrap_at_last_slot(rain, sw):
     rdma(rain, sw, last_slot=1)
     for k in range(2):
         rain.send(CLIENT, large_task(rain, k, 32)[0])
+    rain.settle()
+    vas = [roce(sw.expect(WA, is_roce))[2].va for _ in range(2)]
     rain.send(WA, rain.token(WA, 1))  # the first leaves the queue: its slot may be taken again
-    sw.expect(WA, is_rain(Kind.DISPATCH))
+    assert decode(sw.expect(WA, is_rain(Kind.DISPATCH))).rain.desc[0] == 0  # slot 0
     rain.send(CLIENT, large_task(rain, 2, 32)[0])
-    vas = [roce(sw.expect(WA, is_roce))[2].va for _ in range(3)]
+    vas.append(roce(sw.expect(WA, is_roce))[2].va)
     base = BASE[1]
     assert vas == [base, base + 2048, base]
 
@@ -316,8 +320,8 @@ def test_waiting_large_tasks_are_bounded_by_the_ring(rain, sw):
     rdma(rain, sw, last_slot=1)
     for k in range(3):
         rain.send(CLIENT, large_task(rain, k, 32)[0])
-    r = sw.expect(CLIENT, is_rain(Kind.REJECT, request_id=2))
-    assert r
+        rain.settle()
+    sw.expect(CLIENT, is_rain(Kind.REJECT, request_id=2))
     assert rain.event("PREWRITE") == 2 and rain.event("LARGE_REJECTED") == 1
     assert rain.bal() == -2
 
