@@ -23,8 +23,8 @@ class SliceConfig:
     last: int
     ring_slots: int = 0  # RDMA ring slots of the slice; 0: no pre-writing
     mgid: int = 0  # multicast group of its workers; 0: none
-    # Descriptors a worker of the slice may hold dispatched but not yet read (its quota
-    # cap: its FIFO of dispatched tasks reads a slot only when it runs the task).
+    # Descriptors a worker of the slice may hold dispatched but not yet read (its token
+    # quota: its FIFO of dispatched tasks reads a slot only when it runs the task).
     ring_hold: int = 0
 
     @property

@@ -65,7 +65,7 @@ class _Worker:
     slots: int = 0
     slot_size: int = 0
     qp_type: str = "rc"  # the opcode the switch sends: UC or RC WRITE ONLY
-    quota_cap: int = 0  # descriptors it may hold dispatched but unread (ring slots it pins)
+    quota: int = 0  # its token quota: descriptors it may hold dispatched but unread
 
     @property
     def has_ring(self) -> bool:
@@ -305,6 +305,7 @@ class RainController:
             bal, head, tail = (state[k][pipe][s] for k in ("balance", "head", "tail"))
             q = dict(queue_summary(c, bal, head, tail))
             q["ring_slots"], q["ring_offset"], q["mgid"] = c.ring_slots, offsets[pipe][s], c.mgid
+            q["large_cap"] = c.large_cap  # a large task queues only while fewer tasks wait
             q["occupied"] = [list(r) for r in occupied(c.first, c.last, head, bal)]
             ranges += occupied(c.first, c.last, head, bal)
             queues[str(s)] = q
@@ -428,7 +429,7 @@ class RainController:
                     reg.mac_int,
                     reg.ip_int,
                     *((r.va[wid], r.qpn[wid], r.rkey, r.psn, r.slots, r.slot_size, r.qp_type) if r else ()),
-                    quota_cap=reg.quota_cap or 0,
+                    quota=reg.quota or 0,
                 )
         return out
 
@@ -445,8 +446,10 @@ class RainController:
             elif ring is None:
                 rings = [w.slots for w in workers.values() if w.slice == s and w.has_ring]
                 ring = min(rings) if rings else 0
-            # the ring bound keeps free what the slice's most patient worker may hold
-            hold = max((w.quota_cap for w in workers.values() if w.slice == s and w.has_ring), default=0)
+            # the ring bound keeps free what a worker of the slice may hold unread
+            hold = self.settings.slices[s].ring_hold
+            if hold is None:
+                hold = max((w.quota for w in workers.values() if w.slice == s and w.has_ring), default=0)
             out[s] = SliceConfig(s, region.first, region.last, ring, mgid_of(s) if ring else 0, hold if ring else 0)
         return out
 

@@ -64,9 +64,10 @@ class WorkerRegistration:
     ring: Ring | None = None
     switch_mac: str | None = None  # what the worker was told the switch is (checked if given)
     switch_ip: str | None = None
-    # Most tasks a worker thread holds dispatched but not yet run (rain-worker's quota
-    # cap): each holds its descriptor's ring slot until it runs. None: not reported.
-    quota_cap: int | None = None
+    # The token quota its threads start with (rain-worker's "quota"): a thread holds at
+    # most that many tasks dispatched but not yet run, each pinning its descriptor's
+    # ring slot until it runs. None: not reported.
+    quota: int | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "worker_ids", tuple(self.worker_ids))
@@ -124,7 +125,7 @@ class WorkerRegistration:
                 ring=r,
                 switch_mac=sw.get("mac"),
                 switch_ip=sw.get("ip"),
-                quota_cap=int(data["quota_cap"]) if data.get("quota_cap") is not None else None,
+                quota=int(data["quota"]) if data.get("quota") is not None else None,
             )
         except (KeyError, TypeError, ValueError) as e:
             raise ControllerError(

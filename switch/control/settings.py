@@ -32,6 +32,11 @@ class SliceSettings:
     entries: int | None = None  # region size in queue entries
     share: float | None = None  # or: this fraction of QUEUE_ENTRIES
     ring_slots: int | None = None  # RDMA ring slots; None: the smallest of its workers'; 0: no pre-writing
+    # Ring slots kept free for descriptors a worker holds dispatched but not yet run: a
+    # large task queues only while fewer than ring_slots - ring_hold tasks wait. None:
+    # the largest token quota the slice's workers registered (raise it to their quota
+    # cap if the adaptive scheduler raises quotas).
+    ring_hold: int | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "task_types", tuple(self.task_types))
@@ -127,12 +132,12 @@ class Settings:
             slices = {}
             for s, sl in (d["slices"] or {}).items():
                 sl = sl or {}
-                bad = set(sl) - {"task_types", "entries", "share", "ring_slots"}
+                bad = set(sl) - {"task_types", "entries", "share", "ring_slots", "ring_hold"}
                 if bad:
                     raise ControllerError(
                         f"settings.slices.{s}: unknown key(s) {', '.join(sorted(bad))}",
                         subject=f"slices.{s}",
-                        fix="use task_types, entries, share, ring_slots",
+                        fix="use task_types, entries, share, ring_slots, ring_hold",
                     )
                 try:
                     slices[int(s)] = SliceSettings(**sl)
@@ -191,6 +196,14 @@ class Settings:
                     f"{where}.ring_slots: {sl.ring_slots!r} is not a slot count",
                     subject=s,
                     fix="give a positive number of slots, 0 for no pre-writing, or leave it out",
+                )
+            if sl.ring_hold is not None and (
+                not isinstance(sl.ring_hold, int) or isinstance(sl.ring_hold, bool) or sl.ring_hold < 0
+            ):
+                raise ControllerError(
+                    f"{where}.ring_hold: {sl.ring_hold!r} is not a slot count",
+                    subject=s,
+                    fix="give the slots to keep free (0 or more), or leave it out",
                 )
         if not isinstance(self.int_enabled, bool):
             raise ControllerError(

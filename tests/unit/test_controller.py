@@ -215,7 +215,7 @@ def test_program_installs_every_table_register_and_group(ctl, reader):
                 "first": 0,
                 "last": s0 - 1,
                 "neg_cap": (-s0) & 0xFFFFFFFF,
-                "neg_large_cap": (-64) & 0xFFFFFFFF,  # 64 ring slots, no quota cap registered
+                "neg_large_cap": (-64) & 0xFFFFFFFF,  # 64 ring slots, no quota registered
                 "last_slot": 63,
                 "mgid": 1,
             },
@@ -444,6 +444,7 @@ def test_snapshot_summarises_and_reads_occupied_entries(ctl, client):
     snap = ctl.snapshot()
     q0, q1 = snap["queues"]["0"], snap["queues"]["1"]
     assert (q0["tasks"], q0["tokens"], q0["occupied"]) == (3, 0, [[5, 7]])
+    assert q0["large_cap"] == (min(q0["capacity"], q0["ring_slots"]) if q0["mgid"] else 0)  # no quota registered
     assert (q1["tasks"], q1["tokens"], q1["occupied"]) == (
         0,
         4,
@@ -773,32 +774,36 @@ def test_snapshot_rejects_an_unknown_mode(ctl):
         ctl.snapshot("everything")
 
 
-def test_ring_bound_keeps_the_workers_quota_cap_free(client, reader):
-    """neg_large_cap = -min(capacity, ring slots - the largest quota cap of the slice's
-    workers): a worker runs its dispatched tasks from a FIFO, each pinning its slot."""
+def test_ring_bound_keeps_the_workers_quota_free(client, reader):
+    """neg_large_cap = -min(capacity, ring slots - the largest token quota of the
+    slice's workers): a worker runs its dispatched tasks from a FIFO of at most its
+    quota, each pinning its descriptor's slot until it runs."""
     st = Settings(slices={0: SliceSettings(entries=1000)}, **SERVICE)
     ctl = RainController(client, inventory(), st)
-    ctl.program([worker_reg("worker0", 0, slots=64, quota_cap=16)])
+    ctl.program([worker_reg("worker0", 0, slots=64, quota=16)])
     cfg = entries(reader, P + "bidir_queue.config_slice")[0][1]
     assert cfg["neg_large_cap"] == (-(64 - 16)) & 0xFFFFFFFF and cfg["neg_cap"] == (-1000) & 0xFFFFFFFF
     # a second server whose threads may hold more tightens the bound
-    ctl.register_worker(worker_reg("worker1", 8, slots=64, quota_cap=40))
+    ctl.register_worker(worker_reg("worker1", 8, slots=64, quota=40))
     cfg = entries(reader, P + "bidir_queue.config_slice")[0][1]
     assert cfg["neg_large_cap"] == (-(64 - 40)) & 0xFFFFFFFF
     assert ctl.bidir_queue.configs()[0].large_cap == 24
 
 
-def test_registration_reads_the_quota_cap():
-    data = {
-        "worker_ids": [0],
-        "mac": "02:52:4d:06:00:03",
-        "ip": "10.80.6.3",
-        "quota": 4,
-        "quota_cap": 63,
-    }
-    assert WorkerRegistration.from_json("worker0", data).quota_cap == 63
-    del data["quota_cap"]
-    assert WorkerRegistration.from_json("worker0", data).quota_cap is None
+def test_ring_hold_setting_overrides_the_quota(client, reader):
+    st = Settings(slices={0: SliceSettings(entries=1000, ring_hold=60)}, **SERVICE)
+    RainController(client, inventory(), st).program([worker_reg("worker0", 0, slots=64, quota=2)])
+    assert entries(reader, P + "bidir_queue.config_slice")[0][1]["neg_large_cap"] == (-4) & 0xFFFFFFFF
+    with pytest.raises(ControllerError, match="ring_hold"):
+        Settings(slices={0: SliceSettings(ring_hold=-1)})
+    assert Settings.from_dict({"slices": {0: {"ring_hold": 3}}}).slices[0].ring_hold == 3
+
+
+def test_registration_reads_the_quota():
+    data = {"worker_ids": [0], "mac": "02:52:4d:06:00:03", "ip": "10.80.6.3", "quota": 4, "quota_cap": 63}
+    assert WorkerRegistration.from_json("worker0", data).quota == 4
+    del data["quota"]
+    assert WorkerRegistration.from_json("worker0", data).quota is None
 
 
 def test_writes_take_the_inventorys_roce_dscp(client, reader):
