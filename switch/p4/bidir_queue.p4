@@ -9,8 +9,9 @@
  *   token, balance >= 0 -> enqueue the token      (tail)  if there is room
  * One RegisterAction per register per packet; the pointers wrap inside the
  * stateful ALU (NetLock style) so they are absolute entry indexes, ready for the
- * entry arrays (queue_entries.p4) one stage later. The balance action returns the
- * old balance, or BALANCE_FULL when the packet found no room (nothing changed).
+ * entry arrays (queue_entries.p4) one stage later. The balance action returns
+ * BALANCE_FULL when the packet found no room (nothing changed), else a value whose
+ * sign says which pointer moves (below).
  */
 #ifndef _BIDIR_QUEUE_P4_
 #define _BIDIR_QUEUE_P4_

@@ -2,9 +2,11 @@
  * that must wait is pre-written into the RDMA ring of every worker of its slice.
  * Here: take the slice's next ring slot (the write offset the switch keeps per
  * slice), mark the task a descriptor {slot, length} (FLAG_DESC; queue_entries
- * stores slot and length in place of the inline bytes), and multicast the packet to the slice's group; rdma_writer.p4
- * turns each replica into a RoCEv2 WRITE for one worker. A large task that finds a
- * token is forwarded whole (dispatch.p4) and never comes here. */
+ * stores slot and length in place of the inline bytes), and multicast the packet
+ * to the slice's group; rdma_writer.p4 turns each replica into a RoCEv2 WRITE for
+ * one worker. A large task that finds a token is forwarded whole (dispatch.p4) and
+ * never comes here. How many large tasks may wait is bounded by the ring (the
+ * balance's large_task_arrives, bidir_queue.p4). */
 #ifndef _RDMA_ENGINE_P4_
 #define _RDMA_ENGINE_P4_
 
