@@ -81,7 +81,8 @@ WORKER_FILES = {
     WORKER_SAMPLES: "the worker agent: per sample period and worker fifo, outstanding, quota, "
     "slice, enabled -> analysis (worker queue depth, quota)",
     DECISIONS: "the worker agent (adaptive points): each control interval's quotas -> analysis (quota)",
-    WORKER_STATS: "rain-worker (--stats): its counters, rewritten periodically and at exit -> people",
+    WORKER_STATS: "rain-worker (--stats): its counters, rewritten periodically and at exit -> validity "
+    "(tasks_intact), people",
     "worker.log": "rain-worker's output (the worker agent) -> people",
     "worker.ctl": "the shared-memory control block rain-worker and its agent share -> people",
     "agent.json": "the worker agent: rain-worker's exit status, lost samples -> people",
@@ -231,6 +232,12 @@ class PointDir:
         """The worker agent's periodic samples: {"t": s since the agent started,
         "workers": [{"fifo", "outstanding", "quota", "enabled", ...} per worker]}."""
         return read_jsonl(self.worker(host) / WORKER_SAMPLES)
+
+    def read_worker_stats(self, host: str) -> dict | None:
+        """rain-worker's counters (its last --stats file): drops by reason, the RoCE
+        counters, one entry per worker thread; None when missing or unreadable."""
+        s = read_json(self.worker(host) / WORKER_STATS)
+        return s if isinstance(s, dict) else None
 
     def read_decisions(self, host: str) -> list[dict]:
         """The worker agent's decisions: {"t", "changes", "quotas": [per worker], ...}."""

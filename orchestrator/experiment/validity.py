@@ -22,6 +22,11 @@ Checks:
   interarrival  the actual inter-send times follow the configured process (KS test
                 against the exponential for poisson; near-constant gaps for
                 constant); needs clients/<host>/trace.csv, else 'not run'
+  tasks_intact  no worker dropped a pre-written task's RoCEv2 WRITE for its iCRC
+                (rain-worker's roce_icrc drops, the ConnectX's rx_icrc_encapsulated)
+                and none refused a dispatched descriptor whose ring slot held
+                another task (desc_mismatch): either means tasks the switch
+                accepted were never run; needs workers/<host>/stats.json
 """
 
 from __future__ import annotations
@@ -412,6 +417,46 @@ def check_interarrival(data: PointData, arrival: str | None, alpha: float, th: d
 # -- the verdict ---------------------------------------------------------------------------
 
 
+def check_tasks_intact(pd: PointDir) -> Check:
+    """Large tasks are pre-written into the workers' rings: a WRITE a NIC dropped (a
+    zero iCRC to a NIC that checks it) or a slot overwritten before its descriptor came
+    (desc_mismatch) loses tasks silently at the worker. Any of them fails the point."""
+    hosts = pd.worker_hosts()
+    stats = {h: pd.read_worker_stats(h) for h in hosts}
+    missing = sorted(h for h, s in stats.items() if s is None)
+    if not hosts or len(missing) == len(hosts):
+        return Check("tasks_intact", None, None, 0, "not run: no worker stats (workers/<host>/stats.json)")
+    per: dict[str, dict[str, int]] = {}
+    for h, s in stats.items():
+        if s is None:
+            continue
+        roce = s.get("roce") or {}
+        per[h] = {
+            "icrc_drops": int((s.get("drops") or {}).get("roce_icrc") or 0) + int(roce.get("nic_icrc_drops") or 0),
+            "desc_mismatch": sum(int(w.get("desc_mismatch") or 0) for w in s.get("workers") or []),
+        }
+    icrc = sum(v["icrc_drops"] for v in per.values())
+    mismatch = sum(v["desc_mismatch"] for v in per.values())
+    bad = icrc + mismatch
+    if not bad:
+        msg = f"no WRITE dropped for its iCRC, no descriptor refused on {len(per)} worker host(s)"
+        if missing:
+            msg += f" (no stats from {', '.join(missing)})"
+        return Check("tasks_intact", True, 0, 0, msg, {"hosts": per})
+    parts = []
+    if icrc:
+        parts.append(
+            f"{icrc} RoCEv2 WRITEs dropped for a bad iCRC (the switch sends a zero iCRC: turn the NICs' "
+            "check off, roce.icrc_disable_command, or set roce.icrc_check to what they do)"
+        )
+    if mismatch:
+        parts.append(
+            f"{mismatch} dispatched descriptors refused because their ring slot held another task "
+            "(a pre-written slot was reused before its task ran)"
+        )
+    return Check("tasks_intact", False, bad, 0, "; ".join(parts), {"hosts": per})
+
+
 def check_point(
     point_dir: str | Path,
     point: dict | None,
@@ -437,6 +482,7 @@ def check_point(
         check_samples(data, th["min_samples_p99"]),
         check_p99_ci(data, th["max_p99_ci_width"], th["ci_confidence"]),
         check_interarrival(data, arrival or data.arrival(), th["gof_alpha"], th),
+        check_tasks_intact(PointDir(point_dir)),
     ]
     verdict = Verdict(data.id, checks, th)
     if write:

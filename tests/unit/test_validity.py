@@ -78,8 +78,9 @@ def test_a_good_point_passes_everything_that_runs(tmp_path):
     v = _verdict(_point(tmp_path, hosts=2))
     assert v.valid, v.to_dict()
     assert v.failed == []
-    assert v.not_run == ["interarrival"]
+    assert v.not_run == ["interarrival", "tasks_intact"]
     assert "no trace" in v.check("interarrival").message
+    assert "no worker stats" in v.check("tasks_intact").message
     assert {c.name for c in v.checks} == {
         "complete",
         "load",
@@ -91,6 +92,7 @@ def test_a_good_point_passes_everything_that_runs(tmp_path):
         "samples_p99",
         "p99_ci",
         "interarrival",
+        "tasks_intact",
     }
     assert v.check("load").value == pytest.approx(0.0)
 
@@ -294,3 +296,42 @@ def test_check_point_takes_a_plan_point(tmp_path):
     )
     v = check_point(d, p, Validity(min_samples_p99=1000))
     assert v.valid and v.point_id == "rain-k200-r1"
+
+
+def _worker_stats(point_dir: Path, host: str, *, icrc=0, nic_icrc=0, mismatch=(0, 0)) -> None:
+    """workers/<host>/stats.json as rain-worker writes it (the fields the check reads)."""
+    d = point_dir / "workers" / host
+    d.mkdir(parents=True, exist_ok=True)
+    stats = {
+        "program": "rain-worker",
+        "drops": {"roce_qpn": 0, "roce_icrc": icrc, "no_room": 0},
+        "roce": {"applied": 10, "icrc_check": True, "icrc_bad": icrc, "nic_icrc_drops": nic_icrc},
+        "workers": [{"worker_id": i, "tasks_done": 5, "desc_mismatch": m} for i, m in enumerate(mismatch)],
+    }
+    (d / "stats.json").write_text(json.dumps(stats))
+
+
+def test_tasks_lost_at_the_workers_fail_the_point(tmp_path):
+    """A WRITE dropped for its iCRC, or a descriptor whose ring slot was reused, loses a
+    task the switch accepted: the point is not valid, and the message says why."""
+    d = _point(tmp_path)
+    _worker_stats(d, "worker0")
+    _worker_stats(d, "worker1")
+    v = _verdict(d)
+    assert v.valid and v.check("tasks_intact").passed, v.to_dict()
+
+    _worker_stats(d, "worker1", icrc=7)
+    c = _verdict(d).check("tasks_intact")
+    assert c.passed is False and c.value == 7 and "7 RoCEv2 WRITEs dropped for a bad iCRC" in c.message
+    assert "roce.icrc_disable_command" in c.message
+
+    _worker_stats(d, "worker1", nic_icrc=2, mismatch=(1, 3))
+    v = _verdict(d)
+    c = v.check("tasks_intact")
+    assert v.failed == ["tasks_intact"] and c.value == 6
+    assert "2 RoCEv2 WRITEs" in c.message and "4 dispatched descriptors refused" in c.message
+    assert c.detail["hosts"]["worker1"] == {"icrc_drops": 2, "desc_mismatch": 4}
+
+    (d / "workers" / "worker1" / "stats.json").write_text("{torn")  # one host unreadable: said, not fatal
+    c = _verdict(d).check("tasks_intact")
+    assert c.passed is True and "no stats from worker1" in c.message
