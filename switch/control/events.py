@@ -7,7 +7,7 @@ from switch.bfrt.client import Client, CounterValue
 
 from .constants import P4
 
-# index -> "EV_TASK_IN", ...
+# index -> "EV_DISPATCH_DIRECT", ...
 NAMES: dict[int, str] = {v: k for k, v in sorted(P4.items()) if k.startswith("EV_")}
 
 
