@@ -153,7 +153,7 @@ def test_compiles_for_tofino_and_fits_its_stages(program):
 
 
 def test_rain_layout_is_the_documented_one(program):
-    """The layout docs/p4-program.md describes: 11 stages, no TCAM in the match-action
+    """The layout docs/p4-program.md describes: at most 11 stages, no TCAM in the match-action
     stages, the queue state in the order its dependencies force, and every one of the
     17 registers in some stage (each array in one stage, one access per packet)."""
     if program.program != "rain":
@@ -161,7 +161,7 @@ def test_rain_layout_is_the_documented_one(program):
     assert program.ok, program.log[-6000:]
     u = usage(program)
     stage_of = {r.rsplit(".", 1)[-1]: st for st, regs in u.salus.items() for r in regs}
-    assert u.n_stages == 11 and u.tcams == 0
+    assert u.n_stages <= 11 and u.tcams == 0  # 11 with the open back end; the paper's budget
     assert len(stage_of) == 17
     assert stage_of["balance"] < stage_of["head"] == stage_of["tail"] < stage_of["owner"]
     assert stage_of["ring_offset"] > stage_of["balance"]
