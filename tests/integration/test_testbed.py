@@ -155,6 +155,11 @@ def test_two_testbeds_up_no_command_guesses(state_root, monkeypatch, capsys):
     from tests.cli import rainmaker
 
     monkeypatch.delenv("RAINMAKER_INVENTORY", raising=False)
+    # A state folder of its own: the suite's shared testbed (tests/conftest.py) is up in
+    # the session's, and "one testbed up is the default" must not count it.
+    own = state_root / "two-testbeds"
+    own.mkdir(mode=0o755, exist_ok=True)
+    monkeypatch.setenv("RAINMAKER_STATE_DIR", str(own))
     first, second = EmulatedTestbed(slot=SLOT_A), EmulatedTestbed(slot=SLOT_B)
     for tb in (first, second):
         tb.down(log=lambda m: None)
