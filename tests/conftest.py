@@ -56,3 +56,15 @@ def testbed(state_root):
         yield tb, load(path)
     finally:
         tb.down(log=lambda m: None)
+
+
+@pytest.fixture(scope="session")
+def provisioned(testbed):
+    """The shared testbed converged once with the whole site playbook, and that first
+    run's report. Tests that need a provisioned testbed share this run instead of each
+    converging from scratch (each Ansible run costs seconds per host); a test that
+    breaks something puts it back before it ends."""
+    from orchestrator.provision import provision
+
+    tb, inv = testbed
+    return tb, inv, provision(inv, progress=False)

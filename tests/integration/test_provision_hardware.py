@@ -10,20 +10,18 @@ say what would change, exit 1 because a real run would stop, and change nothing.
 from __future__ import annotations
 
 import hashlib
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from orchestrator.provision import provision
+from orchestrator import cli
+from orchestrator import provision as provision_mod
+from tests.cli import rainmaker
 
 from .hardware_view import FAKE_PCI, FAKE_SDE, as_hardware
 
 pytestmark = pytest.mark.integration
 
-RAINMAKER = str(Path(sys.executable).parent / "rainmaker")
 ROLES = ["common", "hugepages", "dpdk_host", "roce", "rainmaker_deploy", "tofino_sde"]
 
 
@@ -40,24 +38,30 @@ def tree_digest(*roots: Path) -> str:
     return h.hexdigest()
 
 
-def test_check_against_claimed_hardware_reports_what_is_missing_and_changes_nothing(testbed, tmp_path):
-    tb, inv = testbed
-    provision(inv, progress=False)  # a provisioned emulated testbed: what is left to say is the hardware
+def test_check_against_claimed_hardware_reports_what_is_missing_and_changes_nothing(
+    provisioned, tmp_path, monkeypatch, capsys
+):
+    tb, inv, _ = provisioned  # a provisioned emulated testbed: what is left to say is the hardware
     victim = inv.host("worker1").deploy_root / "bin" / "rain-worker"
     victim.unlink()  # and one thing a converge would change
     hw = as_hardware(inv, tmp_path / "hw.yaml")
     roots = [h.deploy_root for h in inv.hosts] + [inv.switch.deploy_root]
     before = tree_digest(*roots)
 
-    r = subprocess.run(
-        [RAINMAKER, "provision", "--check", "-i", str(tmp_path / "hw.yaml")],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "COLUMNS": "200"},
-    )
-    out = r.stdout + r.stderr
-    assert r.returncode == 1, out  # a real run would stop: said by the exit status too
+    # The command a person types, run in-process so that the report it printed can be
+    # held as data too (one Ansible run, not two).
+    reports = []
+
+    def keep(*args, **kw):
+        reports.append(real_provision(*args, **kw))
+        return reports[-1]
+
+    real_provision = provision_mod.provision
+    monkeypatch.setattr(provision_mod, "provision", keep)
+    monkeypatch.setattr(cli.console, "width", 200)
+    code, out, err = rainmaker(monkeypatch, capsys, "provision", "--check", "-i", str(tmp_path / "hw.yaml"))
+    out = out + err
+    assert code == 1, out  # a real run would stop: said by the exit status too
     assert "check mode: nothing was changed" in out
     assert "missing (a real run would stop here; hardware or vendor software):" in out
     lines = out.splitlines()
@@ -74,15 +78,14 @@ def test_check_against_claimed_hardware_reports_what_is_missing_and_changes_noth
     assert "would change:" in out and "rainmaker_deploy : " in out  # the binary a converge would put back
     assert before == tree_digest(*roots) and not victim.exists()  # nothing changed
 
-    # The same run through the API: every role ran, and the report holds it all as data.
-    report = provision(hw, check=True, progress=False)
+    # The same run as data: every role ran, and the report holds it all.
+    [report] = reports
     assert report.roles == ROLES or set(report.roles) == set(ROLES), report.roles
     assert set(report.missing) == {h.name for h in hw.hosts} | {hw.switch.name}
     assert not report.failures and not report.ok
     assert any(
         c.host == "worker1" and c.role == "rainmaker_deploy" and "bin/rain-worker" in c.items for c in report.changed
     ), report.changed
-    assert before == tree_digest(*roots)
 
-    provision(inv, progress=False, limit="worker1", tags=["deploy"])  # put the testbed back
+    real_provision(inv, progress=False, limit="worker1", tags=["deploy"])  # put the testbed back
     assert victim.is_file()
