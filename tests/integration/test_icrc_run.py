@@ -14,33 +14,14 @@ import yaml
 from orchestrator.experiment.run import run
 from orchestrator.inventory import load
 
+from .test_sweep import spec_file as sweep_spec
+
 pytestmark = pytest.mark.integration
 
 
 def spec_file(tmp_path: Path, name: str) -> Path:
     # Loaded enough that tasks queue in the switch, so large ones are pre-written.
-    spec = {
-        "name": name,
-        "systems": ["rain"],
-        "workers": {"per_host_threads": 2},
-        "workload": {
-            "classes": [
-                {
-                    "name": "task",
-                    "service": {"dist": "exponential", "mean_us": 10},
-                    "payload": {"bytes": 8, "large_fraction": 0.5, "large_bytes": 64},
-                }
-            ]
-        },
-        "load": {"capacity_fraction": [0.9]},
-        "emulated": {"warmup_s": 0.5, "measure_s": 1.5},
-        "rain": {"initial_quota": 1},
-        "validity": {"min_samples_p99": 100},
-        "plots": [],
-    }
-    p = tmp_path / f"{name}.yaml"
-    p.write_text(yaml.safe_dump(spec, sort_keys=False))
-    return p
+    return sweep_spec(tmp_path, name, [0.9], plots=[], large_fraction=0.5, quota=1)
 
 
 def worker_stats(run_dir: Path) -> list[dict]:

@@ -22,7 +22,17 @@ pytestmark = pytest.mark.integration
 RAINMAKER = str(Path(sys.executable).parent / "rainmaker")
 
 
-def spec_file(tmp_path: Path, name: str, loads: list[float], measure: float = 1.5, plots=None) -> Path:
+def spec_file(
+    tmp_path: Path,
+    name: str,
+    loads: list[float],
+    measure: float = 1.5,
+    plots=None,
+    *,
+    large_fraction: float = 0.2,
+    quota: int = 2,
+) -> Path:
+    """A small Rain spec for the emulated testbed (shared by the integration tests that run sweeps)."""
     spec = {
         "name": name,
         "systems": ["rain"],
@@ -32,15 +42,15 @@ def spec_file(tmp_path: Path, name: str, loads: list[float], measure: float = 1.
                 {
                     "name": "task",
                     "service": {"dist": "exponential", "mean_us": 10},
-                    "payload": {"bytes": 8, "large_fraction": 0.2, "large_bytes": 64},
+                    "payload": {"bytes": 8, "large_fraction": large_fraction, "large_bytes": 64},
                 }
             ]
         },
         "load": {"capacity_fraction": loads},
         "emulated": {"warmup_s": 0.5, "measure_s": measure},
-        "rain": {"initial_quota": 2},
+        "rain": {"initial_quota": quota},
         "validity": {"min_samples_p99": 100},
-        "plots": plots or ["p99_vs_load"],
+        "plots": ["p99_vs_load"] if plots is None else plots,
     }
     p = tmp_path / f"{name}.yaml"
     p.write_text(yaml.safe_dump(spec, sort_keys=False))

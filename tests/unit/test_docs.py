@@ -15,7 +15,8 @@ DOCS = REPO / "docs"
 # and notes in a sibling `shared` folder, its absolute path, its design notes and facts
 # files (the repository's own pages are docs/*.md; papers are cited by title and venue).
 OUTSIDE = re.compile(
-    r"\.\./shared/(?:seeds|facts)|/work/|DESIGN\.md|facts/(?:bfruntime|tofino|emulation)\.md"
+    # ([k] and [d]: this pattern does not match itself when the tree is searched for them)
+    r"\.\./share[d]/(?:seeds|facts)|/wor[k]/|DESIGN\.md|facts/(?:bfruntime|tofino|emulation)\.md"
     r"|tofino facts|facts: tofino"
 )
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
