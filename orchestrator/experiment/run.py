@@ -332,7 +332,6 @@ class QueueSampler:
     def __init__(self, ctl, expected_s: float):
         self.ctl = ctl
         self.period_s = max(1.0 / self.MAX_HZ, expected_s / self.MAX_SAMPLES)
-        self.slices = sorted(ctl.slices)
         self.samples: list[tuple[float, dict[int, int]]] = []  # (monotonic time, balance per slice)
         self.reads_s: list[float] = []
         self.error: str | None = None
@@ -341,20 +340,11 @@ class QueueSampler:
         self._thread = threading.Thread(target=self._run, name="switch-queue-sampler", daemon=True)
         self._thread.start()
 
-    def _read(self) -> dict[int, int]:
-        reg, pipe = self.ctl.bidir_queue.balance, self.ctl.pipe
-        if len(self.slices) == 1:
-            cells = {self.slices[0]: reg.read(self.slices[0])}
-        else:
-            every = reg.read_all()
-            cells = {s: every[s] for s in self.slices}
-        return {s: v[pipe] if pipe < len(v) else v[0] for s, v in cells.items() if v}
-
     def _run(self) -> None:
         try:
             while not self._stop.is_set():
                 t = time.monotonic()
-                balance = self._read()
+                balance = self.ctl.balances()
                 self.reads_s.append(time.monotonic() - t)
                 self.samples.append((t, balance))
                 # a period from this read's start, never less: a slow read is not caught up

@@ -272,6 +272,18 @@ class RainController:
     def slices(self) -> dict[int, SliceConfig]:
         return dict(self._slices or {})
 
+    def balances(self) -> dict[int, int]:
+        """Each configured slice's signed token balance in the Rain pipe (negative: tasks
+        queued, positive: tokens), in one Read: the cell itself when one slice is
+        configured, else the whole (16-cell) register. Cheap enough to poll during a load."""
+        reg, slices = self.bidir_queue.balance, sorted(self.slices)
+        if len(slices) == 1:
+            cells = {slices[0]: reg.read(slices[0])}
+        else:
+            every = reg.read_all()
+            cells = {s: every[s] for s in slices}
+        return {s: v[self.pipe] if self.pipe < len(v) else v[0] for s, v in cells.items() if v}
+
     def snapshot(self, entries: EntriesMode = "summary", *, max_entries: int = 4096) -> dict:
         """Every register and counter as plain data, ready for json.dump.
 

@@ -20,6 +20,7 @@ from orchestrator.experiment.analyze import queue_depths, switch_queue_series
 from orchestrator.experiment.layout import PointDir, RunDir
 from orchestrator.experiment.run import QueueSampler
 from switch.bfrt.errors import BfrtError
+from switch.control import RainController
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -51,6 +52,10 @@ class _Balance:
 
 
 class _Ctl:
+    """The controller as the sampler uses it: its own balances() over a scripted register."""
+
+    balances = RainController.balances
+
     def __init__(self, balance: _Balance, slices=(0,)):
         self.bidir_queue = type("BQ", (), {"balance": balance})()
         self.pipe = balance.pipes - 1
