@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from orchestrator.experiment.spec import PLOTS
+
 COUNTER_KEYS = (
     "offered",
     "sent",
@@ -291,15 +293,7 @@ def synthetic_run(
         "load": {"krps": list(loads)},
         "repetitions": reps,
         "slo": {"p99_slowdown": 10},
-        "plots": [
-            "p99_vs_load",
-            "p99_per_class",
-            "p99_slowdown_vs_load",
-            "queue_depth",
-            "p99_over_time",
-            "queuing_ratio",
-            "quota_vs_load",
-        ],
+        "plots": list(PLOTS),  # every kind the spec knows
         "validity": {"min_samples_p99": 100},
     }
     manifest = {
