@@ -14,7 +14,9 @@ again (PACKET_IGNORE_OUTGOING); transmission bypasses the qdisc.
 are dropped; so are frames larger than a ring slot, frames the kernel could not put
 in a full RX ring, and copies to a dev_port with no interface. Every such drop is
 counted by reason in `DropStats` (logged, and written to the stats file), and the
-port's `$PORT_STAT` counts what it received (All vs OK) and sent.
+port's `$PORT_STAT` counts what it received (All vs OK) and sent, and, in two fields
+of the emulator's own, each loss of the link's carrier (`$LinkDownEvents`, logged too)
+and the frames dropped at the port because it was down (`$FramesDroppedPortDown`).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from dataclasses import dataclass
 
 from switch.errors import SwitchError
 
+from .schema import PORT_FRAMES_DROPPED_DOWN, PORT_LINK_DOWN_EVENTS
 from .tables import TableStore
 
 log = logging.getLogger(__name__)
@@ -194,6 +197,19 @@ class RingPort:
             return False
         return bool(flags & IFF_UP and flags & IFF_RUNNING)
 
+    def carrier_downs(self) -> int | None:
+        """The kernel's count of this interface's carrier losses (sysfs carrier_down_count),
+        or None where it keeps none or the sysfs seen here is another namespace's."""
+        base = f"/sys/class/net/{self.iface}"
+        try:
+            with open(f"{base}/ifindex") as f:
+                if int(f.read()) != socket.if_nametoindex(self.iface):
+                    return None
+            with open(f"{base}/carrier_down_count") as f:
+                return int(f.read())
+        except (OSError, ValueError):
+            return None
+
     def kernel_drops(self) -> int:
         """Frames the kernel dropped for want of a free RX slot since the last call."""
         try:
@@ -268,7 +284,8 @@ class PortSet:
         self._cfg = store.ports.config_getter  # dev_port -> PortConfig | None (the $PORT table)
         self._cells = {d: store.ports.stat_cells(d) for d in self.ports}
         self._down: set[int] = set()  # ports without carrier at the last look (refresh_links)
-        self.refresh_links()
+        self._carrier_downs: dict[int, int | None] = {d: p.carrier_downs() for d, p in self.ports.items()}
+        self._down = {d for d, p in self.ports.items() if not p.carrier()}  # not a loss: how it started
         store.ports.up_hook = self.is_up
         self._emit = self.emit  # bound once (the hot loop passes it per frame)
 
@@ -290,9 +307,11 @@ class PortSet:
         cfg = self._cfg(dev_port)
         if cfg is None or not cfg.enable:
             self.drops.add("tx_port_disabled")
+            self._cells[dev_port][PORT_FRAMES_DROPPED_DOWN] += 1
             return
         if dev_port in self._down:
             self.drops.add("tx_link_down")
+            self._cells[dev_port][PORT_FRAMES_DROPPED_DOWN] += 1
             return
         n = len(data)
         off = port.tx_base + port.tx_i * port.frame_size
@@ -328,6 +347,7 @@ class PortSet:
         ok = False
         if not enabled:
             self.drops.add("rx_port_disabled")
+            self._cells[port.dev_port][PORT_FRAMES_DROPPED_DOWN] += 1
         elif snap < length:
             self.drops.add("rx_oversize")
         else:
@@ -455,8 +475,23 @@ class PortSet:
                 port.tx_packets = port.tx_bytes = 0
 
     def refresh_links(self) -> None:
-        """Which ports have no carrier now (one ioctl per port; done every housekeeping round)."""
-        self._down = {d for d, p in self.ports.items() if not p.carrier()}
+        """Which ports have no carrier now (one ioctl per port; done every housekeeping
+        round), and how often each lost it since the last look: the kernel's count where
+        there is one (it also sees a flap shorter than a round), else up -> down seen here."""
+        down = {d for d, p in self.ports.items() if not p.carrier()}
+        for d, p in self.ports.items():
+            before, now = self._carrier_downs[d], p.carrier_downs()
+            if before is not None and now is not None:
+                lost = max(0, now - before)
+            else:
+                lost = int(d in down and d not in self._down)
+            self._carrier_downs[d] = now
+            if lost:
+                self._cells[d][PORT_LINK_DOWN_EVENTS] += lost
+                log.warning("dev_port %d (%s): link down (%d carrier loss(es))", d, p.iface, lost)
+            if d in self._down and d not in down:
+                log.warning("dev_port %d (%s): link up", d, p.iface)
+        self._down = down
 
     def collect_kernel_drops(self) -> None:
         for port in self.ports.values():

@@ -274,7 +274,14 @@ PORT_STAT_FIELDS = (
     "$FramesTransmittedAll",
     "$OctetsTransmittedwithouterror",
     "$OctetsTransmittedTotal",
+    # The emulator's own (bf_switchd's $PORT_STAT has neither; docs/emulation.md): carrier
+    # losses of the port's link, and frames dropped at the port because it was down
+    # (no carrier, or not enabled through $PORT), whichever way they went.
+    "$LinkDownEvents",
+    "$FramesDroppedPortDown",
 )
+PORT_LINK_DOWN_EVENTS = PORT_STAT_FIELDS.index("$LinkDownEvents")
+PORT_FRAMES_DROPPED_DOWN = PORT_STAT_FIELDS.index("$FramesDroppedPortDown")
 
 _UINT_WIDTH = {"uint8": 8, "uint16": 16, "uint32": 32, "uint64": 64}
 

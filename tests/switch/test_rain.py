@@ -494,6 +494,13 @@ def test_port_without_carrier_is_down_and_drops_are_counted(rain, sw):
             time.sleep(0.05)
 
     response = frame(sw.side(WA), sw.side(CLIENT2), Header(kind=Kind.RESPONSE, request_id=1).pack(), 5000, 21057)
+    port_stat = rain.c.table("$PORT_STAT")
+
+    def stat() -> tuple[int, int]:  # the port's link losses and its frames dropped while down, over BFRuntime
+        d = port_stat.get({"$DEV_PORT": sw.dev(CLIENT2)}).data
+        return d["$LinkDownEvents"], d["$FramesDroppedPortDown"]
+
+    events0, dropped0 = stat()
     link("down")
     try:
         wait(lambda: not rain.c.ports.is_up(sw.dev(CLIENT2)), "$PORT_UP still true")
@@ -501,9 +508,11 @@ def test_port_without_carrier_is_down_and_drops_are_counted(rain, sw):
         time.sleep(0.3)  # the data plane looks at carriers every 0.25 s
         rain.send(WA, response)
         wait(lambda: rain.stats()["drops"]["tx_link_down"] == before + 1, "tx_link_down not counted")
+        assert stat() == (events0 + 1, dropped0 + 1)  # per port, where a controller reads it
     finally:
         link("up")
     wait(lambda: rain.c.ports.is_up(sw.dev(CLIENT2)), "$PORT_UP not back")
+    assert stat() == (events0 + 1, dropped0 + 1)  # coming back up is no loss
     time.sleep(0.3)
     rain.send(WA, response)
     sw.expect(CLIENT2, is_rain(Kind.RESPONSE))
