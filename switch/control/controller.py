@@ -34,7 +34,7 @@ from .dispatch import Dispatch
 from .errors import ControllerError
 from .events import Events
 from .forward import Forward
-from .ports import Ports
+from .ports import LinkState, Ports, link_changes
 from .pre import Pre, mgid_of
 from .queue_entries import QueueEntries
 from .rdma_engine import RdmaEngine
@@ -133,6 +133,23 @@ class RainController:
         """Add and enable every inventory port ($PORT: speed, FEC, autoneg), then wait
         until each reports $PORT_UP; returns the seconds waited."""
         return self.ports.bring_up(self.topology.ports, self.settings.port_up_timeout_s if timeout is None else timeout)
+
+    def links(self) -> dict[int, LinkState]:
+        """Every inventory port's link now ($PORT_UP, link losses, frames dropped while down)."""
+        return self.ports.links(p.dev_port for p in self.topology.ports)
+
+    def links_between(self, before: dict[int, LinkState], after: dict[int, LinkState]) -> list[dict]:
+        """Per inventory port, what its link did between two links() reads, with the
+        hosts cabled to it (none: a spare port, down the whole time harmlessly)."""
+        return [
+            {
+                "port": p.name,
+                "dev_port": p.dev_port,
+                "hosts": sorted(h.name for h in self.topology.hosts.values() if h.port.dev_port == p.dev_port),
+                **link_changes(before.get(p.dev_port), after.get(p.dev_port)),
+            }
+            for p in self.topology.ports
+        ]
 
     # -- programming -----------------------------------------------------------------
     def program(

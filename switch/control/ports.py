@@ -1,10 +1,13 @@
 """Front-panel ports ($PORT): added with the inventory's speed, FEC and autoneg,
-enabled, and waited for until $PORT_UP (probed, never slept for)."""
+enabled, and waited for until $PORT_UP (probed, never slept for); and what their links
+did ($PORT_UP, and the link counters of $PORT_STAT) for a runner to compare a
+measurement's start and end."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from switch.bfrt.client import Client
 
@@ -12,6 +15,36 @@ from .errors import ControllerError
 from .topology import PortSpec
 
 _AUTONEG = {"default": "default", "enable": True, "disable": False}
+
+# $PORT_STAT fields the emulator keeps and bf_switchd does not (docs/emulation.md):
+# carrier losses of the link, and frames dropped at the port because it was down.
+LINK_DOWN_EVENTS = "$LinkDownEvents"
+FRAMES_DROPPED_DOWN = "$FramesDroppedPortDown"
+
+
+@dataclass(frozen=True)
+class LinkState:
+    """One port's link at one moment. A counter is None where the switch keeps none."""
+
+    up: bool
+    link_down_events: int | None = None
+    frames_dropped_down: int | None = None
+
+
+def link_changes(before: LinkState | None, after: LinkState | None) -> dict:
+    """What a port's link did between two reads: up at each end, and how many link
+    losses and frames dropped while down in between (None: not counted, or not read)."""
+
+    def delta(field: str) -> int | None:
+        a, b = (getattr(s, field) if s is not None else None for s in (before, after))
+        return None if a is None or b is None else max(0, b - a)  # counters zeroed meanwhile: no loss seen
+
+    return {
+        "up_before": None if before is None else before.up,
+        "up_after": None if after is None else after.up,
+        "link_down_events": delta("link_down_events"),
+        "frames_dropped_port_down": delta("frames_dropped_down"),
+    }
 
 
 class Ports:
@@ -68,3 +101,16 @@ class Ports:
             }
             for p, d in sorted(self.client.ports.all().items())
         }
+
+    def links(self, dev_ports: Iterable[int]) -> dict[int, LinkState]:
+        """Each added port's link now: $PORT_UP, and from $PORT_STAT its link losses and
+        frames dropped while down. Two Reads, whatever the number of ports."""
+        state = self.client.ports.all()
+        stats = {e.key["$DEV_PORT"]: e.data for e in self.client.table("$PORT_STAT").entries()}
+        out = {}
+        for d in dev_ports:
+            if d not in state:
+                continue
+            st = stats.get(d, {})
+            out[d] = LinkState(bool(state[d].get("$PORT_UP")), st.get(LINK_DOWN_EVENTS), st.get(FRAMES_DROPPED_DOWN))
+        return out

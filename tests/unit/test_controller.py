@@ -33,6 +33,7 @@ from switch.control.events import NAMES as EVENT_NAMES
 from switch.control.pre import mgid_of, node_of
 from switch.emulator.bfrt_server import serve
 from switch.emulator.rain import make_store
+from switch.emulator.schema import PORT_FRAMES_DROPPED_DOWN, PORT_LINK_DOWN_EVENTS
 from switch.p4 import source
 from tests.bfrt_program import PROGRAM as OTHER_PROGRAM
 
@@ -346,6 +347,48 @@ def test_ports_that_stay_down_are_named(ctl, store):
         ctl.bring_up_ports(timeout=0.3)
     assert "3/0 (dev_port 148)" in e.value.message and "1/0" not in e.value.message
     assert e.value.subject == [148]
+
+
+def test_links_between_two_reads_name_the_port_its_hosts_and_what_its_link_did(ctl, store):
+    """What a runner reads before and after a measurement: each inventory port's
+    $PORT_UP and the link counters of $PORT_STAT, over BFRuntime, and the differences."""
+    inv = inventory((132, 140, 148, 156, 164))  # 5/0: a spare port, no host behind it
+    ctl = RainController(ctl.client, inv, two_slices())
+    up = {132: True, 140: True, 148: True, 156: True, 164: False}
+    store.ports.up_hook = lambda d: up[d]
+    ctl.ports.configure(ctl.topology.ports)
+    before = ctl.links()
+    assert before[148].up and not before[164].up and before[148].link_down_events == 0
+    cells = store.ports.stat_cells(148)  # the data plane: worker0's link went down, 7 frames dropped
+    cells[PORT_LINK_DOWN_EVENTS] += 1
+    cells[PORT_FRAMES_DROPPED_DOWN] += 7
+    up[156] = False
+    rows = {r["port"]: r for r in ctl.links_between(before, ctl.links())}
+    assert rows["3/0"] == {
+        "port": "3/0",
+        "dev_port": 148,
+        "hosts": ["worker0"],
+        "up_before": True,
+        "up_after": True,
+        "link_down_events": 1,
+        "frames_dropped_port_down": 7,
+    }
+    assert rows["4/0"]["up_after"] is False and rows["4/0"]["link_down_events"] == 0
+    assert rows["5/0"]["hosts"] == [] and rows["5/0"]["up_before"] is False
+    assert rows["1/0"]["hosts"] == ["client0"] and rows["1/0"]["frames_dropped_port_down"] == 0
+
+
+def test_link_counters_a_switch_does_not_keep_are_none():
+    from switch.control.ports import LinkState, link_changes
+
+    bf_switchd = LinkState(up=True)  # its $PORT_STAT has neither counter
+    assert link_changes(bf_switchd, LinkState(up=False)) == {
+        "up_before": True,
+        "up_after": False,
+        "link_down_events": None,
+        "frames_dropped_port_down": None,
+    }
+    assert link_changes(None, LinkState(True, 3, 0))["link_down_events"] is None  # not read before
 
 
 # -- reset ---------------------------------------------------------------------------------
