@@ -92,7 +92,13 @@ def register(cli: click.Group, console) -> None:
     @cli.command("run")
     @click.argument("spec", type=click.Path(dir_okay=False))
     @click.option("-i", "--inventory", "inv_path", help=INVENTORY_HELP)
-    @click.option("--resume", "resume", type=click.Path(file_okay=False), help="continue the run in RUN_DIR")
+    @click.option(
+        "--resume",
+        "resume",
+        type=click.Path(file_okay=False),
+        metavar="RUN_DIR",
+        help="continue the run in RUN_DIR: measure its todo, interrupted and failed points (done ones are kept)",
+    )
     @click.option("--results", "results", default="results", show_default=True, help="where new runs go")
     @click.option(
         "--retries",
@@ -101,9 +107,24 @@ def register(cli: click.Group, console) -> None:
         show_default=True,
         help="attempts after an infrastructure failure before a point is marked failed",
     )
+    @click.option(
+        "--retry-wait",
+        type=click.FloatRange(0, 3600),
+        default=120.0,
+        show_default=True,
+        metavar="SECONDS",
+        help="before a retry, wait (growing pauses) until every host answers SSH and the switch BFRuntime; "
+        "at most this long in all per point",
+    )
     @click.option("--no-analysis", is_flag=True, help="skip analysis, plots and report at the end")
     def run_cmd(
-        spec: str, inv_path: str | None, resume: str | None, results: str, retries: int, no_analysis: bool
+        spec: str,
+        inv_path: str | None,
+        resume: str | None,
+        results: str,
+        retries: int,
+        retry_wait: float,
+        no_analysis: bool,
     ) -> None:
         """Run SPEC on the testbed as a resumable sweep, then analyze, plot and report.
 
@@ -127,6 +148,7 @@ def register(cli: click.Group, console) -> None:
                 resume=Path(resume) if resume else None,
                 results_root=Path(results),
                 retries=retries,
+                retry_wait=retry_wait,
                 console=console,
                 progress=sys.stdout.isatty(),
                 analyze_after=not no_analysis,

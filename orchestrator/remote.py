@@ -379,17 +379,26 @@ pg=$(cat "$1" 2>/dev/null)
 if _ours "$pg" "$2"; then echo "$pg"; else echo none; fi
 """
 
-# kill_leftovers RUN GRACE_CS: every pidfile under RUN, ours or stale, is removed.
+# kill_leftovers RUN GRACE_CS DIR...: every pidfile under RUN, ours or stale, is
+# removed; then each DIR that no process holds a file open in is removed (a program's
+# runtime folder that outlived it). Open files show in /proc/*/fd as links to their path.
 _SH_LEFTOVERS = r"""
-run=$1 grace=$2; set --
+run=$1 grace=$2; shift 2; groups=""
 for pf in "$run"/*.pid; do
   [ -f "$pf" ] || continue
   name=${pf##*/}; name=${name%.pid}; pg=$(cat "$pf" 2>/dev/null)
   rm -f "$pf"
   case $name in *[!A-Za-z0-9_.-]*) continue;; esac
-  _valid "$pg" && set -- "$@" "$name:$pg"
+  _valid "$pg" && groups="$groups $name:$pg"
 done
-[ $# -eq 0 ] || _stop_all "$run" "$grace" TERM "$@"
+[ -z "$groups" ] || _stop_all "$run" "$grace" TERM $groups
+for d in "$@"; do
+  [ -d "$d" ] || continue
+  real=$(readlink -f -- "$d") || continue
+  ls -l /proc/[0-9]*/fd/ 2>/dev/null |
+    awk -v r=" -> $real" 'index($0, r "/") || substr($0, length($0) - length(r) + 1) == r { f = 1 } END { exit !f }' ||
+    rm -rf -- "$real"
+done
 """
 
 
@@ -766,16 +775,22 @@ class Remote:
         how = r.stdout.split()[-1] if r.stdout.split() else "gone"
         return "not running" if how == "gone" else how  # type: ignore[return-value]
 
-    def kill_leftovers(self, *, grace: float = 2.0) -> list[Stopped]:
+    def kill_leftovers(self, *, grace: float = 2.0, stale_dirs: Sequence[str] = ()) -> list[Stopped]:
         """Stop every process group recorded under <deploy_root>/run/ (from earlier runs,
         crashed or interrupted) and remove all pidfiles there. Returns what it stopped.
 
         A pidfile whose group no longer exists, or whose number now belongs to a group
-        rainmaker did not start, is only removed.
+        rainmaker did not start, is only removed. Then each of `stale_dirs` (absolute
+        folders, such as a DPDK program's runtime folder) that no process has a file open
+        in any more is removed: what a killed program could not clean up itself.
         """
+        for d in stale_dirs:
+            parts = PurePosixPath(d).parts
+            if not PurePosixPath(d).is_absolute() or len(parts) < 3 or ".." in parts:
+                raise ValueError(f"stale_dirs: {d!r} is not an absolute folder below the top two levels")
         r = self._script(
             _SH_LEFTOVERS,
-            [str(self.target.run_dir), _cs(grace)],
+            [str(self.target.run_dir), _cs(grace), *stale_dirs],
             what=f"kill_leftovers {self.target.run_dir}",
             timeout=grace + 20,
         )

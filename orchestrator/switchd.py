@@ -251,6 +251,49 @@ def status(inv: Inventory, *, timeout: float = 3.0) -> SwitchStatus:
     return st
 
 
+UP, DOWN, UNKNOWN = "up", "down", "unknown"
+
+
+def liveness(inv: Inventory, *, timeout: float = 3.0) -> tuple[str, str]:
+    """Whether the switch's software is known to be up (UP), known to be down (DOWN), or
+    neither (UNKNOWN), and why, without a BFRuntime session: no client id is taken, so
+    readers that hold ids, hung or not, change nothing here.
+
+    DOWN: the emulator's process is not running, or the BFRuntime port refuses
+    connections (nothing listens). UP: its gRPC server completes a connection handshake
+    within `timeout`. Anything else (the switch machine's SSH fails, the handshake times
+    out, as with a frozen server) is UNKNOWN, and unknown is not down: a switch is only
+    restarted when it is down."""
+    import socket
+
+    import grpc
+
+    sw = inv.switch
+    if sw.kind == "emulated":
+        try:
+            with Remote(targets(inv, role="switch")[0], connect_timeout=timeout) as r:
+                running = r.find(PROCESS) is not None
+        except RemoteError as e:
+            return UNKNOWN, f"cannot look for the emulator's process on {sw.name}: {e.result.error or e.message}"
+        if not running:
+            return DOWN, f"the emulator's process is not running on {sw.name}"
+    host, _, port = sw.bfrt.rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except ConnectionRefusedError:
+        return DOWN, f"its BFRuntime port {sw.bfrt} refuses connections"
+    except OSError as e:
+        return UNKNOWN, f"its BFRuntime port {sw.bfrt} did not accept a connection ({e.strerror or e})"
+    channel = grpc.insecure_channel(sw.bfrt)
+    try:
+        grpc.channel_ready_future(channel).result(timeout=timeout)
+    except grpc.FutureTimeoutError:
+        return UNKNOWN, f"BFRuntime at {sw.bfrt} accepts connections but did not answer within {timeout:g} s"
+    finally:
+        channel.close()
+    return UP, f"BFRuntime at {sw.bfrt} answers"
+
+
 # -- reading the switch (any switch that answers BFRuntime) ------------------------------
 
 BIG_REGISTER = 4096  # cells: larger registers are summarised unless asked for

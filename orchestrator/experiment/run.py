@@ -9,9 +9,10 @@ agents (warm-up, measurement) while sampling the switch's queues, stop everythin
 collect every file over SFTP into points/<id>/, snapshot the switch's registers and
 counters, run the validity checks, and only then mark the point done (with its
 verdict). Where each file goes is layout.py's. Infrastructure failures (a host, the switch, an
-agent) are retried a bounded number of times, then the point is marked failed with
-the reason and the sweep goes on. Ctrl-C stops the remote processes, puts the point
-back to todo and leaves a run that `--resume` continues.
+agent) are retried a bounded number of times, each retry after waiting (bounded) until
+the testbed answers again (retry.py), then the point is marked failed with each
+attempt's reason and the sweep goes on. Ctrl-C stops the remote processes, puts the
+point back to todo and leaves a run that `--resume` continues (failed points included).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from ..remote import Background, Remote, Target, targets
 from . import layout
 from .layout import PointDir, RunDir
 from .plan import Point, TestbedShape, plan
+from .retry import DEFAULT_BUDGET_S, Backoff, Waiter, testbed_answers
 from .spec import Spec
 from .spec import load as load_spec
 from .sweep import DONE, FAILED, Sweep
@@ -388,10 +390,12 @@ class Runner:
         retries: int,
         log,
         progress,
+        backoff: Backoff | None = None,
     ):
         self.spec_path, self.spec, self.inv, self.inv_path = spec_path, spec, inv, inv_path
         self.run_dir, self.points, self.sweep = run_dir, points, sweep
         self.retries, self.log, self.progress = retries, log, progress
+        self.backoff = backoff or Backoff()  # the waits between attempts (retry.py)
         self.tb = Testbed(inv)
         self.stamp = run_dir.name
         self.bfrt = None
@@ -698,12 +702,18 @@ class Runner:
     def sweep_all(self) -> None:
         pending = self.sweep.pending()
         self.progress.start(len(self.points), len(self.points) - len(pending))
+        failed_before = False  # the last attempt failed: the next one waits for the testbed
         for p in pending:
             self.progress.point(p)
+            waiter = self._waiter()  # one budget of waiting per point
             last: str | None = None
             for attempt in range(1, self.retries + 2):
+                if failed_before:
+                    waiter.until_answering(self._answers, lambda m, pid=p.id: self.log(f"{pid}: {m}"))
+                    self._recover()
                 self.sweep.start(p.id)
                 try:
+                    self._clear_leftovers(p, attempt)
                     verdict = self.run_point(p)
                 except KeyboardInterrupt:
                     self.stop_all()
@@ -711,11 +721,12 @@ class Runner:
                     raise
                 except (RainmakerError, OSError, TimeoutError) as e:  # a switch's errors included
                     last = _one_line(e)
+                    self.sweep.attempt_failed(p.id, last)
                     self.stop_all()
                     self.log(f"{p.id}: attempt {attempt} failed: {last}")
-                    if attempt <= self.retries:
-                        self._recover()
+                    failed_before = True
                     continue
+                failed_before = False
                 if not verdict.valid:
                     self.log(f"{p.id}: measured, but not valid: {', '.join(verdict.failed)}")
                 self.sweep.finish(p.id, DONE, None if verdict.valid else invalid_reason(verdict), valid=verdict.valid)
@@ -723,18 +734,41 @@ class Runner:
             else:
                 self.sweep.finish(p.id, FAILED, last)
             self.progress.advance()
+        try:
+            self._clear_leftovers(None, 0)  # the last point's DPDK runtime folders
+        except RainmakerError as e:
+            self.log(f"clean-up after the sweep: {_one_line(e)}")
+
+    def _waiter(self) -> Waiter:
+        return Waiter(self.backoff)
+
+    def _answers(self) -> dict[str, str]:
+        return testbed_answers(self.inv)
+
+    def _clear_leftovers(self, p: Point | None, attempt: int) -> None:
+        """Before every attempt: stop whatever an earlier attempt or run left on the hosts
+        (agents, and rain-worker and rain-client with them: one process group each), and
+        remove DPDK runtime folders no process holds any more (a killed program leaves its
+        own). Not only after a failure: an attempt that failed while a host was away could
+        not stop that host's agent, and the next start would meet it."""
+        inv = self.inv
+
+        def one(n: str) -> list:
+            h = inv.host(n)
+            return self.tb.remotes[n].kill_leftovers(stale_dirs=[_dpdk_runtime_dir(inv, h, h.role)])
+
+        hosts = [h.name for h in inv.hosts]
+        stopped = self.tb.parallel(one, hosts)
+        found = [f"{n}: {s.name} ({s.how})" for n in hosts for s in stopped[n]]
+        if found and p is not None:
+            self.log(f"{p.id}: before attempt {attempt}, stopped what was left running: {', '.join(found)}")
 
     def _recover(self) -> None:
-        """Between attempts: drop connections (a host may have come back), stop the agents
-        of the failed attempt wherever they still run (they must not answer twice),
-        reconnect the switch."""
+        """Between attempts: drop connections (a host may have come back) and reconnect the
+        switch (restarted only if it is down: switch_session). Leftovers are cleared before
+        every attempt (_clear_leftovers)."""
         for r in self.tb.remotes.values():
             r.close()
-        for h in self.inv.hosts:
-            try:
-                self.tb.remotes[h.name].kill_leftovers()
-            except RainmakerError as e:
-                self.log(f"recovery: {h.name}: {_one_line(e)}")
         try:
             if self.bfrt is not None:
                 self.bfrt.close()
@@ -744,16 +778,25 @@ class Runner:
 
 
 def switch_session(inv: Inventory, log):
-    """Start the switch's software if it does not run, and open this run's BFRuntime
-    session (bound, as the program's one writer)."""
+    """Start the switch's software if it is known to be down, and open this run's
+    BFRuntime session (bound, as the program's one writer). A switch whose state cannot
+    be told (a status read that times out, a reader that holds a client id) is not
+    restarted: killing a healthy switch mid-run loses every point's state on it."""
     from .. import switchd
 
-    st = switchd.status(inv)
-    if not st.ok:
-        if st.running:
-            switchd.stop(inv)
-        switchd.start(inv, "rain", log=log)
+    state, why = switchd.liveness(inv)
+    if state == switchd.DOWN:
+        log(f"switch {inv.switch.name} is down ({why}): (re)starting its software")
+        switchd.start(inv, "rain", log=log, restart=inv.switch.kind == "emulated")  # a live one not serving: stop it
+    elif state == switchd.UNKNOWN:
+        log(f"switch {inv.switch.name}: state unknown ({why}); not restarting it, connecting")
     return switchd.connect(inv, program="rain", bind=True, client_id=1)
+
+
+def _dpdk_runtime_dir(inv: Inventory, host: Host, role: str) -> str:
+    """Where DPDK keeps a program's runtime files (per --file-prefix): /var/run/dpdk for
+    root, which the agents run as."""
+    return f"/var/run/dpdk/{_eal(inv, host, role, '')['file_prefix']}"
 
 
 def invalid_reason(verdict) -> str:
@@ -823,10 +866,15 @@ def run(
     resume: Path | None = None,
     results_root: Path = Path("results"),
     retries: int = 2,
+    retry_wait: float = DEFAULT_BUDGET_S,
     console=None,
     progress: bool = True,
     analyze_after: bool = True,
 ) -> Path:
+    """`retries`: attempts after the first for a point that meets an infrastructure
+    failure; `retry_wait`: the most seconds a point waits, in all, for the testbed to
+    answer again between its attempts (retry.py). On `resume`, failed points are
+    measured again, interrupted ones too; done points are kept."""
     spec_path = Path(spec_path)
     spec = load_spec(spec_path)
     supported_or_explain(spec)
@@ -865,8 +913,22 @@ def run(
     log(
         f"{'resuming' if resume else 'run'} {spec.name}: {len(points)} points, {sweep.counts()['done']} done; results in {run_dir}"
     )
+    if sweep.retried:
+        log(f"resume measures failed points again: {', '.join(sweep.retried)}")
     with Progress(console, enabled=progress) as prog:
-        runner = Runner(spec_path, spec, inv, inv_path, run_dir, points, sweep, retries=retries, log=log, progress=prog)
+        runner = Runner(
+            spec_path,
+            spec,
+            inv,
+            inv_path,
+            run_dir,
+            points,
+            sweep,
+            retries=retries,
+            log=log,
+            progress=prog,
+            backoff=Backoff(budget_s=retry_wait),
+        )
         try:
             runner.prepare()
             if resume is None or not rd.manifest.exists():

@@ -1,6 +1,8 @@
 """The runner's sweep loop without a testbed: what sweep.json records for a point that
 was measured but failed its validity checks, and how an error of the switch (outside
-orchestrator/) is retried like any other; the one exception root that makes it so."""
+orchestrator/) is retried like any other; the one exception root that makes it so.
+Retries wait (on a fake clock) until the testbed answers, leftovers are cleared before
+every attempt, and every attempt's reason is kept."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import pytest
 
 from orchestrator.errors import HostResult, RainmakerError, RemoteError
 from orchestrator.experiment.plan import Point
+from orchestrator.experiment.retry import Backoff, Waiter
 from orchestrator.experiment.run import Runner
 from orchestrator.experiment.sweep import Sweep
 from orchestrator.experiment.validity import Check, Verdict
@@ -28,24 +31,53 @@ class _Progress:
     def advance(self): ...
 
 
-def _runner(tmp_path, outcomes: dict[str, list], retries: int = 1) -> tuple[Runner, list[str]]:
-    """A Runner whose run_point returns or raises the next outcome of each point."""
+class FakeTime:
+    """A clock that only sleeping moves."""
+
+    def __init__(self):
+        self.now, self.sleeps = 0.0, []
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, s: float) -> None:
+        self.sleeps.append(s)
+        self.now += s
+
+
+def _runner(
+    tmp_path, outcomes: dict[str, list], retries: int = 1, answers: list[dict] | None = None, budget: float = 120
+) -> tuple[Runner, list[str]]:
+    """A Runner whose run_point returns or raises the next outcome of each point; the
+    testbed's answers to the probes between attempts are `answers` in turn (then all
+    answer). r.events lists what happened in order: clear, point, recover."""
     points = [_point(1), _point(2)]
     sweep = Sweep(tmp_path, points, resume=False)
     r = Runner.__new__(Runner)  # no testbed: only the sweep loop runs
     logs: list[str] = []
     r.points, r.sweep, r.retries, r.log, r.progress = points, sweep, retries, logs.append, _Progress()
-    recovered = []
+    r.backoff = Backoff(budget_s=budget)
+    r.time = FakeTime()
+    r.events = []
+    answers = list(answers or [])
 
     def run_point(p):
+        r.events.append(f"point {p.id}")
         out = outcomes[p.id].pop(0)
         if isinstance(out, BaseException):
             raise out
         return out
 
+    def probe():
+        r.events.append("probe")
+        return answers.pop(0) if answers else {}
+
     r.run_point = run_point
     r.stop_all = lambda: None
-    r._recover = lambda: recovered.append(1)
+    r._recover = lambda: r.events.append("recover")
+    r._clear_leftovers = lambda p, attempt: r.events.append(f"clear {p.id if p else None} {attempt}")
+    r._answers = probe
+    r._waiter = lambda: Waiter(r.backoff, clock=r.time.clock, sleep=r.time.sleep)
     return r, logs
 
 
@@ -113,3 +145,96 @@ def test_a_bug_is_not_retried(tmp_path):
     with pytest.raises(KeyError):
         r.sweep_all()
     assert _state(tmp_path)["rain-f0.1-r1"]["status"] == "running"  # a resume reruns it
+
+
+def _good(pid: str) -> Verdict:
+    return Verdict(pid, [Check("complete", True, 0, 0, "complete")])
+
+
+def _lost(host: str = "worker1") -> RemoteError:
+    return RemoteError(HostResult(host, "stop worker-agent", None, error="connection lost: Socket is closed"))
+
+
+def test_a_retry_waits_until_the_testbed_answers_and_each_attempt_keeps_its_reason(tmp_path):
+    """The sshd outage of issue 11: the retry does not start until worker1 answers again
+    (growing pauses), leftovers are cleared before every attempt (the first attempt's
+    agent is stopped before the second starts), and sweep.json keeps both attempts."""
+    down = {"worker1": "unreachable: 10.0.0.3:22: Connection refused"}
+    r, logs = _runner(
+        tmp_path,
+        {"rain-f0.1-r1": [_lost(), _good("rain-f0.1-r1")], "rain-f0.2-r1": [_good("rain-f0.2-r1")]},
+        answers=[down, down],
+    )
+    r.sweep_all()
+    assert r.time.sleeps == [1.0, 2.0, 4.0]  # pause, look; a longer pause, look; ...
+    assert r.events == [
+        "clear rain-f0.1-r1 1",
+        "point rain-f0.1-r1",
+        "probe",
+        "probe",
+        "probe",
+        "recover",
+        "clear rain-f0.1-r1 2",
+        "point rain-f0.1-r1",
+        "clear rain-f0.2-r1 1",  # no wait: the last attempt succeeded
+        "point rain-f0.2-r1",
+        "clear None 0",
+    ]
+    st = _state(tmp_path)
+    a = st["rain-f0.1-r1"]
+    assert a["status"] == "done" and a["attempts"] == 2 and a["reason"] is None
+    assert [(e["attempt"], e["reason"]) for e in a["attempts_log"]] == [
+        (1, "worker1: `stop worker-agent` connection lost: Socket is closed"),
+        (2, None),
+    ]
+    assert [e["attempt"] for e in st["rain-f0.2-r1"]["attempts_log"]] == [1]
+    assert any("still waiting for worker1 (unreachable: 10.0.0.3:22: Connection refused)" in m for m in logs)
+    assert any("every host and the switch answer" in m for m in logs)
+
+
+def test_waiting_is_bounded_by_the_budget_then_the_attempt_is_made_anyway(tmp_path):
+    down = {"sw0": "unknown: BFRuntime at 10.0.0.1:50052 accepts connections but did not answer within 3 s"}
+    r, logs = _runner(
+        tmp_path,
+        {"rain-f0.1-r1": [_lost(), _lost()], "rain-f0.2-r1": [_good("rain-f0.2-r1")]},
+        answers=[down] * 100,
+        budget=10,
+    )
+    r.sweep_all()
+    # 10 s per point: the first point's retry, then the next point's first attempt
+    assert r.time.sleeps == [1.0, 2.0, 4.0, 3.0] * 2
+    st = _state(tmp_path)
+    assert st["rain-f0.1-r1"]["status"] == "failed" and st["rain-f0.1-r1"]["attempts"] == 2
+    assert len(st["rain-f0.1-r1"]["attempts_log"]) == 2
+    assert any("gave up waiting: the retry budget of 10 s is spent and sw0 still not answering" in m for m in logs)
+    # the next point has its own budget, and waits because the last attempt failed
+    assert r.events.index("point rain-f0.2-r1") > r.events.index("clear rain-f0.2-r1 1")
+    assert st["rain-f0.2-r1"]["status"] == "done"
+
+
+def test_no_wait_when_nothing_failed(tmp_path):
+    r, _ = _runner(tmp_path, {"rain-f0.1-r1": [_good("rain-f0.1-r1")], "rain-f0.2-r1": [_good("rain-f0.2-r1")]})
+    r.sweep_all()
+    assert r.time.sleeps == [] and "probe" not in r.events and "recover" not in r.events
+    assert [e for e in r.events if e.startswith("clear")] == [
+        "clear rain-f0.1-r1 1",
+        "clear rain-f0.2-r1 1",
+        "clear None 0",
+    ]
+
+
+def test_a_failed_clean_up_is_a_failed_attempt(tmp_path):
+    """Leftovers that cannot be cleared (the host is away) fail the attempt, which is retried."""
+    r, _ = _runner(tmp_path, {"rain-f0.1-r1": [_good("rain-f0.1-r1")], "rain-f0.2-r1": [_good("rain-f0.2-r1")]})
+    calls = []
+
+    def clear(p, attempt):
+        calls.append((p.id if p else None, attempt))
+        if len(calls) == 1:
+            raise _lost()
+
+    r._clear_leftovers = clear
+    r.sweep_all()
+    st = _state(tmp_path)
+    assert st["rain-f0.1-r1"]["status"] == "done" and st["rain-f0.1-r1"]["attempts"] == 2
+    assert st["rain-f0.1-r1"]["attempts_log"][0]["reason"].startswith("worker1:")
