@@ -15,6 +15,8 @@
         switch/snapshot.json   registers and counters after the load    run.py -> analysis
         switch/queue.jsonl     the switch's queues sampled during the load
                                                             run.py      -> analysis, plots
+        switch/links.json      what each port's link did during the load
+                                                            run.py      -> validity (links_up)
         clients/<host>/     the client host's output folder, collected over SFTP (CLIENT_FILES)
         workers/<host>/     the worker host's output folder, collected over SFTP (WORKER_FILES)
 
@@ -52,8 +54,13 @@ VALIDITY = "validity.json"
 SWITCH = "switch"
 SNAPSHOT = "snapshot.json"
 SWITCH_QUEUE = "queue.jsonl"
+LINKS = "links.json"
 CLIENTS = "clients"
 WORKERS = "workers"
+
+# clients/<host>/ and workers/<host>/: the agents
+AGENT_OUTCOME = "agent.json"  # how the agent's program ended (written by the agent when it ends)
+AGENT_LOG = "agent.log"  # the agent's own output, copied from the host's run folder
 
 # clients/<host>/: rain-client (--out, --trace) and the client agent
 LATENCY_HLOG = "latency.hlog"  # HdrHistogram interval log per class, ns
@@ -66,8 +73,8 @@ CLIENT_FILES = {
     CLIENT_SUMMARY: "rain-client -> analysis, validity",
     TRACE: "rain-client --trace (when the point has at most 2 M sends) -> validity (interarrival)",
     "client.log": "rain-client's output (the client agent) -> people",
-    "agent.json": "the client agent: rain-client's exit status -> people",
-    "agent.log": "the client agent's log (run.py copies it in) -> people",
+    AGENT_OUTCOME: "the client agent: rain-client's exit status -> outcome.py (the point's acceptance), people",
+    AGENT_LOG: "the client agent's log (run.py copies it in) -> outcome.py, people",
     "agent-config.json": "run.py: the agent's configuration -> the client agent, people",
 }
 
@@ -85,8 +92,9 @@ WORKER_FILES = {
     "(tasks_intact), people",
     "worker.log": "rain-worker's output (the worker agent) -> people",
     "worker.ctl": "the shared-memory control block rain-worker and its agent share -> people",
-    "agent.json": "the worker agent: rain-worker's exit status, lost samples -> people",
-    "agent.log": "the worker agent's log (run.py copies it in) -> people",
+    AGENT_OUTCOME: "the worker agent: rain-worker's exit status, lost samples -> outcome.py (the point's "
+    "acceptance), people",
+    AGENT_LOG: "the worker agent's log (run.py copies it in) -> outcome.py (its exit status), people",
     "agent-config.json": "run.py: the agent's configuration -> the worker agent, people",
 }
 
@@ -154,6 +162,10 @@ class PointDir:
     def switch_queue(self) -> Path:
         return self.path / SWITCH / SWITCH_QUEUE
 
+    @property
+    def links(self) -> Path:
+        return self.path / SWITCH / LINKS
+
     def client(self, host: str) -> Path:
         return self.path / CLIENTS / host
 
@@ -192,6 +204,12 @@ class PointDir:
         self.snapshot.parent.mkdir(exist_ok=True)
         return _write_json(self.snapshot, snapshot)
 
+    def write_links(self, links: dict) -> Path:
+        """switch/links.json: per inventory port, up at the load's start and end, link
+        losses and frames dropped while down in between (None: the switch counts none)."""
+        self.links.parent.mkdir(exist_ok=True)
+        return _write_json(self.links, links)
+
     def write_verdict(self, verdict: dict) -> Path:
         return _write_json(self.validity, verdict)
 
@@ -222,6 +240,12 @@ class PointDir:
     def read_verdict(self) -> dict | None:
         v = read_json(self.validity)
         return v if isinstance(v, dict) else None
+
+    def read_links(self) -> dict | None:
+        """switch/links.json ({"window_s", "ports": [{port, dev_port, hosts, up_before,
+        up_after, link_down_events, frames_dropped_port_down}]}); None if missing or unreadable."""
+        v = read_json(self.links)
+        return v if isinstance(v, dict) and isinstance(v.get("ports"), list) else None
 
     def read_switch_queue(self) -> list[dict]:
         """Samples of the switch's queues: {"t_s": seconds since the load started,

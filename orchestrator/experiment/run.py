@@ -31,7 +31,7 @@ from ..deploy import AGENT_FILES, BUILD, VERSION, bundle, differing, parse_sha25
 from ..errors import RainmakerError, UsageError
 from ..inventory import Host, Inventory
 from ..remote import Background, Remote, Target, targets
-from . import layout
+from . import layout, outcome
 from .layout import PointDir, RunDir
 from .plan import Point, TestbedShape, plan
 from .retry import DEFAULT_BUDGET_S, Backoff, Waiter, testbed_answers
@@ -615,7 +615,9 @@ class Runner:
             )
             return time.monotonic()  # delivered: the host has started
 
-        # The switch queue is sampled from before the start signals until the clients are done.
+        # The switch queue is sampled from before the start signals until the clients are
+        # done; the links are read just outside that (the sampler has the session meanwhile).
+        links_before, t_links = self.ctl.links(), time.monotonic()
         sampler = QueueSampler(self.ctl, p.warmup_s + p.measure_s)
         try:
             delivered = self.tb.parallel(signal, list(go))
@@ -633,9 +635,11 @@ class Runner:
         if self.ctl.switch_restarted:
             # Its queues and tables were gone mid-measurement: the point is not trusted.
             raise PointFailed(f"{p.id}: the switch restarted during the measurement")
+        links = self.ctl.links_between(links_before, self.ctl.links())
+        pd.write_links({"window_s": round(time.monotonic() - t_links, 3), "ports": links})
         self.phase("stop")
         agents = {**{f"w:{n}": (n, bgs[n], 15) for n in bgs}, **{f"c:{n}": (n, cbgs[n], 5) for n in cbgs}}
-        self.tb.parallel(
+        how = self.tb.parallel(
             lambda key: self.tb.remotes[agents[key][0]].stop(agents[key][1], grace=agents[key][2]), list(agents)
         )
         self.running = []
@@ -646,12 +650,17 @@ class Runner:
             self.tb.remotes[n].get_tree(str(self.remote_dir(inv.host(n), p, role)), pd.host_dir(role, n))
             self.tb.remotes[n].get(
                 str(PurePosixPath(self.tb.remotes[n].target.run_dir) / f"{role}-agent.log"),
-                pd.host_dir(role, n) / "agent.log",
+                pd.host_dir(role, n) / layout.AGENT_LOG,
                 check=False,
             )
 
         self.tb.parallel(get, [h.name for h in inv.hosts])
         pd.write_snapshot(self.ctl.snapshot())
+        # A worker or agent that died during the measurement: the point is not done (outcome.py).
+        gone = [n for n in bgs if how[f"w:{n}"] == "not running"]
+        died = outcome.problems(pd, list(bgs), list(cbgs), gone_before_stop=gone)
+        if died:
+            raise PointFailed("; ".join(died))
         self.phase("validity")
         from .validity import check_point
 

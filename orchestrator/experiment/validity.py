@@ -27,6 +27,10 @@ Checks:
                 and none refused a dispatched descriptor whose ring slot held
                 another task (desc_mismatch): either means tasks the switch
                 accepted were never run; needs workers/<host>/stats.json
+  links_up      no data link went down during the load: every port a host is behind
+                was up at the start and at the end, lost no carrier in between, and
+                no port dropped frames because it was down (switch/links.json); a
+                spare port, down the whole time with no host behind it, does not count
 """
 
 from __future__ import annotations
@@ -457,6 +461,43 @@ def check_tasks_intact(pd: PointDir) -> Check:
     return Check("tasks_intact", False, bad, 0, "; ".join(parts), {"hosts": per})
 
 
+def check_links_up(pd: PointDir) -> Check:
+    """A link that went down during the load took its host off the testbed for a while:
+    what the point measured is not what the plan asked, whatever the clients saw."""
+    links = pd.read_links()
+    if links is None:
+        return Check("links_up", None, None, 0, "not run: no switch/links.json")
+    bad, per, uncounted = [], {}, False
+    for row in links["ports"]:
+        if not isinstance(row, dict):
+            continue
+        hosts = [str(h) for h in row.get("hosts") or []]
+        events, dropped = row.get("link_down_events"), row.get("frames_dropped_port_down")
+        if not hosts and not dropped:
+            continue  # a spare port: whatever its link did, nothing of the point went through it
+        uncounted |= hosts != [] and events is None
+        what = []
+        if hosts and row.get("up_before") is False:
+            what.append("was down when the load started")
+        if events:
+            what.append(f"went down {events} time(s)")
+        if hosts and row.get("up_after") is False:
+            what.append("was down when the load ended")
+        if dropped:
+            what.append(f"dropped {dropped} frame(s) because it was down")
+        if what:
+            name = f"{', '.join(hosts)}'s link" if hosts else "a port with no host"
+            bad.append(f"{name} (port {row.get('port')}, dev_port {row.get('dev_port')}) " + " and ".join(what))
+            per[str(row.get("port"))] = row
+    n = sum(1 for r in links["ports"] if isinstance(r, dict) and r.get("hosts"))
+    if bad:
+        return Check("links_up", False, len(bad), 0, "; ".join(bad) + " during the load", {"ports": per})
+    msg = f"the links of {n} host port(s) stayed up through the load"
+    if uncounted:
+        msg += " ($PORT_UP at both ends only: the switch counts no link losses)"
+    return Check("links_up", True, 0, 0, msg)
+
+
 def check_point(
     point_dir: str | Path,
     point: dict | None,
@@ -483,6 +524,7 @@ def check_point(
         check_p99_ci(data, th["max_p99_ci_width"], th["ci_confidence"]),
         check_interarrival(data, arrival or data.arrival(), th["gof_alpha"], th),
         check_tasks_intact(PointDir(point_dir)),
+        check_links_up(PointDir(point_dir)),
     ]
     verdict = Verdict(data.id, checks, th)
     if write:

@@ -78,9 +78,10 @@ def test_a_good_point_passes_everything_that_runs(tmp_path):
     v = _verdict(_point(tmp_path, hosts=2))
     assert v.valid, v.to_dict()
     assert v.failed == []
-    assert v.not_run == ["interarrival", "tasks_intact"]
+    assert v.not_run == ["interarrival", "tasks_intact", "links_up"]
     assert "no trace" in v.check("interarrival").message
     assert "no worker stats" in v.check("tasks_intact").message
+    assert "no switch/links.json" in v.check("links_up").message
     assert {c.name for c in v.checks} == {
         "complete",
         "load",
@@ -93,6 +94,7 @@ def test_a_good_point_passes_everything_that_runs(tmp_path):
         "p99_ci",
         "interarrival",
         "tasks_intact",
+        "links_up",
     }
     assert v.check("load").value == pytest.approx(0.0)
 
@@ -335,3 +337,49 @@ def test_tasks_lost_at_the_workers_fail_the_point(tmp_path):
     (d / "workers" / "worker1" / "stats.json").write_text("{torn")  # one host unreadable: said, not fatal
     c = _verdict(d).check("tasks_intact")
     assert c.passed is True and "no stats from worker1" in c.message
+
+
+def _links(point_dir: Path, *rows: dict) -> None:
+    """switch/links.json as the runner writes it (PointDir.write_links)."""
+    from orchestrator.experiment.layout import PointDir
+
+    base = {"up_before": True, "up_after": True, "link_down_events": 0, "frames_dropped_port_down": 0}
+    PointDir(point_dir).write_links({"window_s": 2.5, "ports": [{**base, **r} for r in rows]})
+
+
+def test_a_link_down_during_the_load_fails_the_point_and_names_it(tmp_path):
+    d = _point(tmp_path)
+    client0 = {"port": "1/0", "dev_port": 0, "hosts": ["client0"]}
+    worker0 = {"port": "2/0", "dev_port": 1, "hosts": ["worker0"]}
+    spare = {"port": "9/0", "dev_port": 8, "hosts": [], "up_before": False, "up_after": False}
+    _links(d, client0, worker0, spare)
+    v = _verdict(d)
+    assert v.valid and v.check("links_up").passed, v.to_dict()
+    assert "2 host port(s) stayed up" in v.check("links_up").message  # the spare port down all along: no matter
+
+    _links(d, client0, {**worker0, "link_down_events": 1, "frames_dropped_port_down": 57}, spare)
+    v = _verdict(d)
+    c = v.check("links_up")
+    assert v.failed == ["links_up"] and c.value == 1
+    assert c.message == (
+        "worker0's link (port 2/0, dev_port 1) went down 1 time(s) and dropped 57 frame(s) "
+        "because it was down during the load"
+    )
+    assert c.detail["ports"]["2/0"]["link_down_events"] == 1
+
+    # down at the end (and never seen going down: a switch that counts no losses)
+    _links(d, {**client0, "up_after": False, "link_down_events": None, "frames_dropped_port_down": None}, worker0)
+    c = _verdict(d).check("links_up")
+    assert c.passed is False and c.message.startswith(
+        "client0's link (port 1/0, dev_port 0) was down when the load ended"
+    )
+
+    # bf_switchd keeps no link counters: $PORT_UP at both ends is what there is, and it says so
+    _links(d, {**client0, "link_down_events": None, "frames_dropped_port_down": None})
+    c = _verdict(d).check("links_up")
+    assert c.passed is True and "the switch counts no link losses" in c.message
+
+    # frames dropped at a port with no host behind it: something of the point went there
+    _links(d, client0, {**spare, "frames_dropped_port_down": 3})
+    c = _verdict(d).check("links_up")
+    assert c.passed is False and "a port with no host (port 9/0, dev_port 8) dropped 3 frame(s)" in c.message
