@@ -15,7 +15,7 @@ INVENTORY_HELP = "testbed inventory (YAML). Default: $RAINMAKER_INVENTORY, else 
 
 def register(cli: click.Group, console) -> None:
     @cli.command("plan")
-    @click.argument("spec", type=click.Path(dir_okay=False))
+    @click.argument("spec")  # the loader explains a folder or a binary, with a fix
     @click.option(
         "-i",
         "--inventory",
@@ -90,7 +90,7 @@ def register(cli: click.Group, console) -> None:
             console.print(Text(f"not runnable yet: {m}: {NOT_YET.get(m, 'not supported')}", style="yellow"))
 
     @cli.command("run")
-    @click.argument("spec", type=click.Path(dir_okay=False))
+    @click.argument("spec")  # the loader explains a folder or a binary, with a fix
     @click.option("-i", "--inventory", "inv_path", help=INVENTORY_HELP)
     @click.option(
         "--resume",
@@ -134,10 +134,18 @@ def register(cli: click.Group, console) -> None:
         (every file of the point), summary.parquet, plots/, report.md (docs/results.md
         lists them all). Ctrl-C keeps the done points:
           rainmaker run experiments/demo.yaml --resume results/demo/<timestamp>"""
+        from .errors import UsageError
         from .experiment.run import run
         from .inventory import load as load_inv
         from .inventory import resolve_path
 
+        root = Path(results)
+        there = next((d for d in (root, *root.parents) if d.exists()), None)
+        if resume is None and there is not None and not there.is_dir():
+            raise UsageError(
+                f"--results {results}: {there} is a file, not a folder",
+                fix="give the folder new runs go to (it is created if missing)",
+            )
         p = resolve_path(inv_path)
         inv = load_inv(p)
         try:

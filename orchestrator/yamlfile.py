@@ -66,11 +66,10 @@ def _walk(node: yaml.Node, path: str, lines: dict[str, int], problems: list[Prob
 
 
 def load(path: Path, problems: list[Problem]) -> Located | None:
-    """Parse ``path``; syntax errors and duplicate keys go to ``problems``."""
-    try:
-        text = path.read_text()
-    except OSError as e:
-        problems.append(Problem("", f"cannot read the file: {e.strerror}", "check the path"))
+    """Parse ``path``; syntax errors, duplicate keys and files that are not YAML text
+    (a folder, a binary, another encoding) go to ``problems``."""
+    text = read_text(path, problems)
+    if text is None:
         return None
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
@@ -89,6 +88,36 @@ def load(path: Path, problems: list[Problem]) -> Located | None:
     if node is not None:
         _walk(node, "", lines, problems)
     return Located(data, lines)
+
+
+def read_text(path: Path, problems: list[Problem]) -> str | None:
+    """The file's text (UTF-8, as YAML 1.2 and every editor's default), or None with
+    the reason in ``problems``: each command is given such files by a person, who may
+    give a folder, a program or a file saved in another encoding by mistake."""
+    if path.is_dir():
+        problems.append(Problem("", "this is a folder, not a file", "give the path of the YAML file in it"))
+        return None
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        problems.append(Problem("", f"cannot read the file: {e.strerror}", "check the path and its permissions"))
+        return None
+    if b"\0" in data:
+        problems.append(Problem("", "a binary file, not YAML text", "give the YAML file (check the path)"))
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        problems.append(
+            Problem(
+                "",
+                f"not UTF-8 text: byte 0x{data[e.start]:02x} cannot be decoded",
+                "save the file as UTF-8 (e.g. `iconv -f latin1 -t utf-8`), or check the path",
+                line,
+            )
+        )
+        return None
 
 
 def pydantic_problems(exc: Any, located: Located, root_model: type | None = None) -> list[Problem]:

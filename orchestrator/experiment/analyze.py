@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
 from typing import Any
 
+from ..errors import UsageError
 from . import layout
 from .histograms import Cube, Hist, merge_logs, read_hlog
 from .layout import PointDir, RunDir
@@ -72,11 +73,11 @@ class PointData:
 
     @property
     def dilation(self) -> float:
-        k = self.point.get("dilation")
-        if k is None:
-            ks = [s.get("dilation") for s in self.summaries.values() if s.get("dilation")]
-            k = ks[0] if ks else 1.0
-        return float(k)
+        k = _number(self.point.get("dilation"))
+        if math.isnan(k):
+            ks = [_number(s.get("dilation")) for s in self.summaries.values()]
+            k = next((x for x in ks if x > 0), 1.0)
+        return k
 
     @property
     def classes(self) -> list[str]:
@@ -137,7 +138,10 @@ def load_point(point_dir: str | Path | PointDir, point: dict | None = None) -> P
     pd = point_dir if isinstance(point_dir, PointDir) else PointDir(Path(point_dir))
     problems: list[str] = []
     if point is None:
-        point = _read_json(pd.point_file, problems) or {}
+        point = _read_json(pd.point_file, problems)
+        if point is not None and not isinstance(point, dict):
+            problems.append(f"damaged {layout.POINT}: a JSON object was expected")
+        point = point if isinstance(point, dict) else {}
         status = pd.read_status()
         if status is not None:
             point["status"] = status  # sweep.json holds it, not point.json
@@ -302,7 +306,7 @@ def analyze(run_dir: str | Path, *, recheck: bool = False, write: bool = True):
     against the thresholds of the spec in manifest.json and write it."""
     import pandas as pd
 
-    rd = RunDir(run_dir)
+    rd = RunDir(run_dir).check(manifest=False)
     run_dir = rd.path
     manifest = rd.read_manifest()
     spec = spec_of(manifest)
@@ -322,12 +326,12 @@ def analyze(run_dir: str | Path, *, recheck: bool = False, write: bool = True):
             "variant": p.get("variant"),
             "variant_label": p.get("variant_label"),
             "curve": curve_of(p),
-            "repetition": int(p.get("repetition", 1)),
-            "load_krps": float(p["load_krps"]) if p.get("load_krps") is not None else math.nan,
-            "capacity_fraction": float(p["capacity_fraction"]) if p.get("capacity_fraction") is not None else math.nan,
+            "repetition": int(_number(p.get("repetition"), 1)),
+            "load_krps": _number(p.get("load_krps")),
+            "capacity_fraction": _number(p.get("capacity_fraction")),
             "dilation": data.dilation,
-            "warmup_s": float(p.get("warmup_s") or 0.0),
-            "measure_s": float(p["measure_s"]) if p.get("measure_s") is not None else math.nan,
+            "warmup_s": _number(p.get("warmup_s"), 0.0),
+            "measure_s": _number(p.get("measure_s")),
             "status": str(p.get("status", "")),
             "hosts": len(data.hosts),
             "partial": data.partial,
@@ -345,9 +349,48 @@ def analyze(run_dir: str | Path, *, recheck: bool = False, write: bool = True):
         df = _with_repetition_aggregates(df)
     ts = pd.DataFrame(ts_rows)
     if write:
-        df.to_parquet(rd.summary, index=False)
-        ts.to_parquet(rd.timeseries, index=False)
+        _write_table(df, rd.summary)
+        _write_table(ts, rd.timeseries)
     return df
+
+
+def _write_table(df, path: Path) -> None:
+    """Through a temporary file: an analysis interrupted half-way leaves the last
+    complete table (or none), never a torn one that the plots would choke on."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    df.to_parquet(tmp, index=False)
+    tmp.replace(path)
+
+
+# The columns the plots and the report read; a table without them is damaged or was
+# written by another version of the analysis.
+SUMMARY_COLUMNS = ("point_id", "curve", "class", "load_krps", "repetition", "dilation", "valid", "p99_us_paper")
+TIMESERIES_COLUMNS = ("point_id", "class", "t_s", "t_s_paper", "p99_us_paper")
+
+
+def read_table(path: Path, columns: tuple[str, ...] = ()):
+    """A table the analysis wrote (summary.parquet, timeseries.parquet), or a
+    UsageError naming it when it is not one: the plots and the report only read them."""
+    import pandas as pd
+    from pyarrow import ArrowException
+
+    again = f"run `rainmaker analyze {path.parent}`: it writes {path.name} again"
+    if path.is_dir():
+        raise UsageError(f"{path} is a folder, not the analysis' table", fix=f"move it away, then {again}")
+    try:
+        df = pd.read_parquet(path)
+    except (OSError, ValueError, ArrowException) as e:
+        raise UsageError(f"{path} is damaged: not a Parquet table ({e})", fix=again) from None
+    missing = [c for c in columns if c not in df.columns]
+    if len(df) and missing:
+        raise UsageError(f"{path} lacks the columns {', '.join(missing)}", fix=again)
+    return df
+
+
+def _number(v: Any, default: float = math.nan) -> float:
+    """A number of point.json; the default when it is missing or not a number (a
+    damaged point.json is reported by the point's verdict, not by a crash here)."""
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else default
 
 
 def _timeseries(data: PointData, experiment: str, base: dict, valid: bool) -> list[dict]:
@@ -440,12 +483,10 @@ def aggregate(df):
 
 def read_summary(run_dir: str | Path):
     """summary.parquet, analysing the run first if it is missing."""
-    import pandas as pd
-
     p = RunDir(run_dir).summary
     if not p.exists():
         return analyze(run_dir)
-    return pd.read_parquet(p)
+    return read_table(p, SUMMARY_COLUMNS)
 
 
 # -- throughput under SLO ---------------------------------------------------------------
@@ -567,7 +608,7 @@ def _worker_window(pd: PointDir, host: str, warmup_s: float, measure_s: float) -
 def queue_depths(pd: PointDir, point: dict) -> dict[str, float]:
     """Mean and largest queue depths of the measurement window (warm-up excluded):
     tasks in the switch queue, and tasks in a worker's local queue (per worker)."""
-    warmup, measure = float(point.get("warmup_s") or 0.0), float(point.get("measure_s") or math.inf)
+    warmup, measure = _number(point.get("warmup_s"), 0.0), _number(point.get("measure_s"), math.inf) or math.inf
     sw = [tasks for t, tasks, _ in switch_queue_series(pd) if warmup <= t <= warmup + measure]
     local = [
         float(w["fifo"])

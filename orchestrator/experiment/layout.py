@@ -36,6 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..errors import UsageError
+
 # -- the run --------------------------------------------------------------------------
 MANIFEST = "manifest.json"
 SWEEP = "sweep.json"
@@ -238,8 +240,19 @@ class PointDir:
         return s if isinstance(s, dict) else None
 
     def read_verdict(self) -> dict | None:
+        """validity.json, or None when it is missing, unreadable or not what validity.py
+        writes (then the analysis checks the point again)."""
         v = read_json(self.validity)
-        return v if isinstance(v, dict) else None
+        if not isinstance(v, dict) or not isinstance(v.get("valid"), bool):
+            return None
+        checks, failed = v.get("checks", []), v.get("failed", [])
+        if not isinstance(checks, list) or not all(
+            isinstance(c, dict) and isinstance(c.get("name"), str) for c in checks
+        ):
+            return None
+        if not isinstance(failed, list) or not all(isinstance(f, str) for f in failed):
+            return None
+        return v
 
     def read_links(self) -> dict | None:
         """switch/links.json ({"window_s", "ports": [{port, dev_port, hosts, up_before,
@@ -338,6 +351,45 @@ class RunDir:
     def __iter__(self) -> Iterator[PointDir]:
         return iter(self.points())
 
+    # -- read-side checks (analysis, plots, report) --------------------------------------
+    def check(self, *, manifest: bool = True) -> RunDir:
+        """Refuse, before anything reads or writes it, a folder that is not a run
+        `rainmaker run` wrote or whose run-level files are damaged: a UsageError naming
+        the file, with a fix. A damaged file of one point is that point's business (its
+        verdict says so), never a reason to refuse the run. manifest=False: a folder of
+        points without manifest.json will do (the analysis then checks validity with
+        the default thresholds); the figures and the report need the provenance."""
+        where = "give the run folder `rainmaker run` printed (results/<experiment>/<timestamp>)"
+        if not self.path.is_dir():
+            what = "is not a folder" if self.path.exists() else "does not exist"
+            raise UsageError(f"{self.path} {what}", fix=where)
+        if not (self.manifest.exists() or self.sweep.exists() or (self.path / POINTS).exists()):
+            raise UsageError(f"{self.path} is not a run folder: it has no {MANIFEST}, {SWEEP} or {POINTS}/", fix=where)
+        if manifest and not self.manifest.exists():
+            raise UsageError(
+                f"{self.manifest} is missing: the run's spec and provenance are not known", fix=_NEW_MANIFEST
+            )
+        if self.manifest.exists():
+            content = _run_file(self.manifest, "an object (the run's provenance)", _NEW_MANIFEST)
+            if not isinstance(content, dict):
+                raise _damaged(self.manifest, f"a JSON object was expected, found {_kind(content)}", _NEW_MANIFEST)
+        if self.sweep.exists():
+            sweep = _run_file(self.sweep, "an object with the points' states", _SWEEP_AWAY)
+            pts = sweep.get("points") if isinstance(sweep, dict) else None
+            if not isinstance(pts, dict) or not all(isinstance(v, dict) for v in pts.values()):
+                raise _damaged(
+                    self.sweep,
+                    "a JSON object whose `points` maps each point id to its state was expected",
+                    _SWEEP_AWAY,
+                )
+        for name in (POINTS, PLOTS):
+            if (self.path / name).exists() and not (self.path / name).is_dir():
+                raise UsageError(
+                    f"{self.path / name} is a file where the run keeps its {name} folder",
+                    fix="move it away (its name is taken by the run's folder)",
+                )
+        return self
+
     def write_manifest(self, manifest: dict) -> Path:
         return _write_json(self.manifest, manifest)
 
@@ -351,6 +403,35 @@ class RunDir:
         s = read_json(self.sweep)
         pts = s.get("points") if isinstance(s, dict) else None
         return {k: v for k, v in pts.items() if isinstance(v, dict)} if isinstance(pts, dict) else {}
+
+
+_NEW_MANIFEST = (
+    "restore it from a copy of the run, or move it away: `rainmaker run SPEC --resume RUN_DIR` then writes "
+    "a new one (with today's provenance)"
+)
+
+
+def _kind(obj: Any) -> str:
+    return {list: "a list", str: "a string", type(None): "null"}.get(type(obj), type(obj).__name__)
+
+
+_SWEEP_AWAY = "restore it from a copy of the run, or move it away: the points are then analysed without their status"
+
+
+def _damaged(path: Path, why: str, fix: str) -> UsageError:
+    return UsageError(f"{path} is damaged: {why}", fix=fix)
+
+
+def _run_file(path: Path, expected: str, fix: str) -> Any:
+    """A run-level JSON file's content; a UsageError naming it when it is not one."""
+    if path.is_dir():
+        raise _damaged(path, "it is a folder, not a file", fix)
+    try:
+        return json.loads(path.read_bytes())
+    except OSError as e:
+        raise UsageError(f"cannot read {path}: {e.strerror}", fix="check its permissions") from None
+    except ValueError as e:  # not JSON, or not UTF-8
+        raise _damaged(path, f"not JSON ({e}); {expected} was expected", fix) from None
 
 
 def atomic_replace(path: Path, text: str) -> None:

@@ -28,12 +28,15 @@ from matplotlib import rc_context
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from ..errors import UsageError
 from . import layout
 from .analyze import (
     ALL,
+    TIMESERIES_COLUMNS,
     aggregate,
     experiment_name,
     read_summary,
+    read_table,
     spec_of,
     switch_queue_series,
     testbed_kind,
@@ -50,11 +53,11 @@ class _Ctx:
         import pandas as pd
 
         self.run_dir = run_dir
-        self.manifest = RunDir(run_dir).read_manifest()
+        self.manifest = RunDir(run_dir).check().read_manifest()
         self.spec = spec_of(self.manifest)
         self.df = read_summary(run_dir)
         ts = RunDir(run_dir).timeseries
-        self.ts = pd.read_parquet(ts) if ts.exists() else pd.DataFrame()
+        self.ts = read_table(ts, TIMESERIES_COLUMNS) if ts.exists() else pd.DataFrame()
         self.agg = aggregate(self.df) if not self.df.empty else self.df
         self.experiment = experiment_name(run_dir, self.manifest)
         curves = sorted(self.df["curve"].unique()) if not self.df.empty else []
@@ -89,7 +92,9 @@ class _Ctx:
         with rc_context({"svg.fonttype": "none", "svg.hashsalt": "rainmaker"}):
             for ext, kw in (("png", {"dpi": 120}), ("svg", {"metadata": {"Date": None}})):
                 p = self.out / f"{name}.{ext}"
-                fig.savefig(p, **kw)
+                tmp = p.with_name(f".{p.name}.tmp")  # an interrupted drawing leaves no torn figure
+                fig.savefig(tmp, format=ext, **kw)
+                tmp.replace(p)
                 files.append(p)
         return files
 
@@ -214,6 +219,9 @@ def _p99_over_time(ctx: _Ctx) -> list[Path]:
     ts = ctx.ts[ctx.ts["class"] == ALL]
     firsts = _first_rep(ctx)
     curves = sorted(firsts["curve"].unique())
+    if not curves:  # no point has a load (their point.json are damaged)
+        ctx.skipped["p99_over_time"] = "no point with a load"
+        return []
     fig, axes = ctx.figure(ncols=len(curves), width=4.4)
     for ax, curve in zip(axes, curves):
         rows = firsts[firsts["curve"] == curve]
@@ -449,13 +457,13 @@ def plot(run_dir: str | Path, kinds: Iterable[str] | None = None, *, skipped: di
     A kind whose inputs the run lacks is skipped; `skipped`, if given, receives
     {kind: reason}."""
     run_dir = Path(run_dir)
+    unknown = [k for k in kinds or () if k not in _KIND_FN]
+    if unknown:
+        raise UsageError(f"unknown plot kind(s) {', '.join(unknown)}", fix=f"use one of {', '.join(KINDS)}")
     ctx = _Ctx(run_dir)
     if kinds is None:
         kinds = ctx.spec.plots if ctx.spec is not None else KINDS
     kinds = list(kinds)
-    unknown = [k for k in kinds if k not in _KIND_FN]
-    if unknown:
-        raise ValueError(f"unknown plot kind(s) {', '.join(unknown)}; known: {', '.join(KINDS)}")
     files: list[Path] = []
     if ctx.df.empty:
         ctx.skipped.update({k: "no analysed points" for k in kinds})

@@ -25,7 +25,7 @@ from .analyze import (
     testbed_kind,
     throughput_under_slo,
 )
-from .layout import PLOTS, RunDir
+from .layout import PLOTS, RunDir, atomic_replace
 
 
 def _fmt(x: Any, digits: int = 4) -> str:
@@ -197,7 +197,7 @@ def _validity_section(run_dir: Path) -> list[str]:
                 name,
                 bool(v.get("valid")),
                 ", ".join(c["name"] for c in failed) or "-",
-                "; ".join(f"{c['name']}: {c['message']}" for c in failed) or "-",
+                "; ".join(f"{c['name']}: {c.get('message', '')}" for c in failed) or "-",
             ]
         )
     lines += [table(["point", "valid", "failed checks", "why"], rows), ""]
@@ -205,7 +205,7 @@ def _validity_section(run_dir: Path) -> list[str]:
     for _, v in verdicts:
         for c in (v or {}).get("checks", []):
             if c.get("passed") is None:
-                not_run.setdefault(c["name"], set()).add(c.get("message", "").removeprefix("not run: "))
+                not_run.setdefault(c["name"], set()).add(str(c.get("message", "")).removeprefix("not run: "))
     for name, msgs in sorted(not_run.items()):
         lines.append(f"- check `{name}` not run on some points: {'; '.join(sorted(msgs))}")
     return lines + [""]
@@ -331,16 +331,13 @@ def report(run_dir: str | Path, *, make_plots: bool = True) -> Path:
     """Write run_dir/report.md and report.html (figures embedded by relative path);
     analyses the run and draws its figures first if that was not done. Returns the
     Markdown file."""
-    rd = RunDir(run_dir)
-    if not rd.summary.exists():
-        from .analyze import analyze
-
-        analyze(rd.path)
+    rd = RunDir(run_dir).check()
+    read_summary(rd.path)  # analyses the run if that was not done; refuses a damaged summary
     if make_plots and not any(rd.plots.glob("*.png")):
         from .plots import plot
 
         plot(rd.path)
     md = render_markdown(rd.path)
-    rd.report_md.write_text(md)
-    rd.report_html.write_text(_html(md, f"{experiment_name(rd.path, rd.read_manifest())} {rd.name}"))
+    atomic_replace(rd.report_md, md)
+    atomic_replace(rd.report_html, _html(md, f"{experiment_name(rd.path, rd.read_manifest())} {rd.name}"))
     return rd.report_md

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from orchestrator.errors import UsageError
 from orchestrator.experiment.analyze import analyze
 from orchestrator.experiment.plots import KINDS, plot
 from orchestrator.experiment.report import report
@@ -63,7 +64,7 @@ def test_kinds_without_inputs_are_skipped(tmp_path):
     assert files == []
     assert set(skipped) == {"queue_depth", "queuing_ratio", "quota_vs_load"}
     assert "decisions.jsonl" in skipped["quota_vs_load"] and "snapshot" in skipped["queuing_ratio"]
-    with pytest.raises(ValueError, match="unknown plot kind"):
+    with pytest.raises(UsageError, match="unknown plot kind"):
         plot(r, ["pie_chart"])
 
 
