@@ -197,6 +197,7 @@ def test_a_lost_host_fails_its_point_and_the_run_goes_on(testbed, tmp_path, monk
             results_root=tmp_path / "results",
             progress=False,
             retries=1,
+            retry_wait=3,  # worker1 stays away until the next point: the retry's wait ends at this budget
             analyze_after=False,
         )
     finally:

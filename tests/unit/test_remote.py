@@ -299,6 +299,44 @@ def test_start_wait_stop_leftovers_parse_answers(tmp_path: Path) -> None:
     assert [(s.name, s.pgid, s.how) for s in stopped] == [("a", 11, "terminated"), ("b c", 12, "killed")]
 
 
+class LocalConn:
+    """Runs each command line here, with sh, as the remote shell would (no SSH)."""
+
+    def run(self, line: str, **kw: Any) -> SimpleNamespace:
+        r = subprocess.run(["/bin/sh", "-c", line], capture_output=True, text=True, timeout=30)
+        return SimpleNamespace(exited=r.returncode, stdout=r.stdout, stderr=r.stderr)
+
+    def close(self) -> None:
+        pass
+
+
+def test_kill_leftovers_removes_runtime_folders_no_process_holds(tmp_path: Path) -> None:
+    """A DPDK program killed with SIGKILL leaves its runtime folder: removed once no
+    process has a file open in it; a folder a live program holds is kept."""
+    t = _target(tmp_path)
+    Path(t.run_dir).mkdir(parents=True)
+    held, stale = tmp_path / "dpdk" / "rm-w0-worker-2", tmp_path / "dpdk" / "rm-w0-worker"  # a name a prefix of another
+    for d in (held, stale):
+        d.mkdir(parents=True)
+        (d / "config").write_text("x")
+    holder = subprocess.Popen(["sleep", "60"], stdin=open(held / "config"))  # an fd into `held`, like EAL's lock
+    try:
+        r = Remote(t, connection=LocalConn())
+        assert r.kill_leftovers(stale_dirs=[str(held), str(stale), str(tmp_path / "dpdk" / "never")]) == []
+        assert held.is_dir() and not stale.exists()
+        holder.kill()
+        holder.wait()
+        r.kill_leftovers(stale_dirs=[str(held)])
+        assert not held.exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    with pytest.raises(ValueError, match="absolute folder"):
+        r.kill_leftovers(stale_dirs=["relative/dir"])
+    with pytest.raises(ValueError, match="absolute folder"):
+        r.kill_leftovers(stale_dirs=["/var"])
+
+
 def test_background_argument_checks(tmp_path: Path) -> None:
     r = Remote(_target(tmp_path), connection=FakeConn())
     with pytest.raises(ValueError, match="background name"):
