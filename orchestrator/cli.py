@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .errors import RainmakerError
+from .errors import Interrupted, RainmakerError
 
 console = Console(highlight=False, soft_wrap=True)
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -573,12 +573,15 @@ _register_cloudlab(cli, console, err_console)
 def main() -> None:
     try:
         cli.main(standalone_mode=False)
-    except click.exceptions.Abort:
-        err_console.print("aborted")
+    except click.exceptions.Abort:  # Ctrl-C where no command says what it interrupted
+        err_console.print("interrupted")
         sys.exit(130)
     except click.exceptions.ClickException as e:
         e.show()
         sys.exit(2)
+    except Interrupted as e:
+        err_console.print(Text("interrupted: ", style="bold yellow") + Text(e.render()))
+        sys.exit(e.exit_code)
     except RainmakerError as e:  # switch/'s SwitchError is one of them
         if os.environ.get("RAINMAKER_DEBUG"):
             import traceback

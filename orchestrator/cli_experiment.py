@@ -10,6 +10,8 @@ import click
 from rich.table import Table
 from rich.text import Text
 
+from .errors import interruptible
+
 INVENTORY_HELP = "testbed inventory (YAML). Default: $RAINMAKER_INVENTORY, else the emulated testbed that is up"
 
 
@@ -165,34 +167,52 @@ def register(cli: click.Group, console) -> None:
             sys.exit(130)
         console.print(f"results: [bold]{run_dir}[/]")
 
+    # RUN_DIR is checked by the analysis (RunDir.check), which names what is wrong with a fix.
     @cli.command("analyze")
-    @click.argument("run_dir", type=click.Path(file_okay=False, exists=True))
+    @click.argument("run_dir")
     @click.option("--recheck", is_flag=True, help="run the validity checks again and rewrite each validity.json")
     def analyze_cmd(run_dir: str, recheck: bool) -> None:
         """Merge RUN_DIR's histograms into summary.parquet (one row per point and class)."""
         from .experiment.analyze import analyze
         from .experiment.layout import RunDir
 
-        df = analyze(Path(run_dir), recheck=recheck)
+        with interruptible(
+            f"the analysis of {run_dir}",
+            "its points are untouched; summary.parquet is the previous one, if any",
+            f"rainmaker analyze {run_dir}" + (" --recheck" if recheck else ""),
+        ):
+            df = analyze(Path(run_dir), recheck=recheck)
         console.print(f"{RunDir(run_dir).summary}: {len(df)} rows")
 
     @cli.command("plot")
-    @click.argument("run_dir", type=click.Path(file_okay=False, exists=True))
+    @click.argument("run_dir")
     @click.option("--kind", "kinds", multiple=True, help="which figures (default: the spec's plots)")
     def plot_cmd(run_dir: str, kinds: tuple[str, ...]) -> None:
         """Draw RUN_DIR's figures (PNG and SVG in RUN_DIR/plots)."""
         from .experiment.plots import plot
 
         skipped: dict = {}
-        for f in plot(Path(run_dir), list(kinds) or None, skipped=skipped):
+        with interruptible(
+            f"drawing the figures of {run_dir}",
+            "its points and tables are untouched; the figures drawn so far are whole",
+            f"rainmaker plot {run_dir}" + "".join(f" --kind {k}" for k in kinds),
+        ):
+            files = plot(Path(run_dir), list(kinds) or None, skipped=skipped)
+        for f in files:
             console.print(str(f))
         for kind, why in skipped.items():
             console.print(Text(f"skipped {kind}: {why}", style="yellow"))
 
     @cli.command("report")
-    @click.argument("run_dir", type=click.Path(file_okay=False, exists=True))
+    @click.argument("run_dir")
     def report_cmd(run_dir: str) -> None:
         """Write RUN_DIR/report.md (and .html): figures, table, validity, provenance."""
         from .experiment.report import report
 
-        console.print(str(report(Path(run_dir))))
+        with interruptible(
+            f"the report of {run_dir}",
+            "its points are untouched; the tables, figures and report written so far are whole",
+            f"rainmaker report {run_dir}",
+        ):
+            md = report(Path(run_dir))
+        console.print(str(md))

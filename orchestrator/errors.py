@@ -8,6 +8,8 @@ Exit codes of the CLI follow the error's kind: input a person wrote that is wron
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from switch.errors import RainmakerError as RainmakerError  # the root, defined once
@@ -34,6 +36,23 @@ class Problem:
         if self.fix:
             text += f"\n    fix: {self.fix}"
         return text
+
+
+class Interrupted(RainmakerError):
+    """Ctrl-C (SIGINT) stopped a command: the message says what was interrupted and
+    what is kept, the fix how to redo it. Exit status 130, as a shell's for SIGINT."""
+
+    exit_code = 130
+
+
+@contextmanager
+def interruptible(what: str, kept: str, redo: str) -> Iterator[None]:
+    """Ctrl-C inside becomes an Interrupted error saying what stopped, what is kept and
+    the command that redoes it, rather than a bare exit."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        raise Interrupted(f"{what} stopped: {kept}", fix=f"redo it with `{redo}`") from None
 
 
 class InputFileError(UsageError):

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..errors import interruptible
 from .analyze import (
     ALL,
     aggregate,
@@ -341,3 +342,32 @@ def report(run_dir: str | Path, *, make_plots: bool = True) -> Path:
     atomic_replace(rd.report_md, md)
     atomic_replace(rd.report_html, _html(md, f"{experiment_name(rd.path, rd.read_manifest())} {rd.name}"))
     return rd.report_md
+
+
+def finish(run_dir: str | Path, kinds: Sequence[str], log) -> Path:
+    """The end of a run: analyse it, draw the spec's figures, write the report, each
+    said through `log`. Ctrl-C here keeps every measured point: an Interrupted error
+    says so and how to redo the rest."""
+    from .analyze import analyze
+    from .plots import plot
+
+    rd = RunDir(run_dir)
+    with interruptible(
+        f"the analysis at the end of the run {rd.path}",
+        "every measured point is kept",
+        f"rainmaker analyze {rd.path} && rainmaker plot {rd.path} && rainmaker report {rd.path}",
+    ):
+        try:
+            analyze(rd.path)
+            skipped: dict = {}
+            for f in plot(rd.path, list(kinds), skipped=skipped):
+                if f.suffix == ".png":
+                    log(f"figure: {f}")
+            for kind, why in skipped.items():
+                log(f"figure {kind} not drawn: {why}")
+            rep = report(rd.path)
+        except KeyboardInterrupt:
+            log("interrupted during the analysis: every measured point is kept")
+            raise
+    log(f"report: {rep} (and {rep.with_suffix('.html').name})")
+    return rep

@@ -968,18 +968,8 @@ def run(
         else f"{counts['done']} done, {counts['failed']} failed, {counts['todo']} todo"
     )
     if analyze_after and counts["done"]:
-        from .analyze import analyze
-        from .plots import plot
-        from .report import report
+        from .report import finish
 
-        analyze(run_dir)
-        skipped: dict = {}
-        for f in plot(run_dir, spec.plots, skipped=skipped):
-            if f.suffix == ".png":
-                log(f"figure: {f}")
-        for kind, why in skipped.items():
-            log(f"figure {kind} not drawn: {why}")
-        rep = report(run_dir)
-        log(f"report: {rep} (and {rep.with_suffix('.html').name})")
+        finish(run_dir, spec.plots, log)
     logf.close()
     return run_dir
