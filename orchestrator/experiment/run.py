@@ -718,8 +718,12 @@ class Runner:
             last: str | None = None
             for attempt in range(1, self.retries + 2):
                 if failed_before:
-                    waiter.until_answering(self._answers, lambda m, pid=p.id: self.log(f"{pid}: {m}"))
-                    self._recover()
+                    try:
+                        waiter.until_answering(self._answers, lambda m, pid=p.id: self.log(f"{pid}: {m}"))
+                        self._recover()
+                    except KeyboardInterrupt:  # Ctrl-C while waiting: the point is todo, its reason kept
+                        self.sweep.requeue(p.id, self.sweep.state[p.id].reason or "interrupted")
+                        raise
                 self.sweep.start(p.id)
                 try:
                     self._clear_leftovers(p, attempt)

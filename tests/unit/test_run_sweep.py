@@ -238,3 +238,17 @@ def test_a_failed_clean_up_is_a_failed_attempt(tmp_path):
     st = _state(tmp_path)
     assert st["rain-f0.1-r1"]["status"] == "done" and st["rain-f0.1-r1"]["attempts"] == 2
     assert st["rain-f0.1-r1"]["attempts_log"][0]["reason"].startswith("worker1:")
+
+
+def test_ctrl_c_while_waiting_leaves_the_point_todo_with_its_reason(tmp_path):
+    r, _ = _runner(tmp_path, {"rain-f0.1-r1": [_lost()], "rain-f0.2-r1": []})
+
+    def interrupted(s):
+        raise KeyboardInterrupt
+
+    r.time.sleep = interrupted
+    with pytest.raises(KeyboardInterrupt):
+        r.sweep_all()
+    st = _state(tmp_path)["rain-f0.1-r1"]
+    assert st["status"] == "todo" and st["reason"].startswith("worker1:")
+    assert [e["reason"] for e in st["attempts_log"]] == [st["reason"]]
