@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import sys
 import threading
 import time
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .deploy import ansible_vars as deploy_vars
-from .errors import ProvisionError, TaskFailure
+from .errors import Interrupted, ProvisionError, TaskFailure
 from .inventory import Inventory
 from .inventory.ansible import export_yaml
 
@@ -615,9 +616,25 @@ def provision(
         kwargs["timeout"] = timeout
 
     t0 = time.monotonic()
-    with _live(agg, progress, console):
-        r = ansible_runner.run(**kwargs)
+    # ansible-runner turns SIGINT and SIGTERM into a "canceled" run (it stops
+    # ansible-playbook cleanly) and leaves its handlers installed: put ours back after.
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with _live(agg, progress, console):
+            r = ansible_runner.run(**kwargs)
+    finally:
+        if threading.current_thread() is threading.main_thread():
+            for sig, h in handlers.items():
+                if h is not None:  # None: set outside Python, cannot be put back
+                    signal.signal(sig, h)
     duration = time.monotonic() - t0
+    if r.status == "canceled":
+        what = "the dry run" if check else "verifying" if Path(playbook) == VERIFY else "provisioning"
+        raise Interrupted(
+            f"{what} of {inv.name} stopped after {duration:.0f} s; ansible's events so far are in "
+            f"{run_dir / 'artifacts'}" + ("" if check or Path(playbook) == VERIFY else "; what it changed stays"),
+            fix="redo it with the same `rainmaker provision` command: it is idempotent, and finishes what was begun",
+        )
     report = agg.report(
         inv.name,
         duration_s=duration,
