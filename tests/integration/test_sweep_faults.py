@@ -112,7 +112,7 @@ def test_sshd_outage_retry_resume_and_a_hung_reader(testbed, tmp_path, monkeypat
             f.join()
             st = json.loads((run_dir / Sweep.FILE).read_text())["points"]
             a = st["rain-f0.3-r1"]
-            assert a["status"] == "done" and a["attempts"] == 3, a
+            assert a["status"] == "done" and a["attempts"] == 3, (a, (run_dir / "run.log").read_text())
             assert [e["attempt"] for e in a["attempts_log"]] == [1, 2, 3]
             assert "worker1" in a["attempts_log"][1]["reason"]
             assert a["attempts_log"][2]["reason"] == a["reason"]  # None, or the validity checks it failed
