@@ -11,7 +11,7 @@ import signal
 import time
 from pathlib import Path
 
-from .common import DONE, READY, AgentError, Child, Stop, eal_args, load_config, say, write_json
+from .common import DONE, READY, AgentError, Child, Stop, eal_args, load_config, runtime_dir, say, write_json
 
 
 def client_argv(cfg: dict, out: Path) -> list[str]:
@@ -69,7 +69,7 @@ def run(config_path: str) -> int:
         # priority lets it preempt the busy pollers when a send is due (it sleeps
         # between sends, so it takes little CPU). CFS alone stalls it for milliseconds.
         argv = ["chrt", "--fifo", str(int(cfg["realtime"])), *argv]
-    child = Child(argv, out / "client.log")
+    child = Child(argv, out / "client.log", runtime_dir(cfg["eal"]))
     child.ready("rain-client ready", cfg)
     signal.signal(signal.SIGUSR1, lambda *_: child.proc.send_signal(signal.SIGUSR1))
     say(READY)

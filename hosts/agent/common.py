@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -50,6 +51,15 @@ def eal_args(eal: dict) -> list[str]:
     return args
 
 
+def runtime_dir(eal: dict) -> Path:
+    """The runtime folder DPDK's EAL makes for a primary process with this config's
+    --file-prefix (eal_get_runtime_dir: /var/run/dpdk/<prefix> as root, else under
+    $XDG_RUNTIME_DIR or /tmp). The programs remove it when they end; one that was
+    killed or died in rte_exit() leaves it (about 1 MB), so the agent removes it too."""
+    base = "/var/run" if os.geteuid() == 0 else os.environ.get("XDG_RUNTIME_DIR", "/tmp")
+    return Path(base) / "dpdk" / str(eal["file_prefix"])
+
+
 def write_json(path: Path, data: dict) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(json.dumps(data, indent=1))
@@ -59,9 +69,10 @@ def write_json(path: Path, data: dict) -> None:
 class Child:
     """A program run by an agent: output to a log file, readiness from a log line."""
 
-    def __init__(self, argv: list[str], log: Path):
+    def __init__(self, argv: list[str], log: Path, runtime: Path | None = None):
         self.argv = argv
         self.log_path = log
+        self.runtime = runtime  # the program's own folder, removed once it has ended
         self._log = open(log, "ab", buffering=0)
         self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
@@ -111,6 +122,8 @@ class Child:
                 self.proc.kill()
                 self.proc.wait()
         self._log.close()
+        if self.runtime is not None:
+            shutil.rmtree(self.runtime, ignore_errors=True)
         return self.proc.returncode
 
 

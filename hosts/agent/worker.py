@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .. import ctl
 from .adaptive import Params, WorkerState, decide
-from .common import READY, AgentError, Child, Stop, eal_args, load_config, say, write_json
+from .common import READY, AgentError, Child, Stop, eal_args, load_config, runtime_dir, say, write_json
 
 QP_TYPES = ("uc", "rc")
 RDMA_MTUS = (1024, 2048, 4096)
@@ -133,7 +133,7 @@ def run(config_path: str) -> int:
     out = Path(cfg["out_dir"])
     out.mkdir(parents=True, exist_ok=True)
     stop = Stop()
-    child = Child(worker_argv(cfg, out), out / "worker.log")
+    child = Child(worker_argv(cfg, out), out / "worker.log", runtime_dir(cfg["eal"]))
     child.ready("rain-worker ready", cfg)
     try:
         block = ctl.ControlBlock(out / "worker.ctl")

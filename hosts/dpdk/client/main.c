@@ -21,6 +21,7 @@
 #include <rte_mbuf_dyn.h>
 
 #include "client.h"
+#include "rain_eal.h"
 
 struct rc_shared rc;
 static struct rc_config cfg;
@@ -226,7 +227,7 @@ int main(int argc, char **argv)
 	int ret = rc_write_results(&cfg, partial, start_unix, window_unix, elapsed);
 	rte_eth_dev_stop(cfg.port_id);
 	rte_eth_dev_close(cfg.port_id);
-	rte_eal_cleanup();
+	rain_eal_cleanup();
 	printf("rain-client done%s\n", partial ? " (partial)" : "");
 	fflush(stdout);
 	return ret == 0 ? 0 : 1;

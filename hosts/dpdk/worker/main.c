@@ -11,7 +11,6 @@
  * `--lcores 0@0,1@1,2@1` puts RX on CPU 1 with thread 0. Shared CPUs are fine as
  * long as --idle is not spin.
  */
-#include <dirent.h>
 #include <fcntl.h>
 #include <errno.h>
 #include <limits.h>
@@ -32,6 +31,7 @@
 #include <rte_malloc.h>
 #include <rte_mbuf_dyn.h>
 
+#include "rain_eal.h"
 #include "worker.h"
 
 static struct rw_ctx ctx;
@@ -333,21 +333,6 @@ static double mono_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* EAL leaves /var/run/dpdk/<file-prefix>/ behind; it is ours alone (a primary process
- * with its own prefix), so remove it rather than let every run add one. */
-static void remove_runtime_dir(const char *dir)
-{
-	DIR *d = opendir(dir);
-	if (d == NULL)
-		return;
-	struct dirent *e;
-	while ((e = readdir(d)) != NULL)
-		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-			unlinkat(dirfd(d), e->d_name, 0);
-	closedir(d);
-	rmdir(dir);
-}
-
 /* Durations (L_w, T_w) must agree with CLOCK_MONOTONIC, which the sleep handler, the
  * agent and the peers use; EAL's nominal TSC rate can be off by 0.1 % in a VM. */
 static uint64_t calibrate_tsc_hz(void)
@@ -561,9 +546,6 @@ int main(int argc, char **argv)
 	c->rdma->fini(w);
 	munmap(w->ctl, w->ctl_size);
 	free(ls);
-	char rundir[PATH_MAX];
-	snprintf(rundir, sizeof(rundir), "%s", rte_eal_get_runtime_dir());
-	rte_eal_cleanup();
-	remove_runtime_dir(rundir);
+	rain_eal_cleanup();
 	return 0;
 }
