@@ -31,7 +31,11 @@ SWITCHD_TAG = "switchd"
 TOFINO_PROCESS = "bf_switchd, a service of the tofino_sde role"
 CONNECT_TIMEOUT_S = 5.0
 STOP_GRACE_S = 5.0
-READER_CLIENT_ID = 7  # read-only sessions (status, tables, registers) never bind
+# Read-only sessions (status, tables, registers) never bind, and each takes the first
+# client id from READER_CLIENT_ID on that no other session holds: several readers at
+# once, and a hung one holds only its own id (until the switch ends its session).
+READER_CLIENT_ID = 7
+READER_CLIENT_IDS = 64
 
 
 @dataclass
@@ -127,10 +131,14 @@ def connect(
     client_id: int = READER_CLIENT_ID,
     timeout: float = CONNECT_TIMEOUT_S,
 ):
-    """A BFRuntime session to the inventory's switch (switch.bfrt.Client)."""
+    """A BFRuntime session to the inventory's switch (switch.bfrt.Client). A reader (no
+    `bind`) on the reader id takes the first free one of READER_CLIENT_IDS ids."""
     from switch.bfrt.client import Client
 
-    return Client(inv.switch.bfrt, p4_name=program, client_id=client_id, bind=bind, connect_timeout=timeout)
+    spare = READER_CLIENT_IDS - 1 if not bind and client_id == READER_CLIENT_ID else 0
+    return Client(
+        inv.switch.bfrt, p4_name=program, client_id=client_id, spare_ids=spare, bind=bind, connect_timeout=timeout
+    )
 
 
 def start(

@@ -39,13 +39,18 @@ import grpc
 
 from . import bfruntime_pb2 as pb
 from . import bfruntime_pb2_grpc as pb_grpc
-from .errors import BfrtConnectError, BfrtValueError, from_rpc_error
+from .errors import BfrtClientIdTaken, BfrtConnectError, BfrtValueError, from_rpc_error
 from .info import MATCH_PRIORITY, BfrtInfo, FieldInfo, TableInfo
 
 log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 50052
 ALL_PIPES = 0xFFFF
+# A refused batch's per-update errors come in one trailer: bf_switchd sends them all
+# (the SDE client accepts 1 GiB of metadata), so accept far more than gRPC's 16 KiB.
+# Both limits: a soft one above the hard one makes gRPC hang.
+MAX_METADATA_BYTES = 256 << 20
+MAX_CLIENT_ID = 0xFFFFFF  # bf_switchd keeps 24 bits of a client id (with the device in its cookies)
 _SPEEDS = {"1G", "10G", "25G", "40G", "50G", "100G", "200G", "400G"}
 _FECS = {
     "none": "BF_FEC_TYP_NONE",
@@ -690,6 +695,9 @@ class Client:
     wait `subscribe_timeout` (1 s) for a reply with status 0, up to `subscribe_retries`
     (5) times; GetForwardingPipelineConfig; SetForwardingPipelineConfig BIND (unless
     `bind=False`). `close()` half-closes the stream and joins its receive thread.
+
+    With `spare_ids`, a client id another session holds is no error: the next one is
+    tried, up to client_id + spare_ids; `client_id` is then the one subscribed.
     """
 
     def __init__(
@@ -698,6 +706,7 @@ class Client:
         p4_name: str | None = None,
         *,
         client_id: int = 0,
+        spare_ids: int = 0,
         device_id: int = 0,
         bind: bool = True,
         connect_timeout: float = 10.0,
@@ -706,8 +715,11 @@ class Client:
         timeout: float = 30.0,
         notifications: Mapping[str, bool] | None = None,
     ):
+        if not 0 <= client_id <= client_id + spare_ids <= MAX_CLIENT_ID:
+            raise BfrtValueError(f"client ids {client_id} to {client_id + spare_ids} are not all in 0..{MAX_CLIENT_ID}")
         self.address = address
         self.client_id = client_id
+        self._ids = range(client_id, client_id + spare_ids + 1)  # the ids this client may take
         self.device_id = device_id
         self.timeout = timeout
         self.p4_name: str | None = p4_name
@@ -735,11 +747,17 @@ class Client:
         self.bound = False
         self._channel = grpc.insecure_channel(
             self.address,
-            options=[("grpc.max_receive_message_length", 64 << 20), ("grpc.max_send_message_length", 64 << 20)],
+            options=[
+                ("grpc.max_receive_message_length", 64 << 20),
+                ("grpc.max_send_message_length", 64 << 20),
+                ("grpc.max_metadata_size", MAX_METADATA_BYTES),
+                ("grpc.absolute_max_metadata_size", MAX_METADATA_BYTES),
+            ],
         )
         self.stub = pb_grpc.BfRuntimeStub(self._channel)
         try:
-            self._connect(connect_timeout, *self._session)
+            self._wait_ready(connect_timeout)
+            self._subscribe_any(*self._session)
             self.info = self.fetch_info(p4_name)
             self.p4_name = self.info.p4_name
             if bind:
@@ -807,9 +825,7 @@ class Client:
             log.debug("BFRuntime stream from %s ended by the switch", self.address)
             self._lost.set()
 
-    def _connect(
-        self, connect_timeout: float, subscribe_timeout: float, retries: int, notifications: Mapping[str, bool]
-    ) -> None:
+    def _wait_ready(self, connect_timeout: float) -> None:
         try:
             grpc.channel_ready_future(self._channel).result(timeout=connect_timeout)
         except grpc.FutureTimeoutError:
@@ -817,33 +833,86 @@ class Client:
                 f"BFRuntime at {self.address} did not answer within {connect_timeout:g} s",
                 fix="is bf_switchd (or the emulator) running, and is the address right?",
             ) from None
+
+    def _subscribe_any(self, subscribe_timeout: float, retries: int, notifications: Mapping[str, bool]) -> None:
+        """Subscribe as the first id of `self._ids` no other session holds."""
+        for cid in self._ids:
+            self.client_id = cid
+            try:
+                self._subscribe_as(cid, subscribe_timeout, retries, notifications)
+                return
+            except BfrtClientIdTaken as e:
+                if cid == self._ids[-1]:
+                    if len(self._ids) == 1:
+                        raise
+                    raise BfrtClientIdTaken(
+                        f"BFRuntime at {self.address}: client ids {self._ids[0]} to {cid} are all taken "
+                        f"by other sessions ({e.message.splitlines()[0]})",
+                        grpc_code=e.grpc_code,
+                        fix="close some of the other BFRuntime sessions (a session of a process that died or "
+                        "froze ends by itself once the switch notices), then try again",
+                    ) from None
+                log.debug("client id %d is taken at %s; trying %d", cid, self.address, cid + 1)
+                self._end_stream()
+
+    def _subscribe_as(
+        self, client_id: int, subscribe_timeout: float, retries: int, notifications: Mapping[str, bool]
+    ) -> None:
+        self._requests = queue.Queue()
+        self._subscribed = queue.Queue()
+        self._closing = False
+        self._lost.clear()
         self._responses = self.stub.StreamChannel(self._stream_requests())
-        self._receiver = threading.Thread(target=self._receive, name=f"bfrt-stream-{self.client_id}", daemon=True)
+        self._receiver = threading.Thread(target=self._receive, name=f"bfrt-stream-{client_id}", daemon=True)
         self._receiver.start()
         sub = pb.Subscribe(device_id=self.device_id)
         for name, on in notifications.items():
             setattr(sub.notifications, name, on)
         for attempt in range(1, retries + 1):
-            self._requests.put(pb.StreamMessageRequest(client_id=self.client_id, subscribe=sub))
+            self._requests.put(pb.StreamMessageRequest(client_id=client_id, subscribe=sub))
             try:
                 reply = self._subscribed.get(timeout=subscribe_timeout)
             except queue.Empty:
                 log.debug("no subscribe reply from %s (attempt %d of %d)", self.address, attempt, retries)
                 continue
             if isinstance(reply, grpc.RpcError):
-                raise BfrtConnectError(
-                    f"BFRuntime at {self.address} closed the stream: {reply.code().name}: {reply.details()}"
-                )
+                self._refused(client_id, reply.code(), reply.details() or "")
             if reply.status.code == 0:
                 return
-            raise BfrtConnectError(
-                f"BFRuntime at {self.address} refused client {self.client_id}: "
-                f"{reply.status.message} (code {reply.status.code})",
-                fix="use another client_id, or close the other session",
-            )
+            self._refused(client_id, None, reply.status.message, reply.status.code)
         raise BfrtConnectError(
             f"BFRuntime at {self.address} did not confirm the subscription "
             f"({retries} attempts of {subscribe_timeout:g} s)"
+        )
+
+    def _refused(self, client_id: int, grpc_code: Any, message: str, status_code: int = 0) -> None:
+        """Raise what a refused subscription means."""
+        # The emulator answers a taken id in the subscribe reply (ALREADY_EXISTS);
+        # bf_switchd ends the stream with INVALID_ARGUMENT "Can't have two clients
+        # with the same client id".
+        taken = status_code == grpc.StatusCode.ALREADY_EXISTS.value[0] or (
+            grpc_code == grpc.StatusCode.INVALID_ARGUMENT and "same client id" in message
+        )
+        if taken:
+            raise BfrtClientIdTaken(
+                f"BFRuntime at {self.address} refused client {client_id}: {message}",
+                grpc_code=grpc_code,
+                fix="use another client_id, or close the other session",
+            )
+        if grpc_code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+            raise BfrtConnectError(
+                f"BFRuntime at {self.address} refused a new session: {message}",
+                grpc_code=grpc_code,
+                fix="too many BFRuntime sessions are open on the switch: close idle ones (a session of a "
+                "process that died or froze ends by itself once the switch notices), then try again",
+            )
+        if grpc_code is not None:
+            raise BfrtConnectError(
+                f"BFRuntime at {self.address} closed the stream: {grpc_code.name}: {message}", grpc_code=grpc_code
+            )
+        raise BfrtConnectError(
+            f"BFRuntime at {self.address} refused client {client_id}: {message} (code {status_code})",
+            fix="use another client_id, or close the other session",
         )
 
     def fetch_info(self, p4_name: str | None = None) -> BfrtInfo:
@@ -888,6 +957,10 @@ class Client:
 
     def close(self) -> None:
         """Half-close the stream, wait for the switch to end it, close the channel."""
+        self._end_stream()
+        self._channel.close()
+
+    def _end_stream(self) -> None:
         self._closing = True
         if self._receiver is not None:
             self._requests.put(None)
@@ -896,7 +969,6 @@ class Client:
                 self._responses.cancel()
                 self._receiver.join(timeout=5)
             self._receiver = None
-        self._channel.close()
 
     # -------------------------------------------------- tables
     def target(self, pipe: int = ALL_PIPES) -> pb.TargetDevice:

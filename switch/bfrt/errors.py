@@ -70,12 +70,19 @@ class BfrtConnectError(BfrtError):
     """The switch could not be reached, or refused the subscription or the binding."""
 
 
+class BfrtClientIdTaken(BfrtConnectError):
+    """The client id is held by another session on the switch."""
+
+
 class BfrtNameError(BfrtError):
     """A table, field or action name is not in the switch's bf-rt.json."""
 
 
 class BfrtValueError(BfrtError):
     """A value cannot be encoded for its field (width, type, match kind)."""
+
+
+MAX_LINES = 20  # refused updates spelled out in an error's text
 
 
 def from_rpc_error(e: grpc.RpcError, operation: str, tables: Sequence[str | None] = ()) -> BfrtError:
@@ -103,12 +110,22 @@ def from_rpc_error(e: grpc.RpcError, operation: str, tables: Sequence[str | None
                 errors.append(UpdateError(i, table, err.canonical_code, message, err.code))
     if errors:
         primary = [x for x in errors if x.code != code_pb2.ABORTED] or errors
-        lines = [f"{operation} failed: {len(primary)} of {len(status.details)} refused"]
-        lines += [f"  {x}" for x in primary]
+        # The details stop at the last failed update (bf_switchd's way), so the batch's
+        # size is the caller's count when it gave one.
+        lines = [f"{operation} failed: {len(primary)} of {max(len(tables), len(status.details))} refused"]
+        lines += [f"  {x}" for x in primary[:MAX_LINES]]
+        if len(primary) > MAX_LINES:
+            lines.append(f"  ... and {len(primary) - MAX_LINES} more (BfrtError.errors lists every one)")
         rolled = len(errors) - len(primary)
         if rolled:
             lines.append(f"  ({rolled} other update(s) rolled back or not applied)")
+        if "left out" in status.message:  # the switch capped its details
+            lines.append(f"  the switch says: {status.message}")
         return BfrtError("\n".join(lines), errors=errors, grpc_code=code)
     name = code.name if code is not None else "error"
-    fix = "is bf_switchd (or the emulator) running and reachable?" if code == grpc.StatusCode.UNAVAILABLE else None
+    fix = None
+    if code == grpc.StatusCode.UNAVAILABLE:
+        fix = "is bf_switchd (or the emulator) running and reachable?"
+    elif code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+        fix = "the request is beyond what the switch accepts at once: send smaller batches, or fewer calls at a time"
     return BfrtError(f"{operation} failed: {name}: {details}", grpc_code=code, fix=fix)

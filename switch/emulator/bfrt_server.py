@@ -34,11 +34,11 @@ error answer (unexpected ones are logged with their traceback and answered INTER
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-import queue
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -77,30 +77,71 @@ class BfrtServerError(SwitchError):
     """The server could not start (e.g. the address is taken)."""
 
 
+@dataclass(frozen=True)
+class Limits:
+    """What the server holds for its clients, and for how long (docs/bfruntime.md, "Limits").
+
+    bf_switchd runs one gRPC thread per open StreamChannel and one driver session per
+    client; its driver has 20 sessions in all (PIPE_MGR_MAX_SESSIONS), some its own.
+    The emulator serves streams on one event loop instead, so an idle session costs no
+    thread: `sessions` bounds them, well above what rainmaker opens (a run, a start and
+    a few readers), and a stream beyond it is refused RESOURCE_EXHAUSTED.
+    """
+
+    sessions: int = 128  # open StreamChannels, one client id each
+    threads: int = 8  # Write, Read and pipeline-config calls served at once (the others wait)
+    keepalive_s: float = 10.0  # ping every client this often ...
+    keepalive_timeout_s: float = 10.0  # ... and end its sessions when no answer comes within this
+    send_timeout_s: float = 10.0  # a session that takes no message for this long is ended
+    outbox: int = 1024  # messages waiting for a session; one more ends it (it does not read)
+    message_bytes: int = 8 << 20  # largest request gRPC accepts
+    updates: int = 65536  # updates in one Write
+    entities: int = 65536  # entities in one Read
+    repeated: int = 65536  # values of one repeated data field
+    details_bytes: int = 4 << 20  # per-update errors in one answer (gRPC's trailer)
+    message_chars: int = 1024  # one error's message
+
+
 class _Outbox:
-    """What one StreamChannel sends, in order; iterating ends once it is closed."""
+    """What one StreamChannel sends, in order. Filled from any thread; read on the event
+    loop. A session that lets `limit` messages pile up is not reading: it is closed."""
 
     _END = object()
 
-    def __init__(self):
-        self._queue: queue.Queue = queue.Queue()
-        self._closed = False
+    def __init__(self, loop: asyncio.AbstractEventLoop, limit: int):
+        self._loop = loop
+        self._limit = limit
+        self._queue: asyncio.Queue = asyncio.Queue()
+        self.closed = False
+        self.why: str | None = None  # why the server ended the session, if it did
 
     def put(self, message: Any) -> None:
-        if not self._closed:
-            self._queue.put(message)
+        """From any thread."""
+        try:
+            self._loop.call_soon_threadsafe(self.put_here, message)
+        except RuntimeError:  # the loop is gone: the server stopped
+            pass
 
-    def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self._queue.put(self._END)
+    def put_here(self, message: Any) -> None:
+        """On the event loop."""
+        if self.closed:
+            return
+        if self._queue.qsize() >= self._limit:
+            self.close(f"{self._limit} messages waited for it (it does not read its stream)")
+            return
+        self._queue.put_nowait(message)
 
-    def __iter__(self) -> Iterator:
-        while True:
-            message = self._queue.get()
-            if message is self._END:
-                return
-            yield message
+    def close(self, why: str | None = None) -> None:
+        """On the event loop."""
+        if not self.closed:
+            self.closed = True
+            self.why = why
+            self._queue.put_nowait(self._END)
+
+    async def get(self) -> Any:
+        """The next message, or None once closed."""
+        message = await self._queue.get()
+        return None if message is self._END else message
 
 
 @dataclass
@@ -118,8 +159,9 @@ def _brief(msg: Any, limit: int = 400) -> str:
 class BfrtServicer(pb_grpc.BfRuntimeServicer):
     """Serves one program (a `TableStore`) as device 0."""
 
-    def __init__(self, store: TableStore):
+    def __init__(self, store: TableStore, limits: Limits = Limits()):
         self.store = store
+        self.limits = limits
         self.layout = store.layout
         self.program = store.program
         self._p4_info = json.dumps(self.layout.p4_json(), indent=1).encode()
@@ -128,6 +170,7 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
         self._lock = threading.Lock()  # subscribers and the binding
         self._subscribers: dict[int, _Subscriber] = {}
         self._binder: int | None = None
+        self._streams = 0  # open StreamChannels
         self._attributes: dict[tuple[int, str], Any] = {}  # (table id, attribute) -> TableAttribute written
 
     def _object_of(self, spec: TableSpec) -> Any:
@@ -145,41 +188,65 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
 
     # ------------------------------------------------------------ stream and binding
 
-    def StreamChannel(self, request_iterator: Iterable, context: grpc.ServicerContext) -> Iterator:
-        # Replies and server-initiated messages (warm init progress) share one outbox;
-        # a reader thread consumes the client's requests, so the server can speak unasked.
-        stream = _Outbox()
+    async def StreamChannel(self, request_iterator: AsyncIterator, context: Any) -> None:
+        # A coroutine on the server's event loop, not a thread: idle sessions cost
+        # nothing but their slot. Replies and server-initiated messages (warm init
+        # progress) share one outbox; a task reads the client's requests, so the server
+        # can speak unasked. The session ends when the client half-closes, when its
+        # connection dies (gone, or frozen: keepalive pings go unanswered), or when it
+        # stops taking messages.
+        with self._lock:
+            full = self._streams >= self.limits.sessions
+            if not full:
+                self._streams += 1
+        if full:
+            log.warning("refused a BFRuntime stream: %d sessions are open", self.limits.sessions)
+            await context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"the switch serves at most {self.limits.sessions} BFRuntime sessions at once, and all are open",
+            )
+        stream = _Outbox(asyncio.get_running_loop(), self.limits.outbox)
         mine: set[int] = set()
 
-        def read() -> None:
+        async def read() -> None:
             try:
-                for request in request_iterator:
+                async for request in request_iterator:
                     log.debug("StreamChannel <- %s", _brief(request))
                     if request.WhichOneof("update") != "subscribe":
                         continue  # digest acks: no digests are ever sent
                     reply = pb.Subscribe()
                     reply.CopyFrom(request.subscribe)
                     reply.status.CopyFrom(self._subscribe(request.client_id, request.subscribe, stream, mine))
-                    stream.put(pb.StreamMessageResponse(subscribe=reply))
-            except Exception as e:  # the peer went away; nothing to answer
+                    stream.put_here(pb.StreamMessageResponse(subscribe=reply))
+            except Exception as e:  # noqa: BLE001 - the peer went away; nothing to answer
                 log.debug("StreamChannel ended: %s", e)
             finally:
                 stream.close()
 
-        context.add_callback(stream.close)
-        threading.Thread(target=read, name="bfrt-stream-reader", daemon=True).start()
+        reader = asyncio.create_task(read())
         try:
-            yield from stream
+            while (message := await stream.get()) is not None:
+                try:
+                    await asyncio.wait_for(context.write(message), self.limits.send_timeout_s)
+                except TimeoutError:
+                    stream.close(f"it took no message for {self.limits.send_timeout_s:g} s")
         finally:
-            stream.close()
-            with self._lock:
-                for cid in mine:
-                    if self._subscribers.get(cid) and self._subscribers[cid].stream is stream:
-                        del self._subscribers[cid]
-                        if self._binder == cid:
-                            self._binder = None
-                            log.info("client %d disconnected; %s is unbound", cid, self.program.name)
-            log.debug("StreamChannel closed for clients %s", sorted(mine))
+            reader.cancel()
+            self._end_session(stream, mine)
+
+    def _end_session(self, stream: _Outbox, mine: set[int]) -> None:
+        """Free the stream's slot, client ids and binding."""
+        with self._lock:
+            self._streams -= 1
+            for cid in mine:
+                if self._subscribers.get(cid) and self._subscribers[cid].stream is stream:
+                    del self._subscribers[cid]
+                    if self._binder == cid:
+                        self._binder = None
+                        log.info("client %d disconnected; %s is unbound", cid, self.program.name)
+        if stream.why:
+            log.warning("ended the session of client(s) %s: %s", sorted(mine) or "-", stream.why)
+        log.debug("StreamChannel closed for clients %s", sorted(mine))
 
     def _subscribe(self, client_id: int, sub: Any, stream: _Outbox, mine: set[int]) -> status_pb2.Status:
         if sub.device_id != 0:
@@ -191,6 +258,11 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
             if current is not None and current.stream is not stream:
                 return status_pb2.Status(
                     code=Code.ALREADY_EXISTS, message=f"client id {client_id} is already subscribed on another stream"
+                )
+            if mine - {client_id}:  # bf_switchd keeps the first id a stream subscribed
+                return status_pb2.Status(
+                    code=Code.ALREADY_EXISTS,
+                    message=f"this stream already carries client {min(mine)}'s session (one client id per stream)",
                 )
             self._subscribers[client_id] = _Subscriber(client_id, stream, sub.notifications)
             mine.add(client_id)
@@ -281,6 +353,11 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
             log.debug("Write <- %s", _brief(request))
         self._check_program(request, context)
         n = len(request.updates)
+        if n > self.limits.updates:
+            context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"a Write carries at most {self.limits.updates} updates, not {n}: send them in several",
+            )
         errors: list[pb.Error | None] = [None] * n
         stop_at_first = request.atomicity != pb.WriteRequest.CONTINUE_ON_ERROR
         with self.store.lock:
@@ -337,22 +414,49 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
     def _error(self, e: Exception, where: str) -> pb.Error:
         if isinstance(e, TableError):
             log.debug("%s refused: %s", where, e.message)
-            return pb.Error(canonical_code=e.code, message=e.message, code=_BF_STATUS.get(e.code, 0))
+            return pb.Error(canonical_code=e.code, message=self._clip(e.message), code=_BF_STATUS.get(e.code, 0))
         log.exception("%s: unexpected failure", where)
-        return pb.Error(canonical_code=Code.INTERNAL, message=f"internal error: {type(e).__name__}: {e}")
+        return pb.Error(canonical_code=Code.INTERNAL, message=self._clip(f"internal error: {type(e).__name__}: {e}"))
+
+    def _clip(self, message: str) -> str:
+        # A message may quote what the client sent: a giant value must not make a giant answer.
+        n = self.limits.message_chars
+        return message if len(message) <= n else f"{message[:n]}... ({len(message)} characters)"
 
     def _abort(self, context: grpc.ServicerContext, errors: list, what: str, n: int) -> None:
+        """Fail the call as bf_switchd does: UNKNOWN, and a google.rpc.Status in the
+        `grpc-status-details-bin` trailer with one Error per update up to the last that
+        failed, OK ones padding the others. bf_switchd sends them all (the SDE client
+        accepts 1 GiB of metadata); the emulator stops at `details_bytes` and says in the
+        status message how many failures it left out, so an answer always fits a client
+        that accepts that much (rainmaker's client does)."""
         failed = [(i, e) for i, e in enumerate(errors) if e is not None and e.canonical_code != Code.ABORTED]
         failed = failed or [(i, e) for i, e in enumerate(errors) if e is not None]
         first_i, first = failed[0]
-        status = status_pb2.Status(
-            code=grpc.StatusCode.UNKNOWN.value[0],
-            message=f"{len(failed)} of {n} failed; {what} {first_i}: "
-            f"{Code(first.canonical_code).name}: {first.message}",
-        )
-        for e in errors:
-            status.details.add().Pack(e if e is not None else pb.Error(canonical_code=Code.OK))
-        context.abort_with_status(rpc_status.to_status(status))
+        last = max(i for i, e in enumerate(errors) if e is not None)
+        status = status_pb2.Status(code=grpc.StatusCode.UNKNOWN.value[0])
+        ok = pb.Error(canonical_code=Code.OK)
+        budget, used, detailed = self.limits.details_bytes, 0, 0
+        for e in errors[: last + 1]:
+            detail = e if e is not None else ok
+            used += detail.ByteSize() + _ANY_OVERHEAD
+            if used > budget:
+                break
+            status.details.add().Pack(detail)
+            detailed += 1
+        message = f"{len(failed)} of {n} failed; {what} {first_i}: {Code(first.canonical_code).name}: {first.message}"
+        left_out = sum(1 for e in errors[detailed:] if e is not None)
+        if left_out:
+            message += (
+                f" (details cover {what}s 0 to {detailed - 1}; {left_out} failed {what}(s) after those are "
+                f"left out: the answer carries at most {budget} bytes of details)"
+            )
+            log.warning("%s: %d failed %s(s) left out of the details", what, left_out, what)
+        status.message = message
+        grpc_status = rpc_status.to_status(status)
+        # The call's context offers no abort_with_status when it runs in a thread of the
+        # event-loop server: the same status line and trailer through abort().
+        context.abort(grpc_status.code, grpc_status.details, grpc_status.trailing_metadata)
 
     def _table(self, table_id: int) -> tuple[TableSpec, Any]:
         spec = self.layout.by_id.get(table_id)
@@ -365,6 +469,8 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
         U = pb.Update
         if update.type == U.UNSPECIFIED:
             raise InvalidArgument("update type is not set")
+        if update.type not in U.Type.values():  # an enum is open on the wire
+            raise InvalidArgument(f"unknown update type {update.type}; the types are {', '.join(U.Type.keys()[1:])}")
         if kind == "table_operation":
             op = update.entity.table_operation
             spec, _ = self._table(op.table_id)
@@ -796,7 +902,7 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
                 raise InvalidArgument(f"{what}: data field {f.name} appears twice", table=spec.name)
             if f.read_only:
                 raise InvalidArgument(f"{what}: data field {f.name} is read-only", table=spec.name)
-            out[f.id] = _data_value(spec, f, df, what)
+            out[f.id] = _data_value(spec, f, df, what, self.limits.repeated)
         return out
 
     def _named_data(self, spec: TableSpec, entry: Any) -> dict[str, Any]:
@@ -811,6 +917,11 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
             log.debug("Read <- %s", _brief(request))
         self._check_program(request, context)
         n = len(request.entities)
+        if n > self.limits.entities:
+            context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"a Read asks for at most {self.limits.entities} entities, not {n}: send several",
+            )
         errors: list[pb.Error | None] = [None] * n
         plans: list[Iterable] = []
         for i, entity in enumerate(request.entities):
@@ -1059,6 +1170,9 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
         ]
 
 
+# What packing an Error into an Any adds: its type URL and the field framing.
+_ANY_OVERHEAD = len("type.googleapis.com/bfrt_proto.Error") + 8
+
 # BF status codes (bf_status_t) reported in Error.code next to the canonical code.
 _BF_STATUS = {
     Code.INVALID_ARGUMENT: 3,
@@ -1082,7 +1196,7 @@ def _uint(spec: TableSpec, f: FieldSpec, data: bytes, part: str = "value") -> in
     return value
 
 
-def _data_value(spec: TableSpec, f: FieldSpec, df: Any, what: str) -> Any:
+def _data_value(spec: TableSpec, f: FieldSpec, df: Any, what: str, limit: int) -> Any:
     sent = df.WhichOneof("value")
     if f.type == "bytes" or (f.is_int and not f.repeated):
         wanted = "stream"
@@ -1097,6 +1211,10 @@ def _data_value(spec: TableSpec, f: FieldSpec, df: Any, what: str) -> Any:
     if sent != wanted:
         raise InvalidArgument(
             f"{what}: data field {f.name} ({f.type}) must be sent as {wanted}, not {sent or 'nothing'}", table=spec.name
+        )
+    if wanted.endswith("_arr_val") and len(getattr(df, wanted).val) > limit:
+        raise InvalidArgument(
+            f"{what}: data field {f.name} has {len(getattr(df, wanted).val)} values; at most {limit}", table=spec.name
         )
     if wanted == "stream":
         return _uint(spec, f, df.stream)
@@ -1150,45 +1268,109 @@ def _encode_key(kf: Any, f: FieldSpec, value: Any) -> None:
         kf.optional.value, kf.optional.is_valid = value[0].to_bytes(n, "big"), bool(value[1])
 
 
+class BfrtServer:
+    """A running BFRuntime server: its `port`, its `store`, and `stop()`.
+
+    gRPC's asyncio server on an event loop of its own thread: StreamChannel is a
+    coroutine there, and the other calls (plain functions over the table store) run in
+    a pool of `limits.threads` threads.
+    """
+
+    def __init__(self, store: TableStore, host: str, port: int, limits: Limits):
+        self.store = store
+        self.limits = limits
+        self.servicer = BfrtServicer(store, limits)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name="bfrt-server", daemon=True)
+        self._stopped = threading.Event()
+        self._stopping = False
+        self._thread.start()
+        try:
+            self.port = asyncio.run_coroutine_threadsafe(self._start(host, port), self._loop).result()
+        except BaseException:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(5)
+            raise
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._loop.run_forever()
+            # gRPC's own tasks of the calls it cancelled end on the next turns of the loop.
+            pending = asyncio.all_tasks(self._loop)
+            if pending:
+                self._loop.run_until_complete(asyncio.wait(pending, timeout=2))
+            for task in asyncio.all_tasks(self._loop):
+                task.cancel()
+        finally:
+            self._loop.close()
+            self._stopped.set()
+
+    async def _start(self, host: str, port: int) -> int:
+        lim = self.limits
+        keepalive_ms = int(lim.keepalive_s * 1000)
+        self._server = grpc.aio.server(
+            migration_thread_pool=ThreadPoolExecutor(max_workers=lim.threads, thread_name_prefix="bfrt"),
+            # Unary calls beyond the open sessions and a queue of them are refused
+            # RESOURCE_EXHAUSTED by gRPC itself, before they are read.
+            maximum_concurrent_rpcs=lim.sessions + 8 * lim.threads,
+            options=[
+                ("grpc.so_reuseport", 0),
+                ("grpc.max_receive_message_length", lim.message_bytes),
+                ("grpc.max_send_message_length", 64 << 20),
+                # A client whose process is gone or frozen answers no ping: its
+                # connection, and with it its session and client id, ends.
+                ("grpc.keepalive_time_ms", keepalive_ms),
+                ("grpc.keepalive_timeout_ms", int(lim.keepalive_timeout_s * 1000)),
+                ("grpc.http2.max_pings_without_data", 0),  # idle sessions carry no data
+                ("grpc.keepalive_permit_without_calls", 1),
+            ],
+        )
+        pb_grpc.add_BfRuntimeServicer_to_server(self.servicer, self._server)
+        try:
+            bound = self._server.add_insecure_port(f"{host}:{port}")
+        except RuntimeError as e:
+            raise BfrtServerError(
+                f"cannot listen on {host}:{port}: {e}", fix="is another switch (or emulator) using that port?"
+            ) from None
+        if not bound:
+            raise BfrtServerError(
+                f"cannot listen on {host}:{port}", fix="is another switch (or emulator) using that port?"
+            )
+        await self._server.start()
+        return bound
+
+    def stop(self, grace: float | None = None) -> threading.Event:
+        """Stop serving: open streams end (after `grace` seconds, None: at once). Returns
+        an event set once the server is gone and its port free."""
+        if not self._stopping and self._loop.is_running():
+            self._stopping = True
+
+            async def shut() -> None:
+                try:
+                    await self._server.stop(grace)
+                finally:
+                    self._loop.stop()
+
+            asyncio.run_coroutine_threadsafe(shut(), self._loop)
+        return self._stopped
+
+
 def serve(
     program: Program | TableStore,
     address: str = "127.0.0.1",
     port: int = DEFAULT_PORT,
     *,
     pipes: int = 1,
-    max_workers: int = 16,
-) -> grpc.Server:
-    """Start a BFRuntime server for `program` on address:port only; returns the running server.
+    limits: Limits = Limits(),
+) -> BfrtServer:
+    """Start a BFRuntime server for `program` on address:port only; returns it running.
 
     Pass a `TableStore` instead of a program to share it with a data plane. Port 0 picks
-    a free port. The returned server also carries `.port` (the bound port) and `.store`.
-    Each open StreamChannel holds one of the `max_workers` threads.
+    a free port; the server's `.port` is the bound one, `.store` its tables.
     """
     store = program if isinstance(program, TableStore) else TableStore(program, pipes=pipes)
-    server = grpc.server(
-        ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="bfrt"),
-        options=[
-            ("grpc.so_reuseport", 0),
-            ("grpc.max_receive_message_length", 64 << 20),
-            ("grpc.max_send_message_length", 64 << 20),
-        ],
-    )
-    pb_grpc.add_BfRuntimeServicer_to_server(BfrtServicer(store), server)
     host = f"[{address}]" if ":" in address and not address.startswith("[") else address
-    try:
-        bound = server.add_insecure_port(f"{host}:{port}")
-    except RuntimeError as e:
-        bound = 0
-        cause = e
-    else:
-        cause = None
-    if not bound:
-        raise BfrtServerError(
-            f"cannot listen on {host}:{port}" + (f": {cause}" if cause else ""),
-            fix="is another switch (or emulator) using that port?",
-        )
-    server.start()
-    server.port = bound
-    server.store = store
-    log.info("BFRuntime server for %s on %s:%d", store.program.name, host, bound)
+    server = BfrtServer(store, host, port, limits)
+    log.info("BFRuntime server for %s on %s:%d", store.program.name, host, server.port)
     return server
