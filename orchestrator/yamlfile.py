@@ -74,6 +74,9 @@ def load(path: Path, problems: list[Problem]) -> Located | None:
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
+    except RecursionError:  # PyYAML composes recursively
+        problems.append(Problem("", "nested too deeply to be read", "check the file: it is not an input file"))
+        return None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         line = mark.line + 1 if mark else None
@@ -85,9 +88,16 @@ def load(path: Path, problems: list[Problem]) -> Located | None:
         )
         return None
     lines: dict[str, int] = {}
-    if node is not None:
-        _walk(node, "", lines, problems)
+    try:
+        if node is not None:
+            _walk(node, "", lines, problems)
+    except RecursionError:
+        problems.append(Problem("", "nested too deeply to be read", "check the file: it is not an input file"))
+        return None
     return Located(data, lines)
+
+
+MAX_BYTES = 16 << 20  # a spec or an inventory is a few KiB
 
 
 def read_text(path: Path, problems: list[Problem]) -> str | None:
@@ -98,9 +108,15 @@ def read_text(path: Path, problems: list[Problem]) -> str | None:
         problems.append(Problem("", "this is a folder, not a file", "give the path of the YAML file in it"))
         return None
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as f:  # at most MAX_BYTES: /dev/zero is a path too
+            data = f.read(MAX_BYTES + 1)
     except OSError as e:
         problems.append(Problem("", f"cannot read the file: {e.strerror}", "check the path and its permissions"))
+        return None
+    if len(data) > MAX_BYTES:
+        problems.append(
+            Problem("", f"larger than {MAX_BYTES >> 20} MiB: not an input file", "give the YAML file (check the path)")
+        )
         return None
     if b"\0" in data:
         problems.append(Problem("", "a binary file, not YAML text", "give the YAML file (check the path)"))

@@ -84,6 +84,11 @@ CASES = {
     ),
     "plan an empty spec": lambda t, r: (["plan", str(_write(t / "empty.yaml", ""))], "empty.yaml"),
     "plan a spec that is a list": lambda t, r: (["plan", str(_write(t / "list.yaml", "- a\n- b\n"))], "list.yaml"),
+    "plan /dev/zero as the spec": lambda t, r: (["plan", "/dev/zero"], "/dev/zero"),
+    "plan a spec nested too deeply": lambda t, r: (
+        ["plan", str(_write(t / "deep.yaml", "[" * 5000 + "]" * 5000))],
+        "deep.yaml",
+    ),
     "plan a folder as the spec": lambda t, r: (["plan", str(_dir(t, "specdir"))], "specdir"),
     "plan a missing spec": lambda t, r: (["plan", str(t / "nope.yaml")], "nope.yaml"),
     # -- inventories -----------------------------------------------------------------------
