@@ -592,3 +592,14 @@ def main() -> None:
     except KeyboardInterrupt:
         err_console.print("interrupted")
         sys.exit(130)
+    except OSError as e:  # the machine's, not rainmaker's: a full disk, a read-only or vanished folder
+        if os.environ.get("RAINMAKER_DEBUG"):
+            import traceback
+
+            traceback.print_exc()
+        where = f"{e.filename}: " if e.filename else ""
+        err_console.print(
+            Text("error: ", style="bold red")
+            + Text(f"{where}{e.strerror or e}\n  fix: check that path, its permissions and the free space")
+        )
+        sys.exit(1)

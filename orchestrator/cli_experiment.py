@@ -97,8 +97,7 @@ def register(cli: click.Group, console) -> None:
     @click.option(
         "--resume",
         "resume",
-        type=click.Path(file_okay=False),
-        metavar="RUN_DIR",
+        metavar="RUN_DIR",  # run() says what is wrong with a folder that is not a run, with a fix
         help="continue the run in RUN_DIR: measure its todo, interrupted and failed points (done ones are kept)",
     )
     @click.option("--results", "results", default="results", show_default=True, help="where new runs go")

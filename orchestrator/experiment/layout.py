@@ -388,6 +388,12 @@ class RunDir:
                     f"{self.path / name} is a file where the run keeps its {name} folder",
                     fix="move it away (its name is taken by the run's folder)",
                 )
+        for name in (SUMMARY, TIMESERIES, REPORT_MD, REPORT_HTML, RUN_LOG):
+            if (self.path / name).is_dir():
+                raise UsageError(
+                    f"{self.path / name} is a folder where the run keeps its {name}",
+                    fix="move it away (its name is taken by the run's file)",
+                )
         return self
 
     def write_manifest(self, manifest: dict) -> Path:

@@ -182,6 +182,18 @@ CASES = {
         ["analyze", str(_run(t, r, lambda d: (shutil.rmtree(d / "points"), _write(d / "points", "x"))))],
         "points",
     ),
+    "analyze: summary.parquet is a folder": lambda t, r: (
+        ["analyze", str(_run(t, r, _replace_with_dir("summary.parquet")))],
+        "summary.parquet",
+    ),
+    "report: report.md is a folder": lambda t, r: (
+        ["report", str(_run(t, r, lambda d: (d / "report.md").mkdir()))],
+        "report.md",
+    ),
+    "run --resume a file": lambda t, r: (
+        ["run", str(DEMO), "-i", str(RACK1), "--resume", str(_write(t / "notarun", "x"))],
+        "notarun",
+    ),
     "report: plots is a file": lambda t, r: (["report", str(_run(t, r, lambda d: _write(d / "plots", "x")))], "plots"),
     "plot an unknown kind": lambda t, r: (["plot", str(_run(t, r)), "--kind", "pie_chart"], "pie_chart"),
 }
@@ -255,3 +267,18 @@ def test_a_damaged_point_file_marks_the_point(tmp_path, monkeypatch, capsys):
             assert named in next(c["message"] for c in verdict["checks"] if c["name"] == "complete"), case
         assert pid in report, case
     assert "complete" not in PointDir(run / "points" / ids[-1]).read_verdict()["failed"]  # the intact point
+
+
+def test_an_unwritable_run_folder_is_an_error_not_a_traceback(tmp_path, analysed_run, monkeypatch, capsys):
+    """The machine's errors (a read-only folder, a full disk) name the path, exit 1."""
+    import subprocess
+
+    run = _run(tmp_path, analysed_run)
+    if subprocess.run(["chattr", "+i", str(run)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i is not supported here")  # root ignores permissions; immutability it does not
+    try:
+        code, out, err = rainmaker(monkeypatch, capsys, "analyze", str(run))
+    finally:
+        subprocess.run(["chattr", "-i", str(run)], check=True)
+    assert code == 1 and "Traceback" not in out + err
+    assert err.startswith("error:") and f"{run}/.summary.parquet.tmp" in err and "fix:" in err
