@@ -139,9 +139,9 @@ class _Outbox:
             self._queue.put_nowait(self._END)
 
     async def get(self) -> Any:
-        """The next message, or None once closed."""
+        """The next message; None once closed, at once if the server ended the session."""
         message = await self._queue.get()
-        return None if message is self._END else message
+        return None if message is self._END or self.why else message
 
 
 @dataclass
@@ -228,8 +228,9 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
             while (message := await stream.get()) is not None:
                 try:
                     await asyncio.wait_for(context.write(message), self.limits.send_timeout_s)
-                except TimeoutError:
+                except TimeoutError:  # the write stays pending in gRPC: no other may follow it
                     stream.close(f"it took no message for {self.limits.send_timeout_s:g} s")
+                    break
         finally:
             reader.cancel()
             self._end_session(stream, mine)
@@ -1268,6 +1269,19 @@ def _encode_key(kf: Any, f: FieldSpec, value: Any) -> None:
         kf.optional.value, kf.optional.is_valid = value[0].to_bytes(n, "big"), bool(value[1])
 
 
+class _QuietEndedStreams(logging.Filter):
+    """gRPC logs an error with a traceback when a StreamChannel the server ended ends
+    with its last write still pending (a client that does not read): the server has
+    already said why it ended that session."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        return not ("ExecuteBatchError" in text and "/bfrt_proto.BfRuntime/StreamChannel" in text)
+
+
+logging.getLogger("grpc._cython.cygrpc").addFilter(_QuietEndedStreams())
+
+
 class BfrtServer:
     """A running BFRuntime server: its `port`, its `store`, and `stop()`.
 
@@ -1322,7 +1336,10 @@ class BfrtServer:
                 # connection, and with it its session and client id, ends.
                 ("grpc.keepalive_time_ms", keepalive_ms),
                 ("grpc.keepalive_timeout_ms", int(lim.keepalive_timeout_s * 1000)),
-                ("grpc.http2.max_pings_without_data", 0),  # idle sessions carry no data
+                ("grpc.http2.ping_timeout_ms", int(lim.keepalive_timeout_s * 1000)),
+                # Idle sessions carry no data: keep pinging them all the same.
+                ("grpc.http2.max_pings_without_data", 0),
+                ("grpc.http2.min_time_between_pings_ms", keepalive_ms),
                 ("grpc.keepalive_permit_without_calls", 1),
             ],
         )
