@@ -40,7 +40,16 @@ def join(path: str, key: str | int) -> str:
     return f"{path}.{key}" if path else str(key)
 
 
+MAX_FIELDS = 200_000  # an inventory of a rack has a few hundred
+
+
+class _TooMany(Exception):
+    pass
+
+
 def _walk(node: yaml.Node, path: str, lines: dict[str, int], problems: list[Problem]) -> None:
+    if len(lines) > MAX_FIELDS:  # aliases of aliases expand exponentially ("billion laughs")
+        raise _TooMany
     lines.setdefault(path, node.start_mark.line + 1)
     if isinstance(node, yaml.MappingNode):
         seen: dict[str, int] = {}
@@ -93,6 +102,11 @@ def load(path: Path, problems: list[Problem]) -> Located | None:
             _walk(node, "", lines, problems)
     except RecursionError:
         problems.append(Problem("", "nested too deeply to be read", "check the file: it is not an input file"))
+        return None
+    except _TooMany:
+        problems.append(
+            Problem("", f"more than {MAX_FIELDS:,} fields once its aliases are expanded", "write the fields out")
+        )
         return None
     return Located(data, lines)
 

@@ -18,6 +18,9 @@ REPO = Path(__file__).resolve().parents[2]
 RACK1 = REPO / "orchestrator/inventory/examples/rack1.yaml"
 DEMO = REPO / "experiments/demo.yaml"
 BINARY = bytes(range(256)) * 4  # NULs and bytes that are not UTF-8
+LAUGHS = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 9)
+)  # 10^9 fields in 9 lines
 
 
 @pytest.fixture(scope="module")
@@ -88,6 +91,10 @@ CASES = {
     "plan a spec nested too deeply": lambda t, r: (
         ["plan", str(_write(t / "deep.yaml", "[" * 600 + "]" * 600))],
         "deep.yaml",
+    ),
+    "plan a spec whose aliases explode": lambda t, r: (
+        ["plan", str(_write(t / "laughs.yaml", LAUGHS))],
+        "laughs.yaml",
     ),
     "plan a folder as the spec": lambda t, r: (["plan", str(_dir(t, "specdir"))], "specdir"),
     "plan a missing spec": lambda t, r: (["plan", str(t / "nope.yaml")], "nope.yaml"),
