@@ -129,3 +129,17 @@ def test_ctrl_c_during_the_analysis_at_the_end_of_a_run(tmp_path):
     assert f"rainmaker report {run}" in e.value.fix
     assert logged == ["interrupted during the analysis: every measured point is kept"]
     assert (run / POINT / "point.json").exists() and not (run / "summary.parquet").exists()
+
+
+def test_the_analysis_at_the_end_of_a_run_logs_what_it_wrote(tmp_path):
+    """Uninterrupted, report.finish() analyses, draws the spec's figures and writes the
+    report, and says each in the run's log (run.py's closing lines)."""
+    from orchestrator.experiment.report import finish
+
+    run = synthetic_run(tmp_path, systems=("rain",), loads=(1000.0,), reps=1, n=400, with_optional=False)
+    logged: list[str] = []
+    rep = finish(run, ["p99_vs_load", "queue_depth"], logged.append)
+    assert rep == run / "report.md" and (run / "report.html").exists() and (run / "summary.parquet").exists()
+    assert logged[0] == f"figure: {run / 'plots' / 'p99_vs_load.png'}"
+    assert logged[1].startswith("figure queue_depth not drawn: no switch queue samples")
+    assert logged[2] == f"report: {rep} (and report.html)"
