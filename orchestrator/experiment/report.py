@@ -250,8 +250,11 @@ def _provenance_section(manifest: dict) -> list[str]:
             + (f" and {len(files) - 20} more" if len(files) > 20 else "")
         )
     if isinstance(manifest.get("created_unix"), (int, float)):
-        when = datetime.datetime.fromtimestamp(manifest["created_unix"], datetime.UTC)
-        lines.append(f"- started: {when:%Y-%m-%d %H:%M:%S} UTC")
+        try:
+            when = datetime.datetime.fromtimestamp(manifest["created_unix"], datetime.UTC)
+            lines.append(f"- started: {when:%Y-%m-%d %H:%M:%S} UTC")
+        except (OverflowError, ValueError, OSError):  # a damaged manifest: say what it holds
+            lines.append(f"- started: {manifest['created_unix']!r} (not a time)")
     for key in ("spec_file", "inventory_file"):
         if manifest.get(key):
             lines.append(f"- {key.replace('_', ' ')}: `{manifest[key]}`")

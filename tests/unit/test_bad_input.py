@@ -5,6 +5,7 @@ Commands that read a run folder refuse before they write anything into it."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -289,3 +290,14 @@ def test_an_unwritable_run_folder_is_an_error_not_a_traceback(tmp_path, analysed
         subprocess.run(["chattr", "-i", str(run)], check=True)
     assert code == 1 and "Traceback" not in out + err
     assert err.startswith("error:") and f"{run}/.summary.parquet.tmp" in err and "fix:" in err
+
+
+def test_a_damaged_start_time_in_the_manifest_is_reported_as_such(tmp_path, analysed_run, monkeypatch, capsys):
+    run = _run(tmp_path, analysed_run)
+    m = json.loads((run / "manifest.json").read_text())
+    (run / "manifest.json").write_text(json.dumps(m | {"created_unix": 1e20}))
+    (run / "plots").mkdir()
+    (run / "plots" / "p99_vs_load.png").write_bytes(b"")  # as if drawn: only the report is written
+    code, out, err = rainmaker(monkeypatch, capsys, "report", str(run))
+    assert code == 0, out + err
+    assert "- started: 1e+20 (not a time)" in (run / "report.md").read_text()
