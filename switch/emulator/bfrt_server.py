@@ -41,7 +41,7 @@ import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import grpc
 from google.protobuf import text_format
@@ -94,12 +94,23 @@ class Limits:
     keepalive_timeout_s: float = 10.0  # ... and end its sessions when no answer comes within this
     send_timeout_s: float = 10.0  # a session that takes no message for this long is ended
     outbox: int = 1024  # messages waiting for a session; one more ends it (it does not read)
-    message_bytes: int = 8 << 20  # largest request gRPC accepts
+    message_bytes: int = 4 << 20  # largest request gRPC accepts (its default; rainmaker's are KBs)
     updates: int = 65536  # updates in one Write
     entities: int = 65536  # entities in one Read
     repeated: int = 65536  # values of one repeated data field
-    details_bytes: int = 4 << 20  # per-update errors in one answer (gRPC's trailer)
+    details_bytes: int = 1 << 20  # per-update errors in one answer (gRPC's trailer): 7,000 or so
     message_chars: int = 1024  # one error's message
+
+
+class _Failure(NamedTuple):
+    """A refused update or read entity; a bfrt_proto.Error only if it goes in the answer
+    (a message of its own for each of tens of thousands would hold megabytes)."""
+
+    code: int  # google.rpc.Code
+    message: str
+
+    def error(self) -> Any:
+        return pb.Error(canonical_code=self.code, message=self.message, code=_BF_STATUS.get(self.code, 0))
 
 
 class _Outbox:
@@ -359,7 +370,7 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
                 f"a Write carries at most {self.limits.updates} updates, not {n}: send them in several",
             )
-        errors: list[pb.Error | None] = [None] * n
+        errors: list[_Failure | None] = [None] * n
         stop_at_first = request.atomicity != pb.WriteRequest.CONTINUE_ON_ERROR
         with self.store.lock:
             undo: list[Undo] = []
@@ -376,7 +387,7 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
                     for j in range(n):
                         if errors[j] is None:
                             why = "rolled back" if j < i else "not applied"
-                            errors[j] = pb.Error(canonical_code=Code.ABORTED, message=f"{why}: update {i} failed")
+                            errors[j] = _Failure(Code.ABORTED, f"{why}: update {i} failed")
                     break
         if any(errors):
             self._abort(context, errors, "update", n)
@@ -412,12 +423,12 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
                 + ("" if subscribed else f" (client {request.client_id} has not subscribed: name the program)"),
             )
 
-    def _error(self, e: Exception, where: str) -> pb.Error:
+    def _error(self, e: Exception, where: str) -> _Failure:
         if isinstance(e, TableError):
             log.debug("%s refused: %s", where, e.message)
-            return pb.Error(canonical_code=e.code, message=self._clip(e.message), code=_BF_STATUS.get(e.code, 0))
+            return _Failure(e.code, self._clip(e.message))
         log.exception("%s: unexpected failure", where)
-        return pb.Error(canonical_code=Code.INTERNAL, message=self._clip(f"internal error: {type(e).__name__}: {e}"))
+        return _Failure(Code.INTERNAL, self._clip(f"internal error: {type(e).__name__}: {e}"))
 
     def _clip(self, message: str) -> str:
         # A message may quote what the client sent: a giant value must not make a giant answer.
@@ -431,7 +442,7 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
         accepts 1 GiB of metadata); the emulator stops at `details_bytes` and says in the
         status message how many failures it left out, so an answer always fits a client
         that accepts that much (rainmaker's client does)."""
-        failed = [(i, e) for i, e in enumerate(errors) if e is not None and e.canonical_code != Code.ABORTED]
+        failed = [(i, e) for i, e in enumerate(errors) if e is not None and e.code != Code.ABORTED]
         failed = failed or [(i, e) for i, e in enumerate(errors) if e is not None]
         first_i, first = failed[0]
         last = max(i for i, e in enumerate(errors) if e is not None)
@@ -439,13 +450,13 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
         ok = pb.Error(canonical_code=Code.OK)
         budget, used, detailed = self.limits.details_bytes, 0, 0
         for e in errors[: last + 1]:
-            detail = e if e is not None else ok
+            detail = e.error() if e is not None else ok
             used += detail.ByteSize() + _ANY_OVERHEAD
             if used > budget:
                 break
             status.details.add().Pack(detail)
             detailed += 1
-        message = f"{len(failed)} of {n} failed; {what} {first_i}: {Code(first.canonical_code).name}: {first.message}"
+        message = f"{len(failed)} of {n} failed; {what} {first_i}: {Code(first.code).name}: {first.message}"
         left_out = sum(1 for e in errors[detailed:] if e is not None)
         if left_out:
             message += (
@@ -923,7 +934,7 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
                 f"a Read asks for at most {self.limits.entities} entities, not {n}: send several",
             )
-        errors: list[pb.Error | None] = [None] * n
+        errors: list[_Failure | None] = [None] * n
         plans: list[Iterable] = []
         for i, entity in enumerate(request.entities):
             try:
@@ -933,12 +944,16 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
         if any(errors):
             self._abort(context, errors, "entity", n)
         chunk: list = []
-        for plan in plans:
-            for entity in plan:
-                chunk.append(entity)
-                if len(chunk) >= READ_CHUNK:
-                    yield pb.ReadResponse(entities=chunk)
-                    chunk = []
+        try:
+            for plan in plans:
+                for entity in plan:
+                    chunk.append(entity)
+                    if len(chunk) >= READ_CHUNK:
+                        yield pb.ReadResponse(entities=chunk)
+                        chunk = []
+        except Exception as e:  # noqa: BLE001 - answered, never raised into gRPC
+            log.exception("read: unexpected failure while answering")
+            context.abort(grpc.StatusCode.INTERNAL, f"internal error while answering the read: {type(e).__name__}")
         if chunk or not plans:
             yield pb.ReadResponse(entities=chunk)
 
@@ -1218,6 +1233,10 @@ def _data_value(spec: TableSpec, f: FieldSpec, df: Any, what: str, limit: int) -
             f"{what}: data field {f.name} has {len(getattr(df, wanted).val)} values; at most {limit}", table=spec.name
         )
     if wanted == "stream":
+        if df.ByteSize() > f.nbytes + 16:  # refused before the value is copied out
+            raise InvalidArgument(
+                f"{what}: field {f.name}: more than {f.nbytes + 16} bytes, expected {f.nbytes}", table=spec.name
+            )
         return _uint(spec, f, df.stream)
     if wanted == "int_arr_val":
         values = list(df.int_arr_val.val)
