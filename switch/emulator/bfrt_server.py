@@ -4,9 +4,12 @@ Behaves as bf_switchd does (docs/bfruntime.md), so that the SDE's own Python cli
 (bfrt_grpc) and rainmaker's client drive the emulator unchanged:
 
 - StreamChannel: a `subscribe` is echoed back with status code 0 (a client id already
-  subscribed on another live stream gets ALREADY_EXISTS); the stream ends when the
-  client half-closes, and the client's binding is released then. The server also
-  speaks unasked on it: warm init progress.
+  subscribed on another live stream gets ALREADY_EXISTS; a stream carries one client
+  id); the session ends when the client half-closes, when its connection dies or its
+  process freezes (keepalive pings go unanswered), or when it stops reading, and the
+  client's id and binding are released then. The server also speaks unasked on it:
+  warm init progress. Streams are coroutines of one event loop, so an idle session
+  holds no thread; past `Limits.sessions` a new stream is refused RESOURCE_EXHAUSTED.
 - GetForwardingPipelineConfig: config[0] = {p4_name, bfruntime_info (bf-rt.json)} and
   non_p4_config.bfruntime_info (the fixed tables); both are JSON with "tables".
 - SetForwardingPipelineConfig: BIND (only subscribed clients, one binder per program),
@@ -25,11 +28,15 @@ Behaves as bf_switchd does (docs/bfruntime.md), so that the SDE's own Python cli
   pipe (the same field id repeated); table attributes (EntryScope, port_status_notif_cb,
   poll_intvl_ms) as last written or as initially set.
 - Errors: gRPC UNKNOWN with trailer `grpc-status-details-bin` = google.rpc.Status whose
-  details hold one packed bfrt_proto.Error per update (OK ones pad the gaps); an index
-  outside a register or counter is INVALID_ARGUMENT, as the driver answers it.
+  details hold one packed bfrt_proto.Error per update up to the last that failed (OK
+  ones pad the gaps), at most `Limits.details_bytes` of them (the status message then
+  says how many were left out); an index outside a register or counter, or an unknown
+  update type, is INVALID_ARGUMENT, as the driver answers it.
 
 Nothing a client sends can stop the server: every failure of a request becomes an
-error answer (unexpected ones are logged with their traceback and answered INTERNAL).
+error answer (unexpected ones are logged with their traceback and answered INTERNAL),
+and what a request may make the server allocate is bounded (`Limits`: its size, its
+updates or entities, a repeated field's values, the error details).
 """
 
 from __future__ import annotations

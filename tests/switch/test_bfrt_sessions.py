@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -30,7 +31,7 @@ from switch.bfrt import bfruntime_pb2_grpc as pb_grpc
 from switch.bfrt.client import Client
 from switch.bfrt.errors import BfrtConnectError
 from switch.control import RainController, Settings
-from switch.emulator.bfrt_server import Limits, serve
+from switch.emulator.bfrt_server import BfrtServicer, Limits, serve
 from switch.emulator.rain import make_store
 from tests.cli import rainmaker
 from tests.poll import until
@@ -223,3 +224,32 @@ def test_a_held_client_id_is_skipped_by_a_reader_and_refused_to_a_fixed_one(swit
         with pytest.raises(BfrtConnectError, match="client ids 7 to 8 are all taken") as e:
             Client(address, client_id=7, spare_ids=1, bind=False)
         assert "close some" in e.value.fix
+
+
+class SwitchdStreams(BfrtServicer):
+    """bf_switchd's answer to a subscribe with a client id another session holds: the
+    stream ends INVALID_ARGUMENT (the emulator answers in the subscribe reply instead)."""
+
+    held = {7, 8}
+
+    def StreamChannel(self, request_iterator, context):
+        for request in request_iterator:
+            if request.client_id in self.held:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, "Can't have two clients with the same client id")
+            yield pb.StreamMessageResponse(subscribe=pb.Subscribe(device_id=0))
+
+
+def test_a_reader_skips_ids_bf_switchd_refuses_by_ending_the_stream():
+    server = grpc.server(ThreadPoolExecutor(max_workers=4))
+    pb_grpc.add_BfRuntimeServicer_to_server(SwitchdStreams(make_store()), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        inv = SimpleNamespace(switch=SimpleNamespace(bfrt=f"127.0.0.1:{port}"))
+        with switchd.connect(inv) as reader:
+            assert reader.client_id == 9
+        with pytest.raises(BfrtConnectError, match="same client id") as e:
+            Client(f"127.0.0.1:{port}", client_id=8, bind=False)
+        assert e.value.fix
+    finally:
+        server.stop(None)
