@@ -40,7 +40,8 @@ FECS = ("none", "fc", "rs")
 AUTONEGS = ("default", "enable", "disable")
 PORT_KEYS = {"port", "dev_port", "speed", "fec", "autoneg", "iface"}  # iface: the inventory's; unused here
 BIND_CLIENT_ID = 0  # the controller's id: bf_switchd lets one client bind a program
-READER_CLIENT_ID = 7  # --verify: a reader that never binds (orchestrator.switchd uses the same)
+READER_CLIENT_ID = 7  # --verify: a reader that never binds, on the first free id from 7 (as orchestrator.switchd)
+READER_SPARE_IDS = 63
 _PORT_NAME = re.compile(r"^\d{1,2}/\d$")
 
 
@@ -157,7 +158,10 @@ def bring_up(
 
     client_id = READER_CLIENT_ID if verify else BIND_CLIENT_ID
     # Client fetches the program by name: a switch serving another one raises, naming what it serves.
-    with Client(bfrt, p4_name=program, client_id=client_id, bind=not verify, connect_timeout=connect_timeout) as client:
+    spare = READER_SPARE_IDS if verify else 0
+    with Client(
+        bfrt, p4_name=program, client_id=client_id, spare_ids=spare, bind=not verify, connect_timeout=connect_timeout
+    ) as client:
         report: dict[str, Any] = {
             "ok": False,
             "bfrt": bfrt,

@@ -253,3 +253,18 @@ def test_a_reader_skips_ids_bf_switchd_refuses_by_ending_the_stream():
         assert e.value.fix
     finally:
         server.stop(None)
+
+
+def test_bringup_verify_reads_while_the_reader_id_is_held(switch, capsys):
+    from tests.unit.test_tofino_sde import bringup_args, run_bringup
+
+    address = f"127.0.0.1:{switch.port}"
+    args = bringup_args(**{"--bfrt": address, "--timeout": "5"})
+    assert run_bringup(capsys, *args)[0] == 0  # ports up, as the tofino_sde role brings them
+    held = RawSession(address, switchd.READER_CLIENT_ID)  # a hung reader
+    try:
+        assert held.ok
+        code, report, _ = run_bringup(capsys, *args, "--verify")
+        assert code == 0 and report["ok"] and not report["bound"], report
+    finally:
+        held.close()
