@@ -9,6 +9,7 @@ batch was refused and why.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -112,10 +113,17 @@ def from_rpc_error(e: grpc.RpcError, operation: str, tables: Sequence[str | None
         primary = [x for x in errors if x.code != code_pb2.ABORTED] or errors
         # The details stop at the last failed update (bf_switchd's way), so the batch's
         # size is the caller's count when it gave one.
-        lines = [f"{operation} failed: {len(primary)} of {max(len(tables), len(status.details))} refused"]
+        size = max(len(tables), len(status.details))
+        capped = re.match(r"(\d+) of \d+ failed", status.message) if "left out" in status.message else None
+        refused = (
+            f"{capped.group(1)} of {size} refused, {len(primary)} detailed"
+            if capped
+            else f"{len(primary)} of {size} refused"
+        )
+        lines = [f"{operation} failed: {refused}"]
         lines += [f"  {x}" for x in primary[:MAX_LINES]]
         if len(primary) > MAX_LINES:
-            lines.append(f"  ... and {len(primary) - MAX_LINES} more (BfrtError.errors lists every one)")
+            lines.append(f"  ... and {len(primary) - MAX_LINES} more (BfrtError.errors lists them)")
         rolled = len(errors) - len(primary)
         if rolled:
             lines.append(f"  ({rolled} other update(s) rolled back or not applied)")

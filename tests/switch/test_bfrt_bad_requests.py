@@ -86,7 +86,8 @@ def test_past_the_details_budget_the_answer_says_how_many_it_left_out():
         srv.stop(None).wait(5)
     shown = len(err.errors)
     assert 10 < shown < 1000 and [x.index for x in err.errors] == list(range(0, 2 * shown, 2))
-    assert f"{1000 - shown} failed updates(s) after those are left out" in str(err).replace("update(s)", "updates(s)")
+    assert f"{1000 - shown} failed update(s) after those are left out" in str(err)
+    assert f"1000 of 2000 refused, {shown} detailed" in str(err)
 
 
 def test_an_unknown_update_type_is_invalid_argument(client):
