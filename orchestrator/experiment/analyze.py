@@ -131,6 +131,36 @@ def _read_json(path: Path, problems: list[str]) -> Any:
     return None
 
 
+# point.json's fields (plan.Point) and the JSON types each may have
+_NUMBER, _TEXT = (int, float), (str, type(None))
+_POINT_TYPES = {
+    "id": (str,),
+    "index": (int,),
+    "system": _TEXT,
+    "variant": _TEXT,
+    "variant_label": _TEXT,
+    "curve": _TEXT,
+    "repetition": (int,),
+    "load_krps": _NUMBER,
+    "capacity_fraction": (*_NUMBER, type(None)),
+    "offered_rps": _NUMBER,
+    "dilation": _NUMBER,
+    "warmup_s": _NUMBER,
+    "measure_s": _NUMBER,
+    "handler": _TEXT,
+    "worker_threads": (int,),
+    "params": (dict,),
+}
+
+
+def _typed(obj: dict, types: dict[str, tuple], name: str, problems: list[str]) -> dict:
+    """obj without the fields whose JSON type is wrong, each named in `problems`."""
+    bad = [k for k, t in types.items() if k in obj and (isinstance(obj[k], bool) or not isinstance(obj[k], t))]
+    for k in bad:
+        problems.append(f"damaged {name}: {k} is {json.dumps(obj[k])[:40]}")
+    return {k: v for k, v in obj.items() if k not in bad}
+
+
 def load_point(point_dir: str | Path | PointDir, point: dict | None = None) -> PointData:
     """Read and merge one point's client results (never raises on bad or missing
     files: they are listed in `problems`, which the validity checks report). Without
@@ -141,7 +171,7 @@ def load_point(point_dir: str | Path | PointDir, point: dict | None = None) -> P
         point = _read_json(pd.point_file, problems)
         if point is not None and not isinstance(point, dict):
             problems.append(f"damaged {layout.POINT}: a JSON object was expected")
-        point = point if isinstance(point, dict) else {}
+        point = _typed(point if isinstance(point, dict) else {}, _POINT_TYPES, layout.POINT, problems)
         status = pd.read_status()
         if status is not None:
             point["status"] = status  # sweep.json holds it, not point.json
@@ -156,7 +186,13 @@ def load_point(point_dir: str | Path | PointDir, point: dict | None = None) -> P
     for h in hosts:
         hd = pd.client(h)
         s = _read_json(hd / layout.CLIENT_SUMMARY, problems)
-        if isinstance(s, dict):
+        classes = s.get("classes", {}) if isinstance(s, dict) else None
+        if not (isinstance(s, dict) and isinstance(s.get("totals", {}), dict) and isinstance(classes, dict)) or not all(
+            isinstance(c, dict) for c in classes.values()
+        ):
+            if s is not None:
+                problems.append(f"damaged {layout.CLIENTS}/{h}/{layout.CLIENT_SUMMARY}: not rain-client's summary")
+        else:
             data.summaries[h] = s
         for name, logs in ((layout.LATENCY_HLOG, lat_logs), (layout.SLOWDOWN_HLOG, sd_logs)):
             p = hd / name

@@ -117,6 +117,10 @@ def read_json(path: Path) -> Any:
         return None
 
 
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
 def read_jsonl(path: Path) -> list[dict]:
     """The JSON objects of a JSON-lines file, skipping a torn last line; [] if missing."""
     try:
@@ -263,12 +267,20 @@ class PointDir:
     def read_switch_queue(self) -> list[dict]:
         """Samples of the switch's queues: {"t_s": seconds since the load started,
         "balance": {slice: signed token balance}} (negative: tasks queued)."""
-        return [r for r in read_jsonl(self.switch_queue) if isinstance(r.get("balance"), dict) and "t_s" in r]
+        return [
+            r for r in read_jsonl(self.switch_queue) if isinstance(r.get("balance"), dict) and _number(r.get("t_s"))
+        ]
 
     def read_worker_samples(self, host: str) -> list[dict]:
         """The worker agent's periodic samples: {"t": s since the agent started,
-        "workers": [{"fifo", "outstanding", "quota", "enabled", ...} per worker]}."""
-        return read_jsonl(self.worker(host) / WORKER_SAMPLES)
+        "workers": [{"fifo", "outstanding", "quota", "enabled", ...} per worker]}; lines of
+        another shape are skipped, as torn ones are (so in the other readers)."""
+        rows = read_jsonl(self.worker(host) / WORKER_SAMPLES)
+        return [
+            r
+            for r in rows
+            if isinstance(r.get("workers", []), list) and all(isinstance(w, dict) for w in r.get("workers", []))
+        ]
 
     def read_worker_stats(self, host: str) -> dict | None:
         """rain-worker's counters (its last --stats file): drops by reason, the RoCE
@@ -278,7 +290,7 @@ class PointDir:
 
     def read_decisions(self, host: str) -> list[dict]:
         """The worker agent's decisions: {"t", "changes", "quotas": [per worker], ...}."""
-        return read_jsonl(self.worker(host) / DECISIONS)
+        return [r for r in read_jsonl(self.worker(host) / DECISIONS) if isinstance(r.get("quotas", []), list)]
 
 
 @dataclass(frozen=True)

@@ -244,6 +244,10 @@ DAMAGED_POINTS = {  # case: (file in the point's folder, its new content, the na
     "validity.json's checks lack messages": ("validity.json", '{"valid": false, "checks": [{"name": "x"}]}', None),
     "a client's summary.json is binary": ("clients/client0/summary.json", BINARY, "summary.json"),
     "a client's latency log is binary": ("clients/client0/latency.hlog", BINARY, "latency.hlog"),
+    "point.json has objects for names": ("point.json", '{"id": "x", "index": {}, "system": {}}', "point.json"),
+    "a client's summary.json has no classes": ("clients/client0/summary.json", '{"classes": "x"}', "summary.json"),
+    "the worker's samples hold an object": ("workers/w0/timeseries.jsonl", '{"t": 1, "workers": {"a": 1}}\n', None),
+    "the switch queue has a word for a time": ("switch/queue.jsonl", '{"t_s": "x", "balance": {"0": 1}}\n', None),
 }
 
 
