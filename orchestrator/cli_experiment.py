@@ -177,7 +177,7 @@ def register(cli: click.Group, console) -> None:
 
         with interruptible(
             f"the analysis of {run_dir}",
-            "its points are untouched; summary.parquet is the previous one, if any",
+            "the points' measurements are untouched; summary.parquet is the previous one, if any",
             f"rainmaker analyze {run_dir}" + (" --recheck" if recheck else ""),
         ):
             df = analyze(Path(run_dir), recheck=recheck)
@@ -193,7 +193,7 @@ def register(cli: click.Group, console) -> None:
         skipped: dict = {}
         with interruptible(
             f"drawing the figures of {run_dir}",
-            "its points and tables are untouched; the figures drawn so far are whole",
+            "the points' measurements and the tables are untouched; the figures drawn so far are whole",
             f"rainmaker plot {run_dir}" + "".join(f" --kind {k}" for k in kinds),
         ):
             files = plot(Path(run_dir), list(kinds) or None, skipped=skipped)
@@ -210,7 +210,7 @@ def register(cli: click.Group, console) -> None:
 
         with interruptible(
             f"the report of {run_dir}",
-            "its points are untouched; the tables, figures and report written so far are whole",
+            "the points' measurements are untouched; the tables, figures and report written so far are whole",
             f"rainmaker report {run_dir}",
         ):
             md = report(Path(run_dir))
