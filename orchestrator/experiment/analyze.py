@@ -161,6 +161,14 @@ def _typed(obj: dict, types: dict[str, tuple], name: str, problems: list[str]) -
     return {k: v for k, v in obj.items() if k not in bad}
 
 
+def _is_summary(s: Any) -> bool:
+    """rain-client's summary.json as the counters read it: totals and classes objects."""
+    if not isinstance(s, dict) or not isinstance(s.get("totals", {}), dict):
+        return False
+    classes = s.get("classes", {})
+    return isinstance(classes, dict) and all(isinstance(c, dict) for c in classes.values())
+
+
 def load_point(point_dir: str | Path | PointDir, point: dict | None = None) -> PointData:
     """Read and merge one point's client results (never raises on bad or missing
     files: they are listed in `problems`, which the validity checks report). Without
@@ -186,14 +194,10 @@ def load_point(point_dir: str | Path | PointDir, point: dict | None = None) -> P
     for h in hosts:
         hd = pd.client(h)
         s = _read_json(hd / layout.CLIENT_SUMMARY, problems)
-        classes = s.get("classes", {}) if isinstance(s, dict) else None
-        if not (isinstance(s, dict) and isinstance(s.get("totals", {}), dict) and isinstance(classes, dict)) or not all(
-            isinstance(c, dict) for c in classes.values()
-        ):
-            if s is not None:
-                problems.append(f"damaged {layout.CLIENTS}/{h}/{layout.CLIENT_SUMMARY}: not rain-client's summary")
-        else:
+        if _is_summary(s):
             data.summaries[h] = s
+        elif s is not None:
+            problems.append(f"damaged {layout.CLIENTS}/{h}/{layout.CLIENT_SUMMARY}: not rain-client's summary")
         for name, logs in ((layout.LATENCY_HLOG, lat_logs), (layout.SLOWDOWN_HLOG, sd_logs)):
             p = hd / name
             if not p.exists():
