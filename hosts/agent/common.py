@@ -73,7 +73,8 @@ class Child:
         self.argv = argv
         self.log_path = log
         self.runtime = runtime  # the program's own folder, removed once it has ended
-        self._log = open(log, "ab", buffering=0)
+        # A fresh log: a line an earlier run left ("rain-worker ready") must not pass for this one's.
+        self._log = open(log, "wb", buffering=0)
         self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
     def wait_line(self, text: str, timeout: float) -> None:

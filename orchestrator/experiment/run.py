@@ -686,6 +686,9 @@ class Runner:
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
             json.dump(cfg, fh, indent=1)
         try:
+            # An earlier attempt's files must not pass for this one's: its worker.log already
+            # says "rain-worker ready", its agent.json a clean exit.
+            r.run(["rm", "-rf", "--", str(out)], timeout=20)
             r.put(fh.name, str(out / "agent-config.json"))  # creates the folders
         finally:
             Path(fh.name).unlink()

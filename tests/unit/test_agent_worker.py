@@ -121,3 +121,17 @@ def test_unreadable_facts_name_the_fix(tmp_path):
     facts.write_text("{not json")
     with pytest.raises(AgentError, match="roce.json.*run `rainmaker provision` again"):
         argv({"transport": "ibverbs", "roce_facts": str(facts)}, tmp_path)
+
+
+def test_a_ready_line_left_by_an_earlier_attempt_is_not_taken(tmp_path):
+    """A retried point reuses its output folder: the old worker.log says "rain-worker
+    ready", and the new rain-worker may die before it does."""
+    import sys
+
+    from hosts.agent.common import AgentError, Child
+
+    log = tmp_path / "worker.log"
+    log.write_text("EAL: ...\nrain-worker ready\n")
+    child = Child([sys.executable, "-c", "import sys; print('EAL: cannot lock'); sys.exit(1)"], log)
+    with pytest.raises(AgentError, match="exited with status 1 before 'rain-worker ready'"):
+        child.wait_line("rain-worker ready", timeout=10)
