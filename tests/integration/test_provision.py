@@ -22,8 +22,8 @@ def test_provision_converges_then_changes_nothing(provisioned):
     assert all(h.changed == 0 for h in check.hosts.values())
 
 
-def test_provision_check_reports_what_would_change(testbed):
-    tb, inv = testbed
+def test_provision_check_reports_what_would_change(provisioned):
+    tb, inv, _ = provisioned  # converged: the common role made every deploy root's log/
     victim = inv.host("worker1").deploy_root / "log"
     victim.rmdir()
     report = provision(inv, check=True, progress=False, limit="worker1")
