@@ -41,7 +41,7 @@ pytestmark = pytest.mark.timeout(60)
 
 ROOT = Path(__file__).resolve().parents[2]
 # Short enough that a frozen client's session ends within the test.
-FAST = Limits(keepalive_s=0.5, keepalive_timeout_s=0.5, send_timeout_s=0.5, outbox=16)
+FAST = Limits(keepalive_s=1.0, keepalive_timeout_s=0.5, send_timeout_s=0.5, outbox=16)
 
 # A process holding one subscribed session per id given, then waiting (to be frozen).
 HOLDER = """
@@ -115,8 +115,10 @@ def test_64_clients_idle_frozen_and_unread_leave_the_switch_answering(switch, tm
     with Client(address, "rain", client_id=0) as c:
         RainController(c, inv, Settings()).bring_up_ports()
 
-    # 16 sessions in a process that is then frozen; it holds the readers' id 7.
-    frozen_ids = [switchd.READER_CLIENT_ID, *range(100, 115)]
+    # 16 sessions in a process that is then frozen; 8 that never read, one of them
+    # holding the readers' id 7 (a hung reader); 40 idle ones that read.
+    frozen_ids = list(range(100, 116))
+    unread_ids = [switchd.READER_CLIENT_ID, *range(200, 207)]
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLDER, address, *map(str, frozen_ids)],
         cwd=ROOT,
@@ -125,11 +127,11 @@ def test_64_clients_idle_frozen_and_unread_leave_the_switch_answering(switch, tm
         text=True,
     )
     unread: list[RawSession] = []
-    idle: list[Client] = []
+    idle: list[RawSession] = []
     try:
         assert holder.stdout.readline().strip() == "held"
         os.kill(holder.pid, signal.SIGSTOP)
-        unread = [RawSession(address, cid, reads=False) for cid in range(200, 208)]
+        unread = [RawSession(address, cid, reads=False) for cid in unread_ids]
         idle = [RawSession(address, cid) for cid in range(300, 340)]
         assert all(s.ok for s in unread + idle) and len(frozen_ids) + len(unread) + len(idle) == 64
 
@@ -142,7 +144,7 @@ def test_64_clients_idle_frozen_and_unread_leave_the_switch_answering(switch, tm
             assert fresh.register("balance", signed=True).read(3) == [-2]
         assert time.monotonic() - t0 < 5 and before == 0
 
-        # Readers do not wait for the frozen holder of id 7: each takes a free id.
+        # Readers do not wait for the hung holder of id 7: each takes a free id.
         readers: list = []
         threads = [threading.Thread(target=lambda: readers.append(switchd.connect(inv))) for _ in range(5)]
         for t in threads:
@@ -162,7 +164,7 @@ def test_64_clients_idle_frozen_and_unread_leave_the_switch_answering(switch, tm
         # (their ids are free again); the idle sessions that read are untouched.
         stub = pb_grpc.BfRuntimeStub(idle[0].channel)
         end = pb.SetForwardingPipelineConfigRequest(action=pb.SetForwardingPipelineConfigRequest.WARM_INIT_END)
-        freed = lambda: all(subscribes(address, cid) for cid in range(200, 208))  # noqa: E731
+        freed = lambda: all(subscribes(address, cid) for cid in unread_ids)  # noqa: E731
         for _ in range(20):
             for _ in range(50):
                 stub.SetForwardingPipelineConfig(end)
@@ -172,11 +174,12 @@ def test_64_clients_idle_frozen_and_unread_leave_the_switch_answering(switch, tm
         sent = until(lambda: all(s.heard == idle[0].heard for s in idle), 5) and idle[0].heard
         assert sent >= 50 and all(s.reader.is_alive() for s in idle)  # each heard every message
 
-        # The frozen process answers no keepalive ping: its sessions end, id 7 is free.
-        assert until(lambda: subscribes(address, switchd.READER_CLIENT_ID), 10), "the frozen sessions did not end"
-        assert all(subscribes(address, cid) for cid in frozen_ids[1:])
-        with switchd.connect(inv) as reader:
+        with switchd.connect(inv) as reader:  # id 7 is free again
             assert reader.client_id == switchd.READER_CLIENT_ID
+
+        # The frozen process answers no keepalive ping: its sessions end, its ids are free.
+        assert until(lambda: subscribes(address, frozen_ids[0]), 10), "the frozen sessions did not end"
+        assert all(subscribes(address, cid) for cid in frozen_ids)
     finally:
         for s in unread:
             s.close()
