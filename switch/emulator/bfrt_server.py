@@ -86,7 +86,8 @@ class BfrtServerError(SwitchError):
 
 @dataclass(frozen=True)
 class Limits:
-    """What the server holds for its clients, and for how long (docs/bfruntime.md, "Limits").
+    """What the server holds for its clients, and for how long (docs/bfruntime.md,
+    "Limits, and when a session ends").
 
     bf_switchd runs one gRPC thread per open StreamChannel and one driver session per
     client; its driver has 20 sessions in all (PIPE_MGR_MAX_SESSIONS), some its own.
