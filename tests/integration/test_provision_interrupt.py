@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import os
 import select
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -26,6 +28,9 @@ RACK1 = REPO / "orchestrator/inventory/examples/rack1.yaml"
 
 
 def test_ctrl_c_during_provision_exits_130(tmp_path):
+    # A short state folder: ssh's ControlPath under it must stay below 108 bytes, which
+    # pytest's tmp_path under xdist (.../popen-gw1/test_ctrl_c_.../) does not.
+    state = Path(tempfile.mkdtemp(prefix="rm-int-", dir="/tmp"))
     inv = yaml.safe_load(RACK1.read_text())
     machines = [inv["switch"], *inv["hosts"]]
     listeners = [socket.create_server(("127.0.0.1", 0)) for _ in machines]  # one SSH address each
@@ -39,7 +44,7 @@ def test_ctrl_c_during_provision_exits_130(tmp_path):
     proc = subprocess.Popen(
         [sys.executable, "-c", "from orchestrator.cli import main; main()", "provision", "--check", "-i", str(path)],
         cwd=REPO,
-        env={**os.environ, "RAINMAKER_STATE_DIR": str(tmp_path / "state")},
+        env={**os.environ, "RAINMAKER_STATE_DIR": str(state)},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -61,6 +66,7 @@ def test_ctrl_c_during_provision_exits_130(tmp_path):
             proc.wait()
         for c in held + listeners:
             c.close()
+        shutil.rmtree(state, ignore_errors=True)
     assert proc.returncode == 130, out + err
     assert "Traceback" not in out + err
     assert "interrupted: the dry run of hanging stopped" in err, err
