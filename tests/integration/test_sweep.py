@@ -120,6 +120,13 @@ def test_tasks_come_back_through_the_switch(testbed, tmp_path):
     assert m["hashes"]["p4_program"] and m["hashes"]["rain-worker"] and m["hashes"]["bfrt_json"]
 
 
+def _worker_ready(inv, point_id: str) -> bool:
+    """Whether worker0's rain-worker for `point_id` is up (the emulated hosts share this
+    machine's files: its log is readable here)."""
+    logs = (inv.host("worker0").deploy_root / "run" / "points").glob(f"*/{point_id}/worker/worker.log")
+    return any("rain-worker ready" in p.read_text(errors="replace") for p in logs)
+
+
 def test_resume_after_kill_mid_point(testbed, tmp_path):
     tb, inv = testbed
     spec = spec_file(tmp_path, "resume", [0.3, 0.4, 0.5], measure=2.0)
@@ -139,13 +146,16 @@ def test_resume_after_kill_mid_point(testbed, tmp_path):
             if dirs:
                 run_dir = dirs[0].parent
                 st = json.loads(dirs[0].read_text())["points"]
-                if st["rain-f0.4-r1"]["status"] == "running" and st["rain-f0.3-r1"]["status"] == "done":
+                if (
+                    st["rain-f0.4-r1"]["status"] == "running"
+                    and st["rain-f0.3-r1"]["status"] == "done"
+                    and _worker_ready(inv, "rain-f0.4-r1")
+                ):
                     break
             time.sleep(0.2)
         else:
-            pytest.fail("the sweep never reached its second point")
-        time.sleep(1.0)
-        proc.send_signal(signal.SIGKILL)  # a crash: no clean-up at all
+            pytest.fail("the sweep never reached its second point's measurement")
+        proc.send_signal(signal.SIGKILL)  # a crash mid-point, its agents running: no clean-up at all
         proc.wait(10)
     finally:
         if proc.poll() is None:
