@@ -75,7 +75,7 @@ demo: setup
 	  rc=$$?; $(RM_CLI) switch stop -i "$$inv" >/dev/null 2>&1; $(RM_CLI) testbed down -i "$$inv"; exit $$rc; }
 
 test: setup
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 lint: setup
 	$(BIN)/ansible-lint

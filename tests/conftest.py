@@ -1,8 +1,15 @@
 """Shared test set-up.
 
 Integration tests (marked `integration`) build emulated testbeds: they need root and
-run only then. They use their own state folder and slots 9-12, so a testbed a person
+run only then. They use their own state folder and slots 9-14, so a testbed a person
 has up (slot 0) is never touched.
+
+`make test` runs the suite in two processes (pytest-xdist, `-n 2 --dist loadfile`):
+each process gets its own slots (9-11 and 12-14) and so its own testbed, and a test
+file runs whole in one process (its tests share fixtures and namespace names). A
+process that runs a provisioning file converges its testbed once (`provisioned`).
+(`--dist loadgroup` would keep those files together, but xdist 3.8 cannot regroup
+tests under pytest 9: it rewrites a node id attribute pytest 9 no longer has.)
 """
 
 from __future__ import annotations
@@ -13,7 +20,19 @@ from pathlib import Path
 
 import pytest
 
+import switch  # noqa: F401 - before any test imports grpc: it keeps gRPC's fork handlers off
+
 REPO = Path(__file__).resolve().parent.parent
+SLOT = 9  # the first test slot; RAINMAKER_TEST_SLOT moves it
+SLOTS_PER_PROCESS = 3  # the shared testbed, and two more for tests/integration/test_testbed.py
+
+
+def pytest_configure(config):
+    # An xdist worker (gw0, gw1, ...) moves to its own slots before any test module reads them.
+    worker = getattr(config, "workerinput", {}).get("workerid")
+    if worker is not None:
+        base = int(os.environ.get("RAINMAKER_TEST_SLOT", str(SLOT)))
+        os.environ["RAINMAKER_TEST_SLOT"] = str(base + SLOTS_PER_PROCESS * int(worker.removeprefix("gw")))
 
 
 def pytest_collection_modifyitems(config, items):
@@ -49,7 +68,7 @@ def testbed(state_root):
     from orchestrator.testbed.emulated import EmulatedTestbed
 
     # RAINMAKER_TEST_SLOT: another slot, so that two test runs can share a machine.
-    tb = EmulatedTestbed(slot=int(os.environ.get("RAINMAKER_TEST_SLOT", "9")))
+    tb = EmulatedTestbed(slot=int(os.environ.get("RAINMAKER_TEST_SLOT", str(SLOT))))
     tb.down(log=lambda m: None)  # leftovers of an interrupted earlier run
     path = tb.up(clients=1, workers=2, log=lambda m: None)
     try:
