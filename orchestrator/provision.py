@@ -510,6 +510,9 @@ def ansible_env(work: Path) -> dict[str, str]:
         "ANSIBLE_ROLES_PATH": str(ROLES),
         "ANSIBLE_HOST_KEY_CHECKING": "True",
         "ANSIBLE_PIPELINING": "True",
+        # No -tt: in a pty the host's stderr joins the script's stdout, so a login shell's
+        # warning (e.g. a `pyenv rehash` in ~/.bashrc losing a race) broke the probes' JSON.
+        "ANSIBLE_SSH_USETTY": "False",
         "ANSIBLE_TIMEOUT": "15",
         "ANSIBLE_FORCE_COLOR": "0",
         "ANSIBLE_NOCOLOR": "1",
