@@ -120,11 +120,12 @@ def test_tasks_come_back_through_the_switch(testbed, tmp_path):
     assert m["hashes"]["p4_program"] and m["hashes"]["rain-worker"] and m["hashes"]["bfrt_json"]
 
 
-def _worker_ready(inv, point_id: str) -> bool:
-    """Whether worker0's rain-worker for `point_id` is up (the emulated hosts share this
-    machine's files: its log is readable here)."""
-    logs = (inv.host("worker0").deploy_root / "run" / "points").glob(f"*/{point_id}/worker/worker.log")
-    return any("rain-worker ready" in p.read_text(errors="replace") for p in logs)
+def _worker_ready(inv, run_dir: Path, point_id: str) -> bool:
+    """Whether worker0's rain-worker for `point_id` of this run is up (the emulated hosts
+    share this machine's files: its log is readable here). Only this run's folder: other
+    tests on the shared testbed measured points of the same name."""
+    log = inv.host("worker0").deploy_root / "run" / "points" / run_dir.name / point_id / "worker" / "worker.log"
+    return log.is_file() and "rain-worker ready" in log.read_text(errors="replace")
 
 
 def test_resume_after_kill_mid_point(testbed, tmp_path):
@@ -149,7 +150,7 @@ def test_resume_after_kill_mid_point(testbed, tmp_path):
                 if (
                     st["rain-f0.4-r1"]["status"] == "running"
                     and st["rain-f0.3-r1"]["status"] == "done"
-                    and _worker_ready(inv, "rain-f0.4-r1")
+                    and _worker_ready(inv, run_dir, "rain-f0.4-r1")
                 ):
                     break
             time.sleep(0.2)
