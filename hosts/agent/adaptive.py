@@ -104,3 +104,46 @@ def decide(workers: list[WorkerState], p: Params) -> tuple[list[Decision], dict]
         if quota[w.wid] != w.quota or slice_of[w.wid] != w.slice
     ]
     return out, {"labels": labels, "overload": over, "idleness": idle}
+
+
+class Controller:
+    """One worker agent's Algorithm 1 loop over its workers: gathers the samples of each
+    worker between decisions and decides once per control interval. The worker agent
+    (hosts/agent/worker.py) and the simulated testbed (orchestrator/simulate) both drive
+    this class, so a simulation makes the decisions a testbed would for the same samples."""
+
+    def __init__(self, params: Params, n_workers: int, busy_ns: list[int]):
+        if len(busy_ns) != n_workers:
+            raise ValueError(f"busy_ns has {len(busy_ns)} entries for {n_workers} workers")
+        self.params = params
+        self.n = n_workers
+        self._busy = list(busy_ns)
+        self._pending: list[list[tuple[int, int, int, int]]] = [[] for _ in range(n_workers)]
+        self.lost = 0  # samples overwritten before they were read, since the start
+
+    def add_samples(self, i: int, samples: list[tuple[int, int, int, int]], lost: int = 0) -> None:
+        self._pending[i] += samples
+        self.lost += lost
+
+    def step(
+        self, t_s: float, elapsed_ns: float, quotas: list[int], slices: list[int], busy_ns: list[int]
+    ) -> tuple[list[Decision], dict]:
+        """Decide over the samples gathered since the last step. `elapsed_ns` is the
+        interval's length, `busy_ns` each worker's busy-time counter now (idleness is the
+        share of the interval it was not busy). Returns the decisions and the record
+        decisions.jsonl keeps (the caller adds the quotas once it has applied them)."""
+        states = []
+        for i in range(self.n):
+            idleness = max(0.0, 1.0 - (busy_ns[i] - self._busy[i]) / elapsed_ns) if elapsed_ns > 0 else 0.0
+            self._busy[i] = busy_ns[i]
+            states.append(WorkerState(i, quotas[i], slices[i], self._pending[i], idleness))
+        changes, info = decide(states, self.params)
+        record = {
+            "t": round(t_s, 4),
+            "changes": [d.__dict__ for d in changes],
+            "samples": [len(p) for p in self._pending],
+            "lost_samples": self.lost,
+            **info,
+        }
+        self._pending = [[] for _ in range(self.n)]
+        return changes, record

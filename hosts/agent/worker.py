@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from .. import ctl
-from .adaptive import Params, WorkerState, decide
+from .adaptive import Controller, Params
 from .common import READY, AgentError, Child, Stop, eal_args, load_config, runtime_dir, say, write_json
 
 QP_TYPES = ("uc", "rc")
@@ -157,10 +157,9 @@ def run(config_path: str) -> int:
     series = open(out / "timeseries.jsonl", "a")
     decisions = open(out / "decisions.jsonl", "a")
     t0 = time.monotonic()
-    last_busy = [block.workers[i].stats.busy_ns for i in range(n)]
+    busy = [block.workers[i].stats.busy_ns for i in range(n)]
+    controller = Controller(params, n, busy) if params is not None else None
     last_ctrl = t0
-    pending: list[list[tuple[int, int, int, int]]] = [[] for _ in range(n)]
-    lost = 0
     try:
         while not stop.requested and child.proc.poll() is None:
             time.sleep(period)
@@ -179,42 +178,26 @@ def run(config_path: str) -> int:
                         "enabled": w.knobs.enabled,
                     }
                 )
-                if params is not None:
-                    new, dropped = block.new_samples(i)
-                    pending[i] += new
-                    lost += dropped
+                if controller is not None:
+                    controller.add_samples(i, *block.new_samples(i))
             series.write(json.dumps(row) + "\n")
-            if params is not None and now - last_ctrl >= control_s:
-                elapsed_ns = (now - last_ctrl) * 1e9
-                states = []
-                for i in range(n):
-                    k = block.workers[i].knobs
-                    busy = block.workers[i].stats.busy_ns
-                    idleness = max(0.0, 1.0 - (busy - last_busy[i]) / elapsed_ns)
-                    last_busy[i] = busy
-                    states.append(WorkerState(i, k.quota, k.slice, pending[i], idleness))
-                changes, info = decide(states, params)
-                for d in changes:
-                    if d.quota != block.workers[d.wid].knobs.quota:
-                        block.set_quota(d.wid, d.quota)
-                    if d.slice != block.workers[d.wid].knobs.slice:
-                        block.set_slice(d.wid, d.slice)
-                decisions.write(
-                    json.dumps(
-                        {
-                            "t": round(now - t0, 4),
-                            "changes": [d.__dict__ for d in changes],
-                            "quotas": [block.workers[i].knobs.quota for i in range(n)],
-                            "samples": [len(p) for p in pending],
-                            "lost_samples": lost,
-                            **info,
-                        },
-                        default=str,
-                    )
-                    + "\n"
+            if controller is not None and now - last_ctrl >= control_s:
+                ws = block.workers
+                changes, record = controller.step(
+                    now - t0,
+                    (now - last_ctrl) * 1e9,
+                    [ws[i].knobs.quota for i in range(n)],
+                    [ws[i].knobs.slice for i in range(n)],
+                    [ws[i].stats.busy_ns for i in range(n)],
                 )
+                for d in changes:
+                    if d.quota != ws[d.wid].knobs.quota:
+                        block.set_quota(d.wid, d.quota)
+                    if d.slice != ws[d.wid].knobs.slice:
+                        block.set_slice(d.wid, d.slice)
+                record["quotas"] = [ws[i].knobs.quota for i in range(n)]
+                decisions.write(json.dumps(record, default=str) + "\n")
                 decisions.flush()
-                pending = [[] for _ in range(n)]
                 last_ctrl = now
     finally:
         series.close()
@@ -223,7 +206,11 @@ def run(config_path: str) -> int:
         block.close()
         write_json(
             out / "agent.json",
-            {"worker_exit": status, "lost_samples": lost, "stopped_by": "signal" if stop.requested else "worker exit"},
+            {
+                "worker_exit": status,
+                "lost_samples": controller.lost if controller else 0,
+                "stopped_by": "signal" if stop.requested else "worker exit",
+            },
         )
     if status not in (0, None) and not stop.requested:
         raise AgentError(f"rain-worker exited with status {status}:\n{child.tail()}")

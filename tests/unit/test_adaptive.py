@@ -58,3 +58,22 @@ def test_idle_slice_lends_its_least_provisioned_worker():
     assert info["labels"] == {0: "overloaded", 1: "underloaded"}
     (d,) = changes
     assert (d.wid, d.slice, d.quota) == (2, 0, 1)
+
+
+def test_controller_gathers_samples_between_steps_and_measures_idleness():
+    """The loop both the worker agent and the simulator drive: samples added in several
+    reads count in one decision, idleness is the interval's unbusy share, and the next
+    interval starts empty."""
+    from hosts.agent.adaptive import Controller
+
+    c = Controller(P, 2, busy_ns=[0, 0])
+    hol = samples(60, 150 * US, 10 * US, 0, 0)  # worker-side queuing dominates: lower the quota
+    c.add_samples(0, hol[:30])
+    c.add_samples(0, hol[30:], lost=4)
+    changes, rec = c.step(1.0, 1e9, quotas=[3, 2], slices=[0, 0], busy_ns=[900_000_000, 250_000_000])
+    assert [(d.wid, d.quota) for d in changes] == [(0, 2)]
+    assert rec["samples"] == [60, 0] and rec["lost_samples"] == 4 and rec["t"] == 1.0
+    # worker 1 had no slow samples and was idle 75% of the interval: counted into its slice's idleness
+    assert rec["idleness"][0] == 0.75
+    changes, rec = c.step(2.0, 1e9, quotas=[2, 2], slices=[0, 0], busy_ns=[1_900_000_000, 1_250_000_000])
+    assert changes == [] and rec["samples"] == [0, 0] and rec["idleness"][0] == 0.0
