@@ -29,6 +29,7 @@ setup: $(STAMPS)/apt $(STAMPS)/venv build
 
 # The DPDK programs (hosts/dpdk): rain-client, rain-worker; the BFRuntime stubs.
 build: $(STAMPS)/apt $(BFRT_STUBS)
+	@$(MAKE) --no-print-directory -s -C orchestrator/simulate/core
 	@$(MAKE) --no-print-directory -s -C hosts/dpdk
 
 # BFRuntime Python stubs (switch/bfrt/_gen, gitignored), generated with the venv's own
@@ -85,3 +86,4 @@ lint: setup
 clean:
 	rm -rf $(VENV) $(STAMPS) *.egg-info switch/bfrt/_gen
 	$(MAKE) -C hosts/dpdk clean
+	$(MAKE) -C orchestrator/simulate/core clean
