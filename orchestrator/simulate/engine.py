@@ -145,7 +145,7 @@ _lib: C.CDLL | None = None
 def _stale() -> str | None:
     """Why the built core cannot be used (missing, or older than a source), or None."""
     if not LIB.exists():
-        return f"the simulator's core is not built ({LIB.relative_to(CORE.parents[2])} is missing)"
+        return f"the simulator's core is not built ({LIB} is missing)"
     built = LIB.stat().st_mtime
     newer = [p.name for p in sorted(CORE.iterdir()) if p.suffix in (".c", ".h") or p.name == "Makefile"]
     newer = [n for n in newer if (CORE / n).stat().st_mtime > built]

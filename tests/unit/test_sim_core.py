@@ -1,0 +1,322 @@
+"""The simulated testbed's core (orchestrator/simulate/core, through engine.py):
+determinism, accounting, Rain's token and queue rules, pre-writes, timing with the
+ideal network, arrivals and phases, bad points. Small points (tens of thousands of
+tasks): each test runs in well under a second."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+
+import numpy as np
+import pytest
+
+from hosts.agent.adaptive import Controller, Decision, Params
+from orchestrator.errors import RainmakerError
+from orchestrator.experiment.plan import TestbedShape, plan
+from orchestrator.experiment.spec import Spec
+from orchestrator.simulate import engine
+from orchestrator.simulate.engine import SimError
+from orchestrator.simulate.model import ClassModel, Network, PhaseModel, ServiceModel, SimPoint, build, seed_of
+
+EXP10 = ClassModel("exp", 1.0, 0, 0, ServiceModel("exp", 10_000), 8, 0.0, 64)
+
+
+def point(
+    *,
+    policy="rain",
+    hosts=2,
+    threads=4,
+    load=0.8,
+    ms=20,
+    classes=(EXP10,),
+    quota=2,
+    net=None,
+    seed=1,
+    **kw,
+) -> SimPoint:
+    n = hosts * threads
+    mean = sum(c.weight * c.service.mean_ns for c in classes) / sum(c.weight for c in classes)
+    args = dict(
+        point_id="p",
+        policy=policy,
+        worker_hosts=hosts,
+        threads_per_host=threads,
+        worker_slices=(0,) * n,
+        quota=quota,
+        queue_capacity=131072,
+        classes=tuple(classes),
+        arrival="poisson",
+        phases=(PhaseModel(0, load * n / mean * 1e9, tuple(range(len(classes)))),),
+        warmup_ns=0,
+        measure_ns=ms * 1_000_000,
+        timeout_ns=200_000_000,
+        max_outstanding=0,
+        network=net or Network.paper(),
+        seed=seed,
+        adaptive=None,
+    )
+    args.update(kw)
+    return SimPoint(**args)
+
+
+COLUMNS = ("intended_ns", "cls", "outcome", "latency_ns", "service_ns", "large", "worker")
+
+
+def test_mirror_matches_the_core():
+    for name, (core, mine) in engine.struct_sizes().items():
+        assert core == mine, name
+    assert set(engine.core_policies()) >= {"rain", "random"}
+
+
+def test_same_seed_same_result_other_seed_other():
+    a, b = engine.run(point(seed=7)), engine.run(point(seed=7))
+    for col in COLUMNS:
+        assert np.array_equal(getattr(a, col), getattr(b, col)), col
+    assert a.counters == b.counters and a.switch_queue == b.switch_queue
+    c = engine.run(point(seed=8))
+    assert not np.array_equal(a.latency_ns[:1000], c.latency_ns[:1000])
+    assert len(a.intended_ns) > 10_000
+
+
+@pytest.mark.parametrize(
+    "kw, outcomes",
+    [
+        (dict(queue_capacity=16), (0, 1)),  # overload, a short switch queue: rejects
+        # admission cap: held back past the end; the 40 in flight at the end are lost (2)
+        (dict(max_outstanding=40, timeout_ns=2_000_000), (0, 2, 3)),
+        (dict(timeout_ns=300_000), (0, 2)),  # a timeout shorter than the backlog
+    ],
+)
+def test_every_request_is_accounted_for(kw, outcomes):
+    r = engine.run(point(load=1.6, ms=20, quota=1, **kw))
+    n = len(r.intended_ns)
+    counts = np.bincount(r.outcome, minlength=4)
+    assert counts.sum() == n
+    assert [i for i in range(4) if counts[i]] == list(outcomes)
+    assert np.all((r.latency_ns >= 0) == (r.outcome == 0))
+    assert np.all(r.worker[r.outcome == 0] >= 0)
+    assert np.all(np.diff(r.intended_ns) >= 0)
+    assert r.counters["EV_REJECT"] == counts[1]
+    if 3 in outcomes:
+        assert counts[2] == 40
+    assert (r.counters["waited_for_admission"] > 0) == ("max_outstanding" in kw)
+    # the switch forwarded a reply for every task a worker finished
+    assert r.counters["EV_FORWARDED"] == sum(r.counters["tasks_done"])
+
+
+def test_timeouts_and_late_replies():
+    # one slow worker, a timeout shorter than the queue: requests time out, their late
+    # replies are not latency samples
+    slow = ClassModel("slow", 1.0, 0, 0, ServiceModel("const", 100_000), 8, 0.0, 64)
+    r = engine.run(point(hosts=1, threads=1, load=1.5, ms=20, classes=(slow,), timeout_ns=1_000_000))
+    assert np.count_nonzero(r.outcome == 2) > 0
+    assert r.counters["late_replies"] > 0
+    assert r.latency_ns[r.outcome == 0].max() < 1_000_000 + 100_000
+
+
+@pytest.mark.parametrize("quota", [1, 3])
+def test_quota_bounds_tokens_and_tasks_held(quota):
+    r = engine.run(point(quota=quota, load=0.95))
+    n = 8
+    assert r.counters["max_tokens_waiting"] <= n * quota
+    assert r.counters["max_held"] <= quota
+    assert r.counters["max_held"] == quota  # at 95% load some worker fills its quota
+    for _, bal in r.switch_queue:
+        assert bal[0] <= n * quota
+    for _, ws in r.worker_series:
+        assert all(w["outstanding"] <= quota and w["fifo"] <= quota for w in ws)
+
+
+def test_queue_capacity_zero_rejects_every_task_without_a_token():
+    r = engine.run(point(queue_capacity=0, load=0.9))
+    c = r.counters
+    assert c["EV_TASK_QUEUED"] == 0 and c["EV_DISPATCH_QUEUED"] == 0
+    assert c["EV_REJECT"] > 0
+    assert c["EV_REJECT"] + c["EV_DISPATCH_DIRECT"] == len(r.intended_ns)
+    assert np.count_nonzero(r.outcome == 1) == c["EV_REJECT"]
+
+
+def test_prewrites_only_for_large_tasks_that_waited():
+    big = ClassModel("big", 1.0, 0, 0, ServiceModel("exp", 10_000), 8, 0.3, 200)
+    r = engine.run(point(classes=(big,), load=0.95, quota=1))
+    c = r.counters
+    assert 0 < c["prewrites"] < c["EV_TASK_QUEUED"]
+    # 30% of the tasks that waited are large, give or take
+    assert c["prewrites"] == pytest.approx(0.3 * c["EV_TASK_QUEUED"], rel=0.1)
+    # each: a RoCEv2 WRITE frame per worker of the slice (8 here): Ethernet, IPv4, UDP,
+    # BTH, RETH, the 200-byte slot, iCRC, FCS
+    frame = 14 + 20 + 8 + 12 + 16 + 200 + 4 + 4
+    assert c["prewrite_bytes"] == c["prewrites"] * 8 * frame
+    # no task waits at low load: no pre-writes
+    low = engine.run(point(classes=(big,), load=0.05, quota=2))
+    assert low.counters["EV_TASK_QUEUED"] == 0 and low.counters["prewrites"] == 0
+    assert low.large.sum() > 0
+
+
+def test_ideal_network_low_load_latency_is_the_service_time():
+    sp = point(net=Network.ideal(), load=0.001, ms=200, arrival="constant")
+    r = engine.run(sp)
+    ok = r.outcome == 0
+    assert ok.all() and ok.sum() > 50
+    assert np.array_equal(r.latency_ns, r.service_ns)
+
+
+def test_paper_network_adds_its_delays():
+    const = ClassModel("c", 1.0, 0, 0, ServiceModel("const", 10_000), 8, 0.0, 64)
+    net = Network.paper()
+    r = engine.run(point(net=net, load=0.001, ms=200, arrival="constant", classes=(const,)))
+    frame = 14 + 20 + 8 + 32 + 4 + 20  # a rain_hdr frame on the wire, preamble and gap included
+    ser = round(frame * 8 / net.link_gbps)
+    # task: client link, switch, worker link; reply: worker link, switch, client link
+    path = 2 * (net.client_switch_ns + net.switch_pkt_ns + net.switch_worker_ns + 2 * ser)
+    expect = 10_000 + path + 2 * net.worker_pkt_ns  # rx of the task, tx of the reply
+    # (the first task, at 0, reaches the switch before the workers' first tokens)
+    assert len(r.latency_ns) > 50 and np.all(r.latency_ns[1:] == expect)
+
+
+def test_constant_arrivals_are_exactly_periodic():
+    sp = point(arrival="constant", phases=(PhaseModel(0, 250_000.0, (0,)),), ms=10)
+    r = engine.run(sp)
+    assert len(r.intended_ns) == 2500
+    assert np.all(np.diff(r.intended_ns) == 4000) and r.intended_ns[0] == 0
+
+
+def test_phases_change_rate_and_class_mix():
+    a = ClassModel("a", 1.0, 0, 0, ServiceModel("const", 10_000), 8, 0.0, 64)
+    b = ClassModel("b", 1.0, 1, 0, ServiceModel("const", 20_000), 8, 0.0, 64)
+    phases = (
+        PhaseModel(0, 100_000.0, (0,)),
+        PhaseModel(10_000_000, 300_000.0, (0, 1)),
+        PhaseModel(20_000_000, 50_000.0, (1,)),
+    )
+    r = engine.run(point(classes=(a, b), phases=phases, ms=30, arrival="constant"))
+    t = r.intended_ns
+    p1, p2, p3 = t < 10_000_000, (t >= 10_000_000) & (t < 20_000_000), t >= 20_000_000
+    assert p1.sum() == 1000 and p2.sum() == 3000 and p3.sum() == 500
+    assert np.all(r.cls[p1] == 0) and np.all(r.cls[p3] == 1)
+    assert 0.4 < r.cls[p2].mean() < 0.6
+    assert t[p2][0] == 10_000_000 and t[p3][0] == 20_000_000  # each piece restarts at its boundary
+    assert np.all(r.service_ns[r.cls == 1] == 20_000)
+    # Poisson too: the rate follows the phases
+    rp = engine.run(point(classes=(a, b), phases=phases, ms=30))
+    tp = rp.intended_ns
+    assert np.count_nonzero(tp < 10_000_000) == pytest.approx(1000, rel=0.15)
+    assert np.count_nonzero((tp >= 10_000_000) & (tp < 20_000_000)) == pytest.approx(3000, rel=0.1)
+
+
+def test_random_push_spreads_tasks_uniformly_without_tokens():
+    r = engine.run(point(policy="random", load=0.5))
+    c = r.counters
+    assert c["EV_TOKEN_QUEUED"] == 0 and c["EV_TASK_QUEUED"] == 0 and sum(c["tokens_sent"]) == 0
+    done = np.array(c["tasks_done"])
+    assert done.sum() == len(r.intended_ns)
+    assert done.min() > 0.85 * done.mean() and done.max() < 1.15 * done.mean()
+
+
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        (dict(worker_hosts=0), "worker host"),
+        (dict(network=dataclasses.replace(Network.paper(), switch_pkt_ns=-1)), "negative delay"),
+        (dict(policy="nope"), "unknown policy"),
+        (dict(worker_slices=(0,)), "worker_slices"),
+        (dict(phases=()), "first phase"),
+    ],
+)
+def test_bad_points_are_clear_errors(change, words):
+    with pytest.raises(SimError) as e:
+        engine.run(dataclasses.replace(point(), **change))
+    assert words in str(e.value) and e.value.fix
+    assert isinstance(e.value, RainmakerError)
+
+
+def test_core_errors_come_back_as_sim_errors():
+    # the core's own checks, behind the Python ones: a keys-exp class with fewer than 1 key
+    k = ClassModel("k", 1.0, 0, 0, ServiceModel("keys-exp", 800, keys=0.5), 8, 0.0, 64)
+    with pytest.raises(SimError, match="keys-exp"):
+        engine.run(point(classes=(k,)))
+
+
+def test_missing_or_stale_core_says_make_build(monkeypatch, tmp_path):
+    monkeypatch.setattr(engine, "_lib", None)
+    monkeypatch.setattr(engine, "LIB", tmp_path / "librainsim.so")
+    with pytest.raises(SimError) as e:
+        engine.load()
+    assert "make build" in e.value.fix
+    lib = tmp_path / "librainsim.so"
+    lib.write_bytes(b"")
+    old = time.time() - 3600
+    os.utime(lib, (old, old))
+    with pytest.raises(SimError, match="older than its sources"):
+        engine.load()
+
+
+class Recorder(Controller):
+    """A Controller that records what it was given and raises every worker's quota to 3."""
+
+    def __init__(self, n):
+        super().__init__(Params(), n, [0] * n)
+        self.seen: list = []
+
+    def step(self, t_s, elapsed_ns, quotas, slices, busy_ns):
+        self.seen.append((t_s, [len(p) for p in self._pending], list(quotas)))
+        super().step(t_s, elapsed_ns, quotas, slices, busy_ns)
+        return [Decision(i, 3, slices[i], "test") for i in range(self.n)], {"t": t_s}
+
+
+def test_adaptive_pauses_feed_the_controllers_and_apply_their_decisions():
+    ad = {"s_th": 10, "r_th": 0.5, "n_max": 8, "sample_interval_us": 10, "k_samples": 100}  # 1 ms
+    sp = point(adaptive=ad, quota=1, load=0.95, ms=10)
+    ctls = [Recorder(4), Recorder(4)]
+    r = engine.run(sp, controllers=ctls)
+    # every 1 ms while the point runs: 10 ms of load, and its last tasks after
+    assert len(ctls[0].seen) == 10 and ctls[0].seen[0][0] == pytest.approx(0.001)
+    assert ctls[0].seen[0][2] == [1, 1, 1, 1] and ctls[0].seen[1][2] == [3, 3, 3, 3]
+    # samples per worker per interval: what it finished (~0.95 * 100 tasks)
+    assert 60 < np.mean(ctls[1].seen[3][1]) < 130
+    assert [d["host"] for d in r.decisions[:2]] == [0, 1] and r.decisions[0]["quotas"] == [3, 3, 3, 3]
+    assert r.counters["max_held"] == 3
+    assert r.worker_series[-1][1][0]["quota"] == 3
+
+
+def test_adaptive_point_runs_algorithm_1():
+    ad = {"s_th": 10, "r_th": 0.5, "n_max": 8, "sample_interval_us": 10, "k_samples": 1000}
+    r = engine.run(point(adaptive=ad, load=0.9, ms=50))
+    assert len(r.decisions) == 2 * 5 and {"labels", "quotas", "host", "samples"} <= set(r.decisions[0])
+
+
+SPEC = {
+    "name": "t",
+    "systems": ["rain"],
+    "workers": {"per_host_threads": 4},
+    "workload": {
+        "classes": [
+            {"name": "a", "task_type": 1, "service": {"dist": "exponential", "mean_us": 10}},
+            {"name": "b", "task_type": 2, "service": {"dist": "constant", "us": 30}, "payload": {"bytes": 100}},
+        ],
+        "phases": [{"at_s": 0, "capacity_fraction": 0.5, "classes": ["a"]}, {"at_s": 0.01, "capacity_fraction": 0.8}],
+    },
+    "load": {"capacity_fraction": [1.0]},
+    "warmup_s": 0,
+    "measure_s": 0.1,
+    "rain": {"initial_quota": 2, "slices": [{"id": 0, "task_types": [1]}, {"id": 1, "task_types": [2]}]},
+}
+
+
+def test_build_from_a_spec_point():
+    spec = Spec.model_validate(SPEC)
+    (p,) = plan(spec, TestbedShape(worker_hosts=2, client_hosts=1, emulated=False))
+    sp = build(spec, p, worker_hosts=2, network=Network.ideal(), seed=seed_of(1, p.id))
+    assert sp.n_workers == 8 and sp.worker_slices == (0, 0, 0, 0, 1, 1, 1, 1)
+    assert [c.slice for c in sp.classes] == [0, 1] and sp.classes[1].payload_bytes == 100
+    assert sp.queue_capacity == 65536 and sp.max_outstanding == 131072 + 2 * 8
+    assert sp.phases[0].rate_rps == pytest.approx(0.5 * 8 / 10e-6)
+    assert sp.phases[1].rate_rps == pytest.approx(0.8 * 8 / 20e-6) and sp.phases[1].at_ns == 10_000_000
+    assert sp.timeout_ns == 200_000_000 and sp.measure_ns == 100_000_000
+    assert seed_of(1, p.id) == seed_of(1, p.id) != seed_of(2, p.id)
+    r = engine.run(dataclasses.replace(sp, measure_ns=20_000_000))
+    assert np.all(r.outcome == 0)
+    # class b (payload 100 bytes) is always large and runs only on slice 1's workers
+    assert np.all(r.large == (r.cls == 1)) and np.all(r.worker[r.cls == 1] >= 4)
