@@ -565,6 +565,10 @@ from .cli_experiment import register as _register_experiments  # noqa: E402
 
 _register_experiments(cli, console)
 
+from .cli_simulate import register as _register_simulate  # noqa: E402
+
+_register_simulate(cli, console)
+
 from .cli_cloudlab import register as _register_cloudlab  # noqa: E402
 
 _register_cloudlab(cli, console, err_console)

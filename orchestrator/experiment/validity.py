@@ -513,7 +513,6 @@ def simulated(data: PointData) -> bool:
 def simulated_checks(data: PointData, arrival: str | None, alpha: float) -> list[Check]:
     """The checks of a testbed's own faults, on a simulated point: nothing to measure,
     so 'not run', each saying why (they never fail a simulated point)."""
-    seed = next((s.get("seed") for s in data.summaries.values() if s.get("seed") is not None), None)
     return [
         Check(
             "interarrival",
@@ -521,7 +520,7 @@ def simulated_checks(data: PointData, arrival: str | None, alpha: float) -> list
             None,
             alpha,
             f"not run: simulated testbed: each request is sent at its intended time, drawn from the "
-            f"{arrival or '?'} process itself (seed {seed}); there is no measured send time to test",
+            f"{arrival or '?'} process itself (its seed: summary.json); there is no measured send time to test",
         ),
         Check(
             "tasks_intact",

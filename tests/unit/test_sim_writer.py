@@ -214,7 +214,7 @@ def test_the_testbed_checks_do_not_run_on_a_simulated_point_and_say_why(tmp_path
     for name in ("interarrival", "tasks_intact", "links_up"):
         assert checks[name].passed is None
         assert "simulated testbed" in checks[name].message
-    assert "seed 1234" in checks["interarrival"].message
+    assert "poisson process" in checks["interarrival"].message
     assert all(c.passed for n, c in checks.items() if n not in ("interarrival", "tasks_intact", "links_up"))
     # a measured point's summary (rain-client) keeps the testbed's checks: no trace is
     # 'not run' for want of a trace, not for being simulated

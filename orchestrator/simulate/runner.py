@@ -1,0 +1,430 @@
+"""Running a spec on the simulated testbed: the same run folder as `rainmaker run`.
+
+    run_dir = simulate("experiments/fig6a.yaml")                 # paper's testbed: 2 x 16 threads
+    run_dir = simulate(spec, ideal=True)                         # no network: the queueing model
+    run_dir = simulate(spec, like="results/demo/20260101-...")   # what a measured run should have seen
+    run_dir = simulate(spec, cluster="tcp://10.0.0.1:8786")      # points on a Dask cluster
+
+Plan the points as for a hardware testbed of `worker_hosts` hosts (dilation 1, the
+spec's durations and per_host_threads), record the sweep (sweep.json) and the
+provenance (manifest.json: testbed kind `simulated`, the network model, the run's seed
+and every point's), simulate the points in parallel, and write each point's folder
+(writer.py) as it completes; then analyse, plot and report (report.finish), as `run`.
+
+Where the points run: local processes (`jobs`, default the number of cores) or the
+workers of a Dask cluster (`cluster`). Either way a worker simulates one point and
+renders its files (writer.render: a few hundred kB, where the raw result holds ~30
+bytes per request, 80 MB at paper scale); the orchestrating process writes them and
+checks the point's validity. So remote workers need no shared file system, and a
+point's folder is written whole or not at all.
+
+Ctrl-C stops the workers, puts the unfinished points back to todo and keeps the done
+ones: `rainmaker simulate SPEC --resume RUN_DIR` continues (exit status 130).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import UsageError
+from ..experiment import layout
+from ..experiment.layout import RunDir
+from ..experiment.plan import Point, TestbedShape, plan
+from ..experiment.spec import Dilation, Spec
+from ..experiment.spec import load as load_spec
+from ..experiment.sweep import DONE, Sweep
+
+REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+ISSUE_OF = {  # what adds a system the simulator cannot model yet
+    "r2p2": "issue 14 (the four baselines)",
+    "racksched": "issue 14 (the four baselines)",
+    "draconis": "issue 14 (the four baselines)",
+    "pallas": "issue 14 (the four baselines)",
+}
+PAPER_WORKER_HOSTS = 2  # Rain (CoNEXT 2026), section 5: 1 client and 2 worker servers
+
+
+@dataclass
+class Options:
+    """What defines a simulated run besides its spec (kept in the manifest, so that
+    --resume plans the same points)."""
+
+    worker_hosts: int = PAPER_WORKER_HOSTS
+    threads: int | None = None  # per host; None: the spec's per_host_threads
+    ideal: bool = False
+    seed: int = 1
+    like: str | None = None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Plan:
+    """The points of a simulated run and what builds their SimPoints."""
+
+    spec: Spec
+    points: list[Point]
+    worker_hosts: int
+    threads_per_host: int
+    network: Any  # model.Network
+    like: dict | None = None  # like.py: the measured run's identity
+    extra: dict = field(default_factory=dict)
+
+
+def supported_or_explain(spec: Spec) -> None:
+    """Refuse what the simulator cannot model yet, naming each system and what adds it."""
+    from .policies import POLICIES
+
+    missing = [s for s in spec.systems if s not in POLICIES]
+    if missing:
+        lines = [f"{spec.name}: the simulated testbed cannot model {', '.join(missing)} yet"]
+        lines += [f"  - {s}: {ISSUE_OF.get(s, 'no policy module in orchestrator/simulate')}" for s in missing]
+        lines.append(f"  (modelled now: {', '.join(sorted(POLICIES))})")
+        raise UsageError(
+            "\n".join(lines),
+            fix=f"simulate the systems that exist: set `systems: [{', '.join(s for s in spec.systems if s in POLICIES) or 'rain'}]` "
+            "in a copy of the spec",
+        )
+
+
+def simulated_spec(spec: Spec, threads: int | None) -> Spec:
+    """The spec as the simulated testbed runs it: paper time (dilation 1 on a
+    'hardware' shape) and, if given, another thread count per worker host."""
+    update: dict = {"dilation": Dilation(emulated=spec.dilation.emulated, hardware=1)}
+    if threads is not None:
+        update["workers"] = spec.workers.model_copy(update={"per_host_threads": threads})
+    out = spec.model_copy(update=update)
+    out._path = spec._path
+    return out
+
+
+def plan_points(spec: Spec, opts: Options) -> Plan:
+    """The run's points: the spec's own (paper durations and loads), or with `like`
+    those of a measured run (like.py)."""
+    from .model import Network
+
+    if opts.like:
+        from .like import plan_like
+
+        return plan_like(spec, Path(opts.like), ideal=opts.ideal)
+    s = simulated_spec(spec, opts.threads)
+    points = plan(s, TestbedShape(worker_hosts=opts.worker_hosts, client_hosts=1, emulated=False))
+    return Plan(
+        spec=s,
+        points=points,
+        worker_hosts=opts.worker_hosts,
+        threads_per_host=s.workers.per_host_threads,
+        network=Network.ideal() if opts.ideal else Network.paper(),
+    )
+
+
+# -- provenance ----------------------------------------------------------------------------
+
+
+def _git(*args: str) -> str:
+    try:
+        return subprocess.run(
+            ["git", "-C", str(REPO), *args], capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
+def core_hash() -> str:
+    """sha256 of what decides a simulated point: the C core and the Python model."""
+    h = hashlib.sha256()
+    files = sorted((HERE / "core").glob("*.[ch]")) + sorted((HERE / "core").glob("Makefile"))
+    files += [HERE / n for n in ("model.py", "engine.py", "policies.py") if (HERE / n).exists()]
+    for p in files:
+        h.update(str(p.relative_to(HERE)).encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def _versions() -> dict:
+    import importlib.metadata as md
+
+    out = {"python": platform.python_version(), "platform": platform.platform()}
+    for pkg in ("rainmaker", "numpy", "pandas", "hdrhistogram", "dask", "distributed"):
+        try:
+            out[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            pass
+    return out
+
+
+def manifest(spec_path: Path, p: Plan, opts: Options, seeds: dict[str, int], cluster: str | None) -> dict:
+    status = _git("status", "--porcelain")
+    return {
+        "experiment": p.spec.name,
+        "created_unix": time.time(),
+        "git": {"revision": _git("rev-parse", "HEAD"), "dirty": bool(status), "dirty_files": status.splitlines()[:50]},
+        "spec_file": str(spec_path),
+        "spec": p.spec.model_dump(mode="json"),
+        "testbed": {
+            "kind": "simulated",
+            "workers": p.worker_hosts,
+            "clients": 1,
+            "threads_per_host": p.threads_per_host,
+            "network": asdict(p.network),
+            "ideal": opts.ideal,
+            "like": opts.like,
+        },
+        "simulate": opts.as_dict() | {"cluster": cluster},
+        "seed": opts.seed,
+        "seeds": seeds,
+        "like": p.like,
+        "points": [asdict(x) for x in p.points],
+        "versions": _versions(),
+        "hashes": {"simulator": core_hash()},
+    }
+
+
+# -- one point, where it runs ------------------------------------------------------------
+
+
+def simulate_point(sp, point: dict) -> dict[str, bytes]:
+    """Simulate one SimPoint and render its folder's files (runs in a worker process or
+    on a cluster worker; importable by name for both)."""
+    from . import engine, writer
+
+    t0 = time.perf_counter()
+    result = engine.run(sp)
+    return writer.render(result, point, wall_s=time.perf_counter() - t0)
+
+
+def _quiet_sigint() -> None:
+    # Ctrl-C reaches the whole foreground process group: the parent handles it and
+    # stops the workers; a worker dying of it first would only break the pool.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+class LocalPool:
+    """Points on this machine's cores, one process each (concurrent.futures)."""
+
+    def __init__(self, jobs: int):
+        from concurrent.futures import ProcessPoolExecutor
+
+        self.jobs = jobs
+        self.ex = ProcessPoolExecutor(max_workers=jobs, initializer=_quiet_sigint)
+        self.where = f"{jobs} local process(es)"
+
+    def run(self, tasks: list[tuple[str, Any, dict]]) -> Iterator[tuple[str, dict[str, bytes]]]:
+        from concurrent.futures import as_completed
+
+        futs = {self.ex.submit(simulate_point, sp, pt): pid for pid, sp, pt in tasks}
+        for f in as_completed(futs):
+            yield futs[f], f.result()
+
+    def stop(self) -> None:
+        procs = list((getattr(self.ex, "_processes", None) or {}).values())
+        self.ex.shutdown(wait=False, cancel_futures=True)
+        for p in procs:  # only the pool's own workers: they were simulating unfinished points
+            if p.is_alive():
+                p.terminate()
+        for p in procs:
+            p.join(timeout=5)
+
+    def close(self) -> None:
+        self.ex.shutdown(wait=True)
+
+
+class DaskPool:
+    """Points on an existing Dask distributed cluster (`--cluster ADDRESS`)."""
+
+    def __init__(self, address: str):
+        try:
+            from dask.distributed import Client
+        except ImportError:
+            raise UsageError(
+                "--cluster needs Dask's distributed scheduler, which is not installed",
+                fix="pip install 'rainmaker[cluster]' (or: pip install 'dask[distributed]>=2024')",
+            ) from None
+        try:
+            self.client = Client(address, timeout="10s")
+        except (OSError, TimeoutError) as e:
+            raise UsageError(
+                f"--cluster {address}: no Dask scheduler answers there ({e})",
+                fix="give the scheduler's address as `dask scheduler` prints it, e.g. tcp://10.0.0.1:8786",
+            ) from None
+        n = len(self.client.scheduler_info().get("workers", {}))
+        self.where = f"Dask cluster {address} ({n} worker(s))"
+        self.futures: list = []
+
+    def run(self, tasks: list[tuple[str, Any, dict]]) -> Iterator[tuple[str, dict[str, bytes]]]:
+        from dask.distributed import as_completed
+
+        futs = {}
+        for pid, sp, pt in tasks:
+            f = self.client.submit(simulate_point, sp, pt, key=f"rainmaker-sim-{pid}-{time.time_ns()}", pure=False)
+            futs[f.key] = pid
+            self.futures.append(f)
+        for f in as_completed(self.futures):
+            yield futs[f.key], f.result()
+
+    def stop(self) -> None:
+        try:
+            self.client.cancel(self.futures)
+        finally:
+            self.client.close()
+
+    def close(self) -> None:
+        self.client.close()
+
+
+# -- the run -------------------------------------------------------------------------------
+
+
+def _options_of(manifest: dict, run_dir: Path) -> Options:
+    raw = manifest.get("simulate")
+    if not isinstance(raw, dict):
+        raise UsageError(
+            f"cannot resume {run_dir}: its manifest.json does not say how it was simulated",
+            fix="resume only a run `rainmaker simulate` started (a measured run resumes with `rainmaker run`)",
+        )
+    known = {k: raw[k] for k in Options.__dataclass_fields__ if k in raw}
+    return Options(**known)
+
+
+def simulate(
+    spec_path: str | Path,
+    *,
+    results_root: Path = Path("results"),
+    ideal: bool = False,
+    like: str | Path | None = None,
+    worker_hosts: int = PAPER_WORKER_HOSTS,
+    threads: int | None = None,
+    seed: int = 1,
+    jobs: int | None = None,
+    cluster: str | None = None,
+    resume: Path | None = None,
+    console=None,
+    progress: bool = True,
+    analyze_after: bool = True,
+) -> Path:
+    """Simulate every point of the spec at `spec_path`; return the run folder. On
+    `resume`, the run's own options (manifest.json) plan the same points and only the
+    points not done are simulated."""
+    spec_path = Path(spec_path)
+    spec = load_spec(spec_path)
+    opts = Options(worker_hosts, threads, ideal, seed, str(like) if like else None)
+    if resume is not None:
+        rd = RunDir(resume)
+        if not rd.sweep.exists():
+            raise UsageError(
+                f"{rd.path} is not a run directory (no {layout.SWEEP})", fix="pass the folder a run printed"
+            )
+        opts = _options_of(rd.read_manifest(), rd.path)
+    supported_or_explain(spec)
+    p = plan_points(spec, opts)
+    supported_or_explain(p.spec)  # --like: the measured run's own spec
+    from .model import build, seed_of
+
+    seeds = {x.id: seed_of(opts.seed, x.id) for x in p.points}
+    if resume is None:
+        rd = RunDir.new(results_root, p.spec.name, time.strftime("%Y%m%d-%H%M%S"))
+    sweep = Sweep(rd.path, p.points, resume=resume is not None)
+    if resume is None or not rd.manifest.exists():
+        rd.write_manifest(manifest(spec_path, p, opts, seeds, cluster))
+    from rich.console import Console
+
+    console = console or Console(highlight=False, soft_wrap=True)
+    logf = open(rd.log, "a")
+
+    def log(msg: str) -> None:
+        logf.write(time.strftime("%H:%M:%S ") + msg + "\n")
+        logf.flush()
+        if progress:
+            console.print(f"[dim]·[/] {msg}", markup=True, highlight=False)
+
+    pending = sweep.pending()
+    kind = "ideal (no network)" if opts.ideal else ("like " + str(opts.like) if opts.like else "the paper's testbed")
+    log(
+        f"{'resuming' if resume else 'simulating'} {p.spec.name} on a simulated testbed ({kind}: "
+        f"{p.worker_hosts} worker hosts x {p.threads_per_host} threads, 1 client): {len(p.points)} points, "
+        f"{sweep.counts()['done']} done; results in {rd.path}"
+    )
+    by_id = {x.id: x for x in p.points}
+    tasks = []
+    for x in pending:
+        sp = build(p.spec, x, worker_hosts=p.worker_hosts, network=p.network, seed=seeds[x.id])
+        tasks.append((x.id, sp, asdict(x)))
+    pool = None
+    try:
+        if tasks:
+            pool = DaskPool(cluster) if cluster else LocalPool(max(1, min(jobs or os.cpu_count() or 1, len(tasks))))
+            log(f"{len(tasks)} point(s) on {pool.where}")
+            for pid, _, _ in tasks:
+                sweep.start(pid)
+            _collect(pool, tasks, rd, sweep, p.spec, log)
+    except KeyboardInterrupt:
+        if pool is not None:
+            pool.stop()
+            pool = None
+        for pid in by_id:
+            if sweep.state[pid].status == "running":
+                sweep.requeue(pid, "interrupted")
+        log(f"interrupted: done points are kept; continue with `rainmaker simulate {spec_path} --resume {rd.path}`")
+        logf.close()
+        raise
+    except BaseException:
+        if pool is not None:
+            pool.stop()
+            pool = None
+        for pid in by_id:
+            if sweep.state[pid].status == "running":
+                sweep.requeue(pid, "the run stopped on an error")
+        raise
+    finally:
+        if pool is not None:
+            pool.close()
+    counts = sweep.counts()
+    invalid = sweep.invalid()
+    log(
+        f"{counts['done']} done ({len(invalid)} of them not valid: see sweep.json), {counts['todo']} todo"
+        if invalid
+        else f"{counts['done']} done, {counts['todo']} todo"
+    )
+    if analyze_after and counts["done"]:
+        from ..experiment.report import finish
+
+        finish(rd.path, p.spec.plots, log)
+    logf.close()
+    return rd.path
+
+
+def invalid_reason(verdict) -> str:
+    """sweep.json's reason for a point that failed validity checks (as run.py's)."""
+    failed = [c for c in verdict.checks if c.passed is False]
+    return ("validity: " + "; ".join(f"{c.name}: {c.message}" for c in failed))[:1000]
+
+
+def _collect(pool, tasks, rd: RunDir, sweep: Sweep, spec: Spec, log: Callable[[str], None]) -> None:
+    """Write each point as its result arrives, then its verdict and its sweep state."""
+    from .writer import write
+
+    n, done = len(tasks), 0
+    for pid, files in pool.run(tasks):
+        verdict = write(rd.point(pid), files, spec.validity)
+        done += 1
+        timing = json.loads(files[layout.TIMING])
+        sweep.finish(pid, DONE, None if verdict.valid else invalid_reason(verdict), valid=verdict.valid)
+        p99 = timing.get("p99_us")
+        log(
+            f"[{done}/{n}] {pid}: {timing.get('answered', 0):,} tasks, p99 "
+            + (f"{p99:,.1f} us" if isinstance(p99, (int, float)) else "-")
+            + f", {timing.get('point_wall_s', timing.get('core_wall_s', 0)):.1f} s"
+            + ("" if verdict.valid else f" (not valid: {', '.join(verdict.failed)})")
+        )

@@ -1,0 +1,239 @@
+"""`rainmaker simulate` end to end on tiny specs (tens of thousands of tasks): the run
+folder is read exactly as a measured one (analyze, plot, report through the CLI),
+--ideal, --like on a measured run built here, --resume after Ctrl-C, compare, and
+bad input (exit 2, a message with a fix, no traceback)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from orchestrator.experiment import layout
+from orchestrator.experiment.analyze import analyze
+from orchestrator.experiment.layout import RunDir
+from tests.cli import rainmaker
+from tests.unit.results_fixture import synthetic_run
+
+TINY = """\
+name: tiny
+systems: [rain]
+workers: {per_host_threads: 2}
+workload:
+  classes:
+    - name: task
+      service: {dist: exponential, mean_us: 10}
+load: {capacity_fraction: [0.3, 0.6]}
+warmup_s: 0.01
+measure_s: 0.1
+rain: {initial_quota: 2}
+validity: {min_samples_p99: 1000}
+plots: [p99_vs_load, queue_depth]
+"""
+
+
+@pytest.fixture()
+def tiny(tmp_path) -> Path:
+    p = tmp_path / "tiny.yaml"
+    p.write_text(TINY)
+    return p
+
+
+def _run_dir(out: str) -> Path:
+    line = next(x for x in out.splitlines() if x.startswith("results: "))
+    return Path(line.split("results: ", 1)[1].strip())
+
+
+def test_a_simulated_run_is_read_as_a_measured_one(tiny, tmp_path, monkeypatch, capsys):
+    code, out, err = rainmaker(
+        monkeypatch, capsys, "simulate", str(tiny), "--results", str(tmp_path / "r"), "--no-analysis", "-j", "2"
+    )
+    assert code == 0, err
+    run = _run_dir(out)
+    assert "rain-f0.3-r1:" in out and " p99 " in out  # one line per point
+    m = RunDir(run).read_manifest()
+    tb = m["testbed"]
+    assert tb["kind"] == "simulated" and tb["workers"] == 2 and tb["threads_per_host"] == 2
+    assert tb["ideal"] is False and tb["network"]["link_gbps"] == 100.0
+    assert set(m["seeds"]) == {"rain-f0.3-r1", "rain-f0.6-r1"} and m["seed"] == 1
+    assert m["hashes"]["simulator"]
+    # plot and report through the CLI, as for a measured run
+    code, out, err = rainmaker(monkeypatch, capsys, "plot", str(run))
+    assert code == 0, err
+    assert (run / "plots" / "p99_vs_load.png").exists() and (run / "plots" / "queue_depth.png").exists()
+    code, out, err = rainmaker(monkeypatch, capsys, "report", str(run))
+    assert code == 0, err
+    report = (run / "report.md").read_text()
+    assert "testbed: **simulated**" in report
+    df = pd.read_parquet(RunDir(run).summary)
+    # the same table the analysis makes of a measured run: the same columns
+    measured = analyze(synthetic_run(tmp_path / "m", systems=("rain",), loads=(1000.0,), reps=1, n=400))
+    assert list(df.columns) == list(measured.columns)
+    rows = df[df["class"] == "all"].sort_values("load_krps")
+    assert rows["valid"].all(), rows["failed_checks"].tolist()
+    assert list(rows["load_krps"]) == [120.0, 240.0]  # 4 threads / 10 us x 0.3, 0.6
+    assert (rows["dilation"] == 1).all() and (rows["samples"] > 10_000).all()
+    assert rows["p99_us_paper"].is_monotonic_increasing
+    assert rows["queuing_ratio"].notna().all() and rows["worker_queue_mean"].notna().all()
+    states = json.loads(RunDir(run).sweep.read_text())["points"]
+    assert {s["status"] for s in states.values()} == {"done"} and all(s["valid"] for s in states.values())
+
+
+def test_the_same_seed_gives_the_same_files_and_ideal_is_faster(tiny, tmp_path):
+    from orchestrator.simulate.runner import simulate
+
+    def hlog(run: Path) -> bytes:
+        return (RunDir(run).point("rain-f0.6-r1").client("client0") / layout.LATENCY_HLOG).read_bytes()
+
+    kw = {"progress": False, "analyze_after": False, "jobs": 1}
+    a = simulate(tiny, results_root=tmp_path / "a", seed=7, **kw)
+    b = simulate(tiny, results_root=tmp_path / "b", seed=7, **kw)
+    c = simulate(tiny, results_root=tmp_path / "c", seed=8, **kw)
+    assert hlog(a) == hlog(b) != hlog(c)
+    ideal = simulate(tiny, results_root=tmp_path / "i", seed=7, ideal=True, **kw)
+    assert RunDir(ideal).read_manifest()["testbed"]["ideal"] is True
+    net = RunDir(ideal).read_manifest()["testbed"]["network"]
+    assert net["client_switch_ns"] == 0 and net["switch_pkt_ns"] == 0
+    p50 = {r: analyze(r).query("`class` == 'all'").sort_values("load_krps")["p50_us"].iloc[0] for r in (a, ideal)}
+    # no network: the same tasks, answered sooner (the paper's testbed adds ~2-3 us per round trip)
+    assert p50[ideal] < p50[a]
+
+
+def _measured_run(root: Path) -> Path:
+    """A run folder as `rainmaker run` leaves it on the emulated testbed (k = 100, 2
+    worker hosts of 1 thread), with only what --like reads: the manifest and the
+    points' point.json."""
+    run = root / "results" / "tiny" / "20260101-000000"
+    for i, frac in enumerate((0.3, 0.6)):
+        d = run / "points" / f"rain-f{frac:g}-r1"
+        d.mkdir(parents=True)
+        (d / "point.json").write_text(
+            json.dumps(
+                {
+                    "id": f"rain-f{frac:g}-r1",
+                    "index": i,
+                    "system": "rain",
+                    "variant": None,
+                    "variant_label": None,
+                    "repetition": 1,
+                    "load_krps": 200 * frac,
+                    "capacity_fraction": frac,
+                    "offered_rps": 200 * frac * 1000 / 100,
+                    "dilation": 100.0,
+                    "warmup_s": 1.0,
+                    "measure_s": 4.0,
+                    "handler": "sleep",
+                    "worker_threads": 2,
+                    "params": {"initial_quota": 2, "adaptive": False},
+                }
+            )
+        )
+    spec = {
+        "name": "tiny",
+        "systems": ["rain"],
+        "workers": {"per_host_threads": 16, "emulated_per_host_threads": 1},
+        "workload": {"classes": [{"name": "task", "service": {"dist": "exponential", "mean_us": 10}}]},
+        "load": {"capacity_fraction": [0.3, 0.6]},
+        "validity": {"min_samples_p99": 100, "max_p99_ci_width": 1.0},
+        "plots": ["p99_vs_load"],
+    }
+    manifest = {"experiment": "tiny", "spec": spec, "testbed": {"kind": "emulated", "workers": 2, "clients": 1}}
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    return run
+
+
+def test_like_simulates_the_measured_runs_points_in_paper_time(tiny, tmp_path, monkeypatch, capsys):
+    measured = _measured_run(tmp_path / "m")
+    code, out, err = rainmaker(
+        monkeypatch,
+        capsys,
+        "simulate",
+        str(tiny),
+        "--like",
+        str(measured),
+        "--results",
+        str(tmp_path / "r"),
+        "--no-analysis",
+        "-j",
+        "1",
+    )
+    assert code == 0, err
+    run = _run_dir(out)
+    m = RunDir(run).read_manifest()
+    assert m["testbed"]["like"] == str(measured) and m["like"]["testbed"] == "emulated"
+    assert m["testbed"]["workers"] == 2 and m["testbed"]["threads_per_host"] == 1
+    assert "emulated testbed's defaults at k = 100" in m["like"]["network_from"]
+    # a hop of the emulated testbed in paper time: (2 us + half a 50 us nap) / 100
+    assert m["testbed"]["network"]["client_switch_ns"] == 270
+    for pid, load in (("rain-f0.3-r1", 60.0), ("rain-f0.6-r1", 120.0)):
+        p = RunDir(run).point(pid).read_point()
+        assert p["dilation"] == 1 and p["load_krps"] == load and p["offered_rps"] == load * 1000
+        assert math.isclose(p["warmup_s"], 0.01) and math.isclose(p["measure_s"], 0.04)
+        assert p["worker_threads"] == 2
+    # compare: the measured shape and the simulation overlaid (here: two simulations of
+    # the spec, the second labelled apart), and a run of another experiment refused
+    other = synthetic_run(tmp_path / "o", systems=("rain",), loads=(1000.0,), reps=1, n=400)
+    code, out, err = rainmaker(monkeypatch, capsys, "compare", str(run), str(other), "--out", str(tmp_path / "c"))
+    assert code == 2 and "'tiny'" in err and "'demo'" in err and "--force" in err and "Traceback" not in err
+    code, out, err = rainmaker(
+        monkeypatch, capsys, "compare", str(run), str(other), "--force", "--out", str(tmp_path / "c")
+    )
+    assert code == 0, err
+    assert (tmp_path / "c" / "p99_vs_load.png").exists() and (tmp_path / "c" / "p99_vs_load.svg").exists()
+    svg = (tmp_path / "c" / "p99_vs_load.svg").read_text()
+    assert "rain (simulated)" in svg and "rain (emulated)" in svg
+
+
+def test_ctrl_c_keeps_the_done_points_and_resume_simulates_the_rest(tiny, tmp_path, monkeypatch, capsys):
+    from orchestrator.simulate import writer
+
+    real = writer.write
+    calls = []
+
+    def write_then_interrupt(*a, **kw):
+        calls.append(a[0].id)
+        if len(calls) == 2:  # Ctrl-C while the second point is written
+            raise KeyboardInterrupt
+        return real(*a, **kw)
+
+    monkeypatch.setattr(writer, "write", write_then_interrupt)
+    code, out, err = rainmaker(
+        monkeypatch, capsys, "simulate", str(tiny), "--results", str(tmp_path / "r"), "--no-analysis", "-j", "1"
+    )
+    assert code == 130
+    run = next((tmp_path / "r" / "tiny").iterdir())
+    states = json.loads(RunDir(run).sweep.read_text())["points"]
+    first, second = calls
+    assert states[first]["status"] == "done" and states[first]["valid"] is True
+    assert states[second]["status"] == "todo" and states[second]["reason"] == "interrupted"
+    assert f"--resume {run}" in RunDir(run).log.read_text()
+    kept = RunDir(run).point(first).validity.stat().st_mtime_ns
+    monkeypatch.setattr(writer, "write", real)
+    code, out, err = rainmaker(
+        monkeypatch, capsys, "simulate", str(tiny), "--resume", str(run), "--no-analysis", "-j", "1"
+    )
+    assert code == 0, err
+    assert f"{second}:" in out and f"{first}:" not in out  # only the interrupted point is simulated again
+    states = json.loads(RunDir(run).sweep.read_text())["points"]
+    assert {s["status"] for s in states.values()} == {"done"} and all(s["valid"] for s in states.values())
+    assert RunDir(run).point(first).validity.stat().st_mtime_ns == kept
+
+
+def test_bad_input_exits_2_with_a_fix_and_no_traceback(tiny, tmp_path, monkeypatch, capsys):
+    code, out, err = rainmaker(monkeypatch, capsys, "simulate", str(tmp_path / "nope.yaml"))
+    assert code == 2 and "nope.yaml" in err and "Traceback" not in err
+    baseline = tmp_path / "base.yaml"
+    baseline.write_text(TINY.replace("systems: [rain]", "systems: [rain, pallas]"))
+    code, out, err = rainmaker(monkeypatch, capsys, "simulate", str(baseline), "--results", str(tmp_path / "r"))
+    assert code == 2 and "Traceback" not in err
+    assert "pallas" in err and "issue 14" in err and "fix:" in err
+    assert not (tmp_path / "r").exists()  # refused before anything is written
+    code, out, err = rainmaker(monkeypatch, capsys, "simulate", str(tiny), "--resume", str(tmp_path))
+    assert code == 2 and "not a run directory" in err
+    code, out, err = rainmaker(
+        monkeypatch, capsys, "simulate", str(tiny), "--like", str(tmp_path / "none"), "--results", str(tmp_path / "r")
+    )
+    assert code == 2 and "does not exist" in err and "Traceback" not in err
