@@ -119,7 +119,7 @@ class SimPoint:
     adaptive: dict | None  # s_th, r_th, n_max, sample_interval_us, k_samples (paper) or None
     interval_ns: int = 10_000_000  # histogram interval (10 ms: the paper samples p99 every 10 ms)
     sample_period_ns: int = 0  # queue/worker time series period (0: measure_ns / 50)
-    policy_params: dict = field(default_factory=dict)
+    policy_params: dict = field(default_factory=dict)  # the system's parameters (policies.py reads them)
 
     @property
     def n_workers(self) -> int:
@@ -129,6 +129,10 @@ class SimPoint:
     def end_ns(self) -> int:
         """When the client stops scheduling requests."""
         return self.warmup_ns + self.measure_ns
+
+
+# The RDMA ring each worker thread registers (run.py's worker config: ring_slots 64).
+RING_SLOTS = 64
 
 
 def seed_of(run_seed: int, point_id: str) -> int:
@@ -229,5 +233,7 @@ def build(spec: Spec, point: Point, *, worker_hosts: int, network: Network, seed
         network=network,
         seed=seed,
         adaptive=adaptive,
-        policy_params=dict(point.params),
+        # a large task waits only while its ring slot cannot wrap onto a task still waiting
+        # or held: ring slots - the largest registered quota (switch/control/controller.py)
+        policy_params={**point.params, "large_cap": RING_SLOTS - quota} if rain else dict(point.params),
     )

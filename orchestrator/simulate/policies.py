@@ -25,6 +25,8 @@ POLICIES: dict[str, Policy] = {
         "rain",
         "Rain: per-slice bidirectional queue of tasks and worker tokens, token quota per worker, "
         "RDMA pre-write of large tasks that wait",
+        # large_cap: a large task waits only while fewer tasks wait in its slice (0: no bound)
+        params=lambda p: [float(p.get("large_cap", 0))],
         tokens=True,
     ),
     "random": Policy("random", "uniform random push to a worker thread: no tokens, no switch queue"),

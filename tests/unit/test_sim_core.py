@@ -296,7 +296,7 @@ SPEC = {
             {"name": "a", "task_type": 1, "service": {"dist": "exponential", "mean_us": 10}},
             {"name": "b", "task_type": 2, "service": {"dist": "constant", "us": 30}, "payload": {"bytes": 100}},
         ],
-        "phases": [{"at_s": 0, "capacity_fraction": 0.5, "classes": ["a"]}, {"at_s": 0.01, "capacity_fraction": 0.8}],
+        "phases": [{"at_s": 0, "capacity_fraction": 0.5, "classes": ["a"]}, {"at_s": 0.01, "capacity_fraction": 0.4}],
     },
     "load": {"capacity_fraction": [1.0]},
     "warmup_s": 0,
@@ -313,10 +313,25 @@ def test_build_from_a_spec_point():
     assert [c.slice for c in sp.classes] == [0, 1] and sp.classes[1].payload_bytes == 100
     assert sp.queue_capacity == 65536 and sp.max_outstanding == 131072 + 2 * 8
     assert sp.phases[0].rate_rps == pytest.approx(0.5 * 8 / 10e-6)
-    assert sp.phases[1].rate_rps == pytest.approx(0.8 * 8 / 20e-6) and sp.phases[1].at_ns == 10_000_000
+    assert sp.phases[1].rate_rps == pytest.approx(0.4 * 8 / 20e-6) and sp.phases[1].at_ns == 10_000_000
     assert sp.timeout_ns == 200_000_000 and sp.measure_ns == 100_000_000
+    assert sp.policy_params["large_cap"] == 64 - 2
     assert seed_of(1, p.id) == seed_of(1, p.id) != seed_of(2, p.id)
     r = engine.run(dataclasses.replace(sp, measure_ns=20_000_000))
     assert np.all(r.outcome == 0)
     # class b (payload 100 bytes) is always large and runs only on slice 1's workers
     assert np.all(r.large == (r.cls == 1)) and np.all(r.worker[r.cls == 1] >= 4)
+
+
+def test_large_cap_bounds_the_large_tasks_that_wait():
+    # the switch lets a large task wait only while fewer than large_cap tasks wait in its
+    # slice (its ring slot must not wrap onto one still waiting); small tasks use the queue
+    mix = ClassModel("mix", 1.0, 0, 0, ServiceModel("exp", 10_000), 8, 0.5, 200)
+    sp = point(classes=(mix,), load=1.3, quota=1, ms=10, timeout_ns=100_000_000)
+    free = engine.run(sp)
+    assert free.counters["EV_REJECT"] == 0
+    capped = engine.run(dataclasses.replace(sp, policy_params={"large_cap": 4}))
+    rejected = capped.outcome == 1
+    assert rejected.sum() == capped.counters["EV_REJECT"] > 0
+    assert np.all(capped.large[rejected])
+    assert capped.counters["prewrites"] < free.counters["prewrites"]

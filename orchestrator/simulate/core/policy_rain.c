@@ -8,6 +8,12 @@
  * every worker of its slice) and waits as a descriptor; one that meets a token is
  * forwarded with its payload. Workers keep tokens in the switch + tasks held at their
  * quota, as rain-worker's rain_topup.
+ *
+ * params[0], large_cap: a large task may wait only while fewer than this many tasks
+ * wait in its slice (else it is rejected), as the P4 program's neg_large_cap: its
+ * descriptor takes a slot of the workers' RDMA rings, which must not wrap onto a task
+ * still waiting or held (ring slots - what a worker may hold). 0: no bound but the
+ * queue capacity.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +49,12 @@ static void rain_fini(struct rs_sim *s)
 	free(r);
 }
 
+static int64_t rain_cap(const struct rs_sim_view *v, int large)
+{
+	int64_t cap = v->queue_capacity, lc = (int64_t)v->params[0];
+	return large && lc > 0 && lc < cap ? lc : cap;
+}
+
 static void rain_task(struct rs_sim *s, uint32_t req)
 {
 	struct rs_sim_view *v = rs_view(s);
@@ -51,7 +63,7 @@ static void rain_task(struct rs_sim *s, uint32_t req)
 	if (r->tokens[sl].len) {
 		v->cnt.dispatch_direct++;
 		rs_dispatch(s, req, (int32_t)rs_u32q_pop(&r->tokens[sl]), 1, 0, 0);
-	} else if ((int64_t)r->tasks[sl].len < v->queue_capacity) {
+	} else if ((int64_t)r->tasks[sl].len < rain_cap(v, rs_req_large(s, req))) {
 		if (rs_u32q_push(&r->tasks[sl], req) < 0) {
 			rs_fail(s, "out of memory (switch task queue)");
 			return;
