@@ -241,6 +241,28 @@ class LocalPool:
         self.ex.shutdown(wait=True)
 
 
+def _probe(address: str) -> None:
+    """Refuse at once an address where nothing listens (Dask's own connect retries for
+    its whole timeout)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    u = urlsplit(address if "://" in address else f"tcp://{address}")
+    if u.scheme not in ("tcp", "tls") or not u.hostname or not u.port:
+        raise UsageError(
+            f"--cluster {address}: not a Dask scheduler address",
+            fix="give it as `dask scheduler` prints it, e.g. tcp://10.0.0.1:8786",
+        )
+    try:
+        socket.create_connection((u.hostname, u.port), timeout=5).close()
+    except OSError as e:
+        raise UsageError(
+            f"--cluster {address}: no Dask scheduler answers there ({e.strerror or e})",
+            fix="start one (`dask scheduler`, then `dask worker ADDRESS` on each machine) or give its address "
+            "as `dask scheduler` prints it, e.g. tcp://10.0.0.1:8786",
+        ) from None
+
+
 class DaskPool:
     """Points on an existing Dask distributed cluster (`--cluster ADDRESS`)."""
 
@@ -252,6 +274,7 @@ class DaskPool:
                 "--cluster needs Dask's distributed scheduler, which is not installed",
                 fix="pip install 'rainmaker[cluster]' (or: pip install 'dask[distributed]>=2024')",
             ) from None
+        _probe(address)
         try:
             self.client = Client(address, timeout="10s")
         except (OSError, TimeoutError) as e:
@@ -333,6 +356,9 @@ def simulate(
     from .model import build, seed_of
 
     seeds = {x.id: seed_of(opts.seed, x.id) for x in p.points}
+    # Everything that can refuse the run does so before its folder exists.
+    sims = {x.id: build(p.spec, x, worker_hosts=p.worker_hosts, network=p.network, seed=seeds[x.id]) for x in p.points}
+    remote = DaskPool(cluster) if cluster else None
     if resume is None:
         rd = RunDir.new(results_root, p.spec.name, time.strftime("%Y%m%d-%H%M%S"))
     sweep = Sweep(rd.path, p.points, resume=resume is not None)
@@ -357,14 +383,11 @@ def simulate(
         f"{sweep.counts()['done']} done; results in {rd.path}"
     )
     by_id = {x.id: x for x in p.points}
-    tasks = []
-    for x in pending:
-        sp = build(p.spec, x, worker_hosts=p.worker_hosts, network=p.network, seed=seeds[x.id])
-        tasks.append((x.id, sp, asdict(x)))
-    pool = None
+    tasks = [(x.id, sims[x.id], asdict(x)) for x in pending]
+    pool = remote
     try:
         if tasks:
-            pool = DaskPool(cluster) if cluster else LocalPool(max(1, min(jobs or os.cpu_count() or 1, len(tasks))))
+            pool = remote or LocalPool(max(1, min(jobs or os.cpu_count() or 1, len(tasks))))
             log(f"{len(tasks)} point(s) on {pool.where}")
             for pid, _, _ in tasks:
                 sweep.start(pid)
