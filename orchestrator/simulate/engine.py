@@ -259,6 +259,13 @@ def check(sp: SimPoint) -> None:
         raise bad(f"arrival '{sp.arrival}'", "poisson or constant")
     if sp.warmup_ns < 0 or sp.measure_ns <= 0 or sp.timeout_ns <= 0:
         raise bad("warm-up must be >= 0, the measurement and the timeout > 0", "fix the durations")
+    if sp.adaptive is not None:
+        need = ("s_th", "r_th", "n_max", "sample_interval_us", "k_samples")
+        missing = [k for k in need if k not in sp.adaptive]
+        if missing:
+            raise bad(f"adaptive lacks {', '.join(missing)}", f"give {', '.join(need)} (the spec's rain section)")
+        if not float(sp.adaptive["k_samples"]) * float(sp.adaptive["sample_interval_us"]) * 1000 >= 1:
+            raise bad("a control interval (k_samples x sample_interval_us) under 1 ns", "raise k_samples")
 
 
 def _config(sp: SimPoint, keep: list) -> _Config:
@@ -423,8 +430,11 @@ def run(sp: SimPoint, controllers: list[Controller] | None = None) -> SimResult:
             return sim.result(decisions)
         T, H = sp.threads_per_host, sp.worker_hosts
         interval = round(float(sp.adaptive["k_samples"]) * float(sp.adaptive["sample_interval_us"]) * 1000)
-        if interval <= 0:
-            raise SimError(f"simulated point {sp.point_id}: a control interval of {interval} ns", fix="raise k_samples")
+        if controllers is not None and len(controllers) != H:
+            raise SimError(
+                f"simulated point {sp.point_id}: {len(controllers)} controllers for {H} worker hosts",
+                fix="give one Controller per worker host",
+            )
         if controllers is None:
             busy0 = [0] * T
             controllers = [Controller(_params(sp.adaptive), T, busy0) for _ in range(H)]

@@ -223,6 +223,7 @@ def test_random_push_spreads_tasks_uniformly_without_tokens():
         (dict(policy="nope"), "unknown policy"),
         (dict(worker_slices=(0,)), "worker_slices"),
         (dict(phases=()), "first phase"),
+        (dict(adaptive={"s_th": 10}), "adaptive lacks"),
     ],
 )
 def test_bad_points_are_clear_errors(change, words):
@@ -230,6 +231,12 @@ def test_bad_points_are_clear_errors(change, words):
         engine.run(dataclasses.replace(point(), **change))
     assert words in str(e.value) and e.value.fix
     assert isinstance(e.value, RainmakerError)
+
+
+def test_one_controller_per_host():
+    ad = {"s_th": 10, "r_th": 0.5, "n_max": 8, "sample_interval_us": 10, "k_samples": 100}
+    with pytest.raises(SimError, match="1 controllers for 2 worker hosts"):
+        engine.run(point(adaptive=ad), controllers=[Controller(Params(), 4, [0] * 4)])
 
 
 def test_core_errors_come_back_as_sim_errors():
@@ -335,3 +342,29 @@ def test_large_cap_bounds_the_large_tasks_that_wait():
     assert rejected.sum() == capped.counters["EV_REJECT"] > 0
     assert np.all(capped.large[rejected])
     assert capped.counters["prewrites"] < free.counters["prewrites"]
+
+
+def test_samples_keep_the_newest_like_the_worker_ring():
+    # 8 ms intervals of a fast class: ~7,600 tasks per worker per interval, more than the
+    # 4,096 samples a worker's ring holds: the newest are kept, the rest counted lost
+    fast = ClassModel("fast", 1.0, 0, 0, ServiceModel("const", 1_000), 8, 0.0, 64)
+    ad = {"s_th": 10, "r_th": 0.5, "n_max": 8, "sample_interval_us": 8, "k_samples": 1000}
+    sp = point(hosts=1, threads=1, classes=(fast,), load=0.95, ms=16, adaptive=ad, net=Network.ideal())
+
+    class Keep(Controller):
+        def __init__(self):
+            super().__init__(Params(), 1, [0])
+            self.got: list = []
+
+        def add_samples(self, i, samples, lost=0):
+            self.got.append((len(samples), lost))
+            super().add_samples(i, samples, lost)
+
+    k = Keep()
+    r = engine.run(sp, controllers=[k])
+    n, lost = k.got[0]
+    assert n == 4096 and lost > 3000
+    done = r.counters["tasks_done"][0]
+    # every finished task is a sample taken or lost, but those after the last pause
+    assert done - 100 < sum(a + b for a, b in k.got) <= done
+    assert r.counters["samples_lost"] == k.lost

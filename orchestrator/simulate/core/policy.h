@@ -50,9 +50,8 @@ struct rs_worker {
 	/* FIFO of dispatched tasks: ring of entries, grows */
 	struct rs_fifo_entry *fifo;
 	uint32_t fifo_cap, fifo_head, fifo_len;
-	uint32_t nsamples;
-	int64_t samples_lost;
-	struct rs_sample *samples; /* RS_SAMPLES */
+	uint64_t nsamples;         /* written since the last take; slot = nsamples % RS_SAMPLES */
+	struct rs_sample *samples; /* RS_SAMPLES, a ring */
 };
 
 struct rs_fifo_entry {

@@ -46,7 +46,7 @@
 #define RS_MAX_SLICES  16
 #define RS_MAX_WORKERS 4096
 #define RS_MAX_PARAMS  8
-#define RS_SAMPLES     4096 /* samples kept per worker per pause, as rain-worker's ring */
+#define RS_SAMPLES     4096 /* per worker: a ring keeps the newest, as rain-worker's (rain_ctl.h) */
 
 enum rs_service_kind { RS_SVC_CONST = 0, RS_SVC_EXP, RS_SVC_BIMODAL, RS_SVC_KEYS_CONST, RS_SVC_KEYS_EXP };
 enum rs_arrival { RS_ARR_POISSON = 0, RS_ARR_CONSTANT };
@@ -142,7 +142,7 @@ struct rs_counters {
 	int64_t max_tokens_waiting; /* largest token balance seen, over slices */
 	int64_t max_held;         /* most tasks any worker held at once */
 	int64_t end_ns;           /* simulated time at the end */
-	int64_t samples_lost;     /* samples past RS_SAMPLES per worker per pause */
+	int64_t samples_lost;     /* samples overwritten before a take (RS_SAMPLES ring) */
 };
 
 struct rs_sim;
@@ -155,8 +155,9 @@ const char *rs_error(const struct rs_sim *s);
 int rs_run_until(struct rs_sim *s, int64_t t_ns);
 int64_t rs_now(const struct rs_sim *s);
 
-/* Per worker thread: its state; its samples since the last call (at most max, the
- * rest counted in *lost); a new quota (>= 0) and slice. */
+/* Per worker thread: its state; its samples since the last call (the newest
+ * min(RS_SAMPLES, max), oldest first; the older ones counted in *lost); a new quota (>= 0)
+ * and slice. */
 int rs_worker(const struct rs_sim *s, int32_t w, struct rs_worker_info *out);
 int rs_take_samples(struct rs_sim *s, int32_t w, struct rs_sample *out, int32_t max, int64_t *lost);
 int rs_set_worker(struct rs_sim *s, int32_t w, int32_t quota, int32_t slice);

@@ -548,17 +548,14 @@ static void on_done(struct rs_sim *s, int32_t w)
 	k->finished++;
 	k->busy_ns += svc;
 	s->worker[e.req] = (int16_t)w;
-	if (k->nsamples < RS_SAMPLES) {
-		int64_t lw = e.start - e.arrive;
-		k->samples[k->nsamples++] = (struct rs_sample){
-			.local_qdelay_ns = lw > UINT32_MAX ? UINT32_MAX : (uint32_t)lw,
-			.service_ns = svc > UINT32_MAX ? UINT32_MAX : (uint32_t)svc,
-			.switch_qdelay_ns = e.qdelay,
-			.switch_qlen = e.qlen,
-		};
-	} else {
-		k->samples_lost++;
-	}
+	/* a ring, as rain-worker's: the newest RS_SAMPLES since the last take are kept */
+	int64_t lw = e.start - e.arrive;
+	k->samples[k->nsamples++ % RS_SAMPLES] = (struct rs_sample){
+		.local_qdelay_ns = lw > UINT32_MAX ? UINT32_MAX : (uint32_t)lw,
+		.service_ns = svc > UINT32_MAX ? UINT32_MAX : (uint32_t)svc,
+		.switch_qdelay_ns = e.qdelay,
+		.switch_qlen = e.qlen,
+	};
 	/* reply, then whatever the policy sends back (tokens), each worker_pkt_ns */
 	k->tx_t = s->v.now + s->cfg.net.worker_pkt_ns;
 	push(s, up_from_worker(s, w, k->tx_t, ctl_frame()), EV_REPLY_SW, w, e.req, 0);
@@ -956,15 +953,18 @@ int rs_take_samples(struct rs_sim *s, int32_t w, struct rs_sample *out, int32_t 
 	if (w < 0 || w >= s->v.n_workers || max < 0 || (max > 0 && !out))
 		return -1;
 	struct rs_worker *k = &s->v.workers[w];
-	int32_t n = (int32_t)k->nsamples < max ? (int32_t)k->nsamples : max;
-	memcpy(out, k->samples, sizeof *out * (size_t)n);
-	int64_t l = k->samples_lost + (int64_t)(k->nsamples - (uint32_t)n);
+	/* the newest min(written, RS_SAMPLES, max) samples, oldest first (hosts/ctl.py's new_samples) */
+	uint64_t head = k->nsamples, n = head < RS_SAMPLES ? head : RS_SAMPLES;
+	if (n > (uint64_t)max)
+		n = (uint64_t)max;
+	for (uint64_t i = 0; i < n; i++)
+		out[i] = k->samples[(head - n + i) % RS_SAMPLES];
+	int64_t l = (int64_t)(head - n);
 	s->v.cnt.samples_lost += l;
 	if (lost)
 		*lost = l;
 	k->nsamples = 0;
-	k->samples_lost = 0;
-	return n;
+	return (int32_t)n;
 }
 
 int rs_set_worker(struct rs_sim *s, int32_t w, int32_t quota, int32_t slice)
