@@ -5,6 +5,7 @@ tasks): each test runs in well under a second."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 import time
@@ -368,3 +369,47 @@ def test_samples_keep_the_newest_like_the_worker_ring():
     # every finished task is a sample taken or lost, but those after the last pause
     assert done - 100 < sum(a + b for a, b in k.got) <= done
     assert r.counters["samples_lost"] == k.lost
+
+
+class Tape(Controller):
+    """The agent's Controller, recording every call the simulator makes to it."""
+
+    def __init__(self, params, n, busy):
+        super().__init__(params, n, busy)
+        self.calls: list = []
+
+    def add_samples(self, i, samples, lost=0):
+        self.calls.append(("add", i, list(samples), lost))
+        super().add_samples(i, samples, lost)
+
+    def step(self, t_s, elapsed_ns, quotas, slices, busy_ns):
+        out = super().step(t_s, elapsed_ns, quotas, slices, busy_ns)
+        # a copy: the engine adds the applied quotas and the host to the record it gets
+        self.calls.append(("step", t_s, elapsed_ns, list(quotas), list(slices), list(busy_ns), copy.deepcopy(out)))
+        return out
+
+
+def test_algorithm_1_decides_in_the_simulator_as_in_the_agent():
+    # one code path: the engine drives hosts.agent.adaptive.Controller itself; replaying
+    # what it was given into a fresh Controller, as the worker agent's loop calls it,
+    # gives the same decisions and records
+    assert engine.Controller is Controller
+    ad = {"s_th": 10, "r_th": 0.5, "n_max": 8, "sample_interval_us": 10, "k_samples": 200}
+    params = Params(s_th=10, r_th=0.5, n_max=8)
+    tapes = [Tape(params, 4, [0] * 4) for _ in range(2)]
+    r = engine.run(point(adaptive=ad, quota=1, load=0.97, ms=30), controllers=tapes)
+    changes = [d for t in tapes for c in t.calls if c[0] == "step" for d in c[6][0]]
+    assert len(changes) > 10 and all(d.quota > 1 for d in changes)  # queueing in the switch: quotas rise
+    for h, tape in enumerate(tapes):
+        agent = Controller(params, 4, [0] * 4)
+        for c in tape.calls:
+            if c[0] == "add":
+                agent.add_samples(c[1], c[2], c[3])
+            else:
+                assert agent.step(*c[1:6]) == c[6]
+        mine = [d for d in r.decisions if d["host"] == h]
+        steps = [c[6][1] for c in tape.calls if c[0] == "step"]
+        assert [{k: v for k, v in d.items() if k not in ("host", "quotas")} for d in mine] == steps
+    # the decisions took effect: the last record's quotas are the ones the workers have
+    last = r.worker_series[-1][1]
+    assert [w["quota"] for w in last] == r.decisions[-2]["quotas"] + r.decisions[-1]["quotas"]
