@@ -36,6 +36,35 @@ def register(cli: click.Group, console) -> None:
         default=None,
         help="worker threads per host [default: the spec's workers.per_host_threads]",
     )
+    @click.option(
+        "--system",
+        "systems",
+        multiple=True,
+        metavar="NAME",
+        help="simulate only this system of the spec's (repeatable), e.g. --system rain",
+    )
+    @click.option(
+        "--warmup",
+        "warmup_s",
+        type=click.FloatRange(0, 3600),
+        default=None,
+        metavar="SECONDS",
+        help="warm-up of every point, paper time [default: the spec's warmup_s]",
+    )
+    @click.option(
+        "--measure",
+        "measure_s",
+        type=click.FloatRange(0.1, 3600),
+        default=None,
+        metavar="SECONDS",
+        help="measurement window of every point, paper time [default: the spec's measure_s]",
+    )
+    @click.option(
+        "--repetitions",
+        type=click.IntRange(1, 100),
+        default=None,
+        help="repetitions of every point, each with its own seed [default: the spec's]",
+    )
     @click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=1, show_default=True, help="the run's seed")
     @click.option(
         "--jobs",
@@ -63,6 +92,10 @@ def register(cli: click.Group, console) -> None:
         like: str | None,
         workers: int,
         threads: int | None,
+        systems: tuple[str, ...],
+        warmup_s: float | None,
+        measure_s: float | None,
+        repetitions: int | None,
         seed: int,
         jobs: int | None,
         cluster: str | None,
@@ -86,7 +119,8 @@ def register(cli: click.Group, console) -> None:
         Results go to RESULTS/<experiment>/<timestamp>/ (manifest.json, sweep.json,
         points/<id>/, summary.parquet, plots/, report.md), so `rainmaker analyze`,
         `plot` and `report` read it as a measured run:
-          rainmaker simulate experiments/fig6a.yaml
+          rainmaker simulate experiments/fig6a.yaml --system rain
+          rainmaker simulate experiments/fig9.yaml --measure 1 --repetitions 1
           rainmaker simulate experiments/demo.yaml --ideal --threads 16
           rainmaker simulate experiments/demo.yaml --like results/demo/20260101-120000
           rainmaker compare results/demo/20260101-120000 results/demo/<simulated run>
@@ -115,6 +149,10 @@ def register(cli: click.Group, console) -> None:
                 like=like,
                 worker_hosts=workers,
                 threads=threads,
+                systems=list(systems) or None,
+                warmup_s=warmup_s,
+                measure_s=measure_s,
+                repetitions=repetitions,
                 seed=seed,
                 jobs=jobs,
                 cluster=cluster,

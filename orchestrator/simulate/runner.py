@@ -65,6 +65,10 @@ class Options:
     ideal: bool = False
     seed: int = 1
     like: str | None = None
+    systems: list[str] | None = None  # only these of the spec's systems; None: all
+    warmup_s: float | None = None  # paper time; None: the spec's
+    measure_s: float | None = None
+    repetitions: int | None = None
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -88,23 +92,45 @@ def supported_or_explain(spec: Spec) -> None:
     from .policies import POLICIES
 
     missing = [s for s in spec.systems if s not in POLICIES]
+    modelled = [s for s in spec.systems if s in POLICIES]
     if missing:
         lines = [f"{spec.name}: the simulated testbed cannot model {', '.join(missing)} yet"]
         lines += [f"  - {s}: {ISSUE_OF.get(s, 'no policy module in orchestrator/simulate')}" for s in missing]
         lines.append(f"  (modelled now: {', '.join(sorted(POLICIES))})")
         raise UsageError(
             "\n".join(lines),
-            fix=f"simulate the systems that exist: set `systems: [{', '.join(s for s in spec.systems if s in POLICIES) or 'rain'}]` "
-            "in a copy of the spec",
+            fix=(
+                "simulate the systems that exist: " + " ".join(f"--system {s}" for s in modelled)
+                if modelled
+                else "none of its systems is modelled yet; simulate a spec of `systems: [rain]`"
+            ),
         )
 
 
-def simulated_spec(spec: Spec, threads: int | None) -> Spec:
+def only_systems(spec: Spec, systems: list[str] | None) -> Spec:
+    """The spec with only `systems` of its systems (--system), in the spec's order."""
+    if not systems:
+        return spec
+    unknown = [s for s in systems if s not in spec.systems]
+    if unknown:
+        raise UsageError(
+            f"--system {', '.join(unknown)}: {spec.name} has no such system (it has {', '.join(spec.systems)})",
+            fix="name systems the spec lists",
+        )
+    out = spec.model_copy(update={"systems": [s for s in spec.systems if s in systems]})
+    out._path = spec._path
+    return out
+
+
+def simulated_spec(spec: Spec, opts: Options) -> Spec:
     """The spec as the simulated testbed runs it: paper time (dilation 1 on a
-    'hardware' shape) and, if given, another thread count per worker host."""
+    'hardware' shape) and the options' thread count, durations and repetitions."""
     update: dict = {"dilation": Dilation(emulated=spec.dilation.emulated, hardware=1)}
-    if threads is not None:
-        update["workers"] = spec.workers.model_copy(update={"per_host_threads": threads})
+    if opts.threads is not None:
+        update["workers"] = spec.workers.model_copy(update={"per_host_threads": opts.threads})
+    for key in ("warmup_s", "measure_s", "repetitions"):
+        if getattr(opts, key) is not None:
+            update[key] = getattr(opts, key)
     out = spec.model_copy(update=update)
     out._path = spec._path
     return out
@@ -118,8 +144,12 @@ def plan_points(spec: Spec, opts: Options) -> Plan:
     if opts.like:
         from .like import plan_like
 
-        return plan_like(spec, Path(opts.like), ideal=opts.ideal)
-    s = simulated_spec(spec, opts.threads)
+        p = plan_like(spec, Path(opts.like), ideal=opts.ideal)
+        if opts.systems:
+            p.spec = only_systems(p.spec, opts.systems)
+            p.points = [x for x in p.points if x.system in opts.systems]
+        return p
+    s = simulated_spec(spec, opts)
     points = plan(s, TestbedShape(worker_hosts=opts.worker_hosts, client_hosts=1, emulated=False))
     return Plan(
         spec=s,
@@ -330,6 +360,10 @@ def simulate(
     worker_hosts: int = PAPER_WORKER_HOSTS,
     threads: int | None = None,
     seed: int = 1,
+    systems: list[str] | None = None,
+    warmup_s: float | None = None,
+    measure_s: float | None = None,
+    repetitions: int | None = None,
     jobs: int | None = None,
     cluster: str | None = None,
     resume: Path | None = None,
@@ -342,7 +376,17 @@ def simulate(
     points not done are simulated."""
     spec_path = Path(spec_path)
     spec = load_spec(spec_path)
-    opts = Options(worker_hosts, threads, ideal, seed, str(like) if like else None)
+    opts = Options(
+        worker_hosts,
+        threads,
+        ideal,
+        seed,
+        str(like) if like else None,
+        list(systems) if systems else None,
+        warmup_s,
+        measure_s,
+        repetitions,
+    )
     if resume is not None:
         rd = RunDir(resume)
         if not rd.sweep.exists():
@@ -350,6 +394,12 @@ def simulate(
                 f"{rd.path} is not a run directory (no {layout.SWEEP})", fix="pass the folder a run printed"
             )
         opts = _options_of(rd.read_manifest(), rd.path)
+    if opts.like and (opts.warmup_s is not None or opts.measure_s is not None or opts.repetitions is not None):
+        raise UsageError(
+            "--like simulates the measured run's own points: its durations and repetitions",
+            fix="drop --warmup, --measure and --repetitions, or simulate the spec without --like",
+        )
+    spec = only_systems(spec, opts.systems)
     supported_or_explain(spec)
     p = plan_points(spec, opts)
     supported_or_explain(p.spec)  # --like: the measured run's own spec

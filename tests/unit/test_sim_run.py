@@ -229,11 +229,32 @@ def test_bad_input_exits_2_with_a_fix_and_no_traceback(tiny, tmp_path, monkeypat
     baseline.write_text(TINY.replace("systems: [rain]", "systems: [rain, pallas]"))
     code, out, err = rainmaker(monkeypatch, capsys, "simulate", str(baseline), "--results", str(tmp_path / "r"))
     assert code == 2 and "Traceback" not in err
-    assert "pallas" in err and "issue 14" in err and "fix:" in err
+    assert "pallas" in err and "issue 14" in err and "fix:" in err and "--system rain" in err
     assert not (tmp_path / "r").exists()  # refused before anything is written
+    code, out, err = rainmaker(monkeypatch, capsys, "simulate", str(baseline), "--system", "r2p2")
+    assert code == 2 and "no such system" in err and "rain, pallas" in err and "Traceback" not in err
     code, out, err = rainmaker(monkeypatch, capsys, "simulate", str(tiny), "--resume", str(tmp_path))
     assert code == 2 and "not a run directory" in err
     code, out, err = rainmaker(
         monkeypatch, capsys, "simulate", str(tiny), "--like", str(tmp_path / "none"), "--results", str(tmp_path / "r")
     )
     assert code == 2 and "does not exist" in err and "Traceback" not in err
+
+
+def test_system_durations_and_repetitions_can_be_narrowed(tiny, tmp_path, monkeypatch, capsys):
+    both = tmp_path / "both.yaml"
+    both.write_text(TINY.replace("systems: [rain]", "systems: [rain, pallas]"))
+    args = ["--system", "rain", "--warmup", "0", "--measure", "0.1", "--repetitions", "2", "--no-analysis"]
+    args += ["--threads", "1"]
+    code, out, err = rainmaker(
+        monkeypatch, capsys, "simulate", str(both), "--results", str(tmp_path / "r"), "-j", "1", *args
+    )
+    assert code == 0, err
+    run = _run_dir(out)
+    points = [d.read_point() for d in RunDir(run).points()]
+    assert sorted(p["id"] for p in points) == ["rain-f0.3-r1", "rain-f0.3-r2", "rain-f0.6-r1", "rain-f0.6-r2"]
+    assert all(p["warmup_s"] == 0 and p["measure_s"] == 0.1 for p in points)
+    m = RunDir(run).read_manifest()
+    assert m["spec"]["systems"] == ["rain"] and m["simulate"]["measure_s"] == 0.1
+    assert m["testbed"]["threads_per_host"] == 1 and all(p["worker_threads"] == 2 for p in points)
+    assert len(set(m["seeds"].values())) == 4  # each repetition its own seed
