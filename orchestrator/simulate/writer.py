@@ -79,20 +79,22 @@ def _plain(x: Any) -> Any:
 
 
 def interval_hists(values: np.ndarray, interval: np.ndarray, n: int) -> list[Hist]:
-    """One histogram per interval 0..n-1 of `values` (interval[i] is value i's), built
-    from bucket indices in one sort, never a Python loop over values."""
+    """One histogram per interval 0..n-1 of `values` (interval[i] is value i's), from
+    bucket indices counted in one pass (no sort, no Python loop over values): the
+    buckets in use are numbered densely, so the table is intervals x buckets used."""
     out = [Hist(DEFAULT) for _ in range(n)]
     if values.size == 0:
         return out
     idx = DEFAULT.index_of(np.clip(values.astype(np.int64), 0, HIGHEST))
-    span = DEFAULT.counts_len
-    keys, counts = np.unique(interval.astype(np.int64) * span + idx, return_counts=True)
-    ivs = keys // span
-    bounds = np.searchsorted(ivs, np.arange(n + 1))
+    used = np.flatnonzero(np.bincount(idx, minlength=DEFAULT.counts_len))
+    dense = np.zeros(DEFAULT.counts_len, dtype=np.int64)
+    dense[used] = np.arange(used.size)
+    table = np.bincount(interval.astype(np.int64) * used.size + dense[idx], minlength=n * used.size)
+    table = table.reshape(n, used.size)
     for k in range(n):
-        a, b = bounds[k], bounds[k + 1]
-        if b > a:
-            out[k] = Hist(DEFAULT, keys[a:b] % span, counts[a:b].astype(np.int64))
+        nz = np.flatnonzero(table[k])
+        if nz.size:
+            out[k] = Hist(DEFAULT, used[nz], table[k, nz])
     return out
 
 
