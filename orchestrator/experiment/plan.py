@@ -143,3 +143,26 @@ def _check_runnable(spec: Spec, shape: TestbedShape, k: float, measure_s: float,
         )
     if problems:
         raise SpecError(spec.path, problems)
+
+
+def worker_slices(spec: Spec, n_threads: int) -> list[int]:
+    """The slice of each worker thread (global order), from the spec's slice sizes: the
+    same on every testbed, simulated included."""
+    sl = spec.rain.slices
+    if not sl:
+        return [0] * n_threads
+    sizes = [s.workers for s in sl]
+    if all(x is None for x in sizes):
+        sizes = [1] * len(sl)
+    sizes = [x or 1 for x in sizes]
+    total = sum(sizes)
+    raw = [n_threads * x / total for x in sizes]
+    counts = [max(1, int(r)) for r in raw]
+    while sum(counts) < n_threads:
+        counts[max(range(len(raw)), key=lambda i: raw[i] - counts[i])] += 1
+    while sum(counts) > n_threads:
+        counts[counts.index(max(counts))] -= 1
+    out = []
+    for s, c in zip(sl, counts):
+        out += [s.id] * c
+    return out

@@ -33,7 +33,7 @@ from ..inventory import Host, Inventory
 from ..remote import Background, Remote, Target, targets
 from . import layout, outcome
 from .layout import PointDir, RunDir
-from .plan import Point, TestbedShape, plan
+from .plan import Point, TestbedShape, plan, worker_slices
 from .retry import DEFAULT_BUDGET_S, Backoff, Waiter, testbed_answers
 from .spec import Spec
 from .spec import load as load_spec
@@ -292,28 +292,6 @@ def _idle(inv: Inventory, k: float) -> str:
     return f"sleep:{int(min(100_000, max(1_000, 500 * k)))}"
 
 
-def _slices_of(spec: Spec, n_threads: int) -> list[int]:
-    """The slice of each worker thread (global order), from the spec's slice sizes."""
-    sl = spec.rain.slices
-    if not sl:
-        return [0] * n_threads
-    sizes = [s.workers for s in sl]
-    if all(x is None for x in sizes):
-        sizes = [1] * len(sl)
-    sizes = [x or 1 for x in sizes]
-    total = sum(sizes)
-    raw = [n_threads * x / total for x in sizes]
-    counts = [max(1, int(r)) for r in raw]
-    while sum(counts) < n_threads:
-        counts[max(range(len(raw)), key=lambda i: raw[i] - counts[i])] += 1
-    while sum(counts) > n_threads:
-        counts[counts.index(max(counts))] -= 1
-    out = []
-    for s, c in zip(sl, counts):
-        out += [s.id] * c
-    return out
-
-
 class QueueSampler:
     """Samples the switch's queues while the load runs: each configured slice's signed
     token balance (negative: tasks queued in the switch, positive: tokens), read from a
@@ -474,7 +452,7 @@ class Runner:
         # Workers: agents start rain-worker with tokens off; registrations come back.
         self.phase("start agents")
         threads = spec.workers.threads(inv.shared_system)
-        slices = _slices_of(spec, threads * len(inv.workers))
+        slices = worker_slices(spec, threads * len(inv.workers))
         quota = int(p.params.get("initial_quota", 1))
         k = p.dilation
         mean_service_ns = spec.workload.mean_service_us * 1000 * k

@@ -170,11 +170,11 @@ def build(spec: Spec, point: Point, *, worker_hosts: int, network: Network, seed
     """A plan.Point of `spec` as a SimPoint (threads, slices, classes, phases, quota,
     queue capacity and Q_max as run.py computes them for a testbed)."""
     # run.py's slice assignment, reused as it is (private there: to be moved to plan.py)
-    from ..experiment.run import _slices_of
+    from ..experiment.plan import worker_slices
 
     threads = point.worker_threads
     per_host = max(1, threads // max(1, worker_hosts))
-    slices = _slices_of(spec, threads)
+    slices = worker_slices(spec, threads)
     slice_of_type = {t: s.id for s in spec.rain.slices or [] for t in s.task_types}
     classes = tuple(
         ClassModel(
