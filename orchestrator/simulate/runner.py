@@ -36,13 +36,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError
+from ..errors import RainmakerError, UsageError
 from ..experiment import layout
 from ..experiment.layout import RunDir
 from ..experiment.plan import Point, TestbedShape, plan
 from ..experiment.spec import Dilation, Spec
 from ..experiment.spec import load as load_spec
-from ..experiment.sweep import DONE, Sweep
+from ..experiment.sweep import DONE, FAILED, Sweep
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -225,13 +225,21 @@ def manifest(spec_path: Path, p: Plan, opts: Options, seeds: dict[str, int], clu
 # -- one point, where it runs ------------------------------------------------------------
 
 
+FAILED_KEY = "error"  # simulate_point's answer for a point the model refused: {FAILED_KEY: why}
+
+
 def simulate_point(sp, point: dict) -> dict[str, bytes]:
     """Simulate one SimPoint and render its folder's files (runs in a worker process or
-    on a cluster worker; importable by name for both)."""
+    on a cluster worker; importable by name for both). A point the model refuses (a
+    SimError: the same every time for the same point) comes back as its reason, so the
+    sweep marks it failed and goes on."""
     from . import engine, writer
 
     t0 = time.perf_counter()
-    result = engine.run(sp)
+    try:
+        result = engine.run(sp)
+    except RainmakerError as e:
+        return {FAILED_KEY: e.render().encode()}
     return writer.render(result, point, wall_s=time.perf_counter() - t0)
 
 
@@ -466,9 +474,10 @@ def simulate(
     counts = sweep.counts()
     invalid = sweep.invalid()
     log(
-        f"{counts['done']} done ({len(invalid)} of them not valid: see sweep.json), {counts['todo']} todo"
+        f"{counts['done']} done ({len(invalid)} of them not valid: see sweep.json), "
+        f"{counts['failed']} failed, {counts['todo']} todo"
         if invalid
-        else f"{counts['done']} done, {counts['todo']} todo"
+        else f"{counts['done']} done, {counts['failed']} failed, {counts['todo']} todo"
     )
     if analyze_after and counts["done"]:
         from ..experiment.report import finish
@@ -490,8 +499,13 @@ def _collect(pool, tasks, rd: RunDir, sweep: Sweep, spec: Spec, log: Callable[[s
 
     n, done = len(tasks), 0
     for pid, files in pool.run(tasks):
-        verdict = write(rd.point(pid), files, spec.validity)
         done += 1
+        if FAILED_KEY in files:
+            why = " | ".join(line.strip() for line in files[FAILED_KEY].decode().splitlines() if line.strip())
+            sweep.finish(pid, FAILED, why[:1000])
+            log(f"[{done}/{n}] {pid}: failed: {why}")
+            continue
+        verdict = write(rd.point(pid), files, spec.validity)
         timing = json.loads(files[layout.TIMING])
         sweep.finish(pid, DONE, None if verdict.valid else invalid_reason(verdict), valid=verdict.valid)
         p99 = timing.get("p99_us")

@@ -258,3 +258,28 @@ def test_system_durations_and_repetitions_can_be_narrowed(tiny, tmp_path, monkey
     assert m["spec"]["systems"] == ["rain"] and m["simulate"]["measure_s"] == 0.1
     assert m["testbed"]["threads_per_host"] == 1 and all(p["worker_threads"] == 2 for p in points)
     assert len(set(m["seeds"].values())) == 4  # each repetition its own seed
+
+
+def test_a_point_the_model_refuses_is_failed_and_the_others_go_on(tiny, tmp_path, monkeypatch, capsys):
+    from orchestrator.simulate import engine
+
+    real = engine.run
+
+    def refuse_the_higher_load(sp):
+        if sp.point_id == "rain-f0.6-r1":
+            raise engine.SimError(f"simulated point {sp.point_id}: too many events", fix="lower the load")
+        return real(sp)
+
+    monkeypatch.setattr(engine, "run", refuse_the_higher_load)  # the pool's processes fork after this
+    code, out, err = rainmaker(
+        monkeypatch, capsys, "simulate", str(tiny), "--results", str(tmp_path / "r"), "--no-analysis", "-j", "1"
+    )
+    assert code == 0, err
+    run = _run_dir(out)
+    states = json.loads(RunDir(run).sweep.read_text())["points"]
+    assert states["rain-f0.3-r1"]["status"] == "done"
+    assert states["rain-f0.6-r1"]["status"] == "failed"
+    assert (
+        "too many events" in states["rain-f0.6-r1"]["reason"] and "lower the load" in states["rain-f0.6-r1"]["reason"]
+    )
+    assert "rain-f0.6-r1: failed: " in out and "1 done, 1 failed, 0 todo" in out
