@@ -166,7 +166,12 @@ def register(cli: click.Group, console) -> None:
 
     @cli.command("compare")
     @click.argument("run_dirs", nargs=-1, required=True, metavar="RUN_DIR...")
-    @click.option("--out", "out", metavar="DIR", help="where the figures go [default: compare/ in the first run]")
+    @click.option(
+        "--out",
+        "out",
+        metavar="DIR",
+        help="where the figures go [default: RESULTS/compare/<experiment>/<timestamp>, RESULTS holding the first run]",
+    )
     @click.option("--force", is_flag=True, help="overlay runs of different experiments all the same")
     def compare_cmd(run_dirs: tuple[str, ...], out: str | None, force: bool) -> None:
         """Overlay runs of one spec (simulated, emulated, hardware) in one figure per

@@ -12,7 +12,8 @@ testbed's calibration writes it, issue 13), otherwise defaults for its kind:
 - emulated at dilation k: emulated_network(k) below, from docs/emulation.md's
   measurements: a veth hop takes about 2 us of testbed time and each polling loop
   naps for 0.5 us x k (1 to 100 us) when idle, so a packet waits half a nap on
-  average at each of its receivers. Both shrink by k in paper time. These are rough:
+  average at each of its receivers; a worker spends about 1 us per packet it receives
+  or sends (af_packet, an estimate). All shrink by k in paper time. These are rough:
   the emulated switch's own per-packet cost is not measured yet (issue 13).
 """
 
@@ -29,6 +30,7 @@ from ..experiment.spec import Dilation, Spec
 
 VETH_HOP_NS = 2_000  # testbed time: half a DPDK ping-pong's p50 over one veth (docs/emulation.md, Limits)
 SWITCH_PKT_NS = 0  # the emulated switch's cost per packet: not measured yet (issue 13 calibrates it)
+WORKER_PKT_NS = 1_000  # testbed time: an af_packet receive or send by a DPDK poller, an estimate (issue 13)
 
 
 def nap_ns(k: float) -> float:
@@ -47,7 +49,7 @@ def emulated_network(k: float):
         client_switch_ns=hop,
         switch_worker_ns=hop,
         switch_pkt_ns=round(SWITCH_PKT_NS / k),
-        worker_pkt_ns=round(nap_ns(k) / 2 / k),
+        worker_pkt_ns=round(WORKER_PKT_NS / k),
     )
 
 

@@ -249,6 +249,9 @@ def _quiet_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+Result = tuple[str, dict[str, bytes]]  # a point's id and its rendered files
+
+
 class LocalPool:
     """Points on this machine's cores, one process each (concurrent.futures)."""
 
@@ -259,12 +262,20 @@ class LocalPool:
         self.ex = ProcessPoolExecutor(max_workers=jobs, initializer=_quiet_sigint)
         self.where = f"{jobs} local process(es)"
 
-    def run(self, tasks: list[tuple[str, Any, dict]]) -> Iterator[tuple[str, dict[str, bytes]]]:
-        from concurrent.futures import as_completed
+    def run(self, tasks: list[tuple[str, Any, dict]], started: Callable[[str], None]) -> Iterator[Result]:
+        """Each point's (id, files) as it completes. Only `jobs` points are handed out at
+        a time, each `started` then: sweep.json's running points are those running."""
+        from concurrent.futures import FIRST_COMPLETED, wait
 
-        futs = {self.ex.submit(simulate_point, sp, pt): pid for pid, sp, pt in tasks}
-        for f in as_completed(futs):
-            yield futs[f], f.result()
+        todo, running = list(tasks), {}
+        while todo or running:
+            while todo and len(running) < self.jobs:
+                pid, sp, pt = todo.pop(0)
+                started(pid)
+                running[self.ex.submit(simulate_point, sp, pt)] = pid
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for f in done:
+                yield running.pop(f), f.result()
 
     def stop(self) -> None:
         procs = list((getattr(self.ex, "_processes", None) or {}).values())
@@ -324,16 +335,29 @@ class DaskPool:
         self.where = f"Dask cluster {address} ({n} worker(s))"
         self.futures: list = []
 
-    def run(self, tasks: list[tuple[str, Any, dict]]) -> Iterator[tuple[str, dict[str, bytes]]]:
+    def run(self, tasks: list[tuple[str, Any, dict]], started: Callable[[str], None]) -> Iterator[Result]:
+        """As LocalPool.run, with as many points handed out at a time as the cluster's
+        workers have threads, twice over (none of them waits for the next point)."""
         from dask.distributed import as_completed
 
-        futs = {}
-        for pid, sp, pt in tasks:
+        workers = self.client.scheduler_info().get("workers", {}).values()
+        slots = 2 * max(1, sum(int(w.get("nthreads", 1)) for w in workers))
+        todo, pids, ac = list(tasks), {}, as_completed()
+
+        def submit() -> None:
+            pid, sp, pt = todo.pop(0)
+            started(pid)
             f = self.client.submit(simulate_point, sp, pt, key=f"rainmaker-sim-{pid}-{time.time_ns()}", pure=False)
-            futs[f.key] = pid
+            pids[f.key] = pid
             self.futures.append(f)
-        for f in as_completed(self.futures):
-            yield futs[f.key], f.result()
+            ac.add(f)
+
+        while todo and len(pids) < slots:
+            submit()
+        for f in ac:
+            yield pids[f.key], f.result()
+            if todo:
+                submit()
 
     def stop(self) -> None:
         try:
@@ -447,8 +471,6 @@ def simulate(
         if tasks:
             pool = remote or LocalPool(max(1, min(jobs or os.cpu_count() or 1, len(tasks))))
             log(f"{len(tasks)} point(s) on {pool.where}")
-            for pid, _, _ in tasks:
-                sweep.start(pid)
             _collect(pool, tasks, rd, sweep, p.spec, log)
     except KeyboardInterrupt:
         if pool is not None:
@@ -498,7 +520,7 @@ def _collect(pool, tasks, rd: RunDir, sweep: Sweep, spec: Spec, log: Callable[[s
     from .writer import write
 
     n, done = len(tasks), 0
-    for pid, files in pool.run(tasks):
+    for pid, files in pool.run(tasks, sweep.start):
         done += 1
         if FAILED_KEY in files:
             why = " | ".join(line.strip() for line in files[FAILED_KEY].decode().splitlines() if line.strip())
