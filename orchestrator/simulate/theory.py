@@ -56,7 +56,7 @@ def _stable(c: int, lam: float, service_rate: float, what: str) -> float:
 def erlang_b(c: int, a: float) -> float:
     """Erlang's loss formula B(c, a) for offered load a = lam / mu Erlangs, by the
     recursion B(k) = a B(k-1) / (k + a B(k-1)), B(0) = 1, which stays accurate for
-    hundreds of servers where the factorial form overflows (Tijms, section 5.2)."""
+    hundreds of servers where the factorial form overflows (Tijms, the Erlang loss model)."""
     b = 1.0
     for k in range(1, c + 1):
         b = a * b / (k + a * b)
@@ -66,7 +66,7 @@ def erlang_b(c: int, a: float) -> float:
 def erlang_c(c: int, a: float) -> float:
     """Erlang's delay formula C(c, a): the probability that an arrival to M/M/c waits,
     for offered load a = lam / mu < c (Kleinrock, section 3.5; Harchol, chapter 14,
-    P_Q). Computed as C = B / (1 - rho (1 - B)) from Erlang B (Tijms, section 5.2)."""
+    P_Q). Computed as C = B / (1 - rho (1 - B)) from Erlang B (Tijms, the Erlang delay model)."""
     if not 0 < a < c:
         raise UsageError(
             f"Erlang C: offered load a = {a:.4g} must lie in (0, c = {c})",
@@ -211,19 +211,21 @@ class MDc:
     Pollaczek-Khinchine mean (`md1_mean_wait`).
 
     `number_distribution`, `mean_wait_chain` and `wait_cdf` (Crommelin's embedded
-    chain; Tijms treats M/D/c the same way): every customer in service at time t has
-    left by t + d and nobody who starts after t has, so N(t + d) = max(N(t) - c, 0) + A
-    with A ~ Poisson(a), a Markov chain whose stationary law is that of N at any time.
+    chain): every customer in service at time t has left by t + d and nobody who starts
+    after t has, so N(t + d) = max(N(t) - c, 0) + A with A ~ Poisson(a), a Markov chain
+    whose stationary law is that of N at any time.
     It is solved numerically on 0..n_max, the mass beyond n_max folded into n_max.
     The waiting time follows from it (derived in `wait_cdf`, Crommelin's formula):
         P(W <= k d + u) = P(max(N - c, 0) + Poisson(lam (d - u)) <= (k + 1) c - 1),
     for k = 0, 1, ... and 0 <= u < d.
 
-    Truncation: for large j, P(N = j) decays as z0^-j where z0 > 1 is the root of
-    z^c = e^{a(z-1)} outside the disc, z0 = -W_{-1}(-rho e^{-rho}) / rho. n_max is set
-    so that z0^-(n_max - c) < `tail` (1e-15 by default): the mass cut off and its
-    share of E[N] are then below `tail` / (1 - 1/z0)^2, far under any test's tolerance.
-    `truncation_bound` reports that number.
+    Truncation: past c, P(N = j) decays geometrically, as P(N = c) z0^-(j - c) for
+    large j, where z0 > 1 is the root of z^c = e^{a(z-1)} outside the disc,
+    z0 = -W_{-1}(-rho e^{-rho}) / rho. n_max is set so that z0^-(n_max - c) < `tail`
+    (1e-15 by default): the mass cut off, and its share of E[N], are then of the order
+    of `tail` / (1 - 1/z0)^2 (`truncation_bound`), far under any test's tolerance; a
+    run with a smaller `tail` gives the same mean to 1e-8, the sparse solve's own
+    precision (the tests check it).
     """
 
     c: int
@@ -284,8 +286,8 @@ class MDc:
 
     @property
     def truncation_bound(self) -> float:
-        """An upper estimate of the probability mass (and of the relative share of E[N])
-        the truncation at n_max leaves out."""
+        """An estimate (from the geometric tail, P(N = c) <= 1) of the probability mass,
+        and of the relative share of E[N], that the truncation at n_max leaves out."""
         z = self.decay
         return z ** -(self.n_max - self.c) / (1.0 - 1.0 / z) ** 2
 

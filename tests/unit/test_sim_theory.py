@@ -129,6 +129,8 @@ def test_mdc_two_exact_methods_agree(c, rho):
     q = MDc(c, rho * c / d, d)
     assert q.truncation_bound < 1e-12
     assert q.mean_wait == pytest.approx(q.mean_wait_chain, rel=1e-8)
+    longer = MDc(c, rho * c / d, d, tail=1e-30)
+    assert longer.n_max > q.n_max and longer.mean_wait_chain == pytest.approx(q.mean_wait_chain, rel=1e-8)
     # E[W] = integral of P(W > x); the CDF is smooth within each [k d, (k + 1) d).
     k_max = 1 + int(q.wait_quantile(1 - 1e-13) // d)
     mean = sum(integrate.quad(lambda x: 1 - q.wait_cdf(x), k * d, (k + 1) * d)[0] for k in range(k_max))
