@@ -145,6 +145,26 @@ def test_mdc_two_exact_methods_agree(c, rho):
     assert q.sojourn_quantile(0.99) == pytest.approx(p99 + d)
 
 
+def test_mdc_against_an_independent_solver():
+    """Reference values of an independent M/D/c algorithm: the Q-MAM toolbox's MAP/D/c
+    solver (Q_CT_MAP_D_C; Perez, Van Velthoven and Van Houdt, "Q-MAM: a tool for
+    solving infinite queues using matrix-analytic methods", VALUETOOLS 2008) with
+    Poisson arrivals, as the LINE queueing toolbox (Imperial College London) records
+    them for its own tests; Q-MAM's truncation is accurate to about 1e-9."""
+    q = MDc(2, lam=2.0, d=0.6)  # rho 0.6
+    assert q.mean_number == pytest.approx(1.55164329134673, rel=1e-8)
+    assert q.mean_wait == pytest.approx(0.175821645673367, rel=1e-7)
+    pi = q.number_distribution
+    for j, want in enumerate((0.238685365188794, 0.322629269626472, 0.231148685357196)):
+        assert pi[j] == pytest.approx(want, rel=1e-8)
+    q = MDc(3, lam=2.0, d=1.2)  # rho 0.8
+    assert q.mean_number == pytest.approx(3.72936053685491, rel=1e-8)
+    assert q.mean_wait == pytest.approx(0.664680268427454, rel=1e-8)
+    assert q.mean_wait_chain == pytest.approx(0.664680268427454, rel=1e-8)
+    assert q.number_distribution[0] == pytest.approx(0.0498414304563823, rel=1e-8)
+    assert q.number_distribution[3] == pytest.approx(0.181953124332401, rel=1e-8)
+
+
 def test_mdc_chain_is_the_poisson_chain():
     """The chain's stationary law is invariant under one step N' = max(N - c, 0) + A."""
     q = MDc(4, 0.3, 10.0)
