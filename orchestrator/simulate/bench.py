@@ -87,7 +87,8 @@ def simpy_rain(workers: int, quota: int, rate_per_ns: float, mean_ns: float, tas
         import simpy
     except ImportError:
         raise RainmakerError(
-            "the benchmark's SimPy model needs the simpy package", fix="pip install -e '.[test]' (or pip install simpy)"
+            "the benchmark's SimPy model needs the simpy package",
+            fix="run `make setup` (it installs the test extras, simpy among them), or pip install simpy",
         ) from None
 
     env = simpy.Environment()

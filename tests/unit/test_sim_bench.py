@@ -6,6 +6,7 @@ business, not the suite's."""
 from __future__ import annotations
 
 import re
+import sys
 
 import numpy as np
 
@@ -80,3 +81,10 @@ def test_bench_refuses_bad_arguments(capsys):
     assert bench.main(["--load", "1.2"]) == 2
     assert "fix:" in capsys.readouterr().err
     assert np.isfinite(bench.Side("x", 10, 0.5, np.ones(3)).rate)
+
+
+def test_bench_without_simpy_says_how_to_get_it(capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "simpy", None)  # import simpy raises ImportError
+    assert bench.main(["--tasks", "1000", "--paper-s", "0"]) == 1
+    err = capsys.readouterr().err
+    assert "needs the simpy package" in err and "make setup" in err
