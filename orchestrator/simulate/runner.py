@@ -46,11 +46,9 @@ from ..experiment.sweep import DONE, FAILED, Sweep
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
-ISSUE_OF = {  # what adds a system the simulator cannot model yet
-    "r2p2": "issue 14 (the four baselines)",
-    "racksched": "issue 14 (the four baselines)",
-    "draconis": "issue 14 (the four baselines)",
-    "pallas": "issue 14 (the four baselines)",
+ISSUE_OF = {  # why a system the simulator cannot model yet is missing
+    s: "a baseline, not modelled yet (it comes with its switch program)"
+    for s in ("r2p2", "racksched", "draconis", "pallas")
 }
 PAPER_WORKER_HOSTS = 2  # Rain (CoNEXT 2026), section 5: 1 client and 2 worker servers
 

@@ -229,7 +229,7 @@ def test_bad_input_exits_2_with_a_fix_and_no_traceback(tiny, tmp_path, monkeypat
     baseline.write_text(TINY.replace("systems: [rain]", "systems: [rain, pallas]"))
     code, out, err = rainmaker(monkeypatch, capsys, "simulate", str(baseline), "--results", str(tmp_path / "r"))
     assert code == 2 and "Traceback" not in err
-    assert "pallas" in err and "issue 14" in err and "fix:" in err and "--system rain" in err
+    assert "pallas" in err and "not modelled yet" in err and "fix:" in err and "--system rain" in err
     assert not (tmp_path / "r").exists()  # refused before anything is written
     code, out, err = rainmaker(monkeypatch, capsys, "simulate", str(baseline), "--system", "r2p2")
     assert code == 2 and "no such system" in err and "rain, pallas" in err and "Traceback" not in err
