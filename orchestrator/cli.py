@@ -189,6 +189,47 @@ def testbed_status(slot: int, as_json: bool) -> None:
         sys.exit(1)
 
 
+@testbed.command("cpu")
+@_slot_option
+@click.option("--seconds", type=click.FloatRange(0.1, 3600), default=5.0, show_default=True, help="the window")
+@click.option("--threads", is_flag=True, help="one row per thread (rain-worker's lcores and worker threads)")
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+def testbed_cpu(slot: int, seconds: float, threads: bool, as_json: bool) -> None:
+    """Show where the emulated testbed's CPU goes: every process (or thread) of its
+    machines' namespaces and the share of one core it used over a window.
+
+    \b
+    rainmaker testbed cpu                  # idle: the whole testbed should use a few percent
+    rainmaker testbed cpu --seconds 10 --threads   # while a point runs: who takes the cores
+    """
+    import json
+
+    from .errors import UsageError
+    from .testbed import cpu
+    from .testbed.emulated import EmulatedTestbed
+
+    tb = EmulatedTestbed(slot)
+    st = tb.status()
+    if not st["up"]:
+        raise UsageError(f"no emulated testbed in slot {slot}", fix="bring one up with `rainmaker testbed up`")
+    usage = cpu.measure({m["name"]: m["netns"] for m in st["machines"]}, seconds)
+    rows = usage if threads else cpu.by_process(usage)
+    total = sum(u.share for u in rows)
+    if as_json:
+        click.echo(json.dumps({"seconds": seconds, "total_share": total, "rows": [u.__dict__ for u in rows]}, indent=1))
+        return
+    t = Table(title=f"CPU of the emulated testbed in slot {slot} over {seconds:g} s (100% = one core)")
+    for col in ("machine", "pid", *(["tid", "thread"] if threads else []), "program", "CPU"):
+        t.add_column(col, justify="right" if col in ("pid", "tid", "CPU") else "left")
+    for u in rows:
+        if u.cpu_s <= 0:
+            continue
+        cells = [u.machine, str(u.pid), *([str(u.tid), u.name] if threads else []), u.program, f"{100 * u.share:.1f}%"]
+        t.add_row(*cells)
+    console.print(t)
+    console.print(f"total: {100 * total:.1f}% of one core ({os.cpu_count()} cores on this machine)")
+
+
 # -- inventory -----------------------------------------------------------------------
 
 

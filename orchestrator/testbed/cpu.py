@@ -1,0 +1,114 @@
+"""Where an emulated testbed's CPU goes: the processes (and their threads) of each of its
+machines' namespaces, and the CPU time each used over a window, as a share of one core.
+
+An emulated testbed shares two cores between a software switch, a client and workers;
+a thread that spins or naps too often takes the CPU the others need, and the curves
+then measure Linux's scheduler. `rainmaker testbed cpu` shows it; the tests use it to
+hold an idle testbed under a few percent of one core.
+
+Read from /proc (utime + stime of each thread, in clock ticks): no dependency, and
+the kernel's own accounting.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class Usage:
+    machine: str
+    pid: int
+    tid: int  # == pid for the process's main thread
+    name: str  # the thread's name (comm)
+    program: str  # the process's command line, shortened
+    cpu_s: float  # CPU time used over the window
+    share: float  # of one core over the window
+
+
+def namespace_pids(netns: str) -> list[int]:
+    """The processes in a network namespace (`ip netns pids`)."""
+    r = subprocess.run(["ip", "netns", "pids", netns], capture_output=True, text=True, check=False)
+    return [int(x) for x in r.stdout.split() if x.isdigit()]
+
+
+def _ticks(stat: Path) -> tuple[str, int] | None:
+    """(comm, utime + stime) from a /proc stat file; None when the task is gone."""
+    try:
+        raw = stat.read_text()
+    except OSError:
+        return None
+    # comm may hold spaces and parentheses: it ends at the last ')'.
+    lp, rp = raw.find("("), raw.rfind(")")
+    fields = raw[rp + 2 :].split()
+    return raw[lp + 1 : rp], int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
+
+
+def _program(pid: int) -> str:
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return "?"
+    words = [w.decode(errors="replace") for w in argv if w]
+    if not words:
+        return "?"
+    # python3 -m hosts.agent worker ... -> "python3 -m hosts.agent worker"; rain-worker ... -> "rain-worker"
+    if "-m" in words[:3]:
+        i = words.index("-m")
+        return " ".join([os.path.basename(words[0]), *words[i : i + 3]])
+    return os.path.basename(words[0])
+
+
+def _snapshot(machines: dict[str, str]) -> dict[tuple[str, int, int], tuple[str, int]]:
+    out = {}
+    for machine, netns in machines.items():
+        for pid in namespace_pids(netns):
+            for task in Path(f"/proc/{pid}/task").glob("*"):
+                t = _ticks(task / "stat")
+                if t is not None and task.name.isdigit():
+                    out[(machine, pid, int(task.name))] = t
+    return out
+
+
+def measure(machines: dict[str, str], seconds: float) -> list[Usage]:
+    """CPU used by every thread of the given machines ({name: netns}) over `seconds`,
+    largest first. A thread that started during the window counts from zero; one that
+    ended is left out (its time cannot be read any more)."""
+    before = _snapshot(machines)
+    t0 = time.monotonic()
+    time.sleep(seconds)  # the window itself: what is measured happens meanwhile
+    after = _snapshot(machines)
+    wall = time.monotonic() - t0
+    programs: dict[int, str] = {}
+    out = []
+    for key, (name, ticks) in after.items():
+        machine, pid, tid = key
+        used = (ticks - before.get(key, (name, 0))[1]) * TICK_S
+        if pid not in programs:
+            programs[pid] = _program(pid)
+        out.append(Usage(machine, pid, tid, name, used, used / wall))
+    return sorted(out, key=lambda u: -u.cpu_s)
+
+
+def by_process(usage: list[Usage]) -> list[Usage]:
+    """Threads summed per process (tid = pid, name = the program)."""
+    acc: dict[tuple[str, int], Usage] = {}
+    for u in usage:
+        k = (u.machine, u.pid)
+        prev = acc.get(k)
+        acc[k] = Usage(
+            u.machine,
+            u.pid,
+            u.pid,
+            u.program,
+            u.program,
+            u.cpu_s + (prev.cpu_s if prev else 0.0),
+            u.share + (prev.share if prev else 0.0),
+        )
+    return sorted(acc.values(), key=lambda u: -u.cpu_s)
