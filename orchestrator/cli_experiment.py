@@ -170,7 +170,8 @@ def register(cli: click.Group, console) -> None:
     @cli.command("analyze")
     @click.argument("run_dir")
     @click.option("--recheck", is_flag=True, help="run the validity checks again and rewrite each validity.json")
-    def analyze_cmd(run_dir: str, recheck: bool) -> None:
+    @click.option("--model", is_flag=True, help="simulate the model beside each measured point that has none")
+    def analyze_cmd(run_dir: str, recheck: bool, model: bool) -> None:
         """Merge RUN_DIR's histograms into summary.parquet (one row per point and class)."""
         from .experiment.analyze import analyze
         from .experiment.layout import RunDir
@@ -178,9 +179,9 @@ def register(cli: click.Group, console) -> None:
         with interruptible(
             f"the analysis of {run_dir}",
             "the points' measurements are untouched; summary.parquet is the previous one, if any",
-            f"rainmaker analyze {run_dir}" + (" --recheck" if recheck else ""),
+            f"rainmaker analyze {run_dir}" + (" --recheck" if recheck else "") + (" --model" if model else ""),
         ):
-            df = analyze(Path(run_dir), recheck=recheck)
+            df = analyze(Path(run_dir), recheck=recheck, model=model)
         console.print(f"{RunDir(run_dir).summary}: {len(df)} rows")
 
     @cli.command("plot")

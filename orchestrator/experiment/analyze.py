@@ -261,7 +261,7 @@ def _us(ns: float) -> float:
     return ns / 1000.0 if not math.isnan(ns) else math.nan
 
 
-def _row(data: PointData, cls: str, verdict: dict, base: dict) -> dict:
+def _row(data: PointData, cls: str, verdict: dict, base: dict, model: PointData | None = None) -> dict:
     k = data.dilation
     lat = data.latency.get(cls)
     sd = data.slowdown.get(cls)
@@ -320,7 +320,24 @@ def _row(data: PointData, cls: str, verdict: dict, base: dict) -> dict:
     row["mean_service_us"] = c["mean_service_ns"] / 1000.0 if c.get("mean_service_ns") else nan
     row["valid"] = bool(verdict.get("valid", False))
     row["failed_checks"] = ",".join(verdict.get("failed", []))
+    row.update(_model_columns(model, cls, row["p99_us_paper"]))
     return row
+
+
+def _model_columns(model: PointData | None, cls: str, p99_us_paper: float) -> dict[str, float]:
+    """The model beside the point (model_beside.py; paper time): its p50, p99 and p99
+    slowdown for the class, and measured p99 / the model's. NaN without a model."""
+    nan = math.nan
+    lat = model.latency.get(cls) if model is not None else None
+    sd = model.slowdown.get(cls) if model is not None else None
+    p50, p99 = lat.percentiles((50.0, 99.0)) if lat is not None and lat.total else (nan, nan)
+    m99 = _us(p99)
+    return {
+        "model_p50_us_paper": _us(p50),
+        "model_p99_us_paper": m99,
+        "model_p99_slowdown": sd.percentile(99.0) / 1000.0 if sd is not None and sd.total else nan,
+        "model_ratio": p99_us_paper / m99 if m99 > 0 else nan,
+    }
 
 
 def _verdict(data: PointData, spec_validity, recheck: bool) -> dict:
@@ -336,26 +353,33 @@ def _verdict(data: PointData, spec_validity, recheck: bool) -> dict:
     return as_dict
 
 
-def analyze(run_dir: str | Path, *, recheck: bool = False, write: bool = True):
+def analyze(run_dir: str | Path, *, recheck: bool = False, write: bool = True, model: bool = False):
     """Merge every point's histograms and counters into one DataFrame (one row per
     point and class, 'all' included) and write run_dir/summary.parquet (and
     timeseries.parquet: per-interval quantiles, for the over-time figures).
 
     Validity: each point's validity.json is used when present (the runner writes it
     as the point completes); otherwise, or with `recheck`, the checks run here
-    against the thresholds of the spec in manifest.json and write it."""
+    against the thresholds of the spec in manifest.json and write it.
+
+    The model columns (MODEL_COLUMNS) come from points/<id>/model/, NaN without it;
+    `model` first simulates the model beside each measured point that has none (a run
+    measured before it existed: model_beside.ensure) and checks those points again."""
     import pandas as pd
+
+    from . import model_beside
 
     rd = RunDir(run_dir).check(manifest=False)
     run_dir = rd.path
     manifest = rd.read_manifest()
+    modelled = set(model_beside.ensure(run_dir)) if model and manifest else set()
     spec = spec_of(manifest)
     spec_validity = spec.validity if spec is not None else None
     experiment = experiment_name(run_dir, manifest)
     rows, ts_rows = [], []
     for d in rd.points():
         data = load_point(d)
-        verdict = _verdict(data, spec_validity, recheck)
+        verdict = _verdict(data, spec_validity, recheck or d.id in modelled)  # model_agreement needs the model
         p = data.point
         base = {
             "experiment": experiment,
@@ -380,8 +404,9 @@ def analyze(run_dir: str | Path, *, recheck: bool = False, write: bool = True):
             "mean_quota": mean_quota(d),
             **queue_depths(d, p),
         }
+        model = model_beside.load(d)
         for cls in data.classes + [ALL]:
-            rows.append(_row(data, cls, verdict, base))
+            rows.append(_row(data, cls, verdict, base, model))
         ts_rows += _timeseries(data, experiment, base, bool(verdict.get("valid", False)))
     df = pd.DataFrame(rows)
     if not df.empty:
@@ -401,6 +426,9 @@ def _write_table(df, path: Path) -> None:
     df.to_parquet(tmp, index=False)
     tmp.replace(path)
 
+
+# The model beside each point (model_beside.py), paper time; NaN where a point has none.
+MODEL_COLUMNS = ("model_p50_us_paper", "model_p99_us_paper", "model_p99_slowdown", "model_ratio")
 
 # The columns the plots and the report read; a table without them is damaged or was
 # written by another version of the analysis.
@@ -491,7 +519,14 @@ def _with_repetition_aggregates(df):
 def aggregate(df):
     """One row per curve, class and nominal load (paper kRPS): repetitions combined
     (means, and min/max of the p99s, slowdowns, loads and optional metrics)."""
-    extra = ("queuing_ratio", "mean_quota", "switch_queue_mean", "switch_queue_max", "worker_queue_mean")
+    extra = (
+        "queuing_ratio",
+        "mean_quota",
+        "switch_queue_mean",
+        "switch_queue_max",
+        "worker_queue_mean",
+        *MODEL_COLUMNS,  # NaN in a table written before the model was beside every point
+    )
     for col in extra:
         if col not in df.columns:
             df = df.assign(**{col: math.nan})

@@ -19,6 +19,9 @@
                                                             run.py      -> validity (links_up)
         clients/<host>/     the client host's output folder, collected over SFTP (CLIENT_FILES)
         workers/<host>/     the worker host's output folder, collected over SFTP (WORKER_FILES)
+        model/              the same point simulated in paper time: a simulated point's files
+          model.json        its network, seed and window, or why it failed
+                                                            model_beside.py -> validity, analysis, report
 
 Files under clients/ and workers/ are named by the programs that write them on the
 hosts (rain-client, rain-worker, the agents), which cannot import this module; the
@@ -59,6 +62,8 @@ SWITCH_QUEUE = "queue.jsonl"
 LINKS = "links.json"
 CLIENTS = "clients"
 WORKERS = "workers"
+MODEL = "model"  # the point simulated beside its measurement (model_beside.py), a simulated point's layout
+MODEL_INFO = "model.json"  # model/: the model's network and its source, seed, window (or its error)
 
 # clients/<host>/ and workers/<host>/: the agents
 AGENT_OUTCOME = "agent.json"  # how the agent's program ended (written by the agent when it ends)
@@ -163,6 +168,11 @@ class PointDir:
     @property
     def snapshot(self) -> Path:
         return self.path / SWITCH / SNAPSHOT
+
+    @property
+    def model(self) -> Path:
+        """model/: the point simulated beside its measurement (model_beside.py)."""
+        return self.path / MODEL
 
     @property
     def switch_queue(self) -> Path:

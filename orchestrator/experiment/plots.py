@@ -4,7 +4,9 @@
 Every axis is in paper time (loads in kRPS x dilation, latencies in us / dilation),
 every figure says so in its caption line together with the testbed kind; repetitions
 are combined into their mean with min-max error bars; a marker is hollow when at least
-one repetition of that point failed its validity checks. Each figure is written as
+one repetition of that point failed its validity checks. On a measured run, the p99
+and p99 slowdown figures draw the model beside each point (model_beside.py) dashed,
+in the curve's colour, labelled '<curve> (model)'. Each figure is written as
 PNG and SVG to run_dir/plots/.
 
 Kinds (spec.PLOTS):
@@ -67,12 +69,14 @@ class _Ctx:
         self.kind = testbed_kind(self.manifest)
         self.out = RunDir(run_dir).plots
         self.skipped: dict[str, str] = {}
+        self.has_model = "model_p99_us_paper" in self.df.columns and bool(self.df["model_p99_us_paper"].notna().any())
 
     def caption(self) -> str:
         return (
             f"{self.experiment} ({self.run_dir.name}) | testbed: {self.kind} | time dilation k = {self.k}: "
             f"paper time (loads x k, latencies / k) | mean of repetitions, bars min-max | "
             f"hollow marker: failed validity checks"
+            + (" | dashed: the model, the same points simulated with this testbed's delays" if self.has_model else "")
         )
 
     def figure(self, ncols: int = 1, width: float = 5.2, height: float = 3.8):
@@ -128,6 +132,24 @@ def _curves(ctx: _Ctx, ax, agg, mean: str, lo: str, hi: str, *, x: str = "load_k
     return drawn
 
 
+def _model_curves(ctx: _Ctx, ax, agg, col: str, *, x: str = "load_krps") -> list:
+    """The model beside the measurement (model_beside.py): per curve, the model's `col`
+    dashed in the curve's colour, labelled '<curve> (model)'. Returns the values drawn
+    (for the axis' scale); nothing where the run has no model (a simulated run, an
+    older one)."""
+    drawn: list = []
+    if col not in agg.columns:
+        return drawn
+    for curve, g in agg.groupby("curve", sort=True):
+        g = g[g[col].notna()].sort_values(x)
+        if g.empty:
+            continue
+        color, _ = ctx.style.get(curve, ("C0", "o"))
+        ax.plot(g[x], g[col], color=color, ls="--", lw=1.2, label=f"{curve} (model)")
+        drawn += list(g[col])
+    return drawn
+
+
 def _scale(ax, values) -> None:
     v = [x for x in values if x is not None and not math.isnan(x) and x > 0]
     if v and max(v) / min(v) > 30:
@@ -160,8 +182,9 @@ def _p99_vs_load(ctx: _Ctx) -> list[Path]:
     if not _curves(ctx, ax, agg, "p99_us_paper_mean", "p99_us_paper_min", "p99_us_paper_max"):
         ctx.skipped["p99_vs_load"] = "no latency histograms"
         return []
+    model = _model_curves(ctx, ax, agg, "model_p99_us_paper_mean")
     _slo_line(ax, ctx.slo("p99_us"), "SLO p99")
-    _scale(ax, agg["p99_us_paper_max"])
+    _scale(ax, list(agg["p99_us_paper_max"]) + model)
     ax.set_xlabel(_load_label(ctx))
     ax.set_ylabel("99% tail latency (us)")
     ax.set_title(ctx.title("p99 vs load"), fontsize=9)
@@ -179,7 +202,8 @@ def _p99_per_class(ctx: _Ctx) -> list[Path]:
     for ax, cls in zip(axes, classes):
         agg = ctx.agg[ctx.agg["class"] == cls]
         _curves(ctx, ax, agg, "p99_us_paper_mean", "p99_us_paper_min", "p99_us_paper_max")
-        _scale(ax, agg["p99_us_paper_max"])
+        model = _model_curves(ctx, ax, agg, "model_p99_us_paper_mean")
+        _scale(ax, list(agg["p99_us_paper_max"]) + model)
         ax.set_title(f"{cls}: 99% tail latency", fontsize=9)
         ax.set_xlabel(_load_label(ctx))
         ax.set_ylabel("99% tail latency (us)")
@@ -195,9 +219,10 @@ def _p99_slowdown_vs_load(ctx: _Ctx) -> list[Path]:
     if not _curves(ctx, ax, agg, "p99_slowdown_mean", "p99_slowdown_min", "p99_slowdown_max"):
         ctx.skipped["p99_slowdown_vs_load"] = "no slowdown histograms"
         return []
+    model = _model_curves(ctx, ax, agg, "model_p99_slowdown_mean")
     slo = ctx.slo("p99_slowdown")
     _slo_line(ax, slo, f"SLO: p99 slowdown {slo:g}" if slo else "")
-    _scale(ax, list(agg["p99_slowdown_max"]) + ([slo] if slo else []))
+    _scale(ax, list(agg["p99_slowdown_max"]) + model + ([slo] if slo else []))
     ax.set_xlabel(_load_label(ctx))
     ax.set_ylabel("99% tail slowdown")
     ax.set_title(ctx.title("p99 slowdown vs load"), fontsize=9)

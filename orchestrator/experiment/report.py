@@ -2,8 +2,9 @@
 summary.parquet, the points' validity.json, the figures and manifest.json.
 
 Sections: the experiment and its spec, the results table (repetitions combined,
-paper time), per-class tables, throughput under the SLO, the validity verdict of
-every point (what failed and why), the figures, and the provenance (git revision
+paper time), per-class tables, throughput under the SLO, each measured point against
+the model beside it (model_beside.py), the validity verdict of every point (what
+failed and why), the figures, and the provenance (git revision
 and dirty state, versions, hashes) recorded when the run started.
 """
 
@@ -183,6 +184,61 @@ def _slo_section(df, spec) -> list[str]:
     return lines + [""]
 
 
+def _model_section(run_dir: Path, df, spec, manifest: dict) -> list[str]:
+    """Each measured point's p99 beside the model's (model_beside.py): the ratio, whether
+    it is within the spec's tolerance, and the network the model used."""
+    from . import model_beside
+
+    if df.empty or not model_beside.measured(manifest):
+        return []
+    tol = spec.validity.model_tolerance if spec is not None else None
+    lines = ["## Measured against the model", ""]
+    rd = RunDir(run_dir)
+    infos = {d.id: model_beside.read_info(d) for d in rd.points()}
+    if not any(infos.values()):
+        return lines + [
+            f"No model beside the points (`points/<id>/model/`): `rainmaker analyze --model {run_dir}` simulates them.",
+            "",
+        ]
+    lines += [
+        "Each point simulated in paper time with the network below (`points/<id>/model/`), p99 of all "
+        "requests, paper time; ratio = measured / model"
+        + (f", within tolerance: |ratio - 1| <= {tol:g} (`validity.model_tolerance`)." if tol is not None else "."),
+        "",
+    ]
+    allc = df[df["class"] == ALL].sort_values(["curve", "load_krps", "repetition"])
+    rows = []
+    for _, r in allc.iterrows():
+        ratio = float(r.get("model_ratio", math.nan))
+        ok = None if tol is None or math.isnan(ratio) else bool(abs(ratio - 1.0) <= tol)
+        info = infos.get(r["point_id"]) or {}
+        rows.append(
+            [
+                r["point_id"],
+                r["load_krps"],
+                r["p99_us_paper"],
+                float(r.get("model_p99_us_paper", math.nan)),
+                ratio,
+                ok if ok is not None else ("model failed" if info.get("error") else "-"),
+            ]
+        )
+    lines += [
+        table(["point", "load (kRPS)", "measured p99 (us)", "model p99 (us)", "ratio", "within tolerance"], rows),
+        "",
+    ]
+    nets: dict[str, list[str]] = {}
+    for pid, info in infos.items():
+        if info and not info.get("error"):
+            nets.setdefault(model_beside.network_text(info), []).append(pid)
+    for text, pids in nets.items():
+        which = "every point" if len(pids) == len(infos) else ", ".join(pids)
+        lines.append(f"- the model's network ({which}): {text}")
+    for pid, info in infos.items():
+        if info and info.get("error"):
+            lines.append(f"- {pid}: the model could not be computed: {info['error']}")
+    return lines + [""]
+
+
 def _validity_section(run_dir: Path) -> list[str]:
     verdicts = [(d.id, d.read_verdict()) for d in RunDir(run_dir).points()]
     n_valid = sum(1 for _, v in verdicts if v and v.get("valid"))
@@ -306,6 +362,7 @@ def render_markdown(run_dir: str | Path) -> str:
     lines += _spec_section(spec, manifest, df)
     lines += _results_section(df, spec)
     lines += _slo_section(df, spec)
+    lines += _model_section(run_dir, df, spec, manifest)
     lines += _validity_section(run_dir)
     lines += _figures_section(run_dir)
     lines += _provenance_section(manifest)

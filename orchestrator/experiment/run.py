@@ -640,8 +640,10 @@ class Runner:
         if died:
             raise PointFailed("; ".join(died))
         self.phase("validity")
+        from .model_beside import write as write_model
         from .validity import check_point
 
+        write_model(pd, asdict(p), RunDir(self.run_dir).read_manifest(), spec)  # for model_agreement
         verdict = check_point(pd.path, asdict(p), spec.validity)
         self.phase("done")
         self.overheads.append(setup_s + (time.monotonic() - t1))

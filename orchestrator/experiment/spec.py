@@ -22,6 +22,7 @@ NaN and infinity are refused everywhere. In paper time:
     dilation                             1 .. 10,000
     payload bytes                        8 .. 1,400        one packet (large_bytes from 32)
     quotas (initial_quota, n_max)        1 .. 64
+    validity.model_tolerance            0 < x <= 1        |measured p99 / model p99 - 1|
 `plan` then checks what this testbed makes of them (plan.py): dilated tasks shorter
 than the measurement, and an offered rate its clients can send.
 """
@@ -357,6 +358,9 @@ class Validity(Strict):
     max_p99_ci_width: ranged(0, 100, "", "a relative width", lo_open=True, example="0.25") = Field(
         0.25, description="relative width of the p99's 95% confidence interval"
     )
+    model_tolerance: ranged(
+        0, 1, "", "a relative difference (1 already accepts a p99 twice the model's)", lo_open=True, example="0.15"
+    ) = Field(0.15, description="|measured p99 / the model's p99 - 1|, paper time (the model_agreement check)")
 
 
 class Variant(Strict):

@@ -31,10 +31,14 @@ Checks:
                 was up at the start and at the end, lost no carrier in between, and
                 no port dropped frames because it was down (switch/links.json); a
                 spare port, down the whole time with no host behind it, does not count
+  model_agreement  the measured p99 (paper time, all classes) is within model_tolerance
+                of the model's beside it (points/<id>/model/, model_beside.py):
+                |measured / model - 1| <= tolerance; the message gives both, the
+                ratio and the network the model used; 'not run' without a model
 
 On a simulated point (summary.json's tool is `rainmaker simulate`) interarrival,
-tasks_intact and links_up are 'not run', each saying why: there is no measured send
-time, NIC or link whose faults they look for.
+tasks_intact, links_up and model_agreement are 'not run', each saying why: there is no
+measured send time, NIC or link whose faults they look for, and the point is the model.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import layout
 from .analyze import ALL, PointData, load_point
 from .layout import PointDir
 
@@ -502,6 +507,60 @@ def check_links_up(pd: PointDir) -> Check:
     return Check("links_up", True, 0, 0, msg)
 
 
+def check_model_agreement(data: PointData, tol: float) -> Check:
+    """The testbed measured the scheduling system, not itself: its p99 is the model's
+    (the same point simulated in paper time, with the testbed's delays) within `tol`.
+    A testbed whose overheads the model lacks, or whose capacity is below the nominal
+    one, measures more; this is where a reader sees it, point by point."""
+    from . import model_beside
+
+    name = "model_agreement"
+    info = model_beside.read_info(data.dir)
+    if info is None:
+        return Check(
+            name,
+            None,
+            None,
+            tol,
+            f"not run: no model beside this point ({layout.MODEL}/{layout.MODEL_INFO}); "
+            "`rainmaker analyze --model RUN_DIR` simulates it",
+        )
+    if info.get("error"):
+        return Check(name, None, None, tol, f"not run: the model could not be computed: {info['error']}")
+    model = model_beside.load(data.dir)
+    lat = data.latency.get(ALL)
+    mlat = model.latency.get(ALL) if model is not None else None
+    if mlat is None or not mlat.total:
+        return Check(name, None, None, tol, f"not run: the model has no latency histograms ({layout.MODEL}/)")
+    if lat is None or not lat.total:
+        return Check(name, None, None, tol, "not run: no measured latency")
+    measured = lat.percentile(99.0) / 1000.0 / data.dilation
+    modelled = mlat.percentile(99.0) / 1000.0
+    ratio = measured / modelled if modelled > 0 else math.inf
+    ok = abs(ratio - 1.0) <= tol
+    net = model_beside.network_text(info)
+    msg = (
+        f"measured p99 {measured:,.2f} us vs the model's {modelled:,.2f} us (paper time, all classes): "
+        f"ratio {ratio:.3f} (tolerance {_pct(tol)}); the model's network: {net}"
+    )
+    if not ok:
+        msg += (
+            ": the testbed measured more than the model of the same system: overheads the model lacks "
+            "or a capacity below the nominal one"
+            if ratio > 1
+            else ": the testbed measured less than the model: the model's delays are larger than this testbed's"
+        )
+    detail = {
+        "measured_p99_us": measured,
+        "model_p99_us": modelled,
+        "ratio": ratio,
+        "network": info.get("network"),
+        "network_from": info.get("network_from"),
+        "model_seed": info.get("seed"),
+    }
+    return Check(name, ok, ratio, tol, msg, detail)
+
+
 SIMULATED_TOOL = "rainmaker simulate"  # summary.json's "tool" of a simulated point (orchestrator/simulate)
 
 
@@ -510,7 +569,7 @@ def simulated(data: PointData) -> bool:
     return bool(data.summaries) and all(s.get("tool") == SIMULATED_TOOL for s in data.summaries.values())
 
 
-def simulated_checks(data: PointData, arrival: str | None, alpha: float) -> list[Check]:
+def simulated_checks(data: PointData, arrival: str | None, alpha: float, tol: float) -> list[Check]:
     """The checks of a testbed's own faults, on a simulated point: nothing to measure,
     so 'not run', each saying why (they never fail a simulated point)."""
     return [
@@ -530,6 +589,7 @@ def simulated_checks(data: PointData, arrival: str | None, alpha: float) -> list
             "not run: simulated testbed: no NIC and no ring slots, the model runs every task it dispatches",
         ),
         Check("links_up", None, None, 0, "not run: simulated testbed: no links that could go down"),
+        Check("model_agreement", None, None, tol, "not run: simulated testbed: the point is the model"),
     ]
 
 
@@ -559,12 +619,13 @@ def check_point(
         check_p99_ci(data, th["max_p99_ci_width"], th["ci_confidence"]),
     ]
     if simulated(data):
-        checks += simulated_checks(data, arrival or data.arrival(), th["gof_alpha"])
+        checks += simulated_checks(data, arrival or data.arrival(), th["gof_alpha"], th["model_tolerance"])
     else:
         checks += [
             check_interarrival(data, arrival or data.arrival(), th["gof_alpha"], th),
             check_tasks_intact(PointDir(point_dir)),
             check_links_up(PointDir(point_dir)),
+            check_model_agreement(data, th["model_tolerance"]),
         ]
     verdict = Verdict(data.id, checks, th)
     if write:

@@ -78,8 +78,9 @@ def test_a_good_point_passes_everything_that_runs(tmp_path):
     v = _verdict(_point(tmp_path, hosts=2))
     assert v.valid, v.to_dict()
     assert v.failed == []
-    assert v.not_run == ["interarrival", "tasks_intact", "links_up"]
+    assert v.not_run == ["interarrival", "tasks_intact", "links_up", "model_agreement"]
     assert "no trace" in v.check("interarrival").message
+    assert "no model beside this point" in v.check("model_agreement").message
     assert "no worker stats" in v.check("tasks_intact").message
     assert "no switch/links.json" in v.check("links_up").message
     assert {c.name for c in v.checks} == {
@@ -95,6 +96,7 @@ def test_a_good_point_passes_everything_that_runs(tmp_path):
         "interarrival",
         "tasks_intact",
         "links_up",
+        "model_agreement",
     }
     assert v.check("load").value == pytest.approx(0.0)
 

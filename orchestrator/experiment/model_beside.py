@@ -1,0 +1,210 @@
+"""The model beside every measurement: each point a testbed measured is simulated in
+paper time right after it, into points/<id>/model/, so the point folder holds the
+measurement and what the model of the same system predicts, side by side. The
+validity check `model_agreement`, the analysis' `model_*` columns, the dashed curves
+of the figures and the report's "Measured against the model" read it.
+
+    info = write(point_dir, point, manifest)   # run.py, in the point's validity phase
+    added = ensure(run_dir)                    # `rainmaker analyze --model`: older runs
+    info = read_info(point_dir)                # model.json, or None
+    data = load(point_dir)                     # the model's PointData, or None
+
+The model point is the measured point as `rainmaker simulate --like RUN_DIR` simulates
+it (orchestrator/simulate/like.py): the same id, load (paper kRPS), worker hosts,
+threads and system parameters, its durations divided by the dilation, and the network
+the run's manifest gives (its `calibration.network`, else the defaults of its testbed
+kind). Its files are a simulated point's (orchestrator/simulate/writer.py) plus
+model.json: the network and where it came from, the seed, the window, the wall time,
+or the error that kept the model from being computed.
+
+A static workload's window holds between MIN_REQUESTS and MAX_REQUESTS requests: its
+p99 does not depend on the window's length, only the estimate's own error does, and a
+short emulated window (10,000 requests: 40 ms of paper time at 250 kRPS) leaves that
+error at several percent, a large part of a 15% tolerance. A workload with phases
+keeps its window: its p99 depends on when the phases change.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+from . import layout
+from .layout import PointDir, RunDir
+
+MODEL_SEED = 1  # the run seed of every model point (simulate's default): point seed = hash(1, point id)
+MIN_REQUESTS = 200_000  # p99 from 2,000 requests above it: the estimate's error ~1% (exponential tail)
+MAX_REQUESTS = 4_000_000  # beyond, a paper-scale point costs seconds and the estimate gains nothing
+
+
+def _network_text(net: dict) -> str:
+    """A model.Network (as a dict) as a person reads it."""
+
+    def ns(key: str) -> str:
+        v = net.get(key)
+        return f"{v:g} ns" if isinstance(v, (int, float)) else "?"
+
+    gbps = net.get("link_gbps")
+    link = "no serialisation" if not isinstance(gbps, (int, float)) or gbps == float("inf") else f"{gbps:g} Gbps links"
+    return (
+        f"client-switch {ns('client_switch_ns')}, switch-worker {ns('switch_worker_ns')} one way; "
+        f"switch {ns('switch_pkt_ns')} and worker {ns('worker_pkt_ns')} per packet; "
+        f"RDMA pre-write {ns('prewrite_ns')}; {link}"
+    )
+
+
+def network_text(info: dict | None) -> str:
+    """The network a model used and where it came from, for messages and the report."""
+    if not info or not isinstance(info.get("network"), dict):
+        return "unknown"
+    return f"{_network_text(info['network'])} (from {info.get('network_from') or '?'})"
+
+
+def _window_s(load_krps: float, measure_s: float, phases: bool) -> float:
+    """The model's measurement window (paper s): the point's, brought within
+    [MIN_REQUESTS, MAX_REQUESTS] requests when the workload has no phases."""
+    rate = load_krps * 1000.0
+    if phases or rate <= 0:
+        return measure_s
+    return min(max(measure_s, MIN_REQUESTS / rate), max(MAX_REQUESTS / rate, 0.001))
+
+
+def _build(point: dict, manifest: dict, spec) -> tuple[Any, dict, dict]:
+    """(SimPoint, the model point's point.json, model.json without timings)."""
+    from ..simulate.like import network_of, paper_point
+    from ..simulate.model import build, seed_of
+    from ..simulate.runner import core_hash
+
+    k = float(point.get("dilation") or 1.0)
+    pp = paper_point(point)
+    measure_s = _window_s(pp.load_krps, pp.measure_s, bool(spec.workload.phases))
+    model_point = replace(pp, measure_s=measure_s)
+    tb = manifest.get("testbed") if isinstance(manifest.get("testbed"), dict) else {}
+    hosts = int(tb.get("workers") or 0) or 1
+    network, source = network_of(manifest, k)
+    seed = seed_of(MODEL_SEED, pp.id)
+    sp = build(spec, model_point, worker_hosts=hosts, network=network, seed=seed)
+    info = {
+        "point_id": pp.id,
+        "network": asdict(network),
+        "network_from": source,
+        "seed": seed,
+        "run_seed": MODEL_SEED,
+        "worker_hosts": hosts,
+        "threads_per_host": sp.threads_per_host,
+        "dilation": k,
+        "warmup_s": pp.warmup_s,
+        "measure_s": measure_s,
+        "measured_measure_s": pp.measure_s,  # the measured window in paper time
+        "simulator": core_hash(),
+    }
+    return sp, asdict(model_point), info
+
+
+def write(point_dir: PointDir | Path, point: dict, manifest: dict, spec=None) -> dict:
+    """Simulate the measured point `point` (its point.json) and write points/<id>/model/
+    whole (through a temporary folder). Never raises for the model's sake: a model that
+    cannot be computed (no spec, a point the simulator refuses, the core not built)
+    leaves model/model.json with its `error`, which model_agreement reports. Returns
+    model.json's content."""
+    from ..errors import RainmakerError, UsageError
+    from .analyze import spec_of
+
+    pd = point_dir if isinstance(point_dir, PointDir) else PointDir(Path(point_dir))
+    t0 = time.perf_counter()
+    info: dict = {"point_id": point.get("id", pd.id)}
+    files: dict[str, bytes] = {}
+    try:
+        spec = spec if spec is not None else spec_of(manifest)
+        if spec is None:
+            raise UsageError(
+                "the run's manifest.json records no spec, which the model is built from",
+                fix="analyse a run folder `rainmaker run` wrote",
+            )
+        sp, model_point, info = _build(point, manifest, spec)
+        from ..simulate import engine, writer
+
+        result = engine.run(sp)
+        files = writer.render(result, model_point, wall_s=time.perf_counter() - t0)
+        info["requests"] = int(result.intended_ns.size)
+    except RainmakerError as e:
+        info["error"] = " | ".join(line.strip() for line in e.render().splitlines() if line.strip())[:1000]
+    except (KeyError, TypeError, ValueError) as e:  # a damaged point.json or manifest
+        info["error"] = f"the point or the run's manifest is damaged: {e}"[:1000]
+    info["wall_s"] = round(time.perf_counter() - t0, 4)
+    files[layout.MODEL_INFO] = (json.dumps(info, indent=1, default=str) + "\n").encode()
+    _write_tree(pd.model, files)
+    return info
+
+
+def _write_tree(dest: Path, files: dict[str, bytes]) -> None:
+    """The folder whole or not at all: written beside it, then swapped in."""
+    tmp = dest.with_name(f".{dest.name}.tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    for rel, content in files.items():
+        p = tmp / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(content)
+    if dest.exists():
+        shutil.rmtree(dest)
+    tmp.replace(dest)
+
+
+def read_info(point_dir: PointDir | Path) -> dict | None:
+    """model/model.json, or None when the point has no model (a run before the model
+    was added beside every point, or a simulated run)."""
+    pd = point_dir if isinstance(point_dir, PointDir) else PointDir(Path(point_dir))
+    info = layout.read_json(pd.model / layout.MODEL_INFO)
+    return info if isinstance(info, dict) else None
+
+
+def load(point_dir: PointDir | Path):
+    """The model point's data (analyze.PointData, paper time, dilation 1), or None
+    when there is no model or it could not be computed."""
+    from .analyze import load_point
+
+    pd = point_dir if isinstance(point_dir, PointDir) else PointDir(Path(point_dir))
+    info = read_info(pd)
+    if info is None or info.get("error"):
+        return None
+    data = load_point(PointDir(pd.model))
+    return data if data.latency else None
+
+
+def measured(manifest: dict) -> bool:
+    """The run was measured on a testbed (emulated, tofino-model or hardware): only
+    such runs get a model beside their points (a simulated run is the model)."""
+    from .analyze import testbed_kind
+
+    return testbed_kind(manifest) != "simulated"
+
+
+def ensure(run_dir: str | Path, log=None) -> list[str]:
+    """Simulate the model beside every point of a measured run that has none (or whose
+    model failed before): runs measured before the model was added. Returns the ids
+    of the points modelled now."""
+    rd = RunDir(run_dir)
+    manifest = rd.read_manifest()
+    if not measured(manifest):
+        return []
+    from .analyze import spec_of
+
+    spec = spec_of(manifest)
+    done = []
+    for pd in rd.points():
+        info = read_info(pd)
+        point = pd.read_point()
+        if point is None or (info is not None and not info.get("error")):
+            continue
+        out = write(pd, point, manifest, spec)
+        done.append(pd.id)
+        if log is not None:
+            log(
+                f"{pd.id}: model " + (f"not computed: {out['error']}" if out.get("error") else f"{out['wall_s']:.2f} s")
+            )
+    return done

@@ -1,0 +1,277 @@
+"""The model beside every measurement (orchestrator/experiment/model_beside.py), on run
+folders built here as `rainmaker run` leaves them on the emulated testbed: the model's
+files are written beside the measured ones, `model_agreement` fails a point whose p99
+is twice the model's and passes one within 10%, the analysis' model columns, the
+dashed model curves of the figures, the report's table, and a run without a model
+(an older one) still analyses, plots and reports."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from orchestrator.experiment import layout, model_beside
+from orchestrator.experiment.analyze import MODEL_COLUMNS, analyze, load_point
+from orchestrator.experiment.layout import RunDir
+from orchestrator.experiment.spec import SpecError, load
+from orchestrator.experiment.validity import check_point
+from tests.unit.results_fixture import good_counters, make_summary, synthetic_run, write_point, write_sweep
+
+K = 100.0
+SPEC = {
+    "name": "tiny",
+    "systems": ["rain"],
+    "workers": {"per_host_threads": 16, "emulated_per_host_threads": 1},
+    "workload": {"classes": [{"name": "task", "service": {"dist": "exponential", "mean_us": 10}}]},
+    "load": {"capacity_fraction": [0.3, 0.6]},
+    "rain": {"initial_quota": 2},
+    "validity": {"min_samples_p99": 100, "max_p99_ci_width": 1.0},
+    "plots": ["p99_vs_load", "p99_slowdown_vs_load", "p99_per_class"],
+}
+
+
+def _point(frac: float, index: int, system: str = "rain") -> dict:
+    """point.json of an emulated point: 2 worker hosts x 1 thread of 10 us: 200 kRPS of
+    capacity, k = 100, 1 s + 4 s (10 ms + 40 ms of paper time)."""
+    return {
+        "id": f"{system}-f{frac:g}-r1",
+        "index": index,
+        "system": system,
+        "variant": None,
+        "variant_label": None,
+        "repetition": 1,
+        "load_krps": 200 * frac,
+        "capacity_fraction": frac,
+        "offered_rps": 200 * frac * 1000 / K,
+        "dilation": K,
+        "warmup_s": 1.0,
+        "measure_s": 4.0,
+        "handler": "sleep",
+        "worker_threads": 2,
+        "params": {"initial_quota": 2, "adaptive": False},
+    }
+
+
+def measured_run(root: Path, fracs=(0.3, 0.6), *, spec: dict | None = SPEC, system: str = "rain") -> Path:
+    """A run folder with the manifest and point.json of each point (no client results
+    yet: measure() writes them)."""
+    run = root / "results" / "tiny" / "20260101-000000"
+    run.mkdir(parents=True)
+    manifest = {"experiment": "tiny", "testbed": {"kind": "emulated", "workers": 2, "clients": 1}}
+    if spec is not None:
+        manifest["spec"] = spec
+    (run / layout.MANIFEST).write_text(json.dumps(manifest))
+    for i, f in enumerate(fracs):
+        p = _point(f, i, system)
+        d = run / layout.POINTS / p["id"]
+        d.mkdir(parents=True)
+        (d / layout.POINT).write_text(json.dumps(p))
+    write_sweep(run, {_point(f, i, system)["id"]: {"status": "done"} for i, f in enumerate(fracs)})
+    return run
+
+
+def measure(run: Path, pid: str, p99_paper_us: float, n: int = 20_000) -> None:
+    """The client's results of a point whose p99 (paper time) is `p99_paper_us`: a
+    latency spread below it and 2% at it, in testbed ns (x k)."""
+    point = json.loads((run / layout.POINTS / pid / layout.POINT).read_text())
+    top = round(p99_paper_us * 1000 * K)
+    rng = np.random.default_rng(1)
+    lat = np.concatenate([rng.integers(top // 4, top // 2, n - n // 50), np.full(n // 50, top)])
+    sd = (lat / (10_000 * K) * 1000).astype(np.int64) + 1000
+    per_iv = [{"task": lat[: n // 2]}, {"task": lat[n // 2 :]}]
+    per_sd = [{"task": sd[: n // 2]}, {"task": sd[n // 2 :]}]
+    summary = make_summary({"task": good_counters(n)}, offered_rps=n / 2.0, achieved_rps=n / 2.0)
+    write_point(run, point, {"client0": {"latency": per_iv, "slowdown": per_sd, "summary": summary}})
+
+
+def model_p99(run: Path, pid: str) -> float:
+    return model_beside.load(RunDir(run).point(pid)).latency["all"].percentile(99.0) / 1000.0
+
+
+@pytest.fixture(scope="module")
+def modelled(tmp_path_factory) -> Path:
+    """One measured run with the model beside each point, as run.py writes it; each
+    point measured 2x the model (0.3) and 8% above it (0.6)."""
+    run = measured_run(tmp_path_factory.mktemp("m"))
+    manifest = RunDir(run).read_manifest()
+    for pd_ in RunDir(run).points():
+        model_beside.write(pd_, pd_.read_point(), manifest)
+    measure(run, "rain-f0.3-r1", 2.0 * model_p99(run, "rain-f0.3-r1"))
+    measure(run, "rain-f0.6-r1", 1.08 * model_p99(run, "rain-f0.6-r1"))
+    return run
+
+
+def test_the_model_is_written_beside_the_measurement_in_a_simulated_points_layout(modelled):
+    pd_ = RunDir(modelled).point("rain-f0.6-r1")
+    assert (pd_.path / layout.CLIENTS / "client0" / layout.LATENCY_HLOG).exists()  # the measurement
+    m = pd_.model
+    for rel in (
+        layout.POINT,
+        layout.TIMING,
+        layout.MODEL_INFO,
+        f"{layout.CLIENTS}/client0/{layout.LATENCY_HLOG}",
+        f"{layout.CLIENTS}/client0/{layout.CLIENT_SUMMARY}",
+        f"{layout.WORKERS}/worker1/{layout.WORKER_SAMPLES}",
+        f"{layout.SWITCH}/{layout.SNAPSHOT}",
+    ):
+        assert (m / rel).is_file(), rel
+    info = model_beside.read_info(pd_)
+    assert "error" not in info
+    # the emulated testbed's network at k = 100 (like.py): a hop of 2 us + half a 50 us nap, / k
+    assert info["network"]["client_switch_ns"] == 270 and "k = 100" in info["network_from"]
+    assert info["worker_hosts"] == 2 and info["threads_per_host"] == 1 and info["dilation"] == K
+    assert info["seed"] == json.loads((m / layout.TIMING).read_text())["seed"]
+    assert info["warmup_s"] == pytest.approx(0.01) and info["measured_measure_s"] == pytest.approx(0.04)
+    # the 40 ms window of 4,800 requests is lengthened to 200,000 requests: 1.67 s at 120 kRPS
+    assert info["measure_s"] == pytest.approx(model_beside.MIN_REQUESTS / 120_000)
+    point = json.loads((m / layout.POINT).read_text())
+    assert point["dilation"] == 1 and point["load_krps"] == 120 and point["id"] == "rain-f0.6-r1"
+    # the model's own p99 (paper time) is the analysis' column; the model reads as a point
+    data = load_point(m)
+    assert data.latency["all"].total > 150_000
+    # the same seed gives the same model, to the bit
+    again = modelled.parent / "again"
+    again.mkdir()
+    (again / "point.json").write_text((pd_.path / layout.POINT).read_text())
+    model_beside.write(layout.PointDir(again), pd_.read_point(), RunDir(modelled).read_manifest())
+    hlog = f"{layout.CLIENTS}/client0/{layout.LATENCY_HLOG}"
+    assert (again / layout.MODEL / hlog).read_bytes() == (m / hlog).read_bytes()
+
+
+def test_model_agreement_fails_twice_the_model_and_passes_within_10_percent(modelled):
+    v = check_point(RunDir(modelled).point("rain-f0.3-r1").path, None, SPEC["validity"], write=False)
+    c = v.check("model_agreement")
+    assert c.passed is False and not v.valid and "model_agreement" in v.failed
+    assert c.value == pytest.approx(2.0, rel=0.01) and c.threshold == 0.15
+    m = model_p99(modelled, "rain-f0.3-r1")
+    assert f"{2 * m:,.2f}"[:-1] in c.message and f"{m:,.2f}" in c.message  # both numbers
+    assert "ratio 2.0" in c.message and "client-switch 270 ns" in c.message and "k = 100" in c.message
+    assert "more than the model" in c.message
+    assert c.detail["network"]["client_switch_ns"] == 270
+    ok = check_point(RunDir(modelled).point("rain-f0.6-r1").path, None, SPEC["validity"], write=False)
+    c = ok.check("model_agreement")
+    assert c.passed is True and c.value == pytest.approx(1.08, rel=0.01)
+    # the spec's tolerance decides: 5% fails the same point
+    strict = check_point(
+        RunDir(modelled).point("rain-f0.6-r1").path, None, SPEC["validity"] | {"model_tolerance": 0.05}, write=False
+    )
+    assert strict.check("model_agreement").passed is False
+    # the model itself is a simulated point: the check does not run there
+    sim = check_point(RunDir(modelled).point("rain-f0.6-r1").model, None, None, write=False)
+    assert sim.check("model_agreement").passed is None and "simulated" in sim.check("model_agreement").message
+
+
+def test_the_model_columns_curves_and_report(modelled, monkeypatch):
+    from orchestrator.experiment import plots
+    from orchestrator.experiment.report import render_markdown
+
+    df = analyze(modelled)
+    assert set(MODEL_COLUMNS) <= set(df.columns)
+    rows = df[df["class"] == "all"].set_index("point_id")
+    assert rows.loc["rain-f0.3-r1", "model_ratio"] == pytest.approx(2.0, rel=0.01)
+    assert rows.loc["rain-f0.6-r1", "model_ratio"] == pytest.approx(1.08, rel=0.01)
+    for pid in rows.index:
+        r = rows.loc[pid]
+        assert r["model_p99_us_paper"] == pytest.approx(model_p99(modelled, pid))
+        assert 0 < r["model_p50_us_paper"] < r["model_p99_us_paper"] and r["model_p99_slowdown"] > 1
+        assert r["model_ratio"] == pytest.approx(r["p99_us_paper"] / r["model_p99_us_paper"])
+    cls = df[df["class"] == "task"].set_index("point_id")
+    assert cls["model_p99_us_paper"].notna().all()
+    # the figures: the model dashed, in the measured curve's colour, labelled "<curve> (model)"
+    figs = {}
+    monkeypatch.setattr(plots._Ctx, "save", lambda self, fig, name: figs.setdefault(name, fig) and [])
+    plots.plot(modelled, ["p99_vs_load", "p99_slowdown_vs_load", "p99_per_class"])
+    assert set(figs) == {"p99_vs_load", "p99_slowdown_vs_load", "p99_per_class"}
+    for name, fig in figs.items():
+        lines = {ln.get_label(): ln for ln in fig.axes[0].get_lines()}
+        model, measured = lines["rain (model)"], lines["rain"]
+        assert model.get_linestyle() == "--" and measured.get_linestyle() == "-", name
+        assert model.get_color() == measured.get_color(), name
+        assert len(model.get_xdata()) == 2, name
+    model_line = {ln.get_label(): ln for ln in figs["p99_vs_load"].axes[0].get_lines()}["rain (model)"]
+    assert list(model_line.get_ydata()) == pytest.approx(
+        [model_p99(modelled, "rain-f0.3-r1"), model_p99(modelled, "rain-f0.6-r1")]
+    )
+    md = render_markdown(modelled)
+    section = md.split("## Measured against the model", 1)[1].split("\n## ", 1)[0]
+    assert "| rain-f0.3-r1 | 60 |" in section and "| no |" in section and "| yes |" in section
+    assert "client-switch 270 ns" in section and "every point" in section
+    assert "model_agreement" in md.split("## Validity", 1)[1]  # flagged in the validity table
+
+
+def test_a_run_without_a_model_still_analyses_plots_and_reports(tmp_path, monkeypatch):
+    from orchestrator.experiment import plots
+    from orchestrator.experiment.report import render_markdown
+
+    run = synthetic_run(tmp_path, systems=("rain",), loads=(1000.0, 2000.0), reps=1, n=400)
+    df = analyze(run)
+    assert set(MODEL_COLUMNS) <= set(df.columns) and df[list(MODEL_COLUMNS)].isna().all().all()
+    v = json.loads((RunDir(run).point("rain-k1000-r1").validity).read_text())
+    c = next(c for c in v["checks"] if c["name"] == "model_agreement")
+    assert c["status"] == "not run" and "rainmaker analyze --model" in c["message"]
+    figs = {}
+    monkeypatch.setattr(plots._Ctx, "save", lambda self, fig, name: figs.setdefault(name, fig) and [])
+    plots.plot(run, ["p99_vs_load"])
+    assert not [ln for ln in figs["p99_vs_load"].axes[0].get_lines() if "(model)" in str(ln.get_label())]
+    # a summary.parquet written before the model columns existed is still read
+    pd.read_parquet(RunDir(run).summary).drop(columns=list(MODEL_COLUMNS)).to_parquet(RunDir(run).summary)
+    figs.clear()
+    plots.plot(run, ["p99_vs_load"])
+    assert "p99_vs_load" in figs
+    md = render_markdown(run)
+    assert f"`rainmaker analyze --model {run}` simulates them" in md
+
+
+def test_analyze_model_adds_the_model_to_an_older_run(tmp_path, monkeypatch, capsys):
+    from tests.cli import rainmaker
+
+    run = measured_run(tmp_path, fracs=(0.3,))
+    measure(run, "rain-f0.3-r1", 40.0)
+    df = analyze(run, recheck=True)  # --recheck alone checks again, and simulates nothing
+    assert df["model_p99_us_paper"].isna().all()
+    assert not RunDir(run).point("rain-f0.3-r1").model.exists()
+    code, out, err = rainmaker(monkeypatch, capsys, "analyze", str(run), "--model")
+    assert code == 0, err
+    assert RunDir(run).point("rain-f0.3-r1").model.is_dir()
+    df = pd.read_parquet(RunDir(run).summary)
+    row = df[df["class"] == "all"].iloc[0]
+    assert row["p99_us_paper"] == pytest.approx(40.0, rel=0.002)  # the histograms' 3 significant digits
+    assert row["model_p99_us_paper"] > 0 and row["model_ratio"] == pytest.approx(
+        40.0 / row["model_p99_us_paper"], rel=0.002
+    )
+    v = json.loads(RunDir(run).point("rain-f0.3-r1").validity.read_text())
+    assert next(c for c in v["checks"] if c["name"] == "model_agreement")["status"] != "not run"
+
+
+def test_a_model_that_cannot_be_computed_says_why_and_the_check_does_not_run(tmp_path):
+    run = measured_run(tmp_path / "a", fracs=(0.3,), system="pallas")  # a baseline: not modelled yet
+    pd_ = RunDir(run).point("pallas-f0.3-r1")
+    info = model_beside.write(pd_, pd_.read_point(), RunDir(run).read_manifest())
+    assert "pallas" in info["error"] and model_beside.load(pd_) is None
+    measure(run, "pallas-f0.3-r1", 40.0)
+    c = check_point(pd_.path, None, SPEC["validity"], write=False).check("model_agreement")
+    assert c.passed is None and "could not be computed" in c.message and "pallas" in c.message
+    run = measured_run(tmp_path / "b", fracs=(0.3,), spec=None)  # no spec recorded
+    pd_ = RunDir(run).point("rain-f0.3-r1")
+    info = model_beside.write(pd_, pd_.read_point(), RunDir(run).read_manifest())
+    assert "no spec" in info["error"]
+    assert analyze(run)["model_p99_us_paper"].isna().all()
+
+
+def test_the_tolerance_has_a_range(tmp_path):
+    base = "name: t\nsystems: [rain]\nworkload: {classes: [{name: a, service: {dist: constant, us: 10}}]}\n"
+    base += "load: {krps: [100]}\n"
+    (tmp_path / "ok.yaml").write_text(base + "validity: {model_tolerance: 0.3}\n")
+    assert load(tmp_path / "ok.yaml").validity.model_tolerance == 0.3
+    (tmp_path / "default.yaml").write_text(base)
+    assert load(tmp_path / "default.yaml").validity.model_tolerance == 0.15
+    for bad, words in (("0", "outside (0, 1]"), (".inf", "not a finite"), ("2", "outside (0, 1]")):
+        (tmp_path / "bad.yaml").write_text(base + f"validity: {{model_tolerance: {bad}}}\n")
+        with pytest.raises(SpecError) as ei:
+            load(tmp_path / "bad.yaml")
+        p = next(p for p in ei.value.problems if p.path == "validity.model_tolerance")
+        assert words in p.message and p.fix
