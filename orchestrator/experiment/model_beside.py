@@ -64,6 +64,35 @@ def network_text(info: dict | None) -> str:
     return f"{_network_text(info['network'])} (from {info.get('network_from') or '?'})"
 
 
+def calibration_of(manifest: dict, limit: int = 12) -> dict[str, float]:
+    """The run's calibration (manifest.json's `calibration`) beyond the network the model
+    used: its numbers, flattened to dotted keys (the testbed's overheads a reader weighs
+    against a point the model does not explain)."""
+    out: dict[str, float] = {}
+
+    def walk(prefix: str, v: Any) -> None:
+        if len(out) >= limit:
+            return
+        if isinstance(v, dict):
+            for key, x in v.items():
+                if not (prefix == "" and key == "network"):
+                    walk(f"{prefix}{key}.", x)
+        elif isinstance(v, (int, float)) and not isinstance(v, bool):
+            out[prefix[:-1]] = v
+
+    cal = manifest.get("calibration")
+    if isinstance(cal, dict):
+        walk("", cal)
+    return out
+
+
+def calibration_text(info: dict | None) -> str:
+    cal = (info or {}).get("calibration")
+    if not isinstance(cal, dict) or not cal:
+        return ""
+    return ", ".join(f"{k} {v:g}" for k, v in cal.items() if isinstance(v, (int, float)))
+
+
 def _window_s(load_krps: float, measure_s: float, phases: bool) -> float:
     """The model's measurement window (paper s): the point's, brought within
     [MIN_REQUESTS, MAX_REQUESTS] requests when the workload has no phases."""
@@ -101,6 +130,7 @@ def _build(point: dict, manifest: dict, spec) -> tuple[Any, dict, dict]:
         "measure_s": measure_s,
         "measured_measure_s": pp.measure_s,  # the measured window in paper time
         "simulator": core_hash(),
+        "calibration": calibration_of(manifest),
     }
     return sp, asdict(model_point), info
 

@@ -233,6 +233,9 @@ def _model_section(run_dir: Path, df, spec, manifest: dict) -> list[str]:
     for text, pids in nets.items():
         which = "every point" if len(pids) == len(infos) else ", ".join(pids)
         lines.append(f"- the model's network ({which}): {text}")
+    cals = {model_beside.calibration_text(i) for i in infos.values() if i and not i.get("error")} - {""}
+    for text in sorted(cals):
+        lines.append(f"- the testbed's calibration (manifest.json): {text}")
     for pid, info in infos.items():
         if info and info.get("error"):
             lines.append(f"- {pid}: the model could not be computed: {info['error']}")

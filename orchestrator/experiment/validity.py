@@ -550,6 +550,9 @@ def check_model_agreement(data: PointData, tol: float) -> Check:
             if ratio > 1
             else ": the testbed measured less than the model: the model's delays are larger than this testbed's"
         )
+        cal = model_beside.calibration_text(info)
+        if cal:
+            msg += f"; the testbed's calibration (manifest.json): {cal}"
     detail = {
         "measured_p99_us": measured,
         "model_p99_us": modelled,

@@ -275,3 +275,28 @@ def test_the_tolerance_has_a_range(tmp_path):
             load(tmp_path / "bad.yaml")
         p = next(p for p in ei.value.problems if p.path == "validity.model_tolerance")
         assert words in p.message and p.fix
+
+
+def test_the_runs_calibration_is_the_models_network_and_named_where_a_point_disagrees(tmp_path):
+    from orchestrator.experiment.report import render_markdown
+
+    run = measured_run(tmp_path, fracs=(0.3,))
+    m = RunDir(run).read_manifest()
+    m["calibration"] = {
+        "network": {"client_switch_ns": 900, "switch_worker_ns": 800, "switch_pkt_ns": 120, "worker_pkt_ns": 40},
+        "k": 100,
+        "handler": {"sleep_overshoot_us": 3.5},
+    }
+    RunDir(run).write_manifest(m)
+    pd_ = RunDir(run).point("rain-f0.3-r1")
+    info = model_beside.write(pd_, pd_.read_point(), m)
+    assert info["network"]["client_switch_ns"] == 900 and info["network"]["switch_pkt_ns"] == 120
+    assert "calibration" in info["network_from"]
+    assert info["calibration"] == {"k": 100, "handler.sleep_overshoot_us": 3.5}
+    measure(run, "rain-f0.3-r1", 1.5 * model_p99(run, "rain-f0.3-r1"))
+    c = check_point(pd_.path, None, SPEC["validity"], write=False).check("model_agreement")
+    assert c.passed is False
+    assert "client-switch 900 ns" in c.message and "handler.sleep_overshoot_us 3.5" in c.message
+    analyze(run)
+    md = render_markdown(run)
+    assert "client-switch 900 ns" in md and "calibration (manifest.json): k 100, handler.sleep_overshoot_us 3.5" in md
