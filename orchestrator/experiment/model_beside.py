@@ -17,11 +17,13 @@ kind). Its files are a simulated point's (orchestrator/simulate/writer.py) plus
 model.json: the network and where it came from, the seed, the window, the wall time,
 or the error that kept the model from being computed.
 
-A static workload's window holds between MIN_REQUESTS and MAX_REQUESTS requests: its
-p99 does not depend on the window's length, only the estimate's own error does, and a
-short emulated window (10,000 requests: 40 ms of paper time at 250 kRPS) leaves that
-error at several percent, a large part of a 15% tolerance. A workload with phases
-keeps its window: its p99 depends on when the phases change.
+A static workload's window holds between MIN_REQUESTS and MAX_REQUESTS requests, and
+its warm-up at most MAX_REQUESTS: its p99 does not depend on the window's length, only
+the estimate's own error does. A short emulated window (10,000 requests: 40 ms of
+paper time at 250 kRPS) leaves that error at several percent, a large part of a 15%
+tolerance; a paper-scale window (30 M requests in 10 s) would cost a minute of CPU
+for an error already below 0.5% at 1 M. A workload with phases keeps its durations:
+its p99 depends on when the phases change.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from .layout import PointDir, RunDir
 
 MODEL_SEED = 1  # the run seed of every model point (simulate's default): point seed = hash(1, point id)
 MIN_REQUESTS = 200_000  # p99 from 2,000 requests above it: the estimate's error ~1% (exponential tail)
-MAX_REQUESTS = 4_000_000  # beyond, a paper-scale point costs seconds and the estimate gains nothing
+MAX_REQUESTS = 1_000_000  # p99 error ~0.5%; a paper-scale point (3 M/s) then costs a few CPU seconds
 
 
 def _network_text(net: dict) -> str:
@@ -93,13 +95,15 @@ def calibration_text(info: dict | None) -> str:
     return ", ".join(f"{k} {v:g}" for k, v in cal.items() if isinstance(v, (int, float)))
 
 
-def _window_s(load_krps: float, measure_s: float, phases: bool) -> float:
-    """The model's measurement window (paper s): the point's, brought within
-    [MIN_REQUESTS, MAX_REQUESTS] requests when the workload has no phases."""
+def _durations(load_krps: float, warmup_s: float, measure_s: float, phases: bool) -> tuple[float, float]:
+    """The model's warm-up and window (paper s): the point's, with the window brought
+    within [MIN_REQUESTS, MAX_REQUESTS] requests and the warm-up to at most
+    MAX_REQUESTS, when the workload has no phases."""
     rate = load_krps * 1000.0
     if phases or rate <= 0:
-        return measure_s
-    return min(max(measure_s, MIN_REQUESTS / rate), max(MAX_REQUESTS / rate, 0.001))
+        return warmup_s, measure_s
+    most = max(MAX_REQUESTS / rate, 0.001)
+    return min(warmup_s, most), min(max(measure_s, MIN_REQUESTS / rate), most)
 
 
 def _build(point: dict, manifest: dict, spec) -> tuple[Any, dict, dict]:
@@ -110,8 +114,8 @@ def _build(point: dict, manifest: dict, spec) -> tuple[Any, dict, dict]:
 
     k = float(point.get("dilation") or 1.0)
     pp = paper_point(point)
-    measure_s = _window_s(pp.load_krps, pp.measure_s, bool(spec.workload.phases))
-    model_point = replace(pp, measure_s=measure_s)
+    warmup_s, measure_s = _durations(pp.load_krps, pp.warmup_s, pp.measure_s, bool(spec.workload.phases))
+    model_point = replace(pp, warmup_s=warmup_s, measure_s=measure_s)
     tb = manifest.get("testbed") if isinstance(manifest.get("testbed"), dict) else {}
     hosts = int(tb.get("workers") or 0) or 1
     network, source = network_of(manifest, k)
@@ -126,9 +130,10 @@ def _build(point: dict, manifest: dict, spec) -> tuple[Any, dict, dict]:
         "worker_hosts": hosts,
         "threads_per_host": sp.threads_per_host,
         "dilation": k,
-        "warmup_s": pp.warmup_s,
+        "warmup_s": warmup_s,
         "measure_s": measure_s,
-        "measured_measure_s": pp.measure_s,  # the measured window in paper time
+        "measured_warmup_s": pp.warmup_s,  # the measured durations in paper time
+        "measured_measure_s": pp.measure_s,
         "simulator": core_hash(),
         "calibration": calibration_of(manifest),
     }

@@ -300,3 +300,14 @@ def test_the_runs_calibration_is_the_models_network_and_named_where_a_point_disa
     analyze(run)
     md = render_markdown(run)
     assert "client-switch 900 ns" in md and "calibration (manifest.json): k 100, handler.sleep_overshoot_us 3.5" in md
+
+
+def test_the_models_durations_bound_its_error_and_its_cost():
+    d = model_beside._durations
+    # an emulated point: 40 ms of paper time at 120 kRPS is 4,800 requests; the model takes 200,000
+    assert d(120.0, 0.01, 0.04, False) == pytest.approx((0.01, 200_000 / 120_000))
+    # a paper-scale point: 1 s + 10 s at 3,000 kRPS would be 33 M requests; the model takes 1 M + 1 M
+    assert d(3000.0, 1.0, 10.0, False) == pytest.approx((1 / 3, 1 / 3))
+    # a window already between the bounds is kept; phases keep their durations
+    assert d(100.0, 0.5, 5.0, False) == (0.5, 5.0)
+    assert d(3000.0, 1.0, 10.0, True) == (1.0, 10.0)
