@@ -123,6 +123,12 @@ def test_tasks_come_back_through_the_switch(testbed, tmp_path):
     df = pd.read_parquet(rd.summary)
     a = df[df["class"] == "all"].set_index("point_id")
     assert a["switch_queue_mean"].notna().all() and a["worker_queue_mean"].notna().all()
+    # the model beside every point, simulated in the validity phase, and checked against it
+    for pid in state:
+        assert "error" not in json.loads((rd.point(pid).model / "model.json").read_text())
+        check = next(c for c in rd.point(pid).read_verdict()["checks"] if c["name"] == "model_agreement")
+        assert check["status"] != "not run", check
+    assert a["model_p99_us_paper"].notna().all() and a["model_ratio"].notna().all()
     assert (a["mean_quota"] == 2).all() and (a["worker_queue_max"] <= 2).all()
     assert (rd.plots / "queue_depth.png").stat().st_size > 10_000
     assert rd.manifest.exists()
