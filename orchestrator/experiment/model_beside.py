@@ -63,7 +63,7 @@ def network_text(info: dict | None) -> str:
     """The network a model used and where it came from, for messages and the report."""
     if not info or not isinstance(info.get("network"), dict):
         return "unknown"
-    return f"{_network_text(info['network'])} (from {info.get('network_from') or '?'})"
+    return f"{_network_text(info['network'])}; from {info.get('network_from') or '?'}"
 
 
 def calibration_of(manifest: dict, limit: int = 12) -> dict[str, float]:
