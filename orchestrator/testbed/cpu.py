@@ -92,7 +92,7 @@ def measure(machines: dict[str, str], seconds: float) -> list[Usage]:
         used = (ticks - before.get(key, (name, 0))[1]) * TICK_S
         if pid not in programs:
             programs[pid] = _program(pid)
-        out.append(Usage(machine, pid, tid, name, used, used / wall))
+        out.append(Usage(machine, pid, tid, name, programs[pid], used, used / wall))
     return sorted(out, key=lambda u: -u.cpu_s)
 
 

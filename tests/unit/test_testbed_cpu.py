@@ -1,0 +1,43 @@
+"""The testbed's CPU accounting (orchestrator/testbed/cpu.py) on this process's own
+threads: a spinning thread shows about one core, a sleeping one nothing."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+from orchestrator.testbed import cpu
+
+
+def test_a_spinning_thread_counts_as_a_core_and_a_sleeping_one_as_nothing(monkeypatch):
+    monkeypatch.setattr(cpu, "namespace_pids", lambda netns: [os.getpid()])
+    stop = threading.Event()
+    tids = {}
+
+    def spin():
+        tids["spinner"] = threading.get_native_id()
+        while not stop.is_set():
+            pass
+
+    def nap():
+        tids["napper"] = threading.get_native_id()
+        while not stop.is_set():
+            time.sleep(0.05)
+
+    threads = [threading.Thread(target=spin, name="spinner"), threading.Thread(target=nap, name="napper")]
+    for t in threads:
+        t.start()
+    try:
+        usage = cpu.measure({"me": "ns-of-me"}, 0.6)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    by_name = {name: next(u for u in usage if u.tid == tid) for name, tid in tids.items()}
+    # the GIL shares one core between the spinner and the measuring thread's wait
+    assert by_name["spinner"].share > 0.5
+    assert by_name["napper"].share < 0.05
+    assert all(u.machine == "me" and u.pid == os.getpid() for u in usage)
+    (proc,) = cpu.by_process(usage)
+    assert proc.cpu_s == sum(u.cpu_s for u in usage) and "python" in proc.program
