@@ -268,4 +268,6 @@ def test_emulator_command(tmp_path):
         "10.79.6.250:50052",
         "--log",
         "/srv/run/emulator.log",
+        "--realtime",
+        "20",
     ]
