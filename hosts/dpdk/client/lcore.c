@@ -629,10 +629,16 @@ int rc_lcore_main(void *arg)
 			if (tx_only || idle || now >= rc.tdrain)
 				break;
 		}
-		if (work)
+		if (work) {
 			rain_idle_reset(&lc->idle);
-		else
+		} else if (!lc->gen_done) {
+			/* the next send is due at its intended time: a nap must not run past it */
+			uint64_t due = rc.t0 + (uint64_t)(int64_t)lc->next_rel;
+			uint64_t t = rte_rdtsc();
+			rain_idle_wait_due(&lc->idle, due > t ? (uint64_t)((double)(due - t) * 1e9 / (double)rc.hz) : 0);
+		} else {
 			rain_idle_wait(&lc->idle);
+		}
 	}
 	/* Replies for the others may still arrive on this queue (one flow hashes to one
 	 * queue): keep receiving and handing them over until every lcore is done. */

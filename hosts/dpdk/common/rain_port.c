@@ -105,3 +105,18 @@ void rain_idle_wait(struct rain_idle *idle)
 		break;
 	}
 }
+
+void rain_idle_wait_due(struct rain_idle *idle, uint64_t due_ns)
+{
+	if (idle->mode != RAIN_IDLE_SLEEP || idle->empty + 1 < idle->sleep_after || due_ns >= idle->sleep_ns + RAIN_WAKE_NS) {
+		rain_idle_wait(idle);
+		return;
+	}
+	idle->empty++;
+	if (due_ns <= RAIN_WAKE_NS) { /* too close to sleep through: stay on the CPU */
+		sched_yield();
+		return;
+	}
+	struct timespec ts = {0, (long)(due_ns - RAIN_WAKE_NS)};
+	nanosleep(&ts, NULL);
+}

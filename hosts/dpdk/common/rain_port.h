@@ -42,6 +42,11 @@ struct rain_idle {
 int rain_idle_parse(const char *s, struct rain_idle *idle); /* "spin" | "yield" | "sleep[:NS]" */
 void rain_idle_thread_init(void);                             /* timer slack for this thread */
 void rain_idle_wait(struct rain_idle *idle);                  /* call after an empty poll */
+/* The same, for a loop with something due in due_ns (a send): a nap never runs past it.
+ * Closer than RAIN_WAKE_NS (a sleeping thread's wake-up latency on shared cores, measured
+ * 20-60 us) the thread stays on the CPU rather than wake up late. */
+#define RAIN_WAKE_NS 30000u
+void rain_idle_wait_due(struct rain_idle *idle, uint64_t due_ns);
 
 static inline void rain_idle_reset(struct rain_idle *idle) { idle->empty = 0; }
 
