@@ -345,12 +345,14 @@ done
 cat "$pf"
 """
 
-# wait_ready PGID LOG REGEX PORT LIMIT_CS: poll until every given condition holds.
+# wait_ready PGID LOG REGEX PORT LIMIT_CS QUIET_CS: poll until every given condition
+# holds, every 50 ms, but only once a second during the first QUIET_CS: a poll walks
+# /proc and forks grep, and while a measurement runs on shared cores that is load.
 # Liveness is sampled *before* the conditions, so a process that printed its ready
 # line and then exited still counts as ready, and one that died silently fails at once.
 _SH_WAIT = r"""
 pg=$1 log=$2 re=$3 port=$4
-_end=$(( $(_now) + $5 ))
+_end=$(( $(_now) + $5 )) _quiet=$(( $(_now) + ${6:-0} ))
 [ -z "$port" ] || hex=$(printf ':%04X' "$port")
 while :; do
   _alive "$pg"; up=$?
@@ -360,8 +362,9 @@ while :; do
       awk -v p="$hex" '$4 == "0A" && substr($2, length($2) - 4) == p { f = 1 } END { exit !f }'; then ok=0; fi
   [ $ok = 1 ] && { echo ready; exit 0; }
   [ $up = 0 ] || { echo died; exit 3; }
-  [ "$(_now)" -lt "$_end" ] || { echo "not ready"; exit 4; }
-  sleep 0.05
+  _t=$(_now)
+  [ "$_t" -lt "$_end" ] || { echo "not ready"; exit 4; }
+  if [ "$_t" -lt "$_quiet" ]; then sleep 1; else sleep 0.05; fi
 done
 """
 
@@ -721,12 +724,15 @@ class Remote:
         log_regex: str | None = None,
         port: int | None = None,
         timeout: float,
+        quiet_s: float = 0.0,
     ) -> float:
         """Block until the log has a line matching `log_regex` (POSIX ERE, as `grep -E`)
         and/or a TCP `port` is listening on the host (every given condition must hold).
 
-        Polls on the remote side every 50 ms. Raises RemoteError with the log tail as soon
-        as the process group has died, or when `timeout` passes. Returns the seconds waited.
+        Polls on the remote side every 50 ms, once a second during the first `quiet_s`
+        (a wait that is known to last, such as a measurement: polling is load). Raises
+        RemoteError with the log tail as soon as the process group has died (within a
+        second while quiet), or when `timeout` passes. Returns the seconds waited.
         """
         self._own(bg)
         if log_regex is None and port is None:
@@ -737,7 +743,7 @@ class Remote:
             ([f"a log line matching /{log_regex}/"] if log_regex is not None else [])
             + ([f"TCP port {port} listening"] if port is not None else [])
         )
-        args = [str(bg.pgid), bg.log, log_regex or "", "" if port is None else str(port), _cs(timeout)]
+        args = [str(bg.pgid), bg.log, log_regex or "", "" if port is None else str(port), _cs(timeout), _cs(quiet_s)]
         r = self._script(_SH_WAIT, args, what=f"wait_ready {bg.name} ({want})", timeout=timeout + 10)
         if r.ok:
             return r.duration_s

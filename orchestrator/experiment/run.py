@@ -419,6 +419,22 @@ class Runner:
         )
         self.ctl = RainController(self.bfrt, self.inv, settings)
 
+    def _await_tokens(self, expected: int, timeout: float = 15.0) -> None:
+        """Wait until the switch holds `expected` tokens over its slices: every worker
+        thread has issued its quota (readiness probed, not slept for)."""
+        deadline = time.monotonic() + timeout
+        seen: dict[int, int] = {}
+        while True:
+            seen = self.ctl.balances()
+            if sum(v for v in seen.values() if v > 0) >= expected:
+                return
+            if time.monotonic() > deadline:
+                raise PointFailed(
+                    f"the workers' tokens did not reach the switch in {timeout:g} s: {sum(seen.values())} "
+                    f"of {expected} waiting (balance per slice {seen}); see the workers' worker.log"
+                )
+            time.sleep(0.01)
+
     def bfrt_sha(self) -> str | None:
         try:
             # The bf-rt.json the switch serves: the program's identity as the control plane sees it.
@@ -555,7 +571,8 @@ class Runner:
                 "out_dir": str(out),
                 "eal": _eal(inv, h, "client", _lcores(inv, h)),
                 "client": c,
-                "realtime": 10 if inv.shared_system else 0,
+                # Above the switch's data plane (20): the client is the measuring instrument.
+                "realtime": 30 if inv.shared_system else 0,
             }
             return self._start_agent(name, "client", cfg, out)
 
@@ -593,18 +610,26 @@ class Runner:
             )
             return time.monotonic()  # delivered: the host has started
 
-        # The switch queue is sampled from before the start signals until the clients are
-        # done; the links are read just outside that (the sampler has the session meanwhile).
+        # Tokens first: the workers' tokens are on, and waiting in the switch, before the
+        # first task arrives. Started together, the clients' first tasks would wait for
+        # tokens still on their way and the point would open with a backlog that the
+        # warm-up must drain (large tasks beyond the rings rejected).
         links_before, t_links = self.ctl.links(), time.monotonic()
+        self.tb.parallel(signal, list(bgs))
+        self._await_tokens(quota * threads * len(inv.workers))
+        # The switch queue is sampled from before the clients' start signals until they
+        # are done; the links are read just outside that (the sampler has the session meanwhile).
         sampler = QueueSampler(self.ctl, p.warmup_s + p.measure_s)
         try:
-            delivered = self.tb.parallel(signal, list(go))
+            delivered = self.tb.parallel(signal, list(cbgs))
             sampler.load_started(min(delivered[n] for n in cbgs))
             setup_s = time.monotonic() - t0
             self.phase(f"measure ({p.warmup_s:g} s warm-up + {p.measure_s:g} s)")
             budget = p.warmup_s + p.measure_s + 2 * timeout_us / 1e6 + 30
             self.tb.parallel(
-                lambda n: self.tb.remotes[n].wait_ready(cbgs[n], log_regex="rain-agent done", timeout=budget),
+                lambda n: self.tb.remotes[n].wait_ready(
+                    cbgs[n], log_regex="rain-agent done", timeout=budget, quiet_s=p.warmup_s + p.measure_s
+                ),
                 list(cbgs),
             )
         finally:
