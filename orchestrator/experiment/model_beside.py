@@ -41,6 +41,7 @@ from .layout import PointDir, RunDir
 MODEL_SEED = 1  # the run seed of every model point (simulate's default): point seed = hash(1, point id)
 MIN_REQUESTS = 200_000  # p99 from 2,000 requests above it: the estimate's error ~1% (exponential tail)
 MAX_REQUESTS = 1_000_000  # p99 error ~0.5%; a paper-scale point (3 M/s) then costs a few CPU seconds
+MAX_STRETCH_S = 60.0  # paper seconds: the longest window a low load is stretched to
 
 
 def _network_text(net: dict) -> str:
@@ -103,7 +104,8 @@ def _durations(load_krps: float, warmup_s: float, measure_s: float, phases: bool
     if phases or rate <= 0:
         return warmup_s, measure_s
     most = max(MAX_REQUESTS / rate, 0.001)
-    return min(warmup_s, most), min(max(measure_s, MIN_REQUESTS / rate), most)
+    # a trickle would need hours for MIN_REQUESTS: stretch at most to MAX_STRETCH_S
+    return min(warmup_s, most), min(max(measure_s, min(MIN_REQUESTS / rate, MAX_STRETCH_S)), most)
 
 
 def _build(point: dict, manifest: dict, spec) -> tuple[Any, dict, dict]:
@@ -170,6 +172,8 @@ def write(point_dir: PointDir | Path, point: dict, manifest: dict, spec=None) ->
         info["error"] = " | ".join(line.strip() for line in e.render().splitlines() if line.strip())[:1000]
     except (KeyError, TypeError, ValueError) as e:  # a damaged point.json or manifest
         info["error"] = f"the point or the run's manifest is damaged: {e}"[:1000]
+    except MemoryError as e:  # the measurement is kept whatever the model needs
+        info["error"] = f"the model of this point does not fit in memory: {e}"[:1000]
     info["wall_s"] = round(time.perf_counter() - t0, 4)
     files[layout.MODEL_INFO] = (json.dumps(info, indent=1, default=str) + "\n").encode()
     _write_tree(pd.model, files)

@@ -166,10 +166,19 @@ def queue_capacity_of(spec: Spec) -> tuple[int, int]:
     return each, each * n
 
 
+MAX_INTERVALS = 2000  # per point and class: a long window gets longer intervals, not a huge log
+
+
+def interval_of(measure_ns: int) -> int:
+    """The histogram interval: 10 ms of paper time (the paper samples p99 every 10 ms),
+    longer for a window of more than 20 s, in whole milliseconds."""
+    need = -(-measure_ns // MAX_INTERVALS)
+    return max(10_000_000, -(-need // 1_000_000) * 1_000_000)
+
+
 def build(spec: Spec, point: Point, *, worker_hosts: int, network: Network, seed: int) -> SimPoint:
     """A plan.Point of `spec` as a SimPoint (threads, slices, classes, phases, quota,
     queue capacity and Q_max as run.py computes them for a testbed)."""
-    # run.py's slice assignment, reused as it is (private there: to be moved to plan.py)
     from ..experiment.plan import worker_slices
 
     threads = point.worker_threads
@@ -233,6 +242,7 @@ def build(spec: Spec, point: Point, *, worker_hosts: int, network: Network, seed
         network=network,
         seed=seed,
         adaptive=adaptive,
+        interval_ns=interval_of(measure_ns),
         # a large task waits only while its ring slot cannot wrap onto a task still waiting
         # or held: ring slots - the largest registered quota (switch/control/controller.py)
         policy_params={**point.params, "large_cap": RING_SLOTS - quota} if rain else dict(point.params),

@@ -311,3 +311,14 @@ def test_the_models_durations_bound_its_error_and_its_cost():
     # a window already between the bounds is kept; phases keep their durations
     assert d(100.0, 0.5, 5.0, False) == (0.5, 5.0)
     assert d(3000.0, 1.0, 10.0, True) == (1.0, 10.0)
+
+
+def test_a_trickle_is_not_stretched_into_hours_of_model():
+    """A point of 1 request/s (paper) would need 200,000 s for MIN_REQUESTS: the model's
+    window stops at MAX_STRETCH_S, and its histogram intervals stay few."""
+    from orchestrator.simulate.model import MAX_INTERVALS, interval_of
+
+    warmup, measure = model_beside._durations(0.001, 1.0, 0.04, phases=False)
+    assert measure == model_beside.MAX_STRETCH_S and warmup == 1.0
+    assert 2 * int(measure * 1e9) // interval_of(int(measure * 1e9)) <= 2 * MAX_INTERVALS
+    assert interval_of(1_000_000_000) == 10_000_000  # a 1 s window keeps the paper's 10 ms
