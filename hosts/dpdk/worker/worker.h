@@ -308,6 +308,7 @@ int rw_send_ctl(struct rw_thread *t, uint8_t kind, uint16_t report);
 uint64_t rw_held(const struct rw_thread *t);
 
 #define RW_PARK_NS 1000000 /* a parked thread looks at its knobs at least this often */
+#define RW_PARK_LONG_NS 10000000 /* ... and this often once idle for RAIN_IDLE_LONG_NS */
 
 /* RX loop side of parking: after handing work to a thread, wake it if it sleeps. The
  * fence orders the FIFO enqueue before the `parked` load (the thread does the mirror:
