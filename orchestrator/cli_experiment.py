@@ -118,6 +118,12 @@ def register(cli: click.Group, console) -> None:
         "at most this long in all per point",
     )
     @click.option("--no-analysis", is_flag=True, help="skip analysis, plots and report at the end")
+    @click.option(
+        "--no-calibrate",
+        is_flag=True,
+        help="on an emulated testbed, skip measuring the testbed before the first point (the model "
+        "beside each point then uses the testbed kind's default delays)",
+    )
     def run_cmd(
         spec: str,
         inv_path: str | None,
@@ -126,6 +132,7 @@ def register(cli: click.Group, console) -> None:
         retries: int,
         retry_wait: float,
         no_analysis: bool,
+        no_calibrate: bool,
     ) -> None:
         """Run SPEC on the testbed as a resumable sweep, then analyze, plot and report.
 
@@ -133,7 +140,9 @@ def register(cli: click.Group, console) -> None:
         Results go to RESULTS/<experiment>/<timestamp>/: manifest.json (provenance),
         sweep.json (each point todo/running/done/failed, valid or why not), points/<id>/
         (every file of the point), summary.parquet, plots/, report.md (docs/results.md
-        lists them all). Ctrl-C keeps the done points:
+        lists them all). On an emulated testbed one light point first measures the
+        testbed (round trip, the handler's error: calibration/, manifest.json), and the
+        model beside each point takes them. Ctrl-C keeps the done points:
           rainmaker run experiments/demo.yaml --resume results/demo/<timestamp>"""
         from .errors import UsageError
         from .experiment.run import run
@@ -161,6 +170,7 @@ def register(cli: click.Group, console) -> None:
                 console=console,
                 progress=sys.stdout.isatty(),
                 analyze_after=not no_analysis,
+                calibrate=not no_calibrate,
             )
         except KeyboardInterrupt:
             sys.exit(130)

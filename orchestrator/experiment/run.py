@@ -454,9 +454,14 @@ class Runner:
     def remote_dir(self, host: Host, p: Point, role: str) -> PurePosixPath:
         return PurePosixPath(host.deploy_root) / "run" / "points" / self.stamp / p.id / role
 
-    def run_point(self, p: Point) -> Verdict:
+    def run_point(self, p: Point, *, calibration: bool = False) -> Verdict | None:
+        """Measure one point; a calibration point (calibrate.py) goes to calibration/
+        and has no model and no verdict."""
         spec, inv = self.spec, self.inv
-        pd = RunDir(self.run_dir).point(p.id).fresh()  # an interrupted attempt's files are not trusted
+        rd = RunDir(self.run_dir)
+        pd = (
+            PointDir(rd.path / "calibration") if calibration else rd.point(p.id)
+        ).fresh()  # an interrupted attempt's files are not trusted
         pd.write_point(asdict(p))
         t0 = time.monotonic()
         self._phases = []
@@ -664,6 +669,9 @@ class Runner:
         died = outcome.problems(pd, list(bgs), list(cbgs), gone_before_stop=gone)
         if died:
             raise PointFailed("; ".join(died))
+        if calibration:
+            self.phase("done")
+            return None
         self.phase("validity")
         from .model_beside import write as write_model
         from .validity import check_point
@@ -683,6 +691,33 @@ class Runner:
             }
         )
         return verdict
+
+    def calibrate(self) -> dict | None:
+        """Measure the testbed itself before the first point (calibrate.py) and record it
+        in the manifest, where the model beside every point takes its overheads from.
+        A calibration that fails is logged; the run goes on with the default model."""
+        from . import calibrate as cal
+
+        if not self.points:
+            return None
+        point = cal.calibration_point(self.points[0])
+        spec = self.spec
+        self.spec = cal.calibration_spec(spec)
+        self.log("calibrating the testbed: one light point of constant tasks")
+        try:
+            self._clear_leftovers(point, 1)
+            self.run_point(point, calibration=True)
+            result = cal.summarise(PointDir(Path(self.run_dir) / "calibration"), point, spec.workload.mean_service_us)
+        except (RainmakerError, OSError, TimeoutError, ValueError, KeyError) as e:
+            self.stop_all()
+            self.log(f"calibration failed: {_one_line(e)}; the model uses the testbed kind's defaults")
+            return None
+        finally:
+            self.spec = spec
+        rd = RunDir(self.run_dir)
+        rd.write_manifest(cal.record(rd.path, rd.read_manifest(), result, point))
+        self.log(cal.describe(result))
+        return result
 
     def _start_agent(self, name: str, role: str, cfg: dict, out: PurePosixPath) -> Background:
         r = self.tb.remotes[name]
@@ -891,11 +926,13 @@ def run(
     console=None,
     progress: bool = True,
     analyze_after: bool = True,
+    calibrate: bool = True,
 ) -> Path:
     """`retries`: attempts after the first for a point that meets an infrastructure
     failure; `retry_wait`: the most seconds a point waits, in all, for the testbed to
     answer again between its attempts (retry.py). On `resume`, failed points are
-    measured again, interrupted ones too; done points are kept."""
+    measured again, interrupted ones too; done points are kept. `calibrate`: on a
+    shared-core testbed, measure the testbed before the first point (calibrate.py)."""
     spec_path = Path(spec_path)
     spec = load_spec(spec_path)
     supported_or_explain(spec)
@@ -956,6 +993,8 @@ def run(
                 rd.write_manifest(
                     manifest(spec_path, spec, inv, inv_path, points, host_facts(runner.tb), runner.bfrt_sha())
                 )
+            if inv.shared_system and calibrate and resume is None:  # a resumed run keeps its own
+                runner.calibrate()
             runner.sweep_all()
         except KeyboardInterrupt:
             log(f"interrupted: done points are kept; continue with `rainmaker run {spec_path} --resume {run_dir}`")

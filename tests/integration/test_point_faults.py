@@ -54,6 +54,7 @@ def test_a_dead_worker_or_agent_fails_its_point_and_a_link_down_invalidates_it(t
         progress=False,
         retries=0,
         analyze_after=False,
+        calibrate=False,
     )
     f.join()
     assert not faults, f"faults never injected: {list(faults)}"

@@ -92,6 +92,12 @@ def test_tasks_come_back_through_the_switch(testbed, tmp_path):
     rd = RunDir(run_dir)
     state = json.loads(rd.sweep.read_text())["points"]
     assert set(state) == {"rain-f0.25-r1", "rain-f0.7-r1"}
+    # the testbed was measured first (calibrate.py), and the model beside each point took it
+    cal = rd.read_manifest()["calibration"]
+    assert cal["round_trip_us"]["mean"] > 0 and cal["network"]["client_switch_ns"] > 0, cal
+    assert (run_dir / "calibration" / "clients" / "client0" / "summary.json").exists()
+    model_net = json.loads((rd.point("rain-f0.7-r1").model / "model.json").read_text())["network"]
+    assert model_net["client_switch_ns"] == cal["network"]["client_switch_ns"]
     for pid, st in state.items():
         assert st["status"] == "done", st
         verdict = rd.point(pid).read_verdict()
@@ -152,7 +158,7 @@ def test_resume_after_kill_mid_point(testbed, tmp_path):
     spec = spec_file(tmp_path, "resume", [0.3, 0.4, 0.5], measure=2.0)
     env = dict(os.environ, RAINMAKER_INVENTORY=str(tb.inventory_path))
     proc = subprocess.Popen(
-        [RAINMAKER, "run", str(spec), "--results", str(tmp_path / "results"), "--no-analysis"],
+        [RAINMAKER, "run", str(spec), "--results", str(tmp_path / "results"), "--no-analysis", "--no-calibrate"],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -229,6 +235,7 @@ def test_a_lost_host_fails_its_point_and_the_run_goes_on(testbed, tmp_path, monk
             retries=1,
             retry_wait=3,  # worker1 stays away until the next point: the retry's wait ends at this budget
             analyze_after=False,
+            calibrate=False,
         )
     finally:
         subprocess.run(["ip", "netns", "exec", ns, "ip", "link", "set", "mgmt0", "up"])

@@ -89,7 +89,7 @@ def test_sshd_outage_retry_resume_and_a_hung_reader(testbed, tmp_path, monkeypat
             #    the next point waits for the host, starts clean and is measured.
             _sshd_outage_at_first_measure(monkeypatch, f, "worker1")
             spec = spec_file(tmp_path, "faults", [0.3, 0.4], measure=0.5)
-            common = dict(progress=False, analyze_after=False, retry_wait=60)
+            common = dict(progress=False, analyze_after=False, retry_wait=60, calibrate=False)
             run_dir = run(spec, inv, tb.inventory_path, results_root=tmp_path / "results", retries=0, **common)
             f.join()
             st = json.loads((run_dir / Sweep.FILE).read_text())["points"]

@@ -1,0 +1,135 @@
+"""Calibration: before the first point, a run on a shared-core testbed (the emulated one)
+measures the testbed itself, so that the model beside every point (model_beside.py)
+holds the testbed's own overheads and a report can say what they are.
+
+One light point through the same path as the experiment's (rain-client -> switch ->
+rain-worker -> client), with constant tasks of the spec's mean service time at about
+100 requests/s of testbed time, so that nothing queues:
+
+- the service-time error of the worker's handler (the sleep handler wakes late):
+  rain-worker's busy time per task less the planned time, from its stats.json;
+- the round trip: each request's latency less its actual service time, whose mean
+  (and median, p99) is two passes through the switch and four host legs;
+- the client's schedule: its largest lag and its share of late sends.
+
+The model takes them in paper time (divided by k): each of the four host legs a
+quarter of the round trip's mean (the switch's passes included), and the handler's
+error spread over the three packets a worker thread handles per task (a task in, a
+reply and a token out). The calibration is written to manifest.json (`calibration`)
+and its point to calibration/ in the run folder.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+from .layout import PointDir
+from .plan import Point
+from .spec import Constant, RequestClass, Spec, Workload
+
+CAL_ID = "calibrate"
+CAL_RPS = 100.0  # testbed requests/s: far below any capacity, nothing queues
+CAL_WARMUP_S, CAL_MEASURE_S = 0.3, 3.0
+HOST_LEGS = 4  # client -> switch -> worker -> switch -> client: four host links
+WORKER_PACKETS = 3  # a task in, a reply and a token out, on the worker thread
+
+
+def calibration_spec(spec: Spec) -> Spec:
+    """The spec with one constant class of its mean service time (paper time)."""
+    cls = RequestClass(name="cal", service=Constant(dist="constant", us=round(spec.workload.mean_service_us, 6)))
+    return spec.model_copy(update={"workload": Workload(classes=[cls])})
+
+
+def calibration_point(first: Point) -> Point:
+    """A point like the run's first one, at CAL_RPS of testbed time."""
+    k = first.dilation
+    return Point(
+        id=CAL_ID,
+        index=-1,
+        system="rain",
+        variant=None,
+        variant_label=None,
+        repetition=1,
+        load_krps=round(CAL_RPS * k / 1000.0, 6),
+        capacity_fraction=None,
+        offered_rps=CAL_RPS,
+        dilation=k,
+        warmup_s=CAL_WARMUP_S,
+        measure_s=CAL_MEASURE_S,
+        handler=first.handler,
+        worker_threads=first.worker_threads,
+        params={**first.params, "adaptive": False} if first.system == "rain" else {"initial_quota": 2},
+    )
+
+
+def summarise(pd: PointDir, point: Point, mean_service_us: float) -> dict:
+    """The calibration from the calibration point's files (testbed us, and the model's
+    network in paper ns). Raises ValueError when the point lacks what it needs."""
+    k = point.dilation
+    planned_ns = mean_service_us * 1000.0 * k
+    busy, done = 0, 0
+    for h in pd.worker_hosts():
+        stats = pd.read_worker_stats(h) or {}
+        for w in stats.get("workers", []):
+            busy += int(w.get("busy_ns", 0))
+            done += int(w.get("tasks_done", 0))
+    if done == 0:
+        raise ValueError("no worker finished a task")
+    actual_ns = busy / done
+    lat, lag, late, sent = [], 0, 0, 0
+    for h in pd.client_hosts():
+        s = json.loads((pd.client(h) / "summary.json").read_text())
+        t = s["totals"]
+        c = next(iter(s["classes"].values()))
+        lat.append(c["latency_ns"])
+        lag = max(lag, int(t.get("max_lag_ns", 0)))
+        late += int(t.get("late_sends", 0))
+        sent += int(t.get("sent", 0))
+    if not lat or not lat[0].get("count"):
+        raise ValueError("no latency was measured")
+    rtt_mean = max(0.0, lat[0]["mean"] - actual_ns)
+    overshoot = max(0.0, actual_ns - planned_ns)
+    network = {
+        "client_switch_ns": round(rtt_mean / HOST_LEGS / k),
+        "switch_worker_ns": round(rtt_mean / HOST_LEGS / k),
+        "switch_pkt_ns": 0,  # the switch's passes are in the legs: one round trip measures them together
+        "worker_pkt_ns": round(overshoot / WORKER_PACKETS / k),
+    }
+    return {
+        "k": k,
+        "requests": sent,
+        "round_trip_us": {
+            "mean": round(rtt_mean / 1000, 1),
+            "p50": round(max(0.0, lat[0]["p50"] - actual_ns) / 1000, 1),
+            "p99": round(max(0.0, lat[0]["p99"] - actual_ns) / 1000, 1),
+        },
+        "service_planned_us": round(planned_ns / 1000, 1),
+        "service_overshoot_us": round(overshoot / 1000, 1),
+        "schedule_lag_max_us": round(lag / 1000, 1),
+        "late_send_fraction": round(late / sent, 4) if sent else None,
+        "network": network,
+        "paper_time": {
+            "round_trip_us": round(rtt_mean / 1000 / k, 3),
+            "service_overshoot_us": round(overshoot / 1000 / k, 3),
+            "overhead_share_of_service": round((rtt_mean + overshoot) / planned_ns, 3),
+        },
+    }
+
+
+def describe(cal: dict) -> str:
+    """One line for the log and the report."""
+    rt = cal["round_trip_us"]
+    return (
+        f"calibration at k = {cal['k']:g}: round trip {rt['mean']:,.0f} us mean (p50 {rt['p50']:,.0f}, p99 "
+        f"{rt['p99']:,.0f}) of testbed time, the handler {cal['service_overshoot_us']:,.1f} us late on "
+        f"{cal['service_planned_us']:,.0f} us tasks, the client's largest lag {cal['schedule_lag_max_us']:,.0f} us; "
+        f"in paper time {cal['paper_time']['round_trip_us']:g} us of round trip, overheads "
+        f"{100 * cal['paper_time']['overhead_share_of_service']:.0f}% of a mean service time"
+    )
+
+
+def record(run_dir: Path, manifest: dict, cal: dict, point: Point) -> dict:
+    """The manifest with its calibration (the caller writes it)."""
+    return {**manifest, "calibration": {**cal, "point": asdict(point)}}

@@ -1,0 +1,81 @@
+"""Calibration (orchestrator/experiment/calibrate.py): the testbed's own overheads from
+one light point, in testbed and paper time, as the model beside each point takes them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from orchestrator.experiment import calibrate
+from orchestrator.experiment.layout import PointDir
+from orchestrator.experiment.plan import Point
+from orchestrator.experiment.spec import Spec
+
+
+def _first(k: float = 100.0) -> Point:
+    return Point(
+        "rain-f0.3-r1", 0, "rain", None, None, 1, 120.0, 0.3, 1200.0, k, 1.0, 4.0, "sleep", 4,
+        {"initial_quota": 2, "adaptive": True},
+    )  # fmt: skip
+
+
+def _point_dir(tmp_path, *, busy_ns, done, lat_mean_ns, p50_ns, p99_ns, lag_ns=0) -> PointDir:
+    pd = PointDir(tmp_path / "calibration")
+    (pd.worker("worker0")).mkdir(parents=True)
+    (pd.worker("worker0") / "stats.json").write_text(
+        json.dumps({"workers": [{"busy_ns": busy_ns // 2, "tasks_done": done // 2}] * 2})
+    )
+    pd.client("client0").mkdir(parents=True)
+    lat = {"count": done, "mean": lat_mean_ns, "p50": p50_ns, "p99": p99_ns}
+    summary = {
+        "totals": {"sent": done, "max_lag_ns": lag_ns, "late_sends": 3},
+        "classes": {"cal": {"latency_ns": lat}},
+    }
+    (pd.client("client0") / "summary.json").write_text(json.dumps(summary))
+    return pd
+
+
+def test_the_calibration_point_is_light_constant_and_of_the_runs_shape():
+    spec = Spec.model_validate(
+        {
+            "name": "x",
+            "systems": ["rain"],
+            "workload": {
+                "classes": [
+                    {"name": "a", "service": {"dist": "exponential", "mean_us": 10}},
+                    {"name": "b", "weight": 3, "service": {"dist": "constant", "us": 30}},
+                ]
+            },
+            "load": {"capacity_fraction": [0.5]},
+        }
+    )
+    cs = calibrate.calibration_spec(spec)
+    (c,) = cs.workload.classes
+    assert c.service.dist == "constant" and c.service.us == pytest.approx(25.0)
+    assert cs.systems == spec.systems and cs.rain == spec.rain
+    p = calibrate.calibration_point(_first())
+    assert p.offered_rps == calibrate.CAL_RPS and p.dilation == 100.0 and p.worker_threads == 4
+    assert p.params["adaptive"] is False and p.params["initial_quota"] == 2
+
+
+def test_round_trip_and_handler_error_become_the_models_network_in_paper_time(tmp_path):
+    # 1 ms tasks that took 1.03 ms; requests answered 1.55 ms after their intended send
+    pd = _point_dir(
+        tmp_path, busy_ns=1_030_000 * 300, done=300, lat_mean_ns=1_550_000, p50_ns=1_450_000, p99_ns=4_030_000
+    )
+    cal = calibrate.summarise(pd, calibrate.calibration_point(_first()), mean_service_us=10.0)
+    assert cal["service_overshoot_us"] == pytest.approx(30.0)
+    assert cal["round_trip_us"] == {"mean": 520.0, "p50": 420.0, "p99": 3000.0}
+    net = cal["network"]
+    # four host legs share the 520 us round trip; / k = 100 -> 1.3 us of paper time each
+    assert net["client_switch_ns"] == net["switch_worker_ns"] == 1300 and net["switch_pkt_ns"] == 0
+    assert net["worker_pkt_ns"] == 100  # 30 us late per task over three packets, / k
+    assert cal["paper_time"]["overhead_share_of_service"] == pytest.approx(0.55)
+    assert "round trip 520 us mean" in calibrate.describe(cal)
+
+
+def test_a_calibration_point_without_answers_is_refused(tmp_path):
+    pd = _point_dir(tmp_path, busy_ns=0, done=0, lat_mean_ns=0, p50_ns=0, p99_ns=0)
+    with pytest.raises(ValueError, match="no worker finished"):
+        calibrate.summarise(pd, calibrate.calibration_point(_first()), mean_service_us=10.0)
