@@ -51,6 +51,7 @@ PLOTS = "plots"
 REPORT_MD = "report.md"
 REPORT_HTML = "report.html"
 POINTS = "points"
+CALIBRATION = "calibration"  # the calibration point (calibrate.py), laid out as a point
 
 # -- one point ------------------------------------------------------------------------
 POINT = "point.json"
@@ -341,6 +342,10 @@ class RunDir:
     @property
     def timeseries(self) -> Path:
         return self.path / TIMESERIES
+
+    @property
+    def calibration(self) -> PointDir:
+        return PointDir(self.path / CALIBRATION)
 
     @property
     def plots(self) -> Path:

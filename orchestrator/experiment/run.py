@@ -460,7 +460,7 @@ class Runner:
         spec, inv = self.spec, self.inv
         rd = RunDir(self.run_dir)
         pd = (
-            PointDir(rd.path / "calibration") if calibration else rd.point(p.id)
+            rd.calibration if calibration else rd.point(p.id)
         ).fresh()  # an interrupted attempt's files are not trusted
         pd.write_point(asdict(p))
         t0 = time.monotonic()
@@ -707,7 +707,7 @@ class Runner:
         try:
             self._clear_leftovers(point, 1)
             self.run_point(point, calibration=True)
-            result = cal.summarise(PointDir(Path(self.run_dir) / "calibration"), point, spec.workload.mean_service_us)
+            result = cal.summarise(RunDir(self.run_dir).calibration, point, spec.workload.mean_service_us)
         except (RainmakerError, OSError, TimeoutError, ValueError, KeyError) as e:
             self.stop_all()
             self.log(f"calibration failed: {_one_line(e)}; the model uses the testbed kind's defaults")
