@@ -176,6 +176,51 @@ def register(cli: click.Group, console) -> None:
             sys.exit(130)
         console.print(f"results: [bold]{run_dir}[/]")
 
+    @cli.command("calibrate")
+    @click.argument("spec", type=click.Path(exists=True, dir_okay=False))
+    @click.option("-i", "--inventory", "inv_path", help=INVENTORY_HELP)
+    @click.option("--results", "results", default="results", show_default=True, help="where the run goes")
+    def calibrate_cmd(spec: str, inv_path: str | None, results: str) -> None:
+        """Measure the testbed itself, as `run` does before a spec's first point, and
+        print it: the round trip through the switch, the workers' timing error and the
+        client's lag, at the spec's dilation and mean service time, in testbed and paper
+        time, with the delays the model takes from them.
+
+        \b
+        It leaves a run of SPEC whose points are all todo, with the calibration in its
+        manifest: measure them with
+          rainmaker run SPEC --resume RESULTS/<experiment>/<timestamp>"""
+        import json
+
+        from .experiment.calibrate import describe
+        from .experiment.layout import RunDir
+        from .experiment.run import run
+        from .inventory import load as load_inv
+        from .inventory import resolve_path
+
+        p = resolve_path(inv_path)
+        inv = load_inv(p)
+        try:
+            run_dir = run(
+                spec,
+                inv,
+                p,
+                results_root=Path(results),
+                retries=0,
+                console=console,
+                progress=False,
+                analyze_after=False,
+                calibrate_only=True,
+            )
+        except KeyboardInterrupt:
+            sys.exit(130)
+        cal = RunDir(run_dir).read_manifest()["calibration"]
+        console.print(describe(cal))
+        click.echo(json.dumps({k: v for k, v in cal.items() if k != "point"}, indent=1))
+        console.print(
+            f"run (points todo): [bold]{run_dir}[/]; measure them with `rainmaker run {spec} --resume {run_dir}`"
+        )
+
     # RUN_DIR is checked by the analysis (RunDir.check), which names what is wrong with a fix.
     @cli.command("analyze")
     @click.argument("run_dir")

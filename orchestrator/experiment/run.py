@@ -927,6 +927,7 @@ def run(
     progress: bool = True,
     analyze_after: bool = True,
     calibrate: bool = True,
+    calibrate_only: bool = False,
 ) -> Path:
     """`retries`: attempts after the first for a point that meets an infrastructure
     failure; `retry_wait`: the most seconds a point waits, in all, for the testbed to
@@ -993,6 +994,14 @@ def run(
                 rd.write_manifest(
                     manifest(spec_path, spec, inv, inv_path, points, host_facts(runner.tb), runner.bfrt_sha())
                 )
+            if calibrate_only:
+                # `rainmaker calibrate`: the testbed's numbers, and a run whose points are todo
+                if runner.calibrate() is None:
+                    raise PointFailed(
+                        "the calibration point failed (see the log above)",
+                        fix="check the testbed with `rainmaker provision --verify` and `rainmaker switch status`",
+                    )
+                return run_dir
             if inv.shared_system and calibrate and resume is None:  # a resumed run keeps its own
                 runner.calibrate()
             runner.sweep_all()

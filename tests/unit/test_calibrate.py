@@ -79,3 +79,14 @@ def test_a_calibration_point_without_answers_is_refused(tmp_path):
     pd = _point_dir(tmp_path, busy_ns=0, done=0, lat_mean_ns=0, p50_ns=0, p99_ns=0)
     with pytest.raises(ValueError, match="no worker finished"):
         calibrate.summarise(pd, calibrate.calibration_point(_first()), mean_service_us=10.0)
+
+
+def test_the_calibrate_command_teaches_and_refuses_a_missing_spec(tmp_path):
+    from click.testing import CliRunner
+
+    from orchestrator.cli import cli
+
+    r = CliRunner().invoke(cli, ["calibrate", "--help"])
+    assert r.exit_code == 0 and "round trip" in r.output and "--resume" in r.output
+    r = CliRunner().invoke(cli, ["calibrate", str(tmp_path / "nope.yaml")])
+    assert r.exit_code == 2 and "nope.yaml" in r.output
