@@ -3,8 +3,8 @@ measures the testbed itself, so that the model beside every point (model_beside.
 holds the testbed's own overheads and a report can say what they are.
 
 One light point through the same path as the experiment's (rain-client -> switch ->
-rain-worker -> client), with constant tasks of the spec's mean service time at about
-100 requests/s of testbed time, so that nothing queues:
+rain-worker -> client), with constant tasks of the spec's mean service time at 10% of
+the workers' capacity (at most 200 requests/s), so that nothing queues:
 
 - the service-time error of the worker's handler (the sleep handler wakes late):
   rain-worker's busy time per task less the planned time, from its stats.json;
@@ -30,8 +30,13 @@ from .plan import Point
 from .spec import Constant, RequestClass, Spec, Workload
 
 CAL_ID = "calibrate"
-CAL_RPS = 100.0  # testbed requests/s: far below any capacity, nothing queues
-CAL_WARMUP_S, CAL_MEASURE_S = 0.3, 3.0
+# of the workers' capacity: a task rarely finds another before it (with constant tasks
+# almost nothing queues), and the pollers see frames as often as at a light load (a
+# trickle would measure their long-idle naps, which no load meets)
+CAL_LOAD = 0.1
+CAL_SAMPLES = 150  # requests in the window: the round trip's mean to a few percent
+CAL_RPS_MAX = 200.0  # testbed requests/s: short tasks need no more to be measured
+CAL_WARMUP_S, CAL_MEASURE_S = 0.3, (3.0, 20.0)  # the window: long enough for CAL_SAMPLES, within these
 HOST_LEGS = 4  # client -> switch -> worker -> switch -> client: four host links
 WORKER_PACKETS = 3  # a task in, a reply and a token out, on the worker thread
 
@@ -42,9 +47,13 @@ def calibration_spec(spec: Spec) -> Spec:
     return spec.model_copy(update={"workload": Workload(classes=[cls])})
 
 
-def calibration_point(first: Point) -> Point:
-    """A point like the run's first one, at CAL_RPS of testbed time."""
+def calibration_point(first: Point, mean_service_us: float) -> Point:
+    """A point like the run's first one, at CAL_LOAD of its workers' capacity (at most
+    CAL_RPS_MAX), for long enough to hold CAL_SAMPLES requests."""
     k = first.dilation
+    rps = min(CAL_RPS_MAX, CAL_LOAD * first.worker_threads / (mean_service_us * 1e-6 * k))
+    lo, hi = CAL_MEASURE_S
+    measure_s = round(min(hi, max(lo, CAL_SAMPLES / rps)), 3)
     return Point(
         id=CAL_ID,
         index=-1,
@@ -52,12 +61,12 @@ def calibration_point(first: Point) -> Point:
         variant=None,
         variant_label=None,
         repetition=1,
-        load_krps=round(CAL_RPS * k / 1000.0, 6),
+        load_krps=round(rps * k / 1000.0, 6),
         capacity_fraction=None,
-        offered_rps=CAL_RPS,
+        offered_rps=round(rps, 3),
         dilation=k,
         warmup_s=CAL_WARMUP_S,
-        measure_s=CAL_MEASURE_S,
+        measure_s=measure_s,
         handler=first.handler,
         worker_threads=first.worker_threads,
         params={**first.params, "adaptive": False} if first.system == "rain" else {"initial_quota": 2},
@@ -133,3 +142,51 @@ def describe(cal: dict) -> str:
 def record(run_dir: Path, manifest: dict, cal: dict, point: Point) -> dict:
     """The manifest with its calibration (the caller writes it)."""
     return {**manifest, "calibration": {**cal, "point": asdict(point)}}
+
+
+OVERHEAD_TARGET = 0.05  # of a mean service time: the round trip and the handler's error together
+NICE = (1, 2, 5)  # k is one of 1, 2, 5 x 10^n: a number a reader recognises
+
+
+def _nice_above(x: float) -> float:
+    m = 1.0
+    while True:
+        for n in NICE:
+            if n * m >= x:
+                return float(n * m)
+        m *= 10
+
+
+def choose_k(cal: dict, spec: Spec, shape, target: float = OVERHEAD_TARGET) -> tuple[float, str]:
+    """`dilation.emulated: auto`: the smallest k (1, 2, 5 x 10^n) at which the calibrated
+    overheads stay below `target` of a mean service time, assuming they stay what they
+    were in testbed time; then the largest the spec's measurement window allows (100 mean
+    tasks in it, plan.py), and at least what its clients need to send the highest load.
+    Returns k and why, for the log and the manifest."""
+    from .plan import CLIENT_RPS_MAX, TASKS_PER_WINDOW_MIN
+    from .spec import KRPS_MAX
+
+    overhead_us = cal["round_trip_us"]["mean"] + cal["service_overshoot_us"]
+    mean_us = spec.workload.mean_service_us
+    want = overhead_us / (target * mean_us)
+    k = _nice_above(max(1.0, want))
+    why = (
+        f"the testbed's overheads, {overhead_us:,.0f} us of testbed time (round trip {cal['round_trip_us']['mean']:,.0f} "
+        f"+ handler {cal['service_overshoot_us']:,.0f}), stay below {100 * target:g}% of a {mean_us:g} us mean task "
+        f"from k = {want:,.0f}: k = {k:g}"
+    )
+    measure_s = spec.durations(True).measure_s
+    most = measure_s / (TASKS_PER_WINDOW_MIN * mean_us * 1e-6)
+    if k > most:
+        k = max(1.0, float(int(most)))
+        why += f"; but {measure_s:g} s of measurement hold 100 mean tasks only up to k = {most:,.0f}: k = {k:g}"
+    top_krps = max(spec.load.krps or [0.0]) or 0.0
+    if spec.load.capacity_fraction:
+        from .spec import capacity_krps
+
+        top_krps = max(spec.load.capacity_fraction) * capacity_krps(spec, shape.worker_threads(spec))
+    least = min(KRPS_MAX, top_krps) * 1000.0 / (CLIENT_RPS_MAX[True] * shape.client_hosts)
+    if k < least:
+        k = _nice_above(least)
+        why += f"; the clients send the highest load only from k = {least:,.0f}: k = {k:g}"
+    return min(k, 10_000.0), why

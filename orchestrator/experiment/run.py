@@ -700,7 +700,7 @@ class Runner:
 
         if not self.points:
             return None
-        point = cal.calibration_point(self.points[0])
+        point = cal.calibration_point(self.points[0], self.spec.workload.mean_service_us)
         spec = self.spec
         self.spec = cal.calibration_spec(spec)
         self.log("calibrating the testbed: one light point of constant tasks")
@@ -914,6 +914,30 @@ class Progress:
             self.rp.advance(self.task)
 
 
+def _choose_dilation(runner: Runner, rd: RunDir, spec: Spec, shape: TestbedShape, cal: dict, log) -> None:
+    """`dilation.emulated: auto`: the k the calibration asks for (calibrate.choose_k).
+    When it is not the k planned with, the points are planned again at it, the sweep
+    starts over (nothing was measured yet) and the testbed is calibrated again at the
+    new k, whose overheads the model beside each point then takes."""
+    from . import calibrate as cal_mod
+
+    k, why = cal_mod.choose_k(cal, spec, shape)
+    m = rd.read_manifest()
+    if k != runner.points[0].dilation:
+        log(f"dilation: {why}; planning the points again at k = {k:g}")
+        points = plan(spec, shape, k=k)
+        rd.sweep.unlink()
+        runner.points, runner.sweep = points, Sweep(rd.path, points, resume=False)
+        m["points"] = [asdict(p) for p in points]
+        rd.write_manifest(m)
+        runner.calibrate()
+        m = rd.read_manifest()
+    else:
+        log(f"dilation: {why}")
+    m["dilation"] = {"k": k, "auto": True, "why": why}
+    rd.write_manifest(m)
+
+
 def run(
     spec_path: str | Path,
     inv: Inventory,
@@ -947,14 +971,19 @@ def run(
             fix="let the orchestrator's key log in as root (e.g. `sudo cp ~/.ssh/authorized_keys "
             "/root/.ssh/` on each host; key-only root login is sshd's default) and set mgmt.user: root",
         )
-    points = plan(spec, shape_of(inv))
+    shape = shape_of(inv)
+    auto = shape.emulated and spec.dilation.emulated == "auto"
     if resume is not None:
         rd = RunDir(resume)
         if not rd.sweep.exists():
             raise UsageError(
                 f"{rd.path} is not a run directory (no {layout.SWEEP})", fix="pass the folder a run printed"
             )
+        # a resumed run keeps the k its calibration chose
+        chosen = rd.read_manifest().get("dilation") if auto and rd.manifest.exists() else None
+        points = plan(spec, shape, k=chosen.get("k") if isinstance(chosen, dict) else None)
     else:
+        points = plan(spec, shape)
         rd = RunDir.new(results_root, spec.name, time.strftime("%Y%m%d-%H%M%S"))
     run_dir = rd.path
     sweep = Sweep(run_dir, points, resume=resume is not None)
@@ -996,14 +1025,19 @@ def run(
                 )
             if calibrate_only:
                 # `rainmaker calibrate`: the testbed's numbers, and a run whose points are todo
-                if runner.calibrate() is None:
+                cal = runner.calibrate()
+                if cal is None:
                     raise PointFailed(
                         "the calibration point failed (see the log above)",
                         fix="check the testbed with `rainmaker provision --verify` and `rainmaker switch status`",
                     )
+                if auto:
+                    _choose_dilation(runner, rd, spec, shape, cal, log)
                 return run_dir
             if inv.shared_system and calibrate and resume is None:  # a resumed run keeps its own
-                runner.calibrate()
+                cal = runner.calibrate()
+                if auto and cal is not None:
+                    _choose_dilation(runner, rd, spec, shape, cal, log)
             runner.sweep_all()
         except KeyboardInterrupt:
             log(f"interrupted: done points are kept; continue with `rainmaker run {spec_path} --resume {run_dir}`")
@@ -1013,14 +1047,14 @@ def run(
             if runner.bfrt is not None:
                 runner.bfrt.close()
             runner.tb.close()
-    counts = sweep.counts()
+    counts = runner.sweep.counts()  # auto dilation may have planned the sweep again
     if runner.overheads:
         ov = sorted(runner.overheads)
         log(
             f"orchestration overhead per point (beyond warm-up + measurement): median {ov[len(ov) // 2]:.2f} s, "
             f"max {ov[-1]:.2f} s"
         )
-    invalid = sweep.invalid()
+    invalid = runner.sweep.invalid()
     log(
         f"{counts['done']} done ({len(invalid)} of them not valid: see sweep.json), "
         f"{counts['failed']} failed, {counts['todo']} todo"

@@ -54,8 +54,10 @@ def test_the_calibration_point_is_light_constant_and_of_the_runs_shape():
     (c,) = cs.workload.classes
     assert c.service.dist == "constant" and c.service.us == pytest.approx(25.0)
     assert cs.systems == spec.systems and cs.rain == spec.rain
-    p = calibrate.calibration_point(_first())
-    assert p.offered_rps == calibrate.CAL_RPS and p.dilation == 100.0 and p.worker_threads == 4
+    p = calibrate.calibration_point(_first(), 10.0)  # 4 threads of 1 ms tasks: 10% is 400/s, at most 200
+    assert p.offered_rps == 200.0 and p.dilation == 100.0 and p.worker_threads == 4 and p.measure_s == 3.0
+    p = calibrate.calibration_point(_first(k=1000), 10.0)  # 10 ms tasks: 40/s, 3.75 s for 150 requests
+    assert p.offered_rps == 40.0 and p.measure_s == 3.75
     assert p.params["adaptive"] is False and p.params["initial_quota"] == 2
 
 
@@ -64,7 +66,7 @@ def test_round_trip_and_handler_error_become_the_models_network_in_paper_time(tm
     pd = _point_dir(
         tmp_path, busy_ns=1_030_000 * 300, done=300, lat_mean_ns=1_550_000, p50_ns=1_450_000, p99_ns=4_030_000
     )
-    cal = calibrate.summarise(pd, calibrate.calibration_point(_first()), mean_service_us=10.0)
+    cal = calibrate.summarise(pd, calibrate.calibration_point(_first(), 10.0), mean_service_us=10.0)
     assert cal["service_overshoot_us"] == pytest.approx(30.0)
     assert cal["round_trip_us"] == {"mean": 520.0, "p50": 420.0, "p99": 3000.0}
     net = cal["network"]
@@ -78,7 +80,7 @@ def test_round_trip_and_handler_error_become_the_models_network_in_paper_time(tm
 def test_a_calibration_point_without_answers_is_refused(tmp_path):
     pd = _point_dir(tmp_path, busy_ns=0, done=0, lat_mean_ns=0, p50_ns=0, p99_ns=0)
     with pytest.raises(ValueError, match="no worker finished"):
-        calibrate.summarise(pd, calibrate.calibration_point(_first()), mean_service_us=10.0)
+        calibrate.summarise(pd, calibrate.calibration_point(_first(), 10.0), mean_service_us=10.0)
 
 
 def test_the_calibrate_command_teaches_and_refuses_a_missing_spec(tmp_path):
@@ -90,3 +92,47 @@ def test_the_calibrate_command_teaches_and_refuses_a_missing_spec(tmp_path):
     assert r.exit_code == 0 and "round trip" in r.output and "--resume" in r.output
     r = CliRunner().invoke(cli, ["calibrate", str(tmp_path / "nope.yaml")])
     assert r.exit_code == 2 and "nope.yaml" in r.output
+
+
+def _spec(**extra) -> Spec:
+    d = {
+        "name": "x",
+        "systems": ["rain"],
+        "workload": {"classes": [{"name": "a", "service": {"dist": "exponential", "mean_us": 10}}]},
+        "load": {"capacity_fraction": [0.3, 0.85]},
+        "emulated": {"warmup_s": 1, "measure_s": 20},
+    }
+    d.update(extra)
+    return Spec.model_validate(d)
+
+
+def _cal(rtt_us: float, late_us: float = 0.0) -> dict:
+    return {"round_trip_us": {"mean": rtt_us, "p50": rtt_us, "p99": rtt_us}, "service_overshoot_us": late_us}
+
+
+def test_auto_dilation_is_the_default_and_plans_at_100_until_calibrated():
+    from orchestrator.experiment.plan import TestbedShape, plan
+
+    spec = _spec()
+    assert spec.dilation.emulated == "auto"
+    shape = TestbedShape(worker_hosts=2, client_hosts=1, emulated=True)
+    assert {p.dilation for p in plan(spec, shape)} == {100}
+    assert {p.dilation for p in plan(spec, shape, k=2000)} == {2000}
+    assert {p.dilation for p in plan(spec, TestbedShape(2, 1, emulated=False))} == {1}
+
+
+def test_a_slower_testbed_gets_a_larger_k():
+    from orchestrator.experiment.plan import TestbedShape
+
+    shape = TestbedShape(worker_hosts=2, client_hosts=1, emulated=True)
+    spec = _spec()
+    k_fast, why = calibrate.choose_k(_cal(40.0), spec, shape)  # 40 us: 5% of 10 us from k = 80
+    assert k_fast == 100 and "k = 100" in why
+    k_slow, why = calibrate.choose_k(_cal(800.0, 60.0), spec, shape)  # 860 us: from k = 1,720
+    assert k_slow == 2000 and "860 us" in why
+    # the measurement window bounds it: 20 s hold 100 mean tasks of 10 us up to k = 20,000
+    k, why = calibrate.choose_k(_cal(50_000.0), spec, shape)
+    assert k == 10_000
+    short = _spec(emulated={"warmup_s": 1, "measure_s": 1})
+    k, why = calibrate.choose_k(_cal(800.0), short, shape)
+    assert k == 1000 and "only up to k = 1,000" in why

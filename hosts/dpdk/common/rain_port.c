@@ -102,9 +102,9 @@ void rain_idle_wait(struct rain_idle *idle)
 			/* Idle for long (between points, before the load): nap longer, so that an
 			 * idle testbed costs its shared cores next to nothing. A load keeps every
 			 * poller busier than that, so it never sees the longer nap. */
-			uint64_t napped = (uint64_t)(idle->empty - idle->sleep_after) * idle->sleep_ns;
-			long ns = napped >= RAIN_IDLE_LONG_NS && idle->sleep_ns < RAIN_IDLE_LONG_NAP_NS ? RAIN_IDLE_LONG_NAP_NS
-												 : idle->sleep_ns;
+			uint32_t naps = idle->empty - idle->sleep_after;
+			long ns = naps >= RAIN_IDLE_LONG_NAPS && idle->sleep_ns < RAIN_IDLE_LONG_NAP_NS ? RAIN_IDLE_LONG_NAP_NS
+											       : idle->sleep_ns;
 			struct timespec ts = {0, ns};
 			nanosleep(&ts, NULL);
 		}

@@ -46,9 +46,12 @@ void rain_idle_wait(struct rain_idle *idle);                  /* call after an e
  * Closer than RAIN_WAKE_NS (a sleeping thread's wake-up latency on shared cores, measured
  * 20-60 us) the thread stays on the CPU rather than wake up late. */
 #define RAIN_WAKE_NS 30000u
-/* A sleeping poller idle for RAIN_IDLE_LONG_NS naps RAIN_IDLE_LONG_NAP_NS at a time: 100 ms
- * without a frame is 1,000 mean service times at k = 100, so a load never gets there. */
-#define RAIN_IDLE_LONG_NS 100000000u
+/* A sleeping poller idle for RAIN_IDLE_LONG_NAPS naps (100 ms at k = 100, 200 ms from
+ * k = 200: the nap grows with k) naps RAIN_IDLE_LONG_NAP_NS at a time: that long without
+ * a frame is 1,000 mean service times at k = 100, 20 at k = 1000, so a load never gets
+ * there. */
+#define RAIN_IDLE_LONG_NAPS 2000u
+#define RAIN_IDLE_LONG_NS 100000000u /* a parked worker thread (its own wake-ups) */
 #define RAIN_IDLE_LONG_NAP_NS 2000000u
 void rain_idle_wait_due(struct rain_idle *idle, uint64_t due_ns);
 
