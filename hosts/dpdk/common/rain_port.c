@@ -67,12 +67,20 @@ int rain_idle_parse(const char *s, struct rain_idle *idle)
 		idle->mode = RAIN_IDLE_YIELD;
 	else if (strncmp(s, "sleep", 5) == 0) {
 		idle->mode = RAIN_IDLE_SLEEP;
+		idle->long_naps = RAIN_IDLE_LONG_NAPS;
 		if (s[5] == ':') {
 			char *end;
 			unsigned long ns = strtoul(s + 6, &end, 10);
-			if (*end != '\0' || ns == 0 || ns > 10000000)
+			if ((*end != '\0' && *end != ':') || ns == 0 || ns > 10000000)
 				return -1;
 			idle->sleep_ns = (uint32_t)ns;
+			if (*end == ':') {
+				char *end2;
+				unsigned long long long_ns = strtoull(end + 1, &end2, 10);
+				if (*end2 != '\0' || end2 == end + 1 || long_ns > 3600000000000ull)
+					return -1;
+				idle->long_naps = (uint32_t)(long_ns / ns > UINT32_MAX ? UINT32_MAX : long_ns / ns);
+			}
 		} else if (s[5] != '\0')
 			return -1;
 	} else
@@ -103,8 +111,9 @@ void rain_idle_wait(struct rain_idle *idle)
 			 * idle testbed costs its shared cores next to nothing. A load keeps every
 			 * poller busier than that, so it never sees the longer nap. */
 			uint32_t naps = idle->empty - idle->sleep_after;
-			long ns = naps >= RAIN_IDLE_LONG_NAPS && idle->sleep_ns < RAIN_IDLE_LONG_NAP_NS ? RAIN_IDLE_LONG_NAP_NS
-											       : idle->sleep_ns;
+			long ns = idle->long_naps && naps >= idle->long_naps && idle->sleep_ns < RAIN_IDLE_LONG_NAP_NS
+					  ? RAIN_IDLE_LONG_NAP_NS
+					  : idle->sleep_ns;
 			struct timespec ts = {0, ns};
 			nanosleep(&ts, NULL);
 		}

@@ -37,21 +37,22 @@ struct rain_idle {
 	uint32_t empty;        /* consecutive empty polls */
 	uint32_t sleep_after;  /* empty polls before sleeping (RAIN_IDLE_SLEEP) */
 	uint32_t sleep_ns;
+	uint32_t long_naps;    /* naps of sleep_ns before the long nap (0: never) */
 };
 
-int rain_idle_parse(const char *s, struct rain_idle *idle); /* "spin" | "yield" | "sleep[:NS]" */
+/* "spin" | "yield" | "sleep[:NS[:LONG_NS]]": after LONG_NS idle (default: RAIN_IDLE_LONG_NAPS
+ * naps) a sleeping poller naps RAIN_IDLE_LONG_NAP_NS at a time */
+int rain_idle_parse(const char *s, struct rain_idle *idle);
 void rain_idle_thread_init(void);                             /* timer slack for this thread */
 void rain_idle_wait(struct rain_idle *idle);                  /* call after an empty poll */
 /* The same, for a loop with something due in due_ns (a send): a nap never runs past it.
  * Closer than RAIN_WAKE_NS (a sleeping thread's wake-up latency on shared cores, measured
  * 20-60 us) the thread stays on the CPU rather than wake up late. */
 #define RAIN_WAKE_NS 30000u
-/* A sleeping poller idle for RAIN_IDLE_LONG_NAPS naps (100 ms at k = 100, 200 ms from
- * k = 200: the nap grows with k) naps RAIN_IDLE_LONG_NAP_NS at a time: that long without
- * a frame is 1,000 mean service times at k = 100, 20 at k = 1000, so a load never gets
- * there. */
+/* A sleeping poller idle for long (LONG_NS of --idle; by default RAIN_IDLE_LONG_NAPS naps)
+ * naps RAIN_IDLE_LONG_NAP_NS at a time. The runner sets LONG_NS from the dilated mean
+ * task (100 of them, at least 100 ms), so that no load meets the long nap. */
 #define RAIN_IDLE_LONG_NAPS 2000u
-#define RAIN_IDLE_LONG_NS 100000000u /* a parked worker thread (its own wake-ups) */
 #define RAIN_IDLE_LONG_NAP_NS 2000000u
 void rain_idle_wait_due(struct rain_idle *idle, uint64_t due_ns);
 

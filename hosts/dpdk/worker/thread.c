@@ -276,7 +276,7 @@ static void thread_idle(struct rw_thread *t)
 	__atomic_store_n(&t->parked, 1, __ATOMIC_SEQ_CST);
 	if (rte_ring_count(t->fifo) == 0 && !rw_quitting(t->w)) {
 		/* long idle (no load): look at the knobs less often, the RX loop wakes us anyway */
-		bool long_idle = (uint64_t)(idle->empty - idle->sleep_after) * RW_PARK_NS >= RAIN_IDLE_LONG_NS;
+		bool long_idle = idle->long_naps && idle->empty - idle->sleep_after >= idle->long_naps;
 		struct timespec ts = { 0, long_idle ? RW_PARK_LONG_NS : RW_PARK_NS };
 		syscall(SYS_futex, &t->parked, FUTEX_WAIT_PRIVATE, 1, &ts, NULL, 0);
 	}
