@@ -87,6 +87,11 @@ def register(cli: click.Group, console) -> None:
             if points
             else "no points"
         )
+        if points and s.dilation.emulated == "auto" and points[0].dilation != 1:
+            console.print(
+                f"dilation: auto: planned at x{points[0].dilation:g}; `run` calibrates the testbed and plans again "
+                "at the k its overheads ask for (the log says which and why)"
+            )
         missing = sorted(s.needs() - SUPPORTED)
         for m in missing:
             console.print(Text(f"not runnable yet: {m}: {NOT_YET.get(m, 'not supported')}", style="yellow"))

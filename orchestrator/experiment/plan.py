@@ -67,10 +67,11 @@ class Point:
         return hashlib.sha256(blob).hexdigest()[:16]
 
 
-def plan(spec: Spec, shape: TestbedShape) -> list[Point]:
+def plan(spec: Spec, shape: TestbedShape, *, k: float | None = None) -> list[Point]:
     """The points of `spec` on a testbed of `shape`; a SpecError when the testbed cannot
-    run them (tasks dilated past the measurement, more requests than its clients send)."""
-    k = spec.dilation.emulated if shape.emulated else spec.dilation.hardware
+    run them (tasks dilated past the measurement, more requests than its clients send).
+    `k`: the dilation, when a calibration chose it (`dilation.emulated: auto`)."""
+    k = k if k is not None else spec.dilation.planned(shape.emulated)
     d = spec.durations(shape.emulated)
     handler = spec.handler if spec.handler != "auto" else ("sleep" if shape.emulated else "spin")
     threads = shape.worker_threads(spec)

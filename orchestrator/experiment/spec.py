@@ -19,7 +19,7 @@ NaN and infinity are refused everywhere. In paper time:
     measure_s                          0.1 .. 3,600
     phases: at_s                         0 .. 3,600
     weights                             0 < x <= 1,000,000
-    dilation                             1 .. 10,000
+    dilation                             1 .. 10,000, or auto (emulated: chosen by the calibration)
     payload bytes                        8 .. 1,400        one packet (large_bytes from 32)
     quotas (initial_quota, n_max)        1 .. 64
     validity.model_tolerance            0 < x <= 1        |measured p99 / model p99 - 1|
@@ -339,9 +339,22 @@ DilationFactor = ranged(
 )
 
 
+AUTO_K = 100  # what `auto` plans with before a calibration chooses (and without one)
+
+
 class Dilation(Strict):
-    emulated: DilationFactor = Field(100, description="emulated testbeds: x service and inter-arrival times")
+    emulated: DilationFactor | Literal["auto"] = Field(
+        "auto",
+        description="emulated testbeds: x service and inter-arrival times; auto: the smallest k at which the "
+        "testbed's calibrated overheads stay below 5% of a mean service time (calibrate.py)",
+    )
     hardware: DilationFactor = 1
+
+    def planned(self, emulated: bool) -> float:
+        """The k a plan uses before any calibration: auto plans with AUTO_K."""
+        if not emulated:
+            return self.hardware
+        return AUTO_K if self.emulated == "auto" else self.emulated
 
 
 class Validity(Strict):

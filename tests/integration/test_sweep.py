@@ -48,6 +48,7 @@ def spec_file(
         },
         "load": {"capacity_fraction": loads},
         "emulated": {"warmup_s": 0.5, "measure_s": measure},
+        "dilation": {"emulated": 100},  # these tests are about the mechanics: a fixed, short k
         "rain": {"initial_quota": quota},
         "validity": {"min_samples_p99": 100},
         "plots": ["p99_vs_load"] if plots is None else plots,
