@@ -7,8 +7,10 @@ sends SIGINT. Nothing is timed: the pipe says when the command is inside."""
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
+import platform
 import signal
 import subprocess
 import sys
@@ -23,7 +25,7 @@ from orchestrator.errors import Interrupted
 from .results_fixture import synthetic_run
 
 REPO = Path(__file__).resolve().parents[2]
-RAINMAKER = [sys.executable, "-c", "from orchestrator.cli import main; main()"]  # this checkout's, run from REPO
+RAINMAKER = [sys.executable, "-X", "faulthandler", "-c", "from orchestrator.cli import main; main()"]  # this checkout's
 POINT = "points/rain-k1000-r1"
 
 
@@ -39,6 +41,20 @@ def _writer(fifo: Path, alive, timeout: float = 60.0) -> int:
                 raise
         time.sleep(0.02)
     raise AssertionError(f"nothing opened {fifo}")
+
+
+def _interrupt_main_thread(proc: subprocess.Popen) -> None:
+    """SIGINT to the process's main thread (tgkill). A process-directed SIGINT goes to any
+    thread that does not block it, here one of numpy's or pyarrow's: Python then raises
+    KeyboardInterrupt in the main thread at its next bytecode, but the main thread sits in
+    the pipe's read(2), which only a signal to that thread interrupts. (A real Ctrl-C
+    meets a read that ends.) Seen once in a few runs under load: the plot hung 60 s."""
+    if platform.machine() != "x86_64":
+        proc.send_signal(signal.SIGINT)
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.syscall(234, proc.pid, proc.pid, signal.SIGINT) != 0:  # SYS_tgkill on x86_64
+        raise OSError(ctypes.get_errno(), "tgkill")
 
 
 def _run(tmp_path: Path, fifo_in_point: str, analysed: bool) -> tuple[Path, Path]:
@@ -81,8 +97,14 @@ def test_ctrl_c_during_the_analysis_says_what_is_kept(case, tmp_path):
     fd = None
     try:
         fd = _writer(fifo, lambda: proc.poll() is None)
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
+        _interrupt_main_thread(proc)
+        try:
+            out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            # where it hangs: faulthandler (-X faulthandler) prints every thread's stack on SIGABRT
+            proc.send_signal(signal.SIGABRT)
+            out, err = proc.communicate(timeout=20)
+            raise AssertionError(f"no exit 60 s after Ctrl-C; its stacks:\n{err[-6000:]}") from None
     finally:
         if proc.poll() is None:
             proc.kill()
