@@ -15,6 +15,19 @@ from .errors import interruptible
 INVENTORY_HELP = "testbed inventory (YAML). Default: $RAINMAKER_INVENTORY, else the emulated testbed that is up"
 
 
+def check_results_folder(results: str, resume: str | None) -> None:
+    """--results must be a folder (or not exist yet): new runs go there."""
+    from .errors import UsageError
+
+    root = Path(results)
+    there = next((d for d in (root, *root.parents) if d.exists()), None)
+    if resume is None and there is not None and not there.is_dir():
+        raise UsageError(
+            f"--results {results}: {there} is a file, not a folder",
+            fix="give the folder new runs go to (it is created if missing)",
+        )
+
+
 def register(cli: click.Group, console) -> None:
     @cli.command("plan")
     @click.argument("spec")  # the loader explains a folder or a binary, with a fix
@@ -149,18 +162,11 @@ def register(cli: click.Group, console) -> None:
         testbed (round trip, the handler's error: calibration/, manifest.json), and the
         model beside each point takes them. Ctrl-C keeps the done points:
           rainmaker run experiments/demo.yaml --resume results/demo/<timestamp>"""
-        from .errors import UsageError
         from .experiment.run import run
         from .inventory import load as load_inv
         from .inventory import resolve_path
 
-        root = Path(results)
-        there = next((d for d in (root, *root.parents) if d.exists()), None)
-        if resume is None and there is not None and not there.is_dir():
-            raise UsageError(
-                f"--results {results}: {there} is a file, not a folder",
-                fix="give the folder new runs go to (it is created if missing)",
-            )
+        check_results_folder(results, resume)
         p = resolve_path(inv_path)
         inv = load_inv(p)
         try:

@@ -126,16 +126,11 @@ def register(cli: click.Group, console) -> None:
           rainmaker compare results/demo/20260101-120000 results/demo/<simulated run>
         Ctrl-C keeps the done points:
           rainmaker simulate experiments/fig6a.yaml --resume results/fig6a/<timestamp>"""
+        from .cli_experiment import check_results_folder
         from .errors import UsageError
         from .simulate.runner import simulate
 
-        root = Path(results)
-        there = next((d for d in (root, *root.parents) if d.exists()), None)
-        if resume is None and there is not None and not there.is_dir():
-            raise UsageError(
-                f"--results {results}: {there} is a file, not a folder",
-                fix="give the folder new runs go to (it is created if missing)",
-            )
+        check_results_folder(results, resume)
         if like and ideal:
             raise UsageError(
                 "--like and --ideal ask for two different networks (the measured run's, and none)",
@@ -144,7 +139,7 @@ def register(cli: click.Group, console) -> None:
         try:
             run_dir = simulate(
                 spec,
-                results_root=root,
+                results_root=Path(results),
                 ideal=ideal,
                 like=like,
                 worker_hosts=workers,

@@ -74,6 +74,12 @@ def shape_of(inv: Inventory) -> TestbedShape:
 # -- provenance ------------------------------------------------------------------------
 
 
+def git_state() -> dict:
+    """The checkout's revision and uncommitted files, for a run's provenance (any testbed)."""
+    status = _git("status", "--porcelain")
+    return {"revision": _git("rev-parse", "HEAD"), "dirty": bool(status), "dirty_files": status.splitlines()[:50]}
+
+
 def _git(*args: str) -> str:
     try:
         return subprocess.run(
@@ -118,11 +124,10 @@ def manifest(
     host_facts: dict,
     bfrt_json_sha: str | None,
 ) -> dict:
-    status = _git("status", "--porcelain")
     return {
         "experiment": spec.name,
         "created_unix": time.time(),
-        "git": {"revision": _git("rev-parse", "HEAD"), "dirty": bool(status), "dirty_files": status.splitlines()[:50]},
+        "git": git_state(),
         "spec_file": str(spec_path),
         "spec": spec.model_dump(mode="json"),
         "inventory_file": str(inv_path) if inv_path else None,

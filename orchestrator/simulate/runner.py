@@ -29,7 +29,6 @@ import json
 import os
 import platform
 import signal
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -40,6 +39,7 @@ from ..errors import RainmakerError, UsageError
 from ..experiment import layout
 from ..experiment.layout import RunDir
 from ..experiment.plan import Point, TestbedShape, plan
+from ..experiment.run import git_state
 from ..experiment.spec import Dilation, Spec
 from ..experiment.spec import load as load_spec
 from ..experiment.sweep import DONE, FAILED, Sweep
@@ -161,15 +161,6 @@ def plan_points(spec: Spec, opts: Options) -> Plan:
 # -- provenance ----------------------------------------------------------------------------
 
 
-def _git(*args: str) -> str:
-    try:
-        return subprocess.run(
-            ["git", "-C", str(REPO), *args], capture_output=True, text=True, timeout=10
-        ).stdout.strip()
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-
-
 def core_hash() -> str:
     """sha256 of what decides a simulated point: the C core and the Python model."""
     h = hashlib.sha256()
@@ -194,11 +185,10 @@ def _versions() -> dict:
 
 
 def manifest(spec_path: Path, p: Plan, opts: Options, seeds: dict[str, int], cluster: str | None) -> dict:
-    status = _git("status", "--porcelain")
     return {
         "experiment": p.spec.name,
         "created_unix": time.time(),
-        "git": {"revision": _git("rev-parse", "HEAD"), "dirty": bool(status), "dirty_files": status.splitlines()[:50]},
+        "git": git_state(),
         "spec_file": str(spec_path),
         "spec": p.spec.model_dump(mode="json"),
         "testbed": {
