@@ -36,7 +36,7 @@ CAL_ID = "calibrate"
 CAL_LOAD = 0.1
 CAL_SAMPLES = 150  # requests in the window: the round trip's mean to a few percent
 CAL_RPS_MAX = 200.0  # testbed requests/s: short tasks need no more to be measured
-CAL_WARMUP_S, CAL_MEASURE_S = 0.3, (3.0, 20.0)  # the window: long enough for CAL_SAMPLES, within these
+CAL_WARMUP_S, CAL_MEASURE_S = 0.3, (1.5, 20.0)  # the window: long enough for CAL_SAMPLES, within these
 HOST_LEGS = 4  # client -> switch -> worker -> switch -> client: four host links
 WORKER_PACKETS = 3  # a task in, a reply and a token out, on the worker thread
 

@@ -55,7 +55,7 @@ def test_the_calibration_point_is_light_constant_and_of_the_runs_shape():
     assert c.service.dist == "constant" and c.service.us == pytest.approx(25.0)
     assert cs.systems == spec.systems and cs.rain == spec.rain
     p = calibrate.calibration_point(_first(), 10.0)  # 4 threads of 1 ms tasks: 10% is 400/s, at most 200
-    assert p.offered_rps == 200.0 and p.dilation == 100.0 and p.worker_threads == 4 and p.measure_s == 3.0
+    assert p.offered_rps == 200.0 and p.dilation == 100.0 and p.worker_threads == 4 and p.measure_s == 1.5
     p = calibrate.calibration_point(_first(k=1000), 10.0)  # 10 ms tasks: 40/s, 3.75 s for 150 requests
     assert p.offered_rps == 40.0 and p.measure_s == 3.75
     assert p.params["adaptive"] is False and p.params["initial_quota"] == 2

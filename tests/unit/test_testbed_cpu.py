@@ -7,6 +7,8 @@ import os
 import threading
 import time
 
+import pytest
+
 from orchestrator.testbed import cpu
 
 
@@ -35,9 +37,11 @@ def test_a_spinning_thread_counts_as_a_core_and_a_sleeping_one_as_nothing(monkey
         for t in threads:
             t.join()
     by_name = {name: next(u for u in usage if u.tid == tid) for name, tid in tids.items()}
-    # the GIL shares one core between the spinner and the measuring thread's wait
-    assert by_name["spinner"].share > 0.5
-    assert by_name["napper"].share < 0.05
+    # on a busy machine the spinner gets what the others leave it: it used CPU, the napper
+    # next to none, and each share is its CPU time over the window
+    spin, nap = by_name["spinner"], by_name["napper"]
+    assert spin.cpu_s > 0.05 and spin.cpu_s > 10 * nap.cpu_s, (spin, nap)
+    assert spin.share == pytest.approx(spin.cpu_s / 0.6, rel=0.2)
     assert all(u.machine == "me" and u.pid == os.getpid() for u in usage)
     (proc,) = cpu.by_process(usage)
     assert proc.cpu_s == sum(u.cpu_s for u in usage) and "python" in proc.program
