@@ -1062,13 +1062,7 @@ def run(
             f"orchestration overhead per point (beyond warm-up + measurement): median {ov[len(ov) // 2]:.2f} s, "
             f"max {ov[-1]:.2f} s"
         )
-    invalid = runner.sweep.invalid()
-    log(
-        f"{counts['done']} done ({len(invalid)} of them not valid: see sweep.json), "
-        f"{counts['failed']} failed, {counts['todo']} todo"
-        if invalid
-        else f"{counts['done']} done, {counts['failed']} failed, {counts['todo']} todo"
-    )
+    log(runner.sweep.summary())
     if analyze_after and counts["done"]:
         from .report import finish
 

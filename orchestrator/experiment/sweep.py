@@ -178,6 +178,14 @@ class Sweep:
         """Done points whose measurement failed validity checks."""
         return [pid for pid in self.order if self.state[pid].status == DONE and self.state[pid].valid is False]
 
+    def summary(self) -> str:
+        """The sweep's end in one line, for the run's log (measured or simulated)."""
+        c, invalid = self.counts(), self.invalid()
+        done = (
+            f"{c['done']} done ({len(invalid)} of them not valid: see sweep.json)" if invalid else f"{c['done']} done"
+        )
+        return f"{done}, {c['failed']} failed, {c['todo']} todo"
+
     def counts(self) -> dict[str, int]:
         out = {TODO: 0, RUNNING: 0, DONE: 0, FAILED: 0}
         for s in self.state.values():

@@ -482,13 +482,7 @@ def simulate(
         if pool is not None:
             pool.close()
     counts = sweep.counts()
-    invalid = sweep.invalid()
-    log(
-        f"{counts['done']} done ({len(invalid)} of them not valid: see sweep.json), "
-        f"{counts['failed']} failed, {counts['todo']} todo"
-        if invalid
-        else f"{counts['done']} done, {counts['failed']} failed, {counts['todo']} todo"
-    )
+    log(sweep.summary())
     if analyze_after and counts["done"]:
         from ..experiment.report import finish
 
