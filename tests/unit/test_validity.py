@@ -36,6 +36,7 @@ def _point(
     arrival="poisson",
     schedule=None,
     lcores=1,
+    k: float = 100.0,
 ) -> Path:
     """A one-class point whose numbers are all good unless overridden."""
     run = tmp_path / "run"
@@ -64,7 +65,7 @@ def _point(
             "summary": make_summary({"task": c}, **kw),
             "trace": trace if i == 0 else None,
         }
-    point = make_point("rain-k200-r1", load_krps=N / DURATION * 100 / 1000)
+    point = make_point("rain-k200-r1", load_krps=N / DURATION * k / 1000, k=k)
     d = write_point(run, point, host_map)
     write_sweep(run, {point["id"]: {"status": status}})
     return d
@@ -134,6 +135,26 @@ def test_each_check_fails_on_its_own(tmp_path, kw, failed):
     assert not v.valid
     c = v.check(failed)
     assert c.passed is False and c.message
+
+
+@pytest.mark.parametrize(
+    "k, lag_ns, passed",
+    [
+        (1000.0, 5_000_000, True),  # 5 ms of testbed time is 5 us of paper time: half a 10 us task
+        (1000.0, 12_000_000, False),  # 12 us of paper time
+        (100.0, 1_100_000, False),  # 11 us
+        (1.0, 9_000, True),  # hardware: the lag is paper time
+        (1.0, 11_000, False),
+    ],
+)
+def test_the_schedule_lag_is_judged_in_paper_time(tmp_path, k, lag_ns, passed):
+    v = _verdict(_point(tmp_path, k=k, counter_kw={"max_lag_ns": lag_ns, "late_sends": 1}))
+    c = v.check("schedule_lag")
+    assert c.passed is passed, c.message
+    assert c.value == pytest.approx(lag_ns / 1000 / k)
+    assert c.threshold == 10  # the spec's default, us of paper time
+    assert "paper time" in c.message
+    assert ("testbed time at k = " in c.message) is (k != 1)
 
 
 def test_thresholds_come_from_the_spec(tmp_path):
