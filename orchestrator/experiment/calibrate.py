@@ -106,7 +106,7 @@ def summarise(pd: PointDir, point: Point, mean_service_us: float) -> dict:
         "switch_pkt_ns": 0,  # the switch's passes are in the legs: one round trip measures them together
         "worker_pkt_ns": round(overshoot / WORKER_PACKETS / k),
     }
-    return {
+    out = {
         "k": k,
         "requests": sent,
         "round_trip_us": {
@@ -125,6 +125,17 @@ def summarise(pd: PointDir, point: Point, mean_service_us: float) -> dict:
             "overhead_share_of_service": round((rtt_mean + overshoot) / planned_ns, 3),
         },
     }
+    cpu = pd.read_cpu()
+    if cpu and cpu.get("requests") and cpu.get("load_wall_s"):
+        # What the load adds to the idle testbed, per request: the CPU a higher rate needs.
+        extra = max(0.0, cpu["load_busy_s"] - cpu["idle_cores"] * cpu["load_wall_s"])
+        out["cpu"] = {
+            "cores": cpu["cores"],
+            "idle_cores": cpu["idle_cores"],
+            "load_cores": round(cpu["load_busy_s"] / cpu["load_wall_s"], 4),
+            "per_request_ms": round(1000 * extra / cpu["requests"], 4),
+        }
+    return out
 
 
 def describe(cal: dict) -> str:
@@ -136,6 +147,12 @@ def describe(cal: dict) -> str:
         f"{cal['service_planned_us']:,.0f} us tasks, the client's largest lag {cal['schedule_lag_max_us']:,.0f} us; "
         f"in paper time {cal['paper_time']['round_trip_us']:g} us of round trip, overheads "
         f"{100 * cal['paper_time']['overhead_share_of_service']:.0f}% of a mean service time"
+        + (
+            f"; this machine's {c['cores']} cores {c['idle_cores']:.2f} busy with no load, "
+            f"{c['per_request_ms']:.3g} ms of CPU per request"
+            if (c := cal.get("cpu"))
+            else ""
+        )
     )
 
 
@@ -145,6 +162,10 @@ def record(run_dir: Path, manifest: dict, cal: dict, point: Point) -> dict:
 
 
 OVERHEAD_TARGET = 0.05  # of a mean service time: the round trip and the handler's error together
+# Of this machine's cores, what the testbed may need at the run's highest load: the rest
+# is free, so a process that must react (the switch, a client's send) finds a core
+# idle rather than waiting behind the others (at half the cores busy, about half the time).
+CPU_SHARE = 0.5
 NICE = (1, 2, 5)  # k is one of 1, 2, 5 x 10^n: a number a reader recognises
 
 
@@ -185,8 +206,38 @@ def choose_k(cal: dict, spec: Spec, shape, target: float = OVERHEAD_TARGET) -> t
         from .spec import capacity_krps
 
         top_krps = max(spec.load.capacity_fraction) * capacity_krps(spec, shape.worker_threads(spec))
-    least = min(KRPS_MAX, top_krps) * 1000.0 / (CLIENT_RPS_MAX[True] * shape.client_hosts)
+    top_rps = min(KRPS_MAX, top_krps) * 1000.0
+    least = top_rps / (CLIENT_RPS_MAX[True] * shape.client_hosts)
     if k < least:
         k = _nice_above(least)
         why += f"; the clients send the highest load only from k = {least:,.0f}: k = {k:g}"
+    if cpu := cal.get("cpu"):
+        k, why = _fit_cpu(k, why, cpu, top_rps)
     return min(k, 10_000.0), why
+
+
+def _fit_cpu(k: float, why: str, cpu: dict, top_rps: float) -> tuple[float, str]:
+    """At least the k at which the highest load's CPU fits CPU_SHARE of this machine's
+    cores: the idle testbed's share plus the calibrated CPU per request at that load's
+    testbed rate (paper rate / k). The CPU per request is the same at every k: the
+    workers sleep through their dilated tasks, only the packets cost CPU."""
+    per_s = cpu["per_request_ms"] / 1000.0
+    room = CPU_SHARE * cpu["cores"] - cpu["idle_cores"]
+
+    def need(kk: float) -> float:
+        return cpu["idle_cores"] + per_s * top_rps / kk
+
+    if room <= 0:
+        return k, why + (
+            f"; with no load the testbed already keeps {cpu['idle_cores']:.2f} of {cpu['cores']} cores busy: "
+            f"no k makes its highest load fit {100 * CPU_SHARE:g}% of them"
+        )
+    least = per_s * top_rps / room
+    if k < least:
+        k = _nice_above(least)
+        return k, why + (
+            f"; its highest load ({top_rps / 1000:,.0f} kRPS of paper time, {cpu['per_request_ms']:.3g} ms of CPU per "
+            f"request) fits {100 * CPU_SHARE:g}% of this machine's {cpu['cores']} cores only from k = {least:,.0f}: "
+            f"k = {k:g}, {need(k):.2f} cores busy"
+        )
+    return k, why + f"; at its highest load the testbed needs {need(k):.2f} of {cpu['cores']} cores"

@@ -56,6 +56,7 @@ CALIBRATION = "calibration"  # the calibration point (calibrate.py), laid out as
 # -- one point ------------------------------------------------------------------------
 POINT = "point.json"
 TIMING = "timing.json"
+CPU = "cpu.json"  # the calibration point: this machine's busy cores, idle and under its load
 VALIDITY = "validity.json"
 SWITCH = "switch"
 SNAPSHOT = "snapshot.json"
@@ -216,6 +217,12 @@ class PointDir:
 
     def write_timing(self, timing: dict) -> Path:
         return _write_json(self.timing, timing, indent=None)
+
+    def write_cpu(self, cpu: dict) -> Path:
+        return _write_json(self.path / CPU, cpu)
+
+    def read_cpu(self) -> dict | None:
+        return read_json(self.path / CPU)
 
     def write_snapshot(self, snapshot: dict) -> Path:
         self.snapshot.parent.mkdir(exist_ok=True)

@@ -112,3 +112,18 @@ def by_process(usage: list[Usage]) -> list[Usage]:
             u.share + (prev.share if prev else 0.0),
         )
     return sorted(acc.values(), key=lambda u: -u.cpu_s)
+
+
+def machine_busy_s() -> float:
+    """CPU seconds this machine's cores have been busy since boot: user, nice, system,
+    irq and softirq time of /proc/stat (guest time is inside user). Idle, I/O wait and
+    steal (another guest's time) are not this machine's work."""
+    with open("/proc/stat") as f:
+        fields = f.readline().split()
+    user, nice, system, _idle, _iowait, irq, softirq = (int(x) for x in fields[1:8])
+    return (user + nice + system + irq + softirq) * TICK_S
+
+
+def cores() -> int:
+    """The cores this process may run on, as the testbed's processes share them."""
+    return len(os.sched_getaffinity(0))

@@ -136,3 +136,32 @@ def test_a_slower_testbed_gets_a_larger_k():
     short = _spec(emulated={"warmup_s": 1, "measure_s": 1})
     k, why = calibrate.choose_k(_cal(800.0), short, shape)
     assert k == 1000 and "only up to k = 1,000" in why
+
+
+def test_the_cpu_a_request_costs_is_what_the_load_adds_to_the_idle_testbed(tmp_path):
+    pd = _point_dir(tmp_path, busy_ns=1_000_000 * 300, done=300, lat_mean_ns=1_500_000, p50_ns=1, p99_ns=1)
+    # 2 cores, 0.1 busy with no load; 300 requests in 2 s kept 0.4 busy: 0.6 s more, 2 ms each
+    pd.write_cpu({"cores": 2, "idle_cores": 0.1, "load_busy_s": 0.8, "load_wall_s": 2.0, "requests": 300})
+    cal = calibrate.summarise(pd, calibrate.calibration_point(_first(), 10.0), mean_service_us=10.0)
+    assert cal["cpu"] == {"cores": 2, "idle_cores": 0.1, "load_cores": 0.4, "per_request_ms": 2.0}
+    assert "2 ms of CPU per request" in calibrate.describe(cal)
+    pd.path.joinpath("cpu.json").unlink()  # not a shared-core testbed: nothing measured, nothing claimed
+    assert "cpu" not in calibrate.summarise(pd, calibrate.calibration_point(_first(), 10.0), mean_service_us=10.0)
+
+
+def test_a_highest_load_that_does_not_fit_the_cores_gets_a_larger_k():
+    from orchestrator.experiment.plan import TestbedShape
+
+    shape = TestbedShape(worker_hosts=2, client_hosts=1, emulated=True)
+    spec = _spec()  # 0.85 of 2 x 2 threads of 10 us tasks: 340 kRPS of paper time
+    cheap = {**_cal(40.0), "cpu": {"cores": 2, "idle_cores": 0.1, "per_request_ms": 0.1}}
+    k, why = calibrate.choose_k(cheap, spec, shape)  # 3,400 req/s x 0.1 ms at k = 100: 0.34 cores more
+    assert k == 100 and "needs 0.44 of 2 cores" in why
+    # 1 ms a request: 340,000 / k req/s must fit 1 - 0.1 cores: from k = 378
+    dear = {**_cal(40.0), "cpu": {"cores": 2, "idle_cores": 0.1, "per_request_ms": 1.0}}
+    k, why = calibrate.choose_k(dear, spec, shape)
+    assert k == 500 and "only from k = 378" in why and "0.78 cores busy" in why
+    # an idle testbed that already fills half the cores: said, and k is left to the other bounds
+    full = {**_cal(40.0), "cpu": {"cores": 2, "idle_cores": 1.2, "per_request_ms": 1.0}}
+    k, why = calibrate.choose_k(full, spec, shape)
+    assert k == 100 and "no k makes its highest load fit 50%" in why
