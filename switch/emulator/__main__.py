@@ -1,5 +1,5 @@
 """Run the software switch: `python -m switch.emulator --program rain --port 132=swp1:1/0
---port 140=swp2:2/0 --grpc 10.79.0.250:50052 [--log FILE] [--stats FILE]`.
+--port 140=swp2:2/0 --grpc 10.79.0.250:50052 [--log FILE] [--stats FILE] [--link-delay-us N]`.
 
 A port is DEV_PORT=INTERFACE, optionally :CONN/CHNL, its front-panel name (what
 $PORT_STR_INFO and $PORT_HDL_INFO resolve on a Tofino; the board decides it there).
@@ -9,7 +9,8 @@ management address; port 50052 unless given), opens the ports (run it inside the
 switch's network namespace), prints `rain emulator ready` once both are up, and runs
 until SIGTERM or SIGINT, then stops cleanly (exit status 0). Drops outside the P4's
 own counters are logged when they change and, with --stats, written as JSON to FILE
-every second and at exit.
+every second and at exit. `--link-delay-us N` makes every frame the switch sends leave
+N microseconds after the pipeline emitted it: longer links, or a slower switch.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from switch.errors import SwitchError
 
 from .bfrt_server import DEFAULT_PORT, serve
 from .pipeline import Pipeline
-from .ports import PortSet, PortSpec, write_atomically
+from .ports import LINK_DELAY_US_MAX, PortSet, PortSpec, write_atomically
 
 PROGRAMS = ("rain",)
 
@@ -60,7 +61,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="run the data plane thread (only it) at SCHED_FIFO priority PRIO (1-99; 0: no): on cores it "
         "shares, a woken data plane then runs at once instead of behind the other processes",
     )
+    ap.add_argument(
+        "--link-delay-us",
+        type=_link_delay,
+        default=0.0,
+        metavar="US",
+        help="hold every frame the switch sends this many microseconds before it leaves, as a longer link "
+        f"would (0..{LINK_DELAY_US_MAX:.0f}; default 0: none)",
+    )
     return ap.parse_args(argv)
+
+
+def _link_delay(text: str) -> float:
+    try:
+        us = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of microseconds") from None
+    if not 0 <= us <= LINK_DELAY_US_MAX:  # (also refuses nan)
+        raise argparse.ArgumentTypeError(f"{text} is not 0..{LINK_DELAY_US_MAX:.0f} microseconds")
+    return us
 
 
 def _address(text: str) -> tuple[str, int]:
@@ -100,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e.render() if isinstance(e, SwitchError) else e}", file=sys.stderr)
         return 2
     try:
-        ports = PortSet(store, specs)
+        ports = PortSet(store, specs, link_delay_us=args.link_delay_us)
     except SwitchError as e:
         server.stop(None)
         print(f"error: {e.render()}", file=sys.stderr)
@@ -126,7 +145,12 @@ def main(argv: list[str] | None = None) -> int:
             write_atomically(args.stats, ports.stats_json())
 
     log.info(
-        "%s on %s:%d, ports %s", args.program, host, server.port, ", ".join(f"{s.dev_port}={s.iface}" for s in specs)
+        "%s on %s:%d, ports %s%s",
+        args.program,
+        host,
+        server.port,
+        ", ".join(f"{s.dev_port}={s.iface}" for s in specs),
+        f", link delay {args.link_delay_us:g} us" if args.link_delay_us else "",
     )
     if args.realtime:
         # Only this thread (the BFRuntime threads exist already and stay as they were). It

@@ -17,6 +17,10 @@ counted by reason in `DropStats` (logged, and written to the stats file), and th
 port's `$PORT_STAT` counts what it received (All vs OK) and sent, and, in two fields
 of the emulator's own, each loss of the link's carrier (`$LinkDownEvents`, logged too)
 and the frames dropped at the port because it was down (`$FramesDroppedPortDown`).
+
+A link delay (`--link-delay-us`, PortSet's `link_delay_us`) holds every frame the
+pipeline sends for that long before it goes out, as the propagation delay of a longer
+cable would: see PortSet.run.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import select
 import socket
 import struct
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -266,11 +271,26 @@ class RingPort:
 Process = Callable[[int, memoryview, int, Callable], int]
 
 
-class PortSet:
-    """The switch's ports and the loop that runs them through a pipeline."""
+LINK_DELAY_US_MAX = 1e6  # one second: longer is no cable, and the held frames would pile up
 
-    def __init__(self, store: TableStore, specs: Iterable[PortSpec], **ring_options):
+
+class PortSet:
+    """The switch's ports and the loop that runs them through a pipeline.
+
+    `link_delay_us`: every frame sent leaves that many microseconds (testbed time) after
+    the pipeline emitted it, in emission order."""
+
+    def __init__(self, store: TableStore, specs: Iterable[PortSpec], *, link_delay_us: float = 0.0, **ring_options):
+        if not 0 <= link_delay_us <= LINK_DELAY_US_MAX:
+            raise PortError(
+                f"a link delay of {link_delay_us:g} us is not 0..{LINK_DELAY_US_MAX:.0f}",
+                fix="give the delay in microseconds, e.g. --link-delay-us 2000 for 2 ms",
+            )
         self.store = store
+        self.link_delay = link_delay_us / 1e6  # seconds
+        # Frames emitted but not yet due: (due, port, bytes). One constant delay keeps
+        # emission order, so the first is always the next due.
+        self.held: deque[tuple[float, RingPort, bytes]] = deque()
         self.drops = DropStats()
         self.ports: dict[int, RingPort] = {}
         try:
@@ -287,7 +307,8 @@ class PortSet:
         self._carrier_downs: dict[int, int | None] = {d: p.carrier_downs() for d, p in self.ports.items()}
         self._down = {d for d, p in self.ports.items() if not p.carrier()}  # not a loss: how it started
         store.ports.up_hook = self.is_up
-        self._emit = self.emit  # bound once (the hot loop passes it per frame)
+        # bound once (the hot loop passes it per frame); without a delay, straight to TX
+        self._emit = self.emit_later if self.link_delay else self.emit
 
     def is_up(self, dev_port: int) -> bool:
         port = self.ports.get(dev_port)
@@ -299,7 +320,7 @@ class PortSet:
 
     def emit(self, dev_port: int, data) -> None:
         """Send one frame out of `dev_port` (dropped and counted if it cannot go).
-        RingPort.send inlined: this runs once per frame sent."""
+        `egress` and RingPort.send inlined: this runs once per frame sent."""
         port = self.ports.get(dev_port)
         if port is None:
             self.drops.add("tx_unknown_port")
@@ -328,6 +349,44 @@ class PortSet:
         port.tx_i = 0 if i == port.tx_frames else i
         port.tx_pending += 1
         port.tx_bytes += n
+
+    def egress(self, dev_port: int) -> RingPort | None:
+        """The port a frame to `dev_port` leaves by, or None (the drop counted)."""
+        port = self.ports.get(dev_port)
+        if port is None:
+            self.drops.add("tx_unknown_port")
+            return None
+        cfg = self._cfg(dev_port)
+        if cfg is None or not cfg.enable:
+            self.drops.add("tx_port_disabled")
+            self._cells[dev_port][PORT_FRAMES_DROPPED_DOWN] += 1
+            return None
+        if dev_port in self._down:
+            self.drops.add("tx_link_down")
+            self._cells[dev_port][PORT_FRAMES_DROPPED_DOWN] += 1
+            return None
+        return port
+
+    def emit_later(self, dev_port: int, data) -> None:
+        """`emit` with the link delay: the frame is held (copied: its RX slot is reused)
+        until it is due, then released by `release`. The port is checked now, when the
+        switch hands the frame to its port: the delay is the cable's, after the port, so
+        a frame the port cannot take is dropped and counted where it would be without a
+        delay; a frame in flight when its link goes down is lost on the cable, unseen."""
+        port = self.egress(dev_port)
+        if port is not None:
+            self.held.append((time.monotonic() + self.link_delay, port, bytes(data)))
+
+    def release(self, now: float) -> int:
+        """Send every held frame due by `now` (monotonic seconds); returns how many."""
+        held = self.held
+        n = 0
+        while held and held[0][0] <= now:
+            _due, port, data = held.popleft()
+            if not port.send(data):
+                self.drops.add("tx_ring_full")
+            n += 1
+        return n
 
     def _deliver(
         self,
@@ -514,13 +573,20 @@ class PortSet:
         """The hot loop: drain every port's RX ring (at most `budget` frames per port per
         round), flush TX, and sleep in epoll when nothing arrived. Every `housekeeping`
         seconds, collect the kernel's RX drops, look at the links' carrier and call
-        `on_housekeeping`."""
+        `on_housekeeping`.
+
+        With a link delay, each round also sends the held frames that are due, and an
+        idle loop sleeps only until the next one is (never spins). epoll's timeout is in
+        whole milliseconds, rounded up: a held frame leaves up to 1 ms late when nothing
+        else wakes the loop, which is small against delays of a few ms, not against
+        delays of a few microseconds. Frames still held when the loop stops are not sent."""
         ep = select.epoll()
         ports = list(self.ports.values())
         for p in ports:
             ep.register(p.fileno(), select.EPOLLIN)
         poll_port, poll_merged, flush, ready_ = self.poll_port, self.poll_merged, self.flush, self._ready
-        next_chores = time.monotonic() + housekeeping
+        held, release, monotonic = self.held, self.release, time.monotonic
+        next_chores = monotonic() + housekeeping
         try:
             while not should_stop():
                 ready = [p for p in ports if ready_(p)]
@@ -530,10 +596,15 @@ class PortSet:
                     busy = poll_merged(ready, process, budget)
                 else:
                     busy = 0
+                if held:  # (empty, and so one test a round, without a link delay)
+                    release(monotonic())
                 flush()
                 if not busy:
-                    ep.poll(idle_timeout)
-                now = time.monotonic()
+                    if held:
+                        ep.poll(min(idle_timeout, max(0.0, held[0][0] - monotonic())))
+                    else:
+                        ep.poll(idle_timeout)
+                now = monotonic()
                 if now >= next_chores:
                     next_chores = now + housekeeping
                     self.collect_kernel_drops()
