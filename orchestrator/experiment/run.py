@@ -31,7 +31,7 @@ from ..deploy import AGENT_FILES, BUILD, VERSION, bundle, differing, parse_sha25
 from ..errors import RainmakerError, UsageError
 from ..inventory import Host, Inventory
 from ..remote import Background, Remote, Target, targets
-from ..testbed.cpu import cores, machine_busy_s
+from ..testbed.cpu import busy_s, cores
 from . import layout, outcome
 from .layout import PointDir, RunDir
 from .plan import Point, TestbedShape, plan, worker_slices
@@ -633,12 +633,13 @@ class Runner:
         self._await_tokens(quota * threads * len(inv.workers))
         machine_cpu = calibration and inv.shared_system  # this machine's cores are the testbed's
         if machine_cpu:
-            idle = _busy_cores_over(CAL_IDLE_S)  # the testbed up, tokens on, no load yet
+            machines = {m.name: m.netns for m in [inv.switch, *inv.hosts] if m.netns}
+            idle = _busy_cores_over(machines, CAL_IDLE_S)  # the testbed up, tokens on, no load yet
         # The switch queue is sampled from before the clients' start signals until they
         # are done; the links are read just outside that (the sampler has the session meanwhile).
         sampler = QueueSampler(self.ctl, p.warmup_s + p.measure_s)
         try:
-            busy0, w0 = machine_busy_s(), time.monotonic()
+            busy0, w0 = (busy_s(machines) if machine_cpu else 0.0), time.monotonic()
             delivered = self.tb.parallel(signal, list(cbgs))
             sampler.load_started(min(delivered[n] for n in cbgs))
             setup_s = time.monotonic() - t0
@@ -658,7 +659,7 @@ class Runner:
                 {
                     "cores": cores(),
                     "idle_cores": round(idle, 4),
-                    "load_busy_s": round(machine_busy_s() - busy0, 3),
+                    "load_busy_s": round(busy_s(machines) - busy0, 3),
                     "load_wall_s": round(t1 - w0, 3),
                     "requests": round(p.offered_rps * (p.warmup_s + p.measure_s)),
                 }
@@ -937,15 +938,15 @@ class Progress:
             self.rp.advance(self.task)
 
 
-# Calibration: how busy this machine's cores are with the testbed up and no load; the
+# Calibration: how busy the testbed keeps this machine's cores with no load; the
 # load's own share is what the run's highest load needs more of (calibrate.choose_k).
 CAL_IDLE_S = 1.0
 
 
-def _busy_cores_over(seconds: float) -> float:
-    b0, t0 = machine_busy_s(), time.monotonic()
+def _busy_cores_over(machines: dict[str, str], seconds: float) -> float:
+    b0, t0 = busy_s(machines), time.monotonic()
     time.sleep(seconds)  # the measurement window itself: the idle testbed runs meanwhile
-    return (machine_busy_s() - b0) / (time.monotonic() - t0)
+    return (busy_s(machines) - b0) / (time.monotonic() - t0)
 
 
 def _choose_dilation(runner: Runner, rd: RunDir, spec: Spec, shape: TestbedShape, cal: dict, log) -> None:

@@ -114,14 +114,12 @@ def by_process(usage: list[Usage]) -> list[Usage]:
     return sorted(acc.values(), key=lambda u: -u.cpu_s)
 
 
-def machine_busy_s() -> float:
-    """CPU seconds this machine's cores have been busy since boot: user, nice, system,
-    irq and softirq time of /proc/stat (guest time is inside user). Idle, I/O wait and
-    steal (another guest's time) are not this machine's work."""
-    with open("/proc/stat") as f:
-        fields = f.readline().split()
-    user, nice, system, _idle, _iowait, irq, softirq = (int(x) for x in fields[1:8])
-    return (user + nice + system + irq + softirq) * TICK_S
+def busy_s(machines: dict[str, str]) -> float:
+    """CPU seconds used so far by the processes of the given machines ({name: netns})
+    and by this process (the runner, on the same cores): the testbed's work, not the
+    rest of the machine's."""
+    own = os.times()
+    return sum(t for _, t in _snapshot(machines).values()) * TICK_S + own.user + own.system
 
 
 def cores() -> int:
