@@ -95,7 +95,15 @@ class _UpSlot(click.ParamType):
     help="which emulated testbed: slots are independent (own namespaces, addresses 10.79.SLOT.0/24); "
     "free: the lowest slot no testbed uses",
 )
-def testbed_up(clients: int, workers: int, slot: int | str) -> None:
+@click.option(
+    "--link-delay-us",
+    type=click.FloatRange(0, 1e6),
+    default=0.0,
+    show_default=True,
+    help="a slower testbed on purpose: the switch holds every frame it sends this many microseconds "
+    "(testbed time), as longer links would",
+)
+def testbed_up(clients: int, workers: int, slot: int | str, link_delay_us: float) -> None:
     """Build an emulated testbed: one network namespace per host and one for the switch,
     veth data links host <-> switch, a management bridge, an sshd per machine with pinned
     host keys.
@@ -109,9 +117,9 @@ def testbed_up(clients: int, workers: int, slot: int | str) -> None:
         err_console.print(f"[dim]·[/] {m}")
 
     inv = (
-        up_in_free_slot(clients, workers, log=log)
+        up_in_free_slot(clients, workers, link_delay_us=link_delay_us, log=log)
         if slot == "free"
-        else EmulatedTestbed(slot).up(clients, workers, log=log)
+        else EmulatedTestbed(slot).up(clients, workers, link_delay_us=link_delay_us, log=log)
     )
     click.echo(f"inventory: {inv}")  # plain: `make demo` reads the path from it
 
@@ -185,6 +193,8 @@ def testbed_status(slot: int, as_json: bool) -> None:
         )
     console.print(t)
     console.print(f"inventory: {st['inventory']}")
+    if st.get("link_delay_us"):
+        console.print(f"link delay: {st['link_delay_us']:g} us on every frame the switch sends")
     if any(r["sshd"] != "up" for r in st["machines"]):
         sys.exit(1)
 

@@ -126,7 +126,11 @@ def emulator_argv(inv: Inventory, program: str, log_path: str) -> list[str]:
     # The emulated switch shares this machine's cores with every host: its data plane
     # runs at a real-time priority above the client's (10), so a frame is switched when
     # it arrives, not when the scheduler gets round to it (docs/emulation.md).
-    return argv + ["--grpc", sw.bfrt, "--log", log_path, "--realtime", str(EMULATOR_RT_PRIORITY)]
+    argv += ["--grpc", sw.bfrt, "--log", log_path, "--realtime", str(EMULATOR_RT_PRIORITY)]
+    delay = inv.emulation.link_delay_us if inv.emulation is not None else 0.0
+    if delay:  # a slower testbed on purpose (docs/emulation.md)
+        argv += ["--link-delay-us", str(delay)]  # str: every digit of the float, unrounded
+    return argv
 
 
 def connect(

@@ -455,11 +455,27 @@ class Ssh(Strict):
     known_hosts: Path | None = None  # pinned host keys; unknown hosts are refused
 
 
+LINK_DELAY_US_MAX = 1e6  # the emulator's bound (switch/emulator/ports.py): one second
+
+
 class Emulation(Strict):
     """Present only in inventories written by `rainmaker testbed up`."""
 
     state_dir: Path
     slot: int = Field(0, ge=0, le=15)
+    # Every frame the emulated switch sends leaves this many microseconds (testbed time)
+    # after its pipeline emitted it: longer links, or a slower switch, on purpose.
+    link_delay_us: float = 0.0
+
+    @field_validator("link_delay_us")
+    @classmethod
+    def _delay(cls, v: float) -> float:
+        if not 0 <= v <= LINK_DELAY_US_MAX:  # (nan fails both)
+            raise bad(
+                f"a link delay of {v:g} us is not 0..{LINK_DELAY_US_MAX:.0f}",
+                "give microseconds of testbed time, e.g. 2000 for 2 ms (0: none)",
+            )
+        return v
 
 
 class Inventory(Strict):

@@ -207,14 +207,14 @@ def slot_in_use(slot: int) -> bool:
     )
 
 
-def up_in_free_slot(clients: int, workers: int, *, log=print, slots=state.SLOTS) -> Path:
+def up_in_free_slot(clients: int, workers: int, *, link_delay_us: float = 0.0, log=print, slots=state.SLOTS) -> Path:
     """`up` in the lowest of `slots` nothing uses, so a testbed someone has up is never
     reused (nor later taken down with this one). A slot lost to a race moves on."""
     for slot in slots:
         if slot_in_use(slot):
             continue
         try:
-            return EmulatedTestbed(slot).up(clients, workers, log=log)
+            return EmulatedTestbed(slot).up(clients, workers, link_delay_us=link_delay_us, log=log)
         except SlotTaken:
             continue
     raise TestbedError(
@@ -265,7 +265,17 @@ class EmulatedTestbed:
             return None
 
     # Up ------------------------------------------------------------------------------
-    def up(self, clients: int = 1, workers: int = 2, *, log=print) -> Path:
+    def up(self, clients: int = 1, workers: int = 2, *, link_delay_us: float = 0.0, log=print) -> Path:
+        """Build the testbed and write its inventory. `link_delay_us`: the emulated
+        switch holds every frame it sends that long (emulation.link_delay_us); on a
+        testbed already up it only rewrites the inventory."""
+        from ..inventory.model import LINK_DELAY_US_MAX
+
+        if not 0 <= link_delay_us <= LINK_DELAY_US_MAX:
+            raise TestbedError(
+                f"a link delay of {link_delay_us:g} us is not 0..{LINK_DELAY_US_MAX:.0f}",
+                fix="give microseconds, e.g. --link-delay-us 2000 for 2 ms",
+            )
         if os.geteuid() != 0:
             raise TestbedError(
                 "the emulated testbed needs root (network namespaces, veths, sshd)", fix="run as root, e.g. with sudo"
@@ -285,6 +295,12 @@ class EmulatedTestbed:
         if existing is not None:
             if existing == plan and self.healthy(existing):
                 log(f"testbed slot {self.slot} is already up ({clients} client(s), {workers} worker(s))")
+                if self.link_delay_us() != link_delay_us:
+                    self._write_inventory(plan, link_delay_us)
+                    log(
+                        f"link delay now {link_delay_us:g} us in its inventory: a switch that runs takes it "
+                        f"when it starts again (rainmaker switch start --restart)"
+                    )
                 return self.inventory_path
             raise TestbedError(
                 f"a testbed already exists in slot {self.slot} ({existing.clients} client(s), "
@@ -318,7 +334,7 @@ class EmulatedTestbed:
         self._keys(plan, log)
         self._sshd(plan, log)
         self._wait_ssh(plan, log)
-        inv = self._write_inventory(plan)
+        inv = self._write_inventory(plan, link_delay_us)
         self.plan_path.write_text(json.dumps({"clients": clients, "workers": workers, "complete": True}))
         log(f"testbed slot {self.slot} up in {time.monotonic() - t0:.1f} s; inventory: {inv}")
         return inv
@@ -450,8 +466,11 @@ class EmulatedTestbed:
                 fix=f"see the sshd logs under {self.dir / 'machines'}; then `rainmaker testbed down --slot {self.slot}`",
             )
 
-    def _write_inventory(self, plan: Plan) -> Path:
+    def _write_inventory(self, plan: Plan, link_delay_us: float = 0.0) -> Path:
         sw = plan.switch
+        emulation: dict = {"state_dir": str(self.dir), "slot": self.slot}
+        if link_delay_us:
+            emulation["link_delay_us"] = float(link_delay_us)
         inv = {
             "name": f"emulated{self.slot}",
             "switch": {
@@ -493,7 +512,7 @@ class EmulatedTestbed:
                 for m in plan.hosts
             ],
             "ssh": {"key": str(self.key), "known_hosts": str(self.known_hosts)},
-            "emulation": {"state_dir": str(self.dir), "slot": self.slot},
+            "emulation": emulation,
         }
         header = (
             f"# Written by `rainmaker testbed up --slot {self.slot}`: the emulated testbed on this machine.\n"
@@ -508,6 +527,14 @@ class EmulatedTestbed:
         return self.inventory_path
 
     # Status --------------------------------------------------------------------------
+    def link_delay_us(self) -> float:
+        """The link delay its inventory gives the switch (0 without one, or no inventory)."""
+        try:
+            emulation = (yaml.safe_load(self.inventory_path.read_text()) or {}).get("emulation") or {}
+            return float(emulation.get("link_delay_us", 0.0))
+        except (OSError, ValueError, TypeError, AttributeError, yaml.YAMLError):
+            return 0.0
+
     def healthy(self, plan: Plan | None = None) -> bool:
         plan = plan or self._saved_plan()
         if plan is None:
@@ -547,6 +574,7 @@ class EmulatedTestbed:
             "up": True,
             "complete": complete,
             "inventory": str(self.inventory_path),
+            "link_delay_us": self.link_delay_us(),
             "machines": rows,
         }
 
