@@ -941,6 +941,7 @@ class Progress:
 # Calibration: how busy the testbed keeps this machine's cores with no load; the
 # load's own share is what the run's highest load needs more of (calibrate.choose_k).
 CAL_IDLE_S = 1.0
+MAX_CALIBRATIONS = 3  # auto dilation: the first at the planned k, then at most two raises
 
 
 def _busy_cores_over(machines: dict[str, str], seconds: float) -> float:
@@ -953,23 +954,38 @@ def _choose_dilation(runner: Runner, rd: RunDir, spec: Spec, shape: TestbedShape
     """`dilation.emulated: auto`: the k the calibration asks for (calibrate.choose_k).
     When it is not the k planned with, the points are planned again at it, the sweep
     starts over (nothing was measured yet) and the testbed is calibrated again at the
-    new k, whose overheads the model beside each point then takes."""
+    new k. The overheads do not stay what they were in testbed time (the pollers' naps
+    grow with k), so that calibration is asked again: a k whose own overheads still
+    ask for more is raised, up to MAX_CALIBRATIONS calibrations in all, never lowered
+    (a smaller k was found wanting). The model beside each point takes the last one."""
     from . import calibrate as cal_mod
 
-    k, why = cal_mod.choose_k(cal, spec, shape)
-    m = rd.read_manifest()
-    if k != runner.points[0].dilation:
+    whys: list[str] = []
+    for i in range(MAX_CALIBRATIONS):
+        k, why = cal_mod.choose_k(cal, spec, shape)
+        planned = runner.points[0].dilation
+        if k == planned or (i > 0 and k < planned):
+            whys.append(why if k == planned else f"{why}; k stays {planned:g}: a smaller k was found wanting")
+            break
+        if i == MAX_CALIBRATIONS - 1:
+            whys.append(f"{why}; k stays {planned:g}: a run calibrates at most {MAX_CALIBRATIONS} times")
+            break
+        whys.append(why)
         log(f"dilation: {why}; planning the points again at k = {k:g}")
         points = plan(spec, shape, k=k)
         rd.sweep.unlink()
         runner.points, runner.sweep = points, Sweep(rd.path, points, resume=False)
+        m = rd.read_manifest()
         m["points"] = [asdict(p) for p in points]
         rd.write_manifest(m)
-        runner.calibrate()
-        m = rd.read_manifest()
-    else:
-        log(f"dilation: {why}")
-    m["dilation"] = {"k": k, "auto": True, "why": why}
+        again = runner.calibrate()
+        if again is None:  # logged; the model beside each point takes the defaults
+            break
+        cal = again
+    k = runner.points[0].dilation
+    log(f"dilation: k = {k:g}, after {len(whys)} calibration{'s' if len(whys) > 1 else ''}")
+    m = rd.read_manifest()
+    m["dilation"] = {"k": k, "auto": True, "why": " | at that k: ".join(whys)}
     rd.write_manifest(m)
 
 

@@ -165,3 +165,54 @@ def test_a_highest_load_that_does_not_fit_the_cores_gets_a_larger_k():
     full = {**_cal(40.0), "cpu": {"cores": 2, "idle_cores": 1.2, "per_request_ms": 1.0}}
     k, why = calibrate.choose_k(full, spec, shape)
     assert k == 100 and "no k makes its highest load fit 50%" in why
+
+
+class _Runner:
+    """What _choose_dilation uses of a Runner: its points and sweep, and calibrate(),
+    here answering with the overheads a testbed would show at each k."""
+
+    def __init__(self, points, overhead_at):
+        self.points, self.overhead_at, self.calibrated = points, overhead_at, []
+
+    def calibrate(self):
+        k = self.points[0].dilation
+        self.calibrated.append(k)
+        return _cal(self.overhead_at(k))
+
+
+@pytest.mark.parametrize(
+    "overhead_at, ks, k_final",
+    [
+        # the naps grow with k: 476 us at k = 100 asks for 1,000; 640 there asks for 2,000, which holds
+        (lambda k: 476.0 if k == 100 else 640.0 if k == 1000 else 700.0, [1000, 2000], 2000),
+        # constant overheads: the first answer holds
+        (lambda k: 476.0, [1000], 1000),
+        # smaller at the new k: it is not lowered again
+        (lambda k: 476.0 if k == 100 else 40.0, [1000], 1000),
+        # still growing after two raises: a run calibrates at most three times
+        (lambda k: 476.0 * k / 100, [1000, 10_000], 10_000),
+    ],
+)
+def test_auto_dilation_checks_its_k_at_that_k(tmp_path, overhead_at, ks, k_final):
+    from orchestrator.experiment.layout import RunDir
+    from orchestrator.experiment.plan import TestbedShape, plan
+    from orchestrator.experiment.run import MAX_CALIBRATIONS, _choose_dilation
+    from orchestrator.experiment.sweep import Sweep
+
+    spec = _spec(emulated={"warmup_s": 1, "measure_s": 200})  # a window that holds k = 10,000
+    shape = TestbedShape(worker_hosts=2, client_hosts=1, emulated=True)
+    points = plan(spec, shape)
+    rd = RunDir(tmp_path)
+    rd.write_manifest({"points": []})
+    runner = _Runner(points, overhead_at)
+    runner.sweep = Sweep(tmp_path, points, resume=False)
+    rd.sweep.write_text("{}")  # the sweep file a run has by then: planning again replaces it
+    log = []
+    _choose_dilation(runner, rd, spec, shape, _cal(overhead_at(100.0)), log.append)
+    assert runner.calibrated == ks
+    assert len(runner.calibrated) <= MAX_CALIBRATIONS - 1  # the first calibration was the run's own
+    m = rd.read_manifest()
+    assert m["dilation"]["k"] == k_final == runner.points[0].dilation
+    assert {p["dilation"] for p in m["points"]} == {k_final}
+    assert m["dilation"]["why"].count(" | at that k: ") == len(ks)  # one reason per calibration
+    assert log[-1].startswith(f"dilation: k = {k_final:g}, after ")
