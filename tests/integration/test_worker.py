@@ -468,8 +468,21 @@ def _counters(st: dict) -> dict:
     return {**st["drops"], **roce}
 
 
-def _drops(w: Worker) -> dict:
-    return _counters(w.stats())
+def _drops(w: Worker, timeout: float = 3.0) -> dict:
+    """The drop counters once settled: two of the worker's statistics files in a row
+    (0.1 s apart) agree. Frames an earlier test left on their way (the ring worker
+    shares its link with the other tests' workers, and sees their frames too) are
+    then counted before the next test starts counting, not during it."""
+    st = w.stats()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        nxt = w.stats()
+        if nxt.get("uptime_s") != st.get("uptime_s"):  # a newer file
+            if _counters(nxt) == _counters(st):
+                return _counters(nxt)
+            st = nxt
+    return _counters(st)
 
 
 def _wait_drop(w: Worker, before: dict, expect: dict, timeout: float = 3.0) -> dict:
