@@ -141,3 +141,19 @@ def test_testbed_up_takes_a_delay_and_status_shows_it(state_dir, monkeypatch, ca
 def test_up_refuses_a_delay_out_of_range(state_dir):
     with pytest.raises(emulated.TestbedError, match="not 0..1000000"):
         emulated.EmulatedTestbed(7).up(1, 1, link_delay_us=-5, log=lambda m: None)
+
+
+def test_up_on_a_testbed_that_is_up_rewrites_only_its_delay(state_dir, monkeypatch):
+    tb = written(8)
+    monkeypatch.setattr(emulated.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(emulated.shutil, "which", lambda tool: f"/usr/bin/{tool}")
+    monkeypatch.setattr(emulated.EmulatedTestbed, "healthy", lambda self, plan=None: True)
+    said = []
+    assert tb.up(1, 1, link_delay_us=1500, log=said.append) == tb.inventory_path
+    assert load(tb.inventory_path).emulation.link_delay_us == 1500.0
+    assert any("switch start --restart" in m for m in said)
+    said.clear()
+    tb.up(1, 1, link_delay_us=1500, log=said.append)  # the same: nothing to say, nothing written
+    assert not any("link delay" in m for m in said)
+    tb.up(1, 1, log=said.append)
+    assert tb.link_delay_us() == 0.0 and "link_delay_us" not in tb.inventory_path.read_text()
