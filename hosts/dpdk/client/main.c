@@ -203,8 +203,8 @@ int main(int argc, char **argv)
 	if (cfg.wait_start) {
 		/* Initialised while the orchestrator programs the switch; SIGUSR1 starts the
 		 * schedule (warm-up first), SIGINT/SIGTERM end it before it began. */
-		while (!go && !rc.quit)
-			rte_delay_us_sleep(200);
+		while (!go && !rc.quit) /* the longest idle there is: the idle testbed's nap */
+			rte_delay_us_sleep(RAIN_IDLE_LONG_NAP_NS / 1000);
 		printf("rain-client started\n");
 		fflush(stdout);
 	}

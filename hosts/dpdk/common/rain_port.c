@@ -67,7 +67,7 @@ int rain_idle_parse(const char *s, struct rain_idle *idle)
 		idle->mode = RAIN_IDLE_YIELD;
 	else if (strncmp(s, "sleep", 5) == 0) {
 		idle->mode = RAIN_IDLE_SLEEP;
-		idle->long_naps = RAIN_IDLE_LONG_NAPS;
+		idle->long_ns = RAIN_IDLE_LONG_NS;
 		if (s[5] == ':') {
 			char *end;
 			unsigned long ns = strtoul(s + 6, &end, 10);
@@ -79,7 +79,7 @@ int rain_idle_parse(const char *s, struct rain_idle *idle)
 				unsigned long long long_ns = strtoull(end + 1, &end2, 10);
 				if (*end2 != '\0' || end2 == end + 1 || long_ns > 3600000000000ull)
 					return -1;
-				idle->long_naps = (uint32_t)(long_ns / ns > UINT32_MAX ? UINT32_MAX : long_ns / ns);
+				idle->long_ns = long_ns;
 			}
 		} else if (s[5] != '\0')
 			return -1;
@@ -95,7 +95,7 @@ void rain_idle_thread_init(void)
 
 void rain_idle_wait(struct rain_idle *idle)
 {
-	idle->empty++;
+	rain_idle_count(idle);
 	switch (idle->mode) {
 	case RAIN_IDLE_SPIN:
 		rte_pause();
@@ -110,10 +110,8 @@ void rain_idle_wait(struct rain_idle *idle)
 			/* Idle for long (between points, before the load): nap longer, so that an
 			 * idle testbed costs its shared cores next to nothing. A load keeps every
 			 * poller busier than that, so it never sees the longer nap. */
-			uint32_t naps = idle->empty - idle->sleep_after;
-			long ns = idle->long_naps && naps >= idle->long_naps && idle->sleep_ns < RAIN_IDLE_LONG_NAP_NS
-					  ? RAIN_IDLE_LONG_NAP_NS
-					  : idle->sleep_ns;
+			long ns = idle->sleep_ns < RAIN_IDLE_LONG_NAP_NS && rain_idle_is_long(idle) ? RAIN_IDLE_LONG_NAP_NS
+												 : idle->sleep_ns;
 			struct timespec ts = {0, ns};
 			nanosleep(&ts, NULL);
 		}
@@ -127,7 +125,7 @@ void rain_idle_wait_due(struct rain_idle *idle, uint64_t due_ns)
 		rain_idle_wait(idle);
 		return;
 	}
-	idle->empty++;
+	rain_idle_count(idle);
 	if (due_ns <= RAIN_WAKE_NS) { /* too close to sleep through: stay on the CPU */
 		sched_yield();
 		return;

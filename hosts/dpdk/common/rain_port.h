@@ -37,11 +37,12 @@ struct rain_idle {
 	uint32_t empty;        /* consecutive empty polls */
 	uint32_t sleep_after;  /* empty polls before sleeping (RAIN_IDLE_SLEEP) */
 	uint32_t sleep_ns;
-	uint32_t long_naps;    /* naps of sleep_ns before the long nap (0: never) */
+	uint64_t long_ns;      /* idle this long (since the first empty poll), nap long (0: never) */
+	uint64_t since_ns;     /* when the current run of empty polls began */
 };
 
-/* "spin" | "yield" | "sleep[:NS[:LONG_NS]]": after LONG_NS idle (default: RAIN_IDLE_LONG_NAPS
- * naps) a sleeping poller naps RAIN_IDLE_LONG_NAP_NS at a time */
+/* "spin" | "yield" | "sleep[:NS[:LONG_NS]]": after LONG_NS idle (default RAIN_IDLE_LONG_NS)
+ * a sleeping poller naps RAIN_IDLE_LONG_NAP_NS at a time */
 int rain_idle_parse(const char *s, struct rain_idle *idle);
 void rain_idle_thread_init(void);                             /* timer slack for this thread */
 void rain_idle_wait(struct rain_idle *idle);                  /* call after an empty poll */
@@ -49,11 +50,13 @@ void rain_idle_wait(struct rain_idle *idle);                  /* call after an e
  * Closer than RAIN_WAKE_NS (a sleeping thread's wake-up latency on shared cores, measured
  * 20-60 us) the thread stays on the CPU rather than wake up late. */
 #define RAIN_WAKE_NS 30000u
-/* A sleeping poller idle for long (LONG_NS of --idle; by default RAIN_IDLE_LONG_NAPS naps)
- * naps RAIN_IDLE_LONG_NAP_NS at a time. The runner sets LONG_NS from the dilated mean
- * task (100 of them, at least 100 ms), so that no load meets the long nap. */
-#define RAIN_IDLE_LONG_NAPS 2000u
-#define RAIN_IDLE_LONG_NAP_NS 2000000u
+/* A sleeping poller idle for long (LONG_NS of --idle, wall-clock time since its last
+ * frame) naps RAIN_IDLE_LONG_NAP_NS at a time. The runner sets LONG_NS from the dilated
+ * mean task (100 of them, at least 100 ms), so that no load meets the long nap. 10 ms:
+ * an idle testbed's dozen sleeping threads then wake 100 times a second each, well
+ * under 5% of one core in all (2 ms naps cost about 1% of a core per thread here). */
+#define RAIN_IDLE_LONG_NS 100000000ull
+#define RAIN_IDLE_LONG_NAP_NS 10000000u
 void rain_idle_wait_due(struct rain_idle *idle, uint64_t due_ns);
 
 static inline void rain_idle_reset(struct rain_idle *idle) { idle->empty = 0; }
@@ -63,6 +66,20 @@ static inline uint64_t rain_now_ns(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* One more empty poll; the first of a run notes when the run began. */
+static inline void rain_idle_count(struct rain_idle *idle)
+{
+	if (idle->empty++ == 0)
+		idle->since_ns = rain_now_ns();
+}
+
+/* Idle for long: LONG_NS of wall-clock time since the run of empty polls began (time,
+ * not a count of naps, whose length the wake-up latency stretches). */
+static inline bool rain_idle_is_long(const struct rain_idle *idle)
+{
+	return idle->long_ns && rain_now_ns() - idle->since_ns >= idle->long_ns;
 }
 
 static inline uint64_t rain_unix_ns(void)

@@ -272,12 +272,11 @@ static void thread_idle(struct rw_thread *t)
 		rain_idle_wait(idle);
 		return;
 	}
-	idle->empty++;
+	rain_idle_count(idle);
 	__atomic_store_n(&t->parked, 1, __ATOMIC_SEQ_CST);
 	if (rte_ring_count(t->fifo) == 0 && !rw_quitting(t->w)) {
 		/* long idle (no load): look at the knobs less often, the RX loop wakes us anyway */
-		bool long_idle = idle->long_naps && idle->empty - idle->sleep_after >= idle->long_naps;
-		struct timespec ts = { 0, long_idle ? RW_PARK_LONG_NS : RW_PARK_NS };
+		struct timespec ts = { 0, rain_idle_is_long(idle) ? RW_PARK_LONG_NS : RW_PARK_NS };
 		syscall(SYS_futex, &t->parked, FUTEX_WAIT_PRIVATE, 1, &ts, NULL, 0);
 	}
 	__atomic_store_n(&t->parked, 0, __ATOMIC_RELAXED);
