@@ -128,10 +128,14 @@ def summarise(pd: PointDir, point: Point, mean_service_us: float) -> dict:
     cpu = pd.read_cpu()
     if cpu and cpu.get("requests") and cpu.get("load_wall_s"):
         # What the load adds to the idle testbed, per request: the CPU a higher rate needs.
-        extra = max(0.0, cpu["load_busy_s"] - cpu["idle_cores"] * cpu["load_wall_s"])
+        # It holds the pollers' waking up from their long naps too (an upper bound), and
+        # the whole load when the idle testbed could not be measured.
+        idle = cpu.get("idle_cores", 0.0)
+        extra = max(0.0, cpu["load_busy_s"] - idle * cpu["load_wall_s"])
         out["cpu"] = {
             "cores": cpu["cores"],
-            "idle_cores": cpu["idle_cores"],
+            "idle_cores": idle,
+            "idle_testbed_cores": cpu.get("idle_testbed_cores"),
             "load_cores": round(cpu["load_busy_s"] / cpu["load_wall_s"], 4),
             "per_request_ms": round(1000 * extra / cpu["requests"], 4),
         }
@@ -148,8 +152,8 @@ def describe(cal: dict) -> str:
         f"in paper time {cal['paper_time']['round_trip_us']:g} us of round trip, overheads "
         f"{100 * cal['paper_time']['overhead_share_of_service']:.0f}% of a mean service time"
         + (
-            f"; this machine's {c['cores']} cores {c['idle_cores']:.2f} busy with no load, "
-            f"{c['per_request_ms']:.3g} ms of CPU per request"
+            f"; with no load the testbed uses {100 * (c.get('idle_testbed_cores') or 0):.1f}% of a core "
+            f"({100 * c['idle_cores']:.1f}% with the runner), a request {c['per_request_ms']:.3g} ms of CPU"
             if (c := cal.get("cpu"))
             else ""
         )

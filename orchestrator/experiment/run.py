@@ -297,8 +297,14 @@ def _idle(inv: Inventory, k: float, mean_service_ns: float) -> str:
     a poller naps 2 ms, so that an idle testbed costs next to nothing."""
     if not inv.shared_system:
         return "spin"
-    long_ns = int(max(100e6, 100 * mean_service_ns))
+    long_ns = round(_long_idle_s(mean_service_ns) * 1e9)
     return f"sleep:{int(min(100_000, max(1_000, 500 * k)))}:{long_ns}"
+
+
+def _long_idle_s(mean_service_ns: float) -> float:
+    """After how long without a frame a poller takes its long naps: 100 dilated mean
+    tasks, at least 100 ms."""
+    return max(100e6, 100 * mean_service_ns) / 1e9
 
 
 class QueueSampler:
@@ -634,7 +640,7 @@ class Runner:
         machine_cpu = calibration and inv.shared_system  # this machine's cores are the testbed's
         if machine_cpu:
             machines = {m.name: m.netns for m in [inv.switch, *inv.hosts] if m.netns}
-            idle = _busy_cores_over(machines, CAL_IDLE_S)  # the testbed up, tokens on, no load yet
+            idle = self._idle_cpu(machines, _long_idle_s(mean_service_ns))
         # The switch queue is sampled from before the clients' start signals until they
         # are done; the links are read just outside that (the sampler has the session meanwhile).
         sampler = QueueSampler(self.ctl, p.warmup_s + p.measure_s)
@@ -658,7 +664,7 @@ class Runner:
             pd.write_cpu(
                 {
                     "cores": cores(),
-                    "idle_cores": round(idle, 4),
+                    **idle,
                     "load_busy_s": round(busy_s(machines) - busy0, 3),
                     "load_wall_s": round(t1 - w0, 3),
                     "requests": round(p.offered_rps * (p.warmup_s + p.measure_s)),
@@ -715,6 +721,21 @@ class Runner:
             }
         )
         return verdict
+
+    def _idle_cpu(self, machines: dict[str, str], long_idle_s: float) -> dict:
+        """The calibration's idle testbed: agents and programs started, tokens on, no
+        load, once the pollers have gone to their long naps (no frame comes meanwhile),
+        over CAL_IDLE_S: the testbed's processes alone, and with the runner."""
+        if long_idle_s > CAL_REST_MAX_S:
+            return {}
+        time.sleep(long_idle_s + 0.1)  # no frame arrives: the pollers' own long-idle threshold passes
+        t0, b0, r0 = time.monotonic(), busy_s(machines, runner=False), busy_s(machines)
+        time.sleep(CAL_IDLE_S)  # the measurement window itself
+        wall = time.monotonic() - t0
+        return {
+            "idle_testbed_cores": round((busy_s(machines, runner=False) - b0) / wall, 4),
+            "idle_cores": round((busy_s(machines) - r0) / wall, 4),
+        }
 
     def calibrate(self) -> dict | None:
         """Measure the testbed itself before the first point (calibrate.py) and record it
@@ -941,13 +962,8 @@ class Progress:
 # Calibration: how busy the testbed keeps this machine's cores with no load; the
 # load's own share is what the run's highest load needs more of (calibrate.choose_k).
 CAL_IDLE_S = 1.0
+CAL_REST_MAX_S = 3.0  # the longest the calibration waits for the pollers' long naps (k <= 3,000 at 10 us)
 MAX_CALIBRATIONS = 3  # auto dilation: the first at the planned k, then at most two raises
-
-
-def _busy_cores_over(machines: dict[str, str], seconds: float) -> float:
-    b0, t0 = busy_s(machines), time.monotonic()
-    time.sleep(seconds)  # the measurement window itself: the idle testbed runs meanwhile
-    return (busy_s(machines) - b0) / (time.monotonic() - t0)
 
 
 def _choose_dilation(runner: Runner, rd: RunDir, spec: Spec, shape: TestbedShape, cal: dict, log) -> None:
@@ -981,7 +997,9 @@ def _choose_dilation(runner: Runner, rd: RunDir, spec: Spec, shape: TestbedShape
         again = runner.calibrate()
         if again is None:  # logged; the model beside each point takes the defaults
             break
-        cal = again
+        # The CPU a request costs stands out best at the first calibration's rate (the
+        # highest: k grows, the calibration's rate falls); it is the same at every k.
+        cal = {**again, "cpu": cal["cpu"]} if "cpu" in cal else again
     k = runner.points[0].dilation
     log(f"dilation: k = {k:g}, after {len(whys)} calibration{'s' if len(whys) > 1 else ''}")
     m = rd.read_manifest()

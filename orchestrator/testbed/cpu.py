@@ -6,8 +6,10 @@ a thread that spins or naps too often takes the CPU the others need, and the cur
 then measure Linux's scheduler. `rainmaker testbed cpu` shows it; the tests use it to
 hold an idle testbed under a few percent of one core.
 
-Read from /proc (utime + stime of each thread, in clock ticks): no dependency, and
-the kernel's own accounting.
+Read from /proc: each thread's time on a CPU in nanoseconds (schedstat, the scheduler's
+own account), not utime + stime, which the kernel samples at its clock tick (10 ms):
+a dozen napping threads each off by a tick would blur a 1 s window by several percent
+of a core. No dependency.
 """
 
 from __future__ import annotations
@@ -17,8 +19,6 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-
-TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
 
 
 @dataclass(frozen=True)
@@ -38,16 +38,13 @@ def namespace_pids(netns: str) -> list[int]:
     return [int(x) for x in r.stdout.split() if x.isdigit()]
 
 
-def _ticks(stat: Path) -> tuple[str, int] | None:
-    """(comm, utime + stime) from a /proc stat file; None when the task is gone."""
+def _cpu_ns(task: Path) -> tuple[str, int] | None:
+    """(comm, ns on a CPU) of a /proc task folder; None when the task is gone."""
     try:
-        raw = stat.read_text()
-    except OSError:
+        comm = (task / "comm").read_text().rstrip("\n")
+        return comm, int((task / "schedstat").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
         return None
-    # comm may hold spaces and parentheses: it ends at the last ')'.
-    lp, rp = raw.find("("), raw.rfind(")")
-    fields = raw[rp + 2 :].split()
-    return raw[lp + 1 : rp], int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
 
 
 def _program(pid: int) -> str:
@@ -70,7 +67,7 @@ def _snapshot(machines: dict[str, str]) -> dict[tuple[str, int, int], tuple[str,
     for machine, netns in machines.items():
         for pid in namespace_pids(netns):
             for task in Path(f"/proc/{pid}/task").glob("*"):
-                t = _ticks(task / "stat")
+                t = _cpu_ns(task)
                 if t is not None and task.name.isdigit():
                     out[(machine, pid, int(task.name))] = t
     return out
@@ -87,9 +84,9 @@ def measure(machines: dict[str, str], seconds: float) -> list[Usage]:
     wall = time.monotonic() - t0
     programs: dict[int, str] = {}
     out = []
-    for key, (name, ticks) in after.items():
+    for key, (name, ns) in after.items():
         machine, pid, tid = key
-        used = (ticks - before.get(key, (name, 0))[1]) * TICK_S
+        used = (ns - before.get(key, (name, 0))[1]) / 1e9
         if pid not in programs:
             programs[pid] = _program(pid)
         out.append(Usage(machine, pid, tid, name, programs[pid], used, used / wall))
@@ -114,12 +111,12 @@ def by_process(usage: list[Usage]) -> list[Usage]:
     return sorted(acc.values(), key=lambda u: -u.cpu_s)
 
 
-def busy_s(machines: dict[str, str]) -> float:
-    """CPU seconds used so far by the processes of the given machines ({name: netns})
-    and by this process (the runner, on the same cores): the testbed's work, not the
-    rest of the machine's."""
-    own = os.times()
-    return sum(t for _, t in _snapshot(machines).values()) * TICK_S + own.user + own.system
+def busy_s(machines: dict[str, str], *, runner: bool = True) -> float:
+    """CPU seconds used so far by the processes of the given machines ({name: netns}),
+    and by this process when `runner` (the runner, on the same cores): the testbed's
+    work, not the rest of the machine's."""
+    own = time.process_time() if runner else 0.0  # every thread of this process, in ns
+    return sum(t for _, t in _snapshot(machines).values()) / 1e9 + own
 
 
 def cores() -> int:

@@ -97,6 +97,9 @@ def test_tasks_come_back_through_the_switch(testbed, tmp_path):
     cal = rd.read_manifest()["calibration"]
     assert cal["round_trip_us"]["mean"] > 0 and cal["network"]["client_switch_ns"] > 0, cal
     assert (run_dir / "calibration" / "clients" / "client0" / "summary.json").exists()
+    # its agents and programs up, tokens on and no load, the testbed naps: a few percent of a core
+    assert 0 < cal["cpu"]["idle_testbed_cores"] < 0.05, cal["cpu"]
+    assert cal["cpu"]["load_cores"] > cal["cpu"]["idle_testbed_cores"], cal["cpu"]
     model_net = json.loads((rd.point("rain-f0.7-r1").model / "model.json").read_text())["network"]
     assert model_net["client_switch_ns"] == cal["network"]["client_switch_ns"]
     for pid, st in state.items():

@@ -141,10 +141,22 @@ def test_a_slower_testbed_gets_a_larger_k():
 def test_the_cpu_a_request_costs_is_what_the_load_adds_to_the_idle_testbed(tmp_path):
     pd = _point_dir(tmp_path, busy_ns=1_000_000 * 300, done=300, lat_mean_ns=1_500_000, p50_ns=1, p99_ns=1)
     # 2 cores, 0.1 busy with no load; 300 requests in 2 s kept 0.4 busy: 0.6 s more, 2 ms each
-    pd.write_cpu({"cores": 2, "idle_cores": 0.1, "load_busy_s": 0.8, "load_wall_s": 2.0, "requests": 300})
+    cpu = {"cores": 2, "idle_testbed_cores": 0.03, "idle_cores": 0.1, "load_busy_s": 0.8, "load_wall_s": 2.0}
+    pd.write_cpu({**cpu, "requests": 300})
     cal = calibrate.summarise(pd, calibrate.calibration_point(_first(), 10.0), mean_service_us=10.0)
-    assert cal["cpu"] == {"cores": 2, "idle_cores": 0.1, "load_cores": 0.4, "per_request_ms": 2.0}
-    assert "2 ms of CPU per request" in calibrate.describe(cal)
+    assert cal["cpu"] == {
+        "cores": 2,
+        "idle_cores": 0.1,
+        "idle_testbed_cores": 0.03,
+        "load_cores": 0.4,
+        "per_request_ms": 2.0,
+    }
+    assert "the testbed uses 3.0% of a core (10.0% with the runner), a request 2 ms of CPU" in calibrate.describe(cal)
+    # no idle measurement (the pollers' long naps come too late at a large k): all of the load's CPU
+    del cpu["idle_cores"], cpu["idle_testbed_cores"]
+    pd.write_cpu({**cpu, "requests": 300})
+    cal = calibrate.summarise(pd, calibrate.calibration_point(_first(), 10.0), mean_service_us=10.0)
+    assert cal["cpu"]["per_request_ms"] == pytest.approx(8 / 3, abs=1e-4)
     pd.path.joinpath("cpu.json").unlink()  # not a shared-core testbed: nothing measured, nothing claimed
     assert "cpu" not in calibrate.summarise(pd, calibrate.calibration_point(_first(), 10.0), mean_service_us=10.0)
 
