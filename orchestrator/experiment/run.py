@@ -293,8 +293,8 @@ def _idle(inv: Inventory, k: float, mean_service_ns: float) -> str:
     busy poller steals one of two shared cores from the switch, so sleep between polls,
     for at most ~0.5 us of paper time (k x 0.5 us, capped at 100 us). Measured here:
     shorter naps for the client starve the switch more than they sharpen the sends.
-    After 100 dilated mean tasks without a frame (at least 100 ms: no load gets there)
-    a poller naps 2 ms, so that an idle testbed costs next to nothing."""
+    After 100 dilated mean tasks without a frame (at least 100 ms of wall-clock time: no
+    load gets there) a poller naps 10 ms, so that an idle testbed costs next to nothing."""
     if not inv.shared_system:
         return "spin"
     long_ns = round(_long_idle_s(mean_service_ns) * 1e9)
