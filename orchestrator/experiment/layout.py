@@ -56,7 +56,7 @@ CALIBRATION = "calibration"  # the calibration point (calibrate.py), laid out as
 # -- one point ------------------------------------------------------------------------
 POINT = "point.json"
 TIMING = "timing.json"
-CPU = "cpu.json"  # the calibration point: this machine's busy cores, idle and under its load
+CPU = "cpu.json"  # shared-core testbeds: the hypervisor's steal during the load; calibration: the testbed's CPU
 VALIDITY = "validity.json"
 SWITCH = "switch"
 SNAPSHOT = "snapshot.json"

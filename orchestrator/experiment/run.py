@@ -31,7 +31,7 @@ from ..deploy import AGENT_FILES, BUILD, VERSION, bundle, differing, parse_sha25
 from ..errors import RainmakerError, UsageError
 from ..inventory import Host, Inventory
 from ..remote import Background, Remote, Target, targets
-from ..testbed.cpu import busy_s, cores
+from ..testbed.cpu import busy_s, cores, steal_s
 from . import layout, outcome
 from .layout import PointDir, RunDir
 from .plan import Point, TestbedShape, plan, worker_slices
@@ -646,6 +646,7 @@ class Runner:
         sampler = QueueSampler(self.ctl, p.warmup_s + p.measure_s)
         try:
             busy0, w0 = (busy_s(machines) if machine_cpu else 0.0), time.monotonic()
+            steal0 = steal_s()  # this machine's: on a shared-core testbed, the testbed's
             delivered = self.tb.parallel(signal, list(cbgs))
             sampler.load_started(min(delivered[n] for n in cbgs))
             setup_s = time.monotonic() - t0
@@ -660,16 +661,19 @@ class Runner:
         finally:
             queue_sampling = sampler.stop(pd)
         t1 = time.monotonic()
-        if machine_cpu:
-            pd.write_cpu(
-                {
-                    "cores": cores(),
-                    **idle,
-                    "load_busy_s": round(busy_s(machines) - busy0, 3),
-                    "load_wall_s": round(t1 - w0, 3),
-                    "requests": round(p.offered_rps * (p.warmup_s + p.measure_s)),
-                }
-            )
+        if inv.shared_system:
+            # The hypervisor's share of this machine's cores during the load (a VM's steal
+            # time): while it runs something else, the client cannot keep its schedule,
+            # and the validity checks of that schedule say so.
+            cpu = {"cores": cores(), "steal_share": round((steal_s() - steal0) / ((t1 - w0) * cores()), 5)}
+            if machine_cpu:
+                cpu.update(
+                    idle,
+                    load_busy_s=round(busy_s(machines) - busy0, 3),
+                    load_wall_s=round(t1 - w0, 3),
+                    requests=round(p.offered_rps * (p.warmup_s + p.measure_s)),
+                )
+            pd.write_cpu(cpu)
         if self.ctl.switch_restarted:
             # Its queues and tables were gone mid-measurement: the point is not trusted.
             raise PointFailed(f"{p.id}: the switch restarted during the measurement")

@@ -227,7 +227,22 @@ def check_lag(data: PointData, max_lag_us: float) -> Check:
         lag,
         max_lag_us,
         f"largest send lag {lag:,.3g} us of paper time{where}; limit {max_lag_us:g} us"
-        + ("" if ok else ": the client could not keep its schedule"),
+        + ("" if ok else ": the client could not keep its schedule" + _steal(data)),
+    )
+
+
+def _steal(data: PointData) -> str:
+    """What a virtual machine's hypervisor took from its cores during the load, when the
+    run recorded it (points/<id>/cpu.json, shared-core testbeds)."""
+    cpu = layout.read_json(data.dir / layout.CPU)
+    share = cpu.get("steal_share") if isinstance(cpu, dict) else None
+    if not isinstance(share, (int, float)):
+        return ""
+    if share <= 0:
+        return "; the hypervisor took none of this machine's cores during the load (steal 0)"
+    return (
+        f"; the hypervisor gave {_pct(share)} of this machine's cores to others during the load "
+        "(steal time): a stalled virtual CPU holds every thread, real-time ones too"
     )
 
 
@@ -237,12 +252,14 @@ def check_late(data: PointData, max_frac: float) -> Check:
     if not sent:
         return Check("late_sends", None, None, max_frac, "not run: nothing was sent in the window")
     frac = c.get("late_sends", 0) / sent
+    ok = frac <= max_frac
     return Check(
         "late_sends",
-        frac <= max_frac,
+        ok,
         frac,
         max_frac,
-        f"{int(c.get('late_sends', 0)):,} of {int(sent):,} sends late ({_pct(frac)}; limit {_pct(max_frac)})",
+        f"{int(c.get('late_sends', 0)):,} of {int(sent):,} sends late ({_pct(frac)}; limit {_pct(max_frac)})"
+        + ("" if ok else _steal(data)),
     )
 
 

@@ -122,3 +122,12 @@ def busy_s(machines: dict[str, str], *, runner: bool = True) -> float:
 def cores() -> int:
     """The cores this process may run on, as the testbed's processes share them."""
     return len(os.sched_getaffinity(0))
+
+
+def steal_s() -> float:
+    """CPU seconds the hypervisor has given this virtual machine's cores to someone else
+    since boot (/proc/stat's steal; 0 on bare metal): while it grows, every thread of
+    the machine, real-time ones included, waits however urgent it is."""
+    with open("/proc/stat") as f:
+        fields = f.readline().split()
+    return int(fields[8]) / os.sysconf("SC_CLK_TCK") if len(fields) > 8 else 0.0

@@ -406,3 +406,16 @@ def test_a_link_down_during_the_load_fails_the_point_and_names_it(tmp_path):
     _links(d, client0, {**spare, "frames_dropped_port_down": 3})
     c = _verdict(d).check("links_up")
     assert c.passed is False and "a port with no host (port 9/0, dev_port 8) dropped 3 frame(s)" in c.message
+
+
+def test_a_broken_schedule_names_the_hypervisors_steal_when_the_run_recorded_it(tmp_path):
+    d = _point(tmp_path, k=1000.0, counter_kw={"max_lag_ns": 20_000_000, "late_sends": N // 20})
+    v = _verdict(d)
+    assert set(v.failed) == {"schedule_lag", "late_sends"}
+    assert "steal" not in v.check("schedule_lag").message  # nothing recorded: nothing said
+    (d / "cpu.json").write_text(json.dumps({"cores": 2, "steal_share": 0.021}))
+    v = _verdict(d)
+    for name in ("schedule_lag", "late_sends"):
+        assert "the hypervisor gave 2.1% of this machine's cores to others" in v.check(name).message
+    (d / "cpu.json").write_text(json.dumps({"cores": 2, "steal_share": 0.0}))
+    assert "took none" in _verdict(d).check("schedule_lag").message
