@@ -108,15 +108,24 @@ def _durations(load_krps: float, warmup_s: float, measure_s: float, phases: bool
     return min(warmup_s, most), min(max(measure_s, min(MIN_REQUESTS / rate, MAX_STRETCH_S)), most)
 
 
-def _build(point: dict, manifest: dict, spec) -> tuple[Any, dict, dict]:
-    """(SimPoint, the model point's point.json, model.json without timings)."""
+def _build(point: dict, manifest: dict, spec, drawn_rps: float | None = None) -> tuple[Any, dict, dict]:
+    """(SimPoint, the model point's point.json, model.json without timings).
+
+    `drawn_rps`: what the clients' schedule drew for the window (testbed rps). A finite
+    window draws its Poisson arrivals a few percent off the planned rate (1.8% at one
+    standard deviation for 3,000 requests), and near saturation the p99 moves several
+    times as much as the load: the model is offered the load the testbed was offered."""
     from ..simulate.like import network_of, paper_point
     from ..simulate.model import build, seed_of
     from ..simulate.runner import core_hash
 
     k = float(point.get("dilation") or 1.0)
     pp = paper_point(point)
-    warmup_s, measure_s = _durations(pp.load_krps, pp.warmup_s, pp.measure_s, bool(spec.workload.phases))
+    planned_krps = pp.load_krps
+    phases = bool(spec.workload.phases)
+    if drawn_rps and not phases:  # a workload with phases keeps its own schedule
+        pp = replace(pp, load_krps=round(drawn_rps * k / 1000.0, 6), offered_rps=round(drawn_rps * k, 3))
+    warmup_s, measure_s = _durations(pp.load_krps, pp.warmup_s, pp.measure_s, phases)
     model_point = replace(pp, warmup_s=warmup_s, measure_s=measure_s)
     tb = manifest.get("testbed") if isinstance(manifest.get("testbed"), dict) else {}
     hosts = int(tb.get("workers") or 0) or 1
@@ -132,6 +141,9 @@ def _build(point: dict, manifest: dict, spec) -> tuple[Any, dict, dict]:
         "worker_hosts": hosts,
         "threads_per_host": sp.threads_per_host,
         "dilation": k,
+        "load_krps": pp.load_krps,
+        "planned_load_krps": planned_krps,
+        "load_from": "the clients' schedule" if pp.load_krps != planned_krps else "the plan",
         "warmup_s": warmup_s,
         "measure_s": measure_s,
         "measured_warmup_s": pp.warmup_s,  # the measured durations in paper time
@@ -140,6 +152,18 @@ def _build(point: dict, manifest: dict, spec) -> tuple[Any, dict, dict]:
         "calibration": calibration_of(manifest),
     }
     return sp, asdict(model_point), info
+
+
+def _drawn_rps(pd: PointDir, point: dict) -> float | None:
+    """The rate the clients' schedule drew for the window, all clients together
+    (rain-client's `scheduled_rps`), or None when the point has no client results."""
+    from .analyze import ALL, load_point
+
+    try:
+        rps = load_point(pd.path, point).counters(ALL).get("scheduled_rps")
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return float(rps) if isinstance(rps, (int, float)) and rps > 0 else None
 
 
 def write(point_dir: PointDir | Path, point: dict, manifest: dict, spec=None) -> dict:
@@ -162,7 +186,7 @@ def write(point_dir: PointDir | Path, point: dict, manifest: dict, spec=None) ->
                 "the run's manifest.json records no spec, which the model is built from",
                 fix="analyse a run folder `rainmaker run` wrote",
             )
-        sp, model_point, info = _build(point, manifest, spec)
+        sp, model_point, info = _build(point, manifest, spec, _drawn_rps(pd, point))
         from ..simulate import engine, writer
 
         result = engine.run(sp)

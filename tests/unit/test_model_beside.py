@@ -322,3 +322,23 @@ def test_a_trickle_is_not_stretched_into_hours_of_model():
     assert measure == model_beside.MAX_STRETCH_S and warmup == 1.0
     assert 2 * int(measure * 1e9) // interval_of(int(measure * 1e9)) <= 2 * MAX_INTERVALS
     assert interval_of(1_000_000_000) == 10_000_000  # a 1 s window keeps the paper's 10 ms
+
+
+def test_the_model_is_offered_the_load_the_clients_drew(tmp_path):
+    # 0.6 of capacity planned (1,200 rps at k = 100, 120 kRPS); the window drew 5% less
+    run = measured_run(tmp_path, fracs=(0.6,))
+    pid = "rain-f0.6-r1"
+    point = json.loads((run / layout.POINTS / pid / layout.POINT).read_text())
+    n = 4560  # 4 s at 1,140 rps
+    summary = make_summary({"task": good_counters(n, 4.0)}, offered_rps=1200.0, achieved_rps=n / 4.0)
+    lat = [{"task": np.full(n, 1_000_000)}]
+    write_point(run, point, {"client0": {"latency": lat, "slowdown": lat, "summary": summary}})
+    pd_ = RunDir(run).point(pid)
+    info = model_beside.write(pd_, pd_.read_point(), RunDir(run).read_manifest())
+    assert info["planned_load_krps"] == 120 and info["load_krps"] == pytest.approx(114.0)
+    assert info["load_from"] == "the clients' schedule"
+    assert json.loads((pd_.model / layout.POINT).read_text())["load_krps"] == pytest.approx(114.0)
+    # a point without client results (or a model written before them) takes the plan's
+    (pd_.path / layout.CLIENTS).rename(pd_.path / "elsewhere")
+    info = model_beside.write(pd_, pd_.read_point(), RunDir(run).read_manifest())
+    assert info["load_krps"] == info["planned_load_krps"] == 120 and info["load_from"] == "the plan"
