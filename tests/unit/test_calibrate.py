@@ -228,3 +228,14 @@ def test_auto_dilation_checks_its_k_at_that_k(tmp_path, overhead_at, ks, k_final
     assert {p["dilation"] for p in m["points"]} == {k_final}
     assert m["dilation"]["why"].count(" | at that k: ") == len(ks)  # one reason per calibration
     assert log[-1].startswith(f"dilation: k = {k_final:g}, after ")
+
+
+def test_each_point_and_client_draws_its_own_arrivals_the_same_in_every_run():
+    from orchestrator.experiment.plan import TestbedShape, plan
+    from orchestrator.experiment.run import client_seed
+
+    points = plan(_spec(repetitions=2), TestbedShape(worker_hosts=2, client_hosts=2, emulated=True))
+    seeds = [client_seed(p, i) for p in points for i in range(2)]
+    assert len(points) == 4 and len(set(seeds)) == len(seeds)  # two loads x two repetitions x two clients
+    assert seeds == [client_seed(p, i) for p in points for i in range(2)]  # stable
+    assert all(0 <= s < 2**62 for s in seeds)  # room for rain-client's + lcore index in 64 bits
