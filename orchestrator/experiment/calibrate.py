@@ -173,6 +173,17 @@ CPU_SHARE = 0.5
 NICE = (1, 2, 5)  # k is one of 1, 2, 5 x 10^n: a number a reader recognises
 
 
+def _nice_below(x: float) -> float:
+    """The largest of 1, 2, 5 x 10^n at most x (x >= 1)."""
+    best, m = 1.0, 1.0
+    while m <= x:
+        for n in NICE:
+            if n * m <= x:
+                best = float(n * m)
+        m *= 10
+    return best
+
+
 def _nice_above(x: float) -> float:
     m = 1.0
     while True:
@@ -205,11 +216,23 @@ def choose_k(cal: dict, spec: Spec, shape, target: float = OVERHEAD_TARGET) -> t
     if k > most:
         k = max(1.0, float(int(most)))
         why += f"; but {measure_s:g} s of measurement hold 100 mean tasks only up to k = {most:,.0f}: k = {k:g}"
-    top_krps = max(spec.load.krps or [0.0]) or 0.0
+    loads = spec.load.krps or []
     if spec.load.capacity_fraction:
         from .spec import capacity_krps
 
-        top_krps = max(spec.load.capacity_fraction) * capacity_krps(spec, shape.worker_threads(spec))
+        cap = capacity_krps(spec, shape.worker_threads(spec))
+        loads = [f * cap for f in spec.load.capacity_fraction]
+    # Every point's window must hold the samples its p99 needs (validity's samples_p99):
+    # the lowest load has the fewest, measure_s x its testbed rate (paper rate / k).
+    enough = spec.validity.min_samples_p99
+    low_rps = min(loads) * 1000.0 if loads else 0.0
+    if low_rps > 0 and k > measure_s * low_rps / enough:
+        k = max(1.0, _nice_below(measure_s * low_rps / enough))
+        why += (
+            f"; but {measure_s:g} s of measurement hold {enough:,} requests at its lowest load "
+            f"({low_rps / 1000:,.0f} kRPS) only up to k = {measure_s * low_rps / enough:,.0f}: k = {k:g}"
+        )
+    top_krps = max(loads) if loads else 0.0
     top_rps = min(KRPS_MAX, top_krps) * 1000.0
     least = top_rps / (CLIENT_RPS_MAX[True] * shape.client_hosts)
     if k < least:

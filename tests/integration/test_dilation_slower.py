@@ -43,15 +43,16 @@ EMISSIONS = 2  # frames the switch sends per request: the task to the worker, th
 
 
 def spec_file(tmp_path: Path, dilation) -> Path:
-    """A small Rain spec (test_sweep.spec_file's shape). Its 10 s measurement window only
-    bounds k (100 mean tasks in it): calibrating runs no point."""
+    """A small Rain spec (test_sweep.spec_file's shape). Its 60 s measurement window only
+    bounds k (100 mean tasks, and 1,000 requests at 0.5, in it: up to k = 12,000, above
+    the 10,000 choose_k stops at): calibrating runs no point."""
     spec = {
         "name": "slower",
         "systems": ["rain"],
         "workers": {"per_host_threads": 2},
         "workload": {"classes": [{"name": "task", "service": {"dist": "exponential", "mean_us": 10}}]},
         "load": {"capacity_fraction": [0.5]},
-        "emulated": {"warmup_s": 0.5, "measure_s": 10},
+        "emulated": {"warmup_s": 0.5, "measure_s": 60},
         "dilation": {"emulated": dilation},
         "rain": {"initial_quota": 2},
     }
