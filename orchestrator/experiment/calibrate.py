@@ -170,6 +170,7 @@ OVERHEAD_TARGET = 0.05  # of a mean service time: the round trip and the handler
 # is free, so a process that must react (the switch, a client's send) finds a core
 # idle rather than waiting behind the others (at half the cores busy, about half the time).
 CPU_SHARE = 0.5
+P99_SAMPLES_FACTOR = 2  # x min_samples_p99 at the lowest load: a p99 whose CI passes p99_ci
 NICE = (1, 2, 5)  # k is one of 1, 2, 5 x 10^n: a number a reader recognises
 
 
@@ -222,9 +223,10 @@ def choose_k(cal: dict, spec: Spec, shape, target: float = OVERHEAD_TARGET) -> t
 
         cap = capacity_krps(spec, shape.worker_threads(spec))
         loads = [f * cap for f in spec.load.capacity_fraction]
-    # Every point's window must hold the samples its p99 needs (validity's samples_p99):
-    # the lowest load has the fewest, measure_s x its testbed rate (paper rate / k).
-    enough = spec.validity.min_samples_p99
+    # Every point's window must hold the samples its p99 needs: twice validity's
+    # min_samples_p99, about what the p99's confidence interval (p99_ci, 25% wide)
+    # needs. The lowest load has the fewest, measure_s x its testbed rate (paper / k).
+    enough = P99_SAMPLES_FACTOR * spec.validity.min_samples_p99
     low_rps = min(loads) * 1000.0 if loads else 0.0
     if low_rps > 0 and k > measure_s * low_rps / enough:
         k = max(1.0, _nice_below(measure_s * low_rps / enough))

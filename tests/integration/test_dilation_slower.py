@@ -43,8 +43,8 @@ EMISSIONS = 2  # frames the switch sends per request: the task to the worker, th
 
 
 def spec_file(tmp_path: Path, dilation) -> Path:
-    """A small Rain spec (test_sweep.spec_file's shape). Its 60 s measurement window only
-    bounds k (100 mean tasks, and 1,000 requests at 0.5, in it: up to k = 12,000, above
+    """A small Rain spec (test_sweep.spec_file's shape). Its 120 s measurement window only
+    bounds k (100 mean tasks, and 2,000 requests at 0.5, in it: up to k = 12,000, above
     the 10,000 choose_k stops at): calibrating runs no point."""
     spec = {
         "name": "slower",
@@ -52,7 +52,7 @@ def spec_file(tmp_path: Path, dilation) -> Path:
         "workers": {"per_host_threads": 2},
         "workload": {"classes": [{"name": "task", "service": {"dist": "exponential", "mean_us": 10}}]},
         "load": {"capacity_fraction": [0.5]},
-        "emulated": {"warmup_s": 0.5, "measure_s": 60},
+        "emulated": {"warmup_s": 0.5, "measure_s": 120},
         "dilation": {"emulated": dilation},
         "rain": {"initial_quota": 2},
     }

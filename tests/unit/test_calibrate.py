@@ -126,22 +126,22 @@ def test_a_slower_testbed_gets_a_larger_k():
 
     shape = TestbedShape(worker_hosts=2, client_hosts=1, emulated=True)
     spec = _spec()
-    k_fast, why = calibrate.choose_k(_cal(40.0), spec, shape)  # 40 us: 5% of 10 us from k = 80
+    long = _spec(emulated={"warmup_s": 1, "measure_s": 200})
+    k_fast, why = calibrate.choose_k(_cal(40.0), long, shape)  # 40 us: 5% of 10 us from k = 80
     assert k_fast == 100 and "k = 100" in why
-    k_slow, why = calibrate.choose_k(_cal(800.0, 60.0), spec, shape)  # 860 us: from k = 1,720
+    k_slow, why = calibrate.choose_k(_cal(800.0, 60.0), long, shape)  # 860 us: from k = 1,720
     assert k_slow == 2000 and "860 us" in why
     # the measurement window bounds it: 200 s hold 100 mean tasks of 10 us up to k = 200,000,
-    # and 1,000 requests at 0.3 of 4 threads (120 kRPS) up to k = 24,000: k stops at 10,000
-    long = _spec(emulated={"warmup_s": 1, "measure_s": 200})
+    # and 2,000 requests at 0.3 of 4 threads (120 kRPS) up to k = 12,000: k stops at 10,000
     k, why = calibrate.choose_k(_cal(50_000.0), long, shape)
     assert k == 10_000
-    # 20 s hold 1,000 requests at the lowest load up to k = 2,400: a larger k would fail
-    # samples_p99 at that load
+    # 20 s hold twice min_samples_p99 at the lowest load up to k = 1,200: a larger k would
+    # fail samples_p99 or p99_ci at that load
     k, why = calibrate.choose_k(_cal(50_000.0), spec, shape)
-    assert k == 2000 and "hold 1,000 requests at its lowest load (120 kRPS) only up to k = 2,400" in why
+    assert k == 1000 and "hold 2,000 requests at its lowest load (120 kRPS) only up to k = 1,200" in why
     short = _spec(emulated={"warmup_s": 1, "measure_s": 1})
     k, why = calibrate.choose_k(_cal(800.0), short, shape)
-    assert k == 100 and "only up to k = 1,000" in why and "only up to k = 120: k = 100" in why
+    assert k == 50 and "only up to k = 1,000" in why and "only up to k = 60: k = 50" in why
 
 
 def test_the_cpu_a_request_costs_is_what_the_load_adds_to_the_idle_testbed(tmp_path):
