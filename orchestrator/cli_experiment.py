@@ -193,9 +193,11 @@ def register(cli: click.Group, console) -> None:
     @click.option("--results", "results", default="results", show_default=True, help="where the run goes")
     def calibrate_cmd(spec: str, inv_path: str | None, results: str) -> None:
         """Measure the testbed itself, as `run` does before a spec's first point, and
-        print it: the round trip through the switch, the workers' timing error and the
-        client's lag, at the spec's dilation and mean service time, in testbed and paper
-        time, with the delays the model takes from them.
+        print it: the round trip through the switch, the workers' timing error, the
+        client's lag, the idle testbed's CPU and the CPU a request costs, at the spec's
+        dilation and mean service time, in testbed and paper time, with the delays the
+        model takes from them. With `dilation: {emulated: auto}` it also chooses k, as
+        `run` would, and says why.
 
         \b
         It leaves a run of SPEC whose points are all todo, with the calibration in its
