@@ -984,8 +984,9 @@ def _choose_dilation(runner: Runner, rd: RunDir, spec: Spec, shape: TestbedShape
     """`dilation.emulated: auto`: the k the calibration asks for (calibrate.choose_k).
     When it is not the k planned with, the points are planned again at it, the sweep
     starts over (nothing was measured yet) and the testbed is calibrated again at the
-    new k. The overheads do not stay what they were in testbed time (the pollers' naps
-    grow with k), so that calibration is asked again: a k whose own overheads still
+    new k. The overheads do not stay what they were in testbed time (a larger k means a
+    lower rate, at which each hop more often wakes a sleeping process: measured 443 us
+    of round trip at k = 100, 797 at 2000), so that calibration is asked again: a k whose own overheads still
     ask for more is raised, up to MAX_CALIBRATIONS calibrations in all, never lowered
     (a smaller k was found wanting). The model beside each point takes the last one."""
     from . import calibrate as cal_mod
