@@ -197,9 +197,11 @@ def _nice_above(x: float) -> float:
 def choose_k(cal: dict, spec: Spec, shape, target: float = OVERHEAD_TARGET) -> tuple[float, str]:
     """`dilation.emulated: auto`: the smallest k (1, 2, 5 x 10^n) at which the calibrated
     overheads stay below `target` of a mean service time, assuming they stay what they
-    were in testbed time; then the largest the spec's measurement window allows (100 mean
-    tasks in it, plan.py), and at least what its clients need to send the highest load.
-    Returns k and why, for the log and the manifest."""
+    were in testbed time; then at most what the spec's measurement window allows (100
+    mean tasks in it, plan.py, and twice min_samples_p99 at the lowest load); at least
+    what its clients need to send the highest load, and what fits that load's CPU in
+    CPU_SHARE of the cores (with the calibration's `cpu`); at most 10,000. Returns k and
+    why, for the log and the manifest (run.py asks again at the chosen k)."""
     from .plan import CLIENT_RPS_MAX, TASKS_PER_WINDOW_MIN
     from .spec import KRPS_MAX
 
