@@ -234,7 +234,7 @@ def check_lag(data: PointData, max_lag_us: float) -> Check:
 def _steal(data: PointData) -> str:
     """What a virtual machine's hypervisor took from its cores during the load, when the
     run recorded it (points/<id>/cpu.json, shared-core testbeds)."""
-    cpu = layout.read_json(data.dir / layout.CPU)
+    cpu = PointDir(data.dir).read_cpu()
     share = cpu.get("steal_share") if isinstance(cpu, dict) else None
     if not isinstance(share, (int, float)):
         return ""
