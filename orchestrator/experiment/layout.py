@@ -52,6 +52,7 @@ REPORT_MD = "report.md"
 REPORT_HTML = "report.html"
 POINTS = "points"
 CALIBRATION = "calibration"  # the calibration point (calibrate.py), laid out as a point
+STALLED = "stalled"  # stalled/<point-id>/<attempt>/: attempts a stall of the host discarded (run.py)
 
 # -- one point ------------------------------------------------------------------------
 POINT = "point.json"
@@ -368,6 +369,22 @@ class RunDir:
 
     def point(self, point_id: str) -> PointDir:
         return PointDir(self.path / POINTS / point_id)
+
+    def stalled(self, point_id: str) -> list[PointDir]:
+        """The attempts of a point discarded because the host stalled its client, in order."""
+        root = self.path / STALLED / point_id
+        dirs = [PointDir(p) for p in root.iterdir() if p.is_dir()] if root.is_dir() else []
+        return sorted(dirs, key=lambda d: int(d.id) if d.id.isdigit() else 1 << 30)
+
+    def set_aside(self, point_id: str, attempt: int) -> PointDir:
+        """Move a point's folder to stalled/<point-id>/<attempt>/ before it is measured again:
+        the discarded attempt stays on disk to be read, out of the analysis's way."""
+        dest = self.path / STALLED / point_id / str(attempt)
+        if dest.exists():
+            shutil.rmtree(dest)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(self.point(point_id).path), str(dest))
+        return PointDir(dest)
 
     def points(self) -> list[PointDir]:
         """Point folders in plan order (point.json's index, then name)."""

@@ -233,6 +233,16 @@ def _model_section(run_dir: Path, df, spec, manifest: dict) -> list[str]:
     for text, pids in nets.items():
         which = "every point" if len(pids) == len(infos) else ", ".join(pids)
         lines.append(f"- the model's network ({which}): {text}")
+    replayed = [pid for pid, i in infos.items() if i and not i.get("error") and i.get("replayed")]
+    if replayed:
+        which = "every point" if len(replayed) == len(infos) else ", ".join(replayed)
+        lines.append(
+            f"- the model's requests ({which}): the ones the clients drew (their trace.csv), over the measured "
+            "window: measured and model meet the same arrivals and service times"
+        )
+    for pid, i in infos.items():
+        if i and not i.get("error") and not i.get("replayed") and i.get("requests_from"):
+            lines.append(f"- {pid}: the model's requests are {i['requests_from']}")
     cals = {model_beside.calibration_text(i) for i in infos.values() if i and not i.get("error")} - {""}
     for text in sorted(cals):
         lines.append(f"- the testbed's calibration (manifest.json): {text}")
@@ -261,6 +271,7 @@ def _validity_section(run_dir: Path) -> list[str]:
             ]
         )
     lines += [table(["point", "valid", "failed checks", "why"], rows), ""]
+    lines += _stalled_lines(RunDir(run_dir), [name for name, _ in verdicts])
     not_run: dict[str, set[str]] = {}
     for _, v in verdicts:
         for c in (v or {}).get("checks", []):
@@ -269,6 +280,33 @@ def _validity_section(run_dir: Path) -> list[str]:
     for name, msgs in sorted(not_run.items()):
         lines.append(f"- check `{name}` not run on some points: {'; '.join(sorted(msgs))}")
     return lines + [""]
+
+
+def _stalled_lines(rd: RunDir, ids: list[str]) -> list[str]:
+    """The measurements discarded because the host stalled the client (run.py measured
+    those points again): how many, and what each stall was, so none is hidden."""
+    out = []
+    for pid in ids:
+        for d in rd.stalled(pid):
+            v = d.read_verdict() or {}
+            failed = [c for c in v.get("checks", []) if c.get("passed") is False]
+            steal = (d.read_cpu() or {}).get("steal_share")
+            took = f"; steal {100 * steal:.3g}% of the cores" if isinstance(steal, (int, float)) else ""
+            what = "; ".join(f"{c['name']} {_fmt(c.get('value'), 3)}" for c in failed) or "no verdict"
+            out.append(
+                f"- `{pid}` attempt {d.id} discarded and measured again, the host stalled its client ({what}{took}): `stalled/{pid}/{d.id}/`"
+            )
+    if out:
+        out = (
+            [
+                f"{len(out)} measurement(s) discarded because the client could not keep its schedule "
+                "(the spec's `validity.remeasure_stalled`); the table above is of the measurements kept:",
+                "",
+            ]
+            + out
+            + [""]
+        )
+    return out
 
 
 def _figures_section(run_dir: Path) -> list[str]:

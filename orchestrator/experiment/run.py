@@ -818,7 +818,10 @@ class Runner:
             self.progress.point(p)
             waiter = self._waiter()  # one budget of waiting per point
             last: str | None = None
-            for attempt in range(1, self.retries + 2):
+            failures = stalls = 0  # attempts an outage ended; measurements a stall discarded
+            remeasure = self.spec.validity.remeasure_stalled
+            while failures <= self.retries:
+                attempt = failures + stalls + 1
                 if failed_before:
                     try:
                         waiter.until_answering(self._answers, lambda m, pid=p.id: self.log(f"{pid}: {m}"))
@@ -840,8 +843,21 @@ class Runner:
                     self.stop_all()
                     self.log(f"{p.id}: attempt {attempt} failed: {last}")
                     failed_before = True
+                    failures += 1
                     continue
                 failed_before = False
+                if verdict.stalled and stalls < remeasure:
+                    # The host, not the system, broke the schedule: measure again, and keep
+                    # this attempt where the analysis does not read it (stalled/).
+                    stalls += 1
+                    why = invalid_reason(verdict)
+                    self.sweep.attempt_failed(p.id, f"the host stalled the client, measured again: {why}")
+                    RunDir(self.run_dir).set_aside(p.id, self.sweep.state[p.id].attempts)
+                    self.log(
+                        f"{p.id}: the host stalled the client ({', '.join(verdict.failed)}); "
+                        f"measuring it again ({stalls} of at most {remeasure})"
+                    )
+                    continue
                 if not verdict.valid:
                     self.log(f"{p.id}: measured, but not valid: {', '.join(verdict.failed)}")
                 self.sweep.finish(p.id, DONE, None if verdict.valid else invalid_reason(verdict), valid=verdict.valid)

@@ -373,6 +373,14 @@ class Validity(Strict):
     max_p99_ci_width: ranged(0, 100, "", "a relative width", lo_open=True, example="0.25") = Field(
         0.25, description="relative width of the p99's 95% confidence interval"
     )
+    remeasure_stalled: int = Field(
+        2,
+        ge=0,
+        le=5,
+        description="measure a point again, up to this many times, when its client could not keep its schedule "
+        "(schedule_lag or late_sends failed): a stall of the host, not of the system under test; every "
+        "discarded attempt is kept under stalled/ and named in the report",
+    )
     model_tolerance: ranged(
         0, 1, "", "a relative difference (1 already accepts a p99 twice the model's)", lo_open=True, example="0.15"
     ) = Field(0.15, description="|measured p99 / the model's p99 - 1|, paper time (the model_agreement check)")

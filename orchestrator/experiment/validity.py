@@ -60,6 +60,10 @@ EXTRA_DEFAULTS = {
     "constant_max_cv": 0.10,  # constant arrivals: std / mean of the gaps
 }
 MEASURED = "done"  # sweep.py's status of a point whose attempt ran to the end
+# The checks that fail when the client could not keep its schedule: the host stalled it
+# (a busy machine, a hypervisor's steal), which says nothing of the system under test.
+# run.py measures such a point again (the spec's validity.remeasure_stalled).
+STALL_CHECKS = ("schedule_lag", "late_sends")
 
 
 @dataclass
@@ -89,6 +93,11 @@ class Verdict:
     @property
     def valid(self) -> bool:
         return all(c.passed is not False for c in self.checks)
+
+    @property
+    def stalled(self) -> bool:
+        """The client was stalled: a measurement of the host, worth taking again."""
+        return any(name in STALL_CHECKS for name in self.failed)
 
     @property
     def failed(self) -> list[str]:

@@ -7,13 +7,17 @@ every attempt, and every attempt's reason is kept."""
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 
 from orchestrator.errors import HostResult, RainmakerError, RemoteError
+from orchestrator.experiment.layout import RunDir
 from orchestrator.experiment.plan import Point
+from orchestrator.experiment.report import _stalled_lines
 from orchestrator.experiment.retry import Backoff, Waiter
 from orchestrator.experiment.run import Runner
+from orchestrator.experiment.spec import Validity
 from orchestrator.experiment.sweep import Sweep
 from orchestrator.experiment.validity import Check, Verdict
 from switch.bfrt.errors import BfrtError
@@ -46,7 +50,12 @@ class FakeTime:
 
 
 def _runner(
-    tmp_path, outcomes: dict[str, list], retries: int = 1, answers: list[dict] | None = None, budget: float = 120
+    tmp_path,
+    outcomes: dict[str, list],
+    retries: int = 1,
+    answers: list[dict] | None = None,
+    budget: float = 120,
+    remeasure: int = 2,
 ) -> tuple[Runner, list[str]]:
     """A Runner whose run_point returns or raises the next outcome of each point; the
     testbed's answers to the probes between attempts are `answers` in turn (then all
@@ -56,6 +65,7 @@ def _runner(
     r = Runner.__new__(Runner)  # no testbed: only the sweep loop runs
     logs: list[str] = []
     r.points, r.sweep, r.retries, r.log, r.progress = points, sweep, retries, logs.append, _Progress()
+    r.spec, r.run_dir = SimpleNamespace(validity=Validity(remeasure_stalled=remeasure)), tmp_path
     r.backoff = Backoff(budget_s=budget)
     r.time = FakeTime()
     r.events = []
@@ -66,6 +76,7 @@ def _runner(
         out = outcomes[p.id].pop(0)
         if isinstance(out, BaseException):
             raise out
+        RunDir(tmp_path).point(p.id).fresh().write_verdict(out.to_dict())  # what the real one leaves
         return out
 
     def probe():
@@ -252,3 +263,61 @@ def test_ctrl_c_while_waiting_leaves_the_point_todo_with_its_reason(tmp_path):
     st = _state(tmp_path)["rain-f0.1-r1"]
     assert st["status"] == "todo" and st["reason"].startswith("worker1:")
     assert [e["reason"] for e in st["attempts_log"]] == [st["reason"]]
+
+
+def _stalled(pid: str) -> Verdict:
+    return Verdict(
+        pid,
+        [
+            Check("complete", True, 0, 0, "complete"),
+            Check("schedule_lag", False, 31.5, 10, "largest send lag 31.5 us of paper time; limit 10 us"),
+        ],
+    )
+
+
+def test_a_point_the_host_stalled_is_measured_again_and_the_discarded_attempt_kept(tmp_path):
+    good = Verdict("rain-f0.1-r1", [Check("complete", True, 0, 0, "complete"), Check("schedule_lag", True, 2, 10, "")])
+    other = Verdict("rain-f0.2-r1", [Check("complete", True, 0, 0, "complete")])
+    r, logs = _runner(tmp_path, {"rain-f0.1-r1": [_stalled("rain-f0.1-r1"), good], "rain-f0.2-r1": [other]})
+    r.sweep_all()
+    a = _state(tmp_path)["rain-f0.1-r1"]
+    assert a["status"] == "done" and a["valid"] is True and a["attempts"] == 2
+    assert a["attempts_log"][0]["reason"].startswith(
+        "the host stalled the client, measured again: validity: schedule_lag"
+    )
+    rd = RunDir(tmp_path)
+    assert [d.id for d in rd.stalled("rain-f0.1-r1")] == ["1"]
+    assert rd.stalled("rain-f0.1-r1")[0].read_verdict()["valid"] is False  # the discarded attempt, as measured
+    assert rd.point("rain-f0.1-r1").read_verdict()["valid"] is True  # the analysis reads the kept one
+    assert [d.id for d in rd.points()] == ["rain-f0.1-r1", "rain-f0.2-r1"]
+    assert any("host stalled the client (schedule_lag); measuring it again (1 of at most 2)" in line for line in logs)
+    lines = _stalled_lines(rd, ["rain-f0.1-r1", "rain-f0.2-r1"])
+    assert lines[0].startswith("1 measurement(s) discarded")
+    assert any("`rain-f0.1-r1` attempt 1" in line and "schedule_lag 31.5" in line for line in lines)
+
+
+def test_remeasuring_a_stalled_point_is_bounded_and_the_last_verdict_stands(tmp_path):
+    pid = "rain-f0.1-r1"
+    other = Verdict("rain-f0.2-r1", [Check("complete", True, 0, 0, "complete")])
+    outcomes = {
+        pid: [_stalled(pid), BfrtError("Read failed: UNAVAILABLE"), _stalled(pid), _stalled(pid)],
+        "rain-f0.2-r1": [other],
+    }
+    r, _ = _runner(tmp_path, outcomes, retries=1, remeasure=2)
+    r.sweep_all()
+    a = _state(tmp_path)[pid]
+    # two stalls re-measured, one outage retried (counted apart), the third stall is the verdict
+    assert a["status"] == "done" and a["valid"] is False and a["attempts"] == 4
+    assert a["reason"].startswith("validity: schedule_lag")
+    assert [d.id for d in RunDir(tmp_path).stalled(pid)] == ["1", "3"]
+    assert outcomes[pid] == []
+
+
+def test_no_remeasure_when_the_spec_says_none_or_another_check_failed(tmp_path):
+    pid = "rain-f0.1-r1"
+    lost = Verdict(pid, [Check("lost", False, 0.1, 0.001, "10% lost")])
+    r, _ = _runner(tmp_path, {pid: [lost], "rain-f0.2-r1": [_stalled("rain-f0.2-r1")]}, remeasure=0)
+    r.sweep_all()
+    st = _state(tmp_path)
+    assert st[pid]["attempts"] == 1 and st["rain-f0.2-r1"]["attempts"] == 1
+    assert not (tmp_path / "stalled").exists()
