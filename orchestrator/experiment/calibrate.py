@@ -105,6 +105,7 @@ def summarise(pd: PointDir, point: Point, mean_service_us: float) -> dict:
         "switch_worker_ns": round(rtt_mean / HOST_LEGS / k),
         "switch_pkt_ns": 0,  # the switch's passes are in the legs: one round trip measures them together
         "worker_pkt_ns": round(overshoot / WORKER_PACKETS / k),
+        "prewrite_ns": 0,  # the switch's WRITE into a ring is in the switch -> worker leg measured
     }
     out = {
         "k": k,

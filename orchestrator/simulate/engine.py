@@ -94,6 +94,10 @@ class _Config(C.Structure):
         ("seed", C.c_uint64),
         ("net", _Network),
         ("params", C.c_double * MAX_PARAMS),
+        ("n_replay", C.c_int64),
+        ("replay_at_ns", C.POINTER(C.c_int64)),
+        ("replay_service_ns", C.POINTER(C.c_int64)),
+        ("replay_class", C.POINTER(C.c_uint8)),
     ]
 
 
@@ -255,6 +259,12 @@ def check(sp: SimPoint) -> None:
     for p in sp.phases:
         if not (p.rate_rps >= 0 and math.isfinite(p.rate_rps)) or not p.classes:
             raise bad(f"phase at {p.at_ns} ns: rate {p.rate_rps}, classes {p.classes}", "a finite rate and a class")
+    if sp.replay is not None:
+        at, svc, cls = sp.replay
+        if not len(at) == len(svc) == len(cls) or len(sp.phases) != 1:
+            raise bad("a replay gives one time, service time and class per request, for one phase", "fix the replay")
+        if len(at) and (np.any(np.diff(at) < 0) or at[0] < 0 or np.any(svc < 0) or np.any(cls >= len(sp.classes))):
+            raise bad("a replay's times must not decrease, its service times be >= 0, its classes exist", "fix it")
     if sp.arrival not in ("poisson", "constant"):
         raise bad(f"arrival '{sp.arrival}'", "poisson or constant")
     if sp.warmup_ns < 0 or sp.measure_ns <= 0 or sp.timeout_ns <= 0:
@@ -298,6 +308,16 @@ def _config(sp: SimPoint, keep: list) -> _Config:
     policy = sp.policy.encode()
     keep += [slices, classes, phases, policy]
     period = sp.sample_period_ns or max(1, sp.measure_ns // 50)
+    replay = {}
+    if sp.replay is not None:
+        at, svc, cls = (np.ascontiguousarray(a, dtype=t) for a, t in zip(sp.replay, (np.int64, np.int64, np.uint8)))
+        keep += [at, svc, cls]
+        replay = {
+            "n_replay": len(at),
+            "replay_at_ns": at.ctypes.data_as(C.POINTER(C.c_int64)),
+            "replay_service_ns": svc.ctypes.data_as(C.POINTER(C.c_int64)),
+            "replay_class": cls.ctypes.data_as(C.POINTER(C.c_uint8)),
+        }
     return _Config(
         policy=policy,
         n_workers=sp.n_workers,
@@ -319,6 +339,7 @@ def _config(sp: SimPoint, keep: list) -> _Config:
             n.client_switch_ns, n.switch_worker_ns, n.switch_pkt_ns, n.worker_pkt_ns, n.link_gbps, n.prewrite_ns
         ),
         params=(C.c_double * MAX_PARAMS)(*params[:MAX_PARAMS]),
+        **replay,
     )
 
 

@@ -50,6 +50,7 @@ def emulated_network(k: float):
         switch_worker_ns=hop,
         switch_pkt_ns=round(SWITCH_PKT_NS / k),
         worker_pkt_ns=round(WORKER_PKT_NS / k),
+        prewrite_ns=0,  # no NIC: the worker's own receive loop writes the ring, in the hop above
     )
 
 

@@ -120,6 +120,9 @@ class SimPoint:
     interval_ns: int = 10_000_000  # histogram interval (10 ms: the paper samples p99 every 10 ms)
     sample_period_ns: int = 0  # queue/worker time series period (0: measure_ns / 50)
     policy_params: dict = field(default_factory=dict)  # the system's parameters (policies.py reads them)
+    # (intended ns, service ns, class index) arrays: requests replayed instead of drawn
+    # (model_beside.py replays what a testbed's clients drew); None: drawn
+    replay: tuple | None = None
 
     @property
     def n_workers(self) -> int:

@@ -264,11 +264,19 @@ BASE = ["--warmup", "0", "--timeout-us", "500000"]
 
 def read_trace(path: Path) -> dict[tuple[int, int], tuple[int, int]]:
     """(client_id, request_id) -> (intended_ns, sent_ns) from --trace."""
-    out = {}
-    for line in path.read_text().splitlines()[1:]:
-        _, cid, rid, _, intended, sent = line.split(",")
-        out[(int(cid), int(rid))] = (int(intended), int(sent))
-    return out
+    return {(r["client_id"], r["request_id"]): (r["intended_ns"], r["sent_ns"]) for r in trace_rows(path)}
+
+
+def trace_rows(path: Path) -> list[dict]:
+    """--trace's rows by its header's names (numbers as int, the class as text)."""
+    lines = path.read_text().splitlines()
+    head = lines[0].split(",")
+    assert head == [
+        "lcore", "client_id", "request_id", "class", "intended_ns", "sent_ns", "service_ns", "latency_ns"
+    ]  # fmt: skip
+    return [
+        {k: (v if k == "class" else int(v)) for k, v in zip(head, line.split(","), strict=True)} for line in lines[1:]
+    ]
 
 
 def wire_vs_schedule(peer: Peer, trace: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -386,9 +394,18 @@ def test_latency_histograms_match_injected_delays(pair, tmp_path):
             "fast:1:1:const:1000:8",
             "--class",
             "slow:1:2:const:4000:8",
+            "--trace",
+            str(tmp_path / "trace.csv"),
         ],
         policy,
     )
+    # the trace tells each request's story: what it asked for and when its answer came
+    rows = trace_rows(tmp_path / "trace.csv")
+    assert len(rows) == len(peer.tasks)  # warm-up included
+    for r in rows:
+        ttype = 1 if r["class"] == "fast" else 2
+        assert r["service_ns"] == {1: 1000, 2: 4000}[ttype]
+        assert delays[ttype] * 1e9 * 0.999 <= r["latency_ns"] < delays[ttype] * 1e9 + 0.5e9
     logs = read_hlog(tmp_path / "out/latency.hlog")
     sd = read_hlog(tmp_path / "out/slowdown.hlog")
     assert set(logs) == {"fast", "slow"}

@@ -17,6 +17,7 @@ import pytest
 from orchestrator.experiment import layout, model_beside
 from orchestrator.experiment.analyze import MODEL_COLUMNS, analyze, load_point
 from orchestrator.experiment.layout import RunDir
+from orchestrator.experiment.report import render_markdown
 from orchestrator.experiment.spec import SpecError, load
 from orchestrator.experiment.validity import check_point
 from tests.unit.results_fixture import good_counters, make_summary, synthetic_run, write_point, write_sweep
@@ -342,3 +343,58 @@ def test_the_model_is_offered_the_load_the_clients_drew(tmp_path):
     (pd_.path / layout.CLIENTS).rename(pd_.path / "elsewhere")
     info = model_beside.write(pd_, pd_.read_point(), RunDir(run).read_manifest())
     assert info["load_krps"] == info["planned_load_krps"] == 120 and info["load_from"] == "the plan"
+
+
+def _trace(pd_, n: int, *, service=True) -> np.ndarray:
+    """clients/client0/trace.csv of n requests 1 ms apart (testbed time; 10 us of paper
+    time at k = 100), 5 us tasks with every 50th one 300 us (paper); returns the
+    service times in paper ns."""
+    svc = np.where(np.arange(n) % 50 == 7, 300_000, 5_000)
+    t = pd.DataFrame(
+        {
+            "lcore": 0,
+            "client_id": 0,
+            "request_id": np.arange(n),
+            "class": "task",
+            "intended_ns": np.arange(n) * 1_000_000,
+            "sent_ns": np.arange(n) * 1_000_000 + 100,
+            "service_ns": svc * int(K),
+            "latency_ns": -1,
+        }
+    )
+    if not service:
+        t = t.drop(columns=["service_ns", "latency_ns"])
+    t.to_csv(pd_.client("client0") / layout.TRACE, index=False)
+    return svc
+
+
+def test_the_model_replays_the_requests_the_clients_drew(tmp_path):
+    run = measured_run(tmp_path, fracs=(0.3,))
+    pid = "rain-f0.3-r1"
+    measure(run, pid, 50.0, n=4000)
+    pd_ = RunDir(run).point(pid)
+    _trace(pd_, 5000)
+    info = model_beside.write(pd_, pd_.read_point(), RunDir(run).read_manifest())
+    assert info.get("error") is None and info["replayed"] is True
+    assert info["requests"] == 5000 and info["requests_from"].startswith("the 5,000 requests the clients drew")
+    # the measured window itself (1 s + 4 s of testbed time at k = 100), not a stretched one
+    assert info["warmup_s"] == pytest.approx(0.01) and info["measure_s"] == pytest.approx(0.04)
+    data = model_beside.load(pd_)
+    # 4,000 requests in the window, 2% of them 300 us long: the p99 is theirs (an exponential
+    # 10 us draw would put it near 50 us); no request shorter than its 5 us service
+    assert data.latency["all"].total == 4000
+    assert data.latency["all"].percentile(99.0) >= 300_000
+    assert data.latency["all"].percentile(0.0) >= 5_000
+    analyze(run)
+    assert "- the model's requests (every point): the ones the clients drew" in render_markdown(run)
+
+
+def test_without_service_times_in_the_trace_the_model_draws_its_own(tmp_path):
+    run = measured_run(tmp_path, fracs=(0.3,))
+    pid = "rain-f0.3-r1"
+    measure(run, pid, 50.0, n=4000)
+    pd_ = RunDir(run).point(pid)
+    _trace(pd_, 5000, service=False)
+    info = model_beside.write(pd_, pd_.read_point(), RunDir(run).read_manifest())
+    assert info.get("error") is None and info["replayed"] is False
+    assert "older than the replay" in info["requests_from"] and info["requests"] > 5000

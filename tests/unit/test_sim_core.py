@@ -206,6 +206,25 @@ def test_phases_change_rate_and_class_mix():
     assert np.count_nonzero((tp >= 10_000_000) & (tp < 20_000_000)) == pytest.approx(3000, rel=0.1)
 
 
+def test_a_replay_runs_the_given_requests_and_draws_none():
+    a = ClassModel("a", 1.0, 0, 0, ServiceModel("exp", 10_000), 8, 0.0, 64)
+    b = ClassModel("b", 1.0, 1, 0, ServiceModel("exp", 10_000), 8, 0.0, 64)
+    rng = np.random.default_rng(3)
+    at = np.cumsum(rng.integers(1_000, 5_000, 3000)).astype(np.int64)
+    svc = rng.integers(1_000, 30_000, 3000).astype(np.int64)
+    cls = (np.arange(3000) % 3 == 0).astype(np.uint8)
+    sp = point(classes=(a, b), ms=20, replay=(at, svc, cls))
+    r = engine.run(sp)
+    inside = at < sp.end_ns  # the client stops scheduling at the window's end
+    assert np.array_equal(r.intended_ns, at[inside]) and np.array_equal(r.service_ns, svc[inside])
+    assert np.array_equal(r.cls, cls[inside]) and (r.outcome == 0).all()
+    assert np.array_equal(engine.run(dataclasses.replace(sp, seed=9)).intended_ns, r.intended_ns)  # no seed in it
+    with pytest.raises(SimError, match="must not decrease"):
+        engine.run(dataclasses.replace(sp, replay=(at[::-1].copy(), svc, cls)))
+    with pytest.raises(SimError, match="one time, service time and class per request"):
+        engine.run(dataclasses.replace(sp, replay=(at, svc[:10], cls)))
+
+
 def test_random_push_spreads_tasks_uniformly_without_tokens():
     r = engine.run(point(policy="random", load=0.5))
     c = r.counters

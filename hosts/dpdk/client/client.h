@@ -132,12 +132,15 @@ struct rc_wait {
 	uint8_t measured;
 };
 
-/* One first send, for --trace (TSC values). */
+/* One first send, for --trace (TSC values), and what came of it: the trace is the
+ * request's whole story, so a model can replay the very same draws. */
 struct rc_trace {
 	uint32_t id;
 	uint8_t cls;
 	uint64_t intended;
 	uint64_t sent;
+	uint64_t service_ns; /* what the request asked the worker for */
+	int64_t latency_ns;  /* intended send to answer; -1: no answer (yet), failed or rejected */
 };
 
 /* A prebuilt frame head (Ethernet/IPv4/UDP + rain_hdr) for one class and size. */

@@ -312,7 +312,7 @@ static __rte_always_inline bool send_new(struct rc_lcore *lc, const struct rc_wa
 	lc->txb[lc->ntx++] = m;
 	if (unlikely(lc->trace != NULL)) {
 		if (lc->ntrace < lc->trace_cap)
-			lc->trace[lc->ntrace++] = (struct rc_trace){id, w->cls, w->intended, now};
+			lc->trace[lc->ntrace++] = (struct rc_trace){id, w->cls, w->intended, now, w->service_ns, -1};
 		else
 			lc->trace_dropped++;
 	}
@@ -501,6 +501,12 @@ static void complete(struct rc_lcore *lc, const struct rain_hdr *rh, uint64_t t)
 		return;
 	}
 	finish(lc, e, RQ_DONE);
+	uint64_t lat = (uint64_t)((double)(t - e->intended) * 1e9 / (double)rc.hz);
+	/* Request ids are the trace's indices (one entry per first send, from id 0) until
+	 * the trace is full; the check keeps a full trace's later ids out. */
+	if (unlikely(lc->trace != NULL) && e->id < lc->ntrace && lc->trace[e->id].id == e->id &&
+	    !(rh->flags & RAIN_F_FAILED))
+		lc->trace[e->id].latency_ns = (int64_t)lat;
 	if (!measured)
 		return;
 	if (rh->flags & RAIN_F_FAILED) {
@@ -508,7 +514,6 @@ static void complete(struct rc_lcore *lc, const struct rain_hdr *rh, uint64_t t)
 		return;
 	}
 	k->received++;
-	uint64_t lat = (uint64_t)((double)(t - e->intended) * 1e9 / (double)rc.hz);
 	uint64_t kint = (e->intended - rc.tw) / rc.hz;
 	if (kint >= rc.nint)
 		kint = rc.nint - 1;

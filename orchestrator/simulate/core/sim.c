@@ -99,6 +99,7 @@ struct rs_sim {
 	int64_t piece_start;  /* constant arrivals: start of the current piece */
 	uint64_t piece_k;
 	int gen_done;
+	int64_t replay_next;  /* a replay: the next request to arrive */
 	int64_t outstanding;
 	uint32_t wq_head;     /* requests waiting for admission: ids wq_head .. n_req-1 with state WAITING */
 	uint32_t n_waiting;
@@ -419,17 +420,24 @@ static void on_arrival(struct rs_sim *s)
 	}
 	uint32_t i = (uint32_t)s->n_req++;
 	const struct rs_phase *p = &s->phases[s->phase];
-	int j = 0;
-	if (p->n_classes > 1) {
-		double u = rs_unit(&s->crng) * s->cum_w[p->n_classes - 1];
-		while (j < p->n_classes - 1 && u > s->cum_w[j])
-			j++;
+	int ci;
+	int64_t r = -1; /* a replay: this request's index */
+	if (s->cfg.n_replay > 0) {
+		r = s->replay_next++;
+		ci = s->cfg.replay_class[r];
+	} else {
+		int j = 0;
+		if (p->n_classes > 1) {
+			double u = rs_unit(&s->crng) * s->cum_w[p->n_classes - 1];
+			while (j < p->n_classes - 1 && u > s->cum_w[j])
+				j++;
+		}
+		ci = p->classes[j];
 	}
-	int ci = p->classes[j];
 	const struct rs_class *c = &s->classes[ci];
 	s->intended[i] = s->v.now;
 	s->cls[i] = (uint8_t)ci;
-	s->service[i] = draw_service(s, c);
+	s->service[i] = r >= 0 ? s->cfg.replay_service_ns[r] : draw_service(s, c);
 	s->large[i] = c->payload_bytes > 8 || (c->large_fraction > 0 && rs_unit(&s->crng) <= c->large_fraction);
 	s->outcome[i] = RS_NOT_SENT;
 	s->latency[i] = -1;
@@ -445,7 +453,8 @@ static void on_arrival(struct rs_sim *s)
 		s->n_waiting++;
 		s->v.cnt.waited++;
 	}
-	int64_t nt = next_arrival(s, s->v.now);
+	int64_t nt = r < 0 ? next_arrival(s, s->v.now)
+			   : s->replay_next < s->cfg.n_replay ? s->cfg.replay_at_ns[s->replay_next] : INT64_MAX;
 	if (nt < s->cfg.gen_end_ns)
 		push(s, nt, EV_ARRIVAL, 0, 0, 0);
 	else
@@ -778,6 +787,24 @@ static int check(const struct rs_config *c, char *err, int n)
 	}
 	if (c->arrival != RS_ARR_POISSON && c->arrival != RS_ARR_CONSTANT)
 		return bad(err, n, "arrival must be poisson (0) or constant (1)");
+	if (c->n_replay < 0)
+		return bad(err, n, "n_replay must be >= 0");
+	if (c->n_replay > 0) {
+		if (!c->replay_at_ns || !c->replay_service_ns || !c->replay_class)
+			return bad(err, n, "a replay needs its times, service times and classes");
+		if (c->n_phases != 1)
+			return bad(err, n, "a replay has one phase");
+		for (int64_t i = 0; i < c->n_replay; i++) {
+			if (c->replay_at_ns[i] < 0 || (i && c->replay_at_ns[i] < c->replay_at_ns[i - 1]))
+				return snprintf(m, sizeof m, "replay request %lld: times must be >= 0 and not decrease",
+						(long long)i),
+				       bad(err, n, m);
+			if (c->replay_service_ns[i] < 0 || c->replay_class[i] >= c->n_classes)
+				return snprintf(m, sizeof m, "replay request %lld: a negative service time or no such class",
+						(long long)i),
+				       bad(err, n, m);
+		}
+	}
 	if (c->gen_end_ns < 0)
 		return bad(err, n, "gen_end_ns must be >= 0");
 	if (c->timeout_ns <= 0)
@@ -881,7 +908,9 @@ struct rs_sim *rs_create(const struct rs_config *cfg, char *err, int errlen)
 	if (cfg->sample_period_ns > 0)
 		push(s, 0, EV_SAMPLE, 0, 0, 0);
 	int64_t first;
-	if (cfg->arrival == RS_ARR_CONSTANT && s->phases[0].rate_rps > 0) {
+	if (cfg->n_replay > 0) {
+		first = cfg->replay_at_ns[0];
+	} else if (cfg->arrival == RS_ARR_CONSTANT && s->phases[0].rate_rps > 0) {
 		s->piece_k = 1;
 		first = 0;
 	} else {
