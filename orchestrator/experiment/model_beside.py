@@ -47,6 +47,12 @@ MODEL_SEED = 1  # the run seed of every model point (simulate's default): point 
 MIN_REQUESTS = 200_000  # p99 from 2,000 requests above it: the estimate's error ~1% (exponential tail)
 MAX_REQUESTS = 1_000_000  # p99 error ~0.5%; a paper-scale point (3 M/s) then costs a few CPU seconds
 MAX_STRETCH_S = 60.0  # paper seconds: the longest window a low load is stretched to
+# The p99's draw-to-draw spread at the measured window (p99_spread): this many draws of
+# the model, fewer when the window is large (at most SPREAD_MAX_REQUESTS in all, at least
+# SPREAD_MIN_DRAWS, else not estimated: a window that large hardly varies).
+SPREAD_DRAWS = 50
+SPREAD_MIN_DRAWS = 10
+SPREAD_MAX_REQUESTS = 5_000_000
 
 
 def _network_text(net: dict) -> str:
@@ -200,6 +206,82 @@ def _replay(pd: PointDir, k: float, classes) -> tuple[tuple | None, str]:
     return (at[order], svc[order], cls[order]), f"the {len(at):,} requests the clients drew (trace.csv)"
 
 
+def p99_spread(sp, point_id: str) -> dict:
+    """How much the p99 of a window this size varies from one draw of the requests to
+    another, by the model: the window drawn SPREAD_DRAWS times. Near saturation the
+    latencies of neighbouring requests move together (one long task holds the queue
+    behind it), so the order statistics of one window, which assume independent
+    samples, understate its p99's error: at 0.85 of capacity a 6,800-request window's
+    p99 varied by 19% (one standard deviation) where the order statistics said 3%.
+    `rel_sd`: per class and `all`, the standard deviation of the draws' p99s over their
+    mean; the p99_ci check makes it an interval (2 z of its confidence, 3.92 at 95%)."""
+    import numpy as np
+
+    from ..simulate import engine
+    from ..simulate.model import seed_of
+
+    rate = sp.phases[0].rate_rps  # one phase: a workload with phases has no spread
+    window = rate * sp.measure_ns / 1e9
+    draws = min(SPREAD_DRAWS, int(SPREAD_MAX_REQUESTS // max(1.0, window + rate * sp.warmup_ns / 1e9)))
+    if draws < SPREAD_MIN_DRAWS:
+        return {"draws": 0, "why": f"the window holds {window:,.0f} requests: its p99 hardly varies between draws"}
+    names = [c.name for c in sp.classes]
+    p99s: dict[str, list[float]] = {}
+    for i in range(draws):
+        r = engine.run(replace(sp, replay=None, seed=seed_of(1000 + i, point_id)))
+        ok = (r.intended_ns >= sp.warmup_ns) & (r.intended_ns < sp.end_ns) & (r.outcome == 0)
+        groups = {"all": ok, **{n: ok & (r.cls == j) for j, n in enumerate(names)}}
+        for name, m in groups.items():
+            if np.count_nonzero(m) >= 100:
+                p99s.setdefault(name, []).append(float(np.percentile(r.latency_ns[m], 99)))
+    rel_sd = {
+        name: round(float(np.std(v, ddof=1)) / float(np.mean(v)), 4)
+        for name, v in p99s.items()
+        if len(v) >= SPREAD_MIN_DRAWS and np.mean(v) > 0
+    }
+    return {"draws": draws, "window_requests": round(window), "rel_sd": rel_sd}
+
+
+WINDOW_MARGIN = 0.9  # a window is sized for this share of the p99_ci limit: the prediction is itself an estimate
+WINDOW_STEPS = 3  # predictions per point: each at the window the previous one asked for
+
+
+def window_for(point: dict, manifest: dict, spec, max_width: float, longest_s: float, confidence: float = 0.95):
+    """The measurement (testbed s) a point needs for its p99's interval, as the model
+    predicts it (p99_spread, the worst class), to stay within WINDOW_MARGIN x
+    `max_width`: its planned measure_s when that does, else longer, up to `longest_s`.
+    The width shrinks about as one over the square root of the window; each step
+    predicts again at the window the last one asked for. Returns (seconds, why)."""
+    import math
+
+    from scipy.stats import norm
+
+    from ..simulate.like import paper_point
+
+    k = float(point.get("dilation") or 1.0)
+    target = WINDOW_MARGIN * max_width
+    z2 = 2 * float(norm.ppf(0.5 + confidence / 2))
+    sp, _, _ = _build(point, manifest, spec)
+    pp = paper_point(point)
+    measure_s = float(point["measure_s"])
+    seconds = measure_s
+    for step in range(WINDOW_STEPS):
+        at = replace(sp, warmup_ns=round(pp.warmup_s * 1e9), measure_ns=round(seconds / k * 1e9))
+        sds = (p99_spread(at, pp.id).get("rel_sd") or {}).values()
+        if not sds:
+            return measure_s, "the model gave no p99 spread: measure_s"
+        width = z2 * max(sds)
+        if width <= target or seconds >= longest_s or step == WINDOW_STEPS - 1:
+            break  # the window kept is always one predicted
+        seconds = min(longest_s, float(math.ceil(seconds * (width / target) ** 2)))
+    said = f"the model's p99 interval {width:.2f} wide at {seconds:g} s (target {target:.2f})"
+    if seconds == measure_s:
+        return seconds, said
+    if width > target:
+        said += f": measure_max_s ({longest_s:g} s) is too short for it, the point may fail p99_ci"
+    return seconds, f"{said}; measure_s {measure_s:g} s"
+
+
 def _drawn_rps(pd: PointDir, point: dict) -> float | None:
     """The rate the clients' schedule drew for the window, all clients together
     (rain-client's `scheduled_rps`), or None when the point has no client results."""
@@ -235,10 +317,13 @@ def write(point_dir: PointDir | Path, point: dict, manifest: dict, spec=None) ->
             )
         sp, model_point, info = _build(point, manifest, spec, _drawn_rps(pd, point))
         k = float(point.get("dilation") or 1.0)
+        pp = paper_point(point)
+        at_window = replace(sp, warmup_ns=round(pp.warmup_s * 1e9), measure_ns=round(pp.measure_s * 1e9))
+        if not spec.workload.phases:
+            info["p99_spread"] = p99_spread(at_window, pp.id)
         replay, why = (None, "the workload has phases") if spec.workload.phases else _replay(pd, k, sp.classes)
         if replay is not None:  # the measured window itself, not a longer one
-            pp = paper_point(point)
-            sp = replace(sp, replay=replay, warmup_ns=round(pp.warmup_s * 1e9), measure_ns=round(pp.measure_s * 1e9))
+            sp = replace(at_window, replay=replay)
             model_point = {**model_point, "warmup_s": pp.warmup_s, "measure_s": pp.measure_s}
             info.update(warmup_s=pp.warmup_s, measure_s=pp.measure_s)
         info["replayed"] = replay is not None

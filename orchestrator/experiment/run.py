@@ -23,7 +23,7 @@ import platform
 import subprocess
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
@@ -1038,6 +1038,49 @@ def _choose_dilation(runner: Runner, rd: RunDir, spec: Spec, shape: TestbedShape
     rd.write_manifest(m)
 
 
+def _size_windows(runner: Runner, rd: RunDir, spec: Spec, shape: TestbedShape, log) -> None:
+    """`measure_max_s`: a point whose p99 the model predicts too uncertain at measure_s
+    (model_beside.window_for) measures longer, up to measure_max_s. Near saturation the
+    p99 of a short window varies far more than its order statistics say (0.85 of
+    capacity, 20 s at k = 1000: 19% from draw to draw), and the p99_ci check says so
+    after the fact; here the run asks for the window before it measures. The sweep is
+    planned again (nothing was measured yet) and the manifest keeps each point's window
+    and why (`windows`), which a resumed run applies again."""
+    from . import model_beside
+    from .validity import thresholds_of
+
+    longest = spec.durations(shape.emulated).measure_max_s
+    if longest is None:
+        return
+    th = thresholds_of(spec.validity)
+    m = rd.read_manifest()
+    windows, points = {}, []
+    for p in runner.points:
+        seconds, why = model_beside.window_for(asdict(p), m, spec, th["max_p99_ci_width"], longest, th["ci_confidence"])
+        windows[p.id] = {"measure_s": seconds, "why": why}
+        if seconds != p.measure_s:
+            log(f"{p.id}: measures {seconds:g} s instead of {p.measure_s:g}: {why}")
+        points.append(replace(p, measure_s=seconds))
+    m["windows"] = windows
+    if points != runner.points:
+        rd.sweep.unlink()
+        runner.points, runner.sweep = points, Sweep(rd.path, points, resume=False)
+        m["points"] = [asdict(p) for p in points]
+    rd.write_manifest(m)
+
+
+def with_windows(points: list[Point], manifest: dict) -> list[Point]:
+    """The points with the windows a run sized for them (_size_windows), on resume."""
+    w = manifest.get("windows")
+    if not isinstance(w, dict):
+        return points
+    out = []
+    for p in points:
+        s = (w.get(p.id) or {}).get("measure_s") if isinstance(w.get(p.id), dict) else None
+        out.append(replace(p, measure_s=float(s)) if isinstance(s, (int, float)) and s > 0 else p)
+    return out
+
+
 def run(
     spec_path: str | Path,
     inv: Inventory,
@@ -1082,6 +1125,8 @@ def run(
         # a resumed run keeps the k its calibration chose
         chosen = rd.read_manifest().get("dilation") if auto and rd.manifest.exists() else None
         points = plan(spec, shape, k=chosen.get("k") if isinstance(chosen, dict) else None)
+        if rd.manifest.exists():  # and the windows it sized
+            points = with_windows(points, rd.read_manifest())
     else:
         points = plan(spec, shape)
         rd = RunDir.new(results_root, spec.name, time.strftime("%Y%m%d-%H%M%S"))
@@ -1138,6 +1183,8 @@ def run(
                 cal = runner.calibrate()
                 if auto and cal is not None:
                     _choose_dilation(runner, rd, spec, shape, cal, log)
+            if resume is None:
+                _size_windows(runner, rd, spec, shape, log)
             runner.sweep_all()
         except KeyboardInterrupt:
             log(f"interrupted: done points are kept; continue with `rainmaker run {spec_path} --resume {run_dir}`")

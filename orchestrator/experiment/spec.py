@@ -329,9 +329,25 @@ class Slo(Strict):
         return self
 
 
+_MEASURE_MAX = (
+    "the longest a point may measure: a point whose p99 the model predicts too uncertain at measure_s "
+    "(wider than validity.max_p99_ci_width) measures longer, up to this; none: every point measures measure_s"
+)
+
+
 class Durations(Strict):
     warmup_s: Seconds
     measure_s: MeasureSeconds
+    measure_max_s: MeasureSeconds | None = Field(None, description=_MEASURE_MAX)
+
+    @model_validator(mode="after")
+    def _max(self) -> Durations:
+        if self.measure_max_s is not None and self.measure_max_s < self.measure_s:
+            raise bad(
+                f"measure_max_s ({self.measure_max_s:g}) is below measure_s ({self.measure_s:g})",
+                "give measure_max_s at least measure_s, or leave it out",
+            )
+        return self
 
 
 DilationFactor = ranged(
@@ -412,6 +428,7 @@ class Spec(Strict):
     load: Load
     warmup_s: Seconds = 1
     measure_s: MeasureSeconds = 10
+    measure_max_s: MeasureSeconds | None = Field(None, description=_MEASURE_MAX)
     emulated: Durations | None = Field(None, description="shorter durations on the emulated testbed")
     repetitions: int = Field(1, ge=1, le=100)
     dilation: Dilation = Dilation()
@@ -437,6 +454,15 @@ class Spec(Strict):
         if len(set(v)) != len(v):
             raise bad("a system is listed twice", "list each system once")
         return v
+
+    @model_validator(mode="after")
+    def _measure_max(self) -> Spec:
+        if self.measure_max_s is not None and self.measure_max_s < self.measure_s:
+            raise bad(
+                f"measure_max_s ({self.measure_max_s:g}) is below measure_s ({self.measure_s:g})",
+                "give measure_max_s at least measure_s, or leave it out",
+            )
+        return self
 
     @model_validator(mode="after")
     def _variants(self) -> Spec:
@@ -473,7 +499,7 @@ class Spec(Strict):
     def durations(self, emulated: bool) -> Durations:
         if emulated and self.emulated is not None:
             return self.emulated
-        return Durations(warmup_s=self.warmup_s, measure_s=self.measure_s)
+        return Durations(warmup_s=self.warmup_s, measure_s=self.measure_s, measure_max_s=self.measure_max_s)
 
     def needs(self) -> set[str]:
         """Features this spec uses, whether declared or implied."""

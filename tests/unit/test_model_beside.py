@@ -8,6 +8,7 @@ dashed model curves of the figures, the report's table, and a run without a mode
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +19,7 @@ from orchestrator.experiment import layout, model_beside
 from orchestrator.experiment.analyze import MODEL_COLUMNS, analyze, load_point
 from orchestrator.experiment.layout import RunDir
 from orchestrator.experiment.report import render_markdown
-from orchestrator.experiment.spec import SpecError, load
+from orchestrator.experiment.spec import Spec, SpecError, load
 from orchestrator.experiment.validity import check_point
 from tests.unit.results_fixture import good_counters, make_summary, synthetic_run, write_point, write_sweep
 
@@ -398,3 +399,46 @@ def test_without_service_times_in_the_trace_the_model_draws_its_own(tmp_path):
     info = model_beside.write(pd_, pd_.read_point(), RunDir(run).read_manifest())
     assert info.get("error") is None and info["replayed"] is False
     assert "older than the replay" in info["requests_from"] and info["requests"] > 5000
+
+
+def test_the_p99s_spread_between_draws_grows_near_saturation_and_sizes_the_window(tmp_path):
+    run = measured_run(tmp_path, fracs=(0.3, 0.9))
+    rd = RunDir(run)
+    manifest, spec = rd.read_manifest(), load_spec_dict(SPEC)
+    low, high = (rd.point(p).read_point() for p in ("rain-f0.3-r1", "rain-f0.9-r1"))
+    sds = {}
+    for p in (low, high):
+        sp, _, _ = model_beside._build(p, manifest, spec)
+        sp = replace(sp, warmup_ns=10_000_000, measure_ns=40_000_000)  # the measured window
+        s = model_beside.p99_spread(sp, p["id"])
+        assert s["draws"] == model_beside.SPREAD_DRAWS and set(s["rel_sd"]) == {"all", "task"}
+        sds[p["id"]] = s["rel_sd"]["all"]
+    assert 0 < sds["rain-f0.3-r1"] < sds["rain-f0.9-r1"]
+    # the window: kept at 0.3, longer at 0.9 (and never past the longest allowed)
+    assert model_beside.window_for(low, manifest, spec, 0.25, 60)[0] == 4.0
+    seconds, why = model_beside.window_for(high, manifest, spec, 0.25, 60)
+    assert 4.0 < seconds <= 60 and "measure_s 4 s" in why
+
+
+def load_spec_dict(d: dict) -> Spec:
+    return Spec.model_validate(d)
+
+
+def test_p99_ci_takes_the_models_spread_when_it_is_wider(tmp_path):
+    run = measured_run(tmp_path, fracs=(0.6,))
+    pid = "rain-f0.6-r1"
+    pd_ = RunDir(run).point(pid)
+    model_beside.write(pd_, pd_.read_point(), RunDir(run).read_manifest())
+    measure(run, pid, 60.0, n=20_000)
+    info = json.loads((pd_.model / layout.MODEL_INFO).read_text())
+    assert info["p99_spread"]["draws"] > 0
+    info["p99_spread"]["rel_sd"] = {"all": 0.2, "task": 0.2}  # as at 0.85 of capacity in 20 s
+    (pd_.model / layout.MODEL_INFO).write_text(json.dumps(info))
+    strict = {**SPEC["validity"], "max_p99_ci_width": 0.25}
+    c = next(c for c in check_point(pd_.path, None, strict).checks if c.name == "p99_ci")
+    assert c.passed is False and c.value == pytest.approx(4 * 1.959964 * 0.2 / 2, rel=1e-4)
+    assert "the model's draws of a window this size 0.784" in c.message and "order statistics give" in c.message
+    info["p99_spread"]["rel_sd"] = {"all": 0.0001, "task": 0.0001}  # narrower: the order statistics stand
+    (pd_.model / layout.MODEL_INFO).write_text(json.dumps(info))
+    c = next(c for c in check_point(pd_.path, None, strict).checks if c.name == "p99_ci")
+    assert c.passed is True and c.value == c.detail["task"]["rel_width_order_stats"]

@@ -196,6 +196,13 @@ CASES += [
     ("s-th-inf", lambda d: d.update(rain={"s_th": INF}), "rain.s_th", "not a finite"),
     ("slo-p99-inf", lambda d: d.update(slo={"p99_us": INF}), "slo.p99_us", "not a finite"),
     ("lag-inf", lambda d: d.update(validity={"max_lag_us": INF}), "validity.max_lag_us", "not a finite"),
+    ("measure-max-below", lambda d: d.update(measure_s=10, measure_max_s=5), "", "measure_max_s (5) is below"),
+    (
+        "emulated-measure-max-below",
+        lambda d: d.update(emulated={"warmup_s": 1, "measure_s": 20, "measure_max_s": 10}),
+        "emulated",
+        "measure_max_s (10) is below",
+    ),
     (
         "large-bytes-huge",
         lambda d: d["workload"]["classes"][0].update(payload={"large_bytes": 10**6}),
@@ -287,3 +294,14 @@ def test_variants_expand_into_curves(tmp_path):
 def test_needs_names_features(tmp_path):
     d = mutate(lambda d: d.update(systems=["rain", "draconis"], rain={"adaptive": True}))
     assert load(write(tmp_path, d)).needs() == {"baselines", "adaptive"}
+
+
+def test_a_runs_sized_windows_are_applied_again_on_resume(tmp_path):
+    from orchestrator.experiment.run import with_windows
+
+    spec = load(write(tmp_path, base()))
+    pts = plan(spec, TestbedShape(worker_hosts=2, client_hosts=1, emulated=True))
+    manifest = {"windows": {"rain-f0.9-r1": {"measure_s": 37.0, "why": "the model"}, "rain-f0.5-r1": {"x": 1}}}
+    out = with_windows(pts, manifest)
+    assert [p.measure_s for p in out] == [2, 37.0, 2, 2]
+    assert out[1].digest != pts[1].digest and with_windows(pts, {}) == pts
