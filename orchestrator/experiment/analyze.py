@@ -261,6 +261,30 @@ def _us(ns: float) -> float:
     return ns / 1000.0 if not math.isnan(ns) else math.nan
 
 
+def p99_interval(data: PointData, cls: str, confidence: float = 0.95) -> dict:
+    """The p99's confidence interval (testbed ns), the wider of two: the order
+    statistics' (binomial), which assume independent samples, and the draw-to-draw
+    spread of a window this size that the model beside a measured point estimates
+    (model.json `p99_spread`): near saturation neighbouring latencies move together and
+    the second is several times the first. Returns ci (lo, hi), p99 and both relative
+    widths (`draws` None without a model)."""
+    from scipy.stats import norm
+
+    from .model_beside import read_info
+
+    h = data.latency.get(cls)
+    if h is None or not h.total:
+        return {"ci": (math.nan, math.nan), "p99": math.nan, "order_stats": math.inf, "draws": None, "width": math.inf}
+    p99 = h.percentile(99.0)
+    lo, hi = h.quantile_ci(0.99, confidence)
+    order = (hi - lo) / p99 if p99 > 0 else math.inf
+    sd = (((read_info(data.dir) or {}).get("p99_spread") or {}).get("rel_sd") or {}).get(cls)
+    draws = 2 * float(norm.ppf(0.5 + confidence / 2)) * float(sd) if isinstance(sd, (int, float)) else None
+    if draws is not None and draws > order:
+        lo, hi = p99 * (1 - draws / 2), p99 * (1 + draws / 2)
+    return {"ci": (lo, hi), "p99": p99, "order_stats": order, "draws": draws, "width": max(order, draws or 0.0)}
+
+
 def _row(data: PointData, cls: str, verdict: dict, base: dict, model: PointData | None = None) -> dict:
     k = data.dilation
     lat = data.latency.get(cls)
@@ -284,7 +308,7 @@ def _row(data: PointData, cls: str, verdict: dict, base: dict, model: PointData 
     n = lat.total if lat is not None else 0
     row["samples"] = n
     p50, p99, p999 = lat.percentiles(PCTS) if lat is not None else (nan, nan, nan)
-    lo, hi = lat.quantile_ci(0.99) if n else (nan, nan)
+    lo, hi = p99_interval(data, cls)["ci"] if n else (nan, nan)
     stats = {
         "mean": lat.mean() if n else nan,
         "p50": p50,

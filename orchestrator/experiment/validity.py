@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from . import layout
-from .analyze import ALL, PointData, load_point
+from .analyze import ALL, PointData, load_point, p99_interval
 from .layout import PointDir
 
 # Thresholds the spec's `validity:` section does not carry (the spec's defaults and
@@ -320,50 +320,32 @@ def check_samples(data: PointData, min_n: int) -> Check:
 
 
 def check_p99_ci(data: PointData, max_width: float, confidence: float) -> Check:
-    """The p99's confidence interval: the wider of two. The order statistics' (binomial)
-    interval assumes independent samples; near saturation neighbouring latencies move
-    together and the window's p99 varies far more from one draw to another, which the
-    model beside a measured point estimates (model.json `p99_spread`, 95%)."""
+    """The p99's confidence interval (analyze.p99_interval): the wider of the order
+    statistics' and the draw-to-draw spread the model beside a measured point gives."""
     if not data.latency:
         return Check("p99_ci", False, None, max_width, "no latency histograms")
-    from scipy.stats import norm
-
-    from . import model_beside
-
-    z = float(norm.ppf(0.5 + confidence / 2))
-    spread = ((model_beside.read_info(data.dir) or {}).get("p99_spread") or {}).get("rel_sd") or {}
     detail, worst, worst_w = {}, None, -1.0
     for cls, h in data.latency.items():
-        n = h.total
-        if n == 0:
-            w, p99, lo, hi = math.inf, math.nan, math.nan, math.nan
-        else:
-            p99 = h.percentile(99.0)
-            lo, hi = h.quantile_ci(0.99, confidence)
-            w = (hi - lo) / p99 if p99 > 0 else math.inf
-        sd = spread.get(cls)
-        draws = 2 * z * float(sd) if isinstance(sd, (int, float)) else None
+        iv = p99_interval(data, cls, confidence)
+        lo, hi = iv["ci"]
         detail[cls] = {
-            "samples": n,
-            "p99_us": p99 / 1000,
+            "samples": h.total,
+            "p99_us": iv["p99"] / 1000,
             "ci_lo_us": lo / 1000,
             "ci_hi_us": hi / 1000,
-            "rel_width_order_stats": w,
-            "rel_width_draws": draws,
+            "rel_width": iv["width"],
+            "rel_width_order_stats": iv["order_stats"],
+            "rel_width_draws": iv["draws"],
         }
-        if draws is not None and draws > w:
-            w = draws
-            detail[cls].update(ci_lo_us=p99 * (1 - w / 2) / 1000, ci_hi_us=p99 * (1 + w / 2) / 1000)
-        detail[cls]["rel_width"] = w
-        if w > worst_w:
-            worst, worst_w = cls, w
+        if iv["width"] > worst_w:
+            worst, worst_w = cls, iv["width"]
     d = detail[worst]
     hi_txt = "unbounded" if not math.isfinite(d["ci_hi_us"]) else f"{d['ci_hi_us']:,.1f}"
     msg = (
         f"p99 of '{worst}' {d['p99_us']:,.1f} us, {confidence:.0%} CI [{d['ci_lo_us']:,.1f}, {hi_txt}] us "
         f"(testbed time), relative width {worst_w:.3g}; limit {max_width:g}"
     )
-    if isinstance(d["rel_width_draws"], (int, float)):
+    if d["rel_width_draws"] is not None:
         msg += (
             f" (the order statistics give {d['rel_width_order_stats']:.3g}, the model's draws of a window this "
             f"size {d['rel_width_draws']:.3g})"

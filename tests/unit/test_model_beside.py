@@ -438,6 +438,9 @@ def test_p99_ci_takes_the_models_spread_when_it_is_wider(tmp_path):
     c = next(c for c in check_point(pd_.path, None, strict).checks if c.name == "p99_ci")
     assert c.passed is False and c.value == pytest.approx(4 * 1.959964 * 0.2 / 2, rel=1e-4)
     assert "the model's draws of a window this size 0.784" in c.message and "order statistics give" in c.message
+    # the analysis reports the same interval (summary.parquet, the plots' error bars)
+    row = analyze(run).query("`class` == 'all'").iloc[0]
+    assert row["p99_ci_rel_width"] == pytest.approx(0.784, rel=1e-3)
     info["p99_spread"]["rel_sd"] = {"all": 0.0001, "task": 0.0001}  # narrower: the order statistics stand
     (pd_.model / layout.MODEL_INFO).write_text(json.dumps(info))
     c = next(c for c in check_point(pd_.path, None, strict).checks if c.name == "p99_ci")
