@@ -26,10 +26,9 @@ import time
 from switch.errors import SwitchError
 
 from .bfrt_server import DEFAULT_PORT, serve
-from .pipeline import Pipeline
 from .ports import LINK_DELAY_US_MAX, PortSet, PortSpec, write_atomically
-
-PROGRAMS = ("rain",)
+from .programs import NAMES as PROGRAMS
+from .programs import load as load_program
 
 log = logging.getLogger("switch.emulator")
 
@@ -108,9 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         specs = [PortSpec.parse(p) for p in args.port]
         host, port = _address(args.grpc)
-        from .rain import make_store
-
-        store = make_store()
+        program = load_program(args.program)
+        store = program.make_store()
         for spec in specs:
             if spec.name is not None:
                 store.ports.set_name(spec.dev_port, spec.name)
@@ -124,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         server.stop(None)
         print(f"error: {e.render()}", file=sys.stderr)
         return 2
-    pipeline = Pipeline(store, on_drop=ports.drops.add)
+    pipeline = program.pipeline(store, on_drop=ports.drops.add)
     # The store's registers are big lists (1.5 M cells): keep the cyclic GC from walking
     # them on every full collection (a pause of the data plane), and let the data plane
     # take the GIL back from a busy BFRuntime thread within 0.5 ms rather than 5.

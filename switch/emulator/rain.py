@@ -1,8 +1,9 @@
 """The Rain program (switch/p4/rain.p4) as data, assembled from one module per P4
 control (same names as the P4 instances), and its runtime store.
 
-    from switch.emulator.rain import PROGRAM, make_store
+    from switch.emulator.rain import PROGRAM, make_store, pipeline
     store = make_store()            # a TableStore for the data plane and BFRuntime server
+    pipe = pipeline(store)          # its data plane (programs.py: every program has the three)
 """
 
 from __future__ import annotations
@@ -27,3 +28,10 @@ PROGRAM = Program(
 def make_store(pipes: int = 1) -> TableStore:
     """A fresh TableStore of the Rain program (all tables empty, registers zero)."""
     return TableStore(PROGRAM, pipes=pipes)
+
+
+def pipeline(store: TableStore, on_drop=None):
+    """The Rain data plane over `store` (pipeline.py)."""
+    from .pipeline import Pipeline
+
+    return Pipeline(store, on_drop=on_drop)
