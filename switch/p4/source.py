@@ -22,6 +22,34 @@ def _text(path: Path) -> str:
     return _COMMENT.sub(" ", path.read_text())
 
 
+PROGRAM = "rain"  # the default program: switch/p4/rain.p4
+
+
+def files(program: str = PROGRAM, directory: Path = P4_DIR) -> list[Path]:
+    """The program's top file (<program>.p4) and every file it includes, recursively
+    (`#include "x.p4"`, from `directory`): the program as the compiler reads it, and
+    nothing of the other programs beside it."""
+    out: list[Path] = []
+
+    def visit(path: Path) -> None:
+        if path in out:
+            return
+        out.append(path)
+        for inc in re.findall(r'^\s*#include\s+"([^"]+)"', path.read_text(), re.M):
+            if (directory / inc).exists():
+                visit(directory / inc)
+
+    top = directory / f"{program}.p4"
+    if not top.exists():
+        raise FileNotFoundError(f"no P4 program {program!r}: {top} does not exist")
+    visit(top)
+    return sorted(out)
+
+
+def _program_text(program: str, directory: Path) -> str:
+    return "\n".join(_text(p) for p in files(program, directory))
+
+
 @dataclass
 class ControlDecl:
     name: str
@@ -85,9 +113,9 @@ def _expand_macros(text: str) -> str:
     return text
 
 
-def controls(directory: Path = P4_DIR) -> dict[str, ControlDecl]:
+def controls(directory: Path = P4_DIR, program: str = PROGRAM) -> dict[str, ControlDecl]:
     out: dict[str, ControlDecl] = {}
-    for path in sorted(directory.glob("*.p4")):
+    for path in files(program, directory):
         text = _expand_macros(_text(path))
         for m in re.finditer(r"\bcontrol\s+(\w+)\s*\(", text):
             end = _balanced(text, m.end())
@@ -117,9 +145,11 @@ class Names:
 
 
 def qualified_names(
-    top_controls: tuple[str, ...] = ("SwitchIngress", "SwitchEgress"), directory: Path = P4_DIR
+    top_controls: tuple[str, ...] = ("SwitchIngress", "SwitchEgress"),
+    directory: Path = P4_DIR,
+    program: str = PROGRAM,
 ) -> Names:
-    ctl = controls(directory)
+    ctl = controls(directory, program)
     tables, actions, registers, counters = set(), set(), set(), set()
     table_actions: dict[str, tuple[str, ...]] = {}
 
@@ -140,9 +170,9 @@ def qualified_names(
     return Names(frozenset(tables), frozenset(actions), table_actions, frozenset(registers), frozenset(counters))
 
 
-def header_fields(name: str, directory: Path = P4_DIR) -> list[tuple[str, int]]:
+def header_fields(name: str, directory: Path = P4_DIR, program: str = PROGRAM) -> list[tuple[str, int]]:
     """(field, width in bits) of `header NAME { ... }`, typedefs resolved."""
-    text = "\n".join(_text(p) for p in sorted(directory.glob("*.p4")))
+    text = _program_text(program, directory)
     typedefs = {n: int(w) for w, n in re.findall(r"typedef\s+bit<(\d+)>\s+(\w+)\s*;", text)}
     m = re.search(rf"\bheader\s+{name}\s*\{{(.*?)\}}", text, re.S)
     if not m:
@@ -154,8 +184,8 @@ def header_fields(name: str, directory: Path = P4_DIR) -> list[tuple[str, int]]:
     return out
 
 
-def constants(directory: Path = P4_DIR) -> dict[str, int]:
-    text = "\n".join(_text(p) for p in sorted(directory.glob("*.p4")))
+def constants(directory: Path = P4_DIR, program: str = PROGRAM) -> dict[str, int]:
+    text = _program_text(program, directory)
     out = {
         n: int(v, 0)
         for n, v in re.findall(r"\bconst\s+\w+(?:<\d+>)?\s+(\w+)\s*=\s*(-?(?:0x[0-9a-fA-F]+|\d+))\s*;", text)
@@ -193,13 +223,13 @@ def _struct_fields(text: str, widths: dict[str, int]) -> dict[str, dict[str, int
     return out
 
 
-def table_schema(directory: Path = P4_DIR) -> dict[str, dict]:
+def table_schema(directory: Path = P4_DIR, program: str = PROGRAM) -> dict[str, dict]:
     """Per qualified table: {"keys": [(name, match, width)], "size": int} and per
     qualified action: {"params": [(name, width)]} under the key "actions"."""
-    text = _expand_macros("\n".join(_text(p) for p in sorted(directory.glob("*.p4"))))
+    text = _expand_macros(_program_text(program, directory))
     widths = _type_widths(text)
     structs = _struct_fields(text, widths)
-    consts = constants(directory)
+    consts = constants(directory, program)
     var_struct = {"hdr": "headers_t", "ig_md": "ingress_md_t", "eg_md": "egress_md_t"}
     header_of = {
         f: t
@@ -220,9 +250,9 @@ def table_schema(directory: Path = P4_DIR) -> dict[str, dict]:
             return structs[header_of[parts[1]]][parts[2]]
         return structs[var_struct[parts[0]]][parts[1]]
 
-    ctl = controls(directory)
+    ctl = controls(directory, program)
     out: dict[str, dict] = {"actions": {}}
-    names = qualified_names(directory=directory)
+    names = qualified_names(directory=directory, program=program)
     for table, acts in names.table_actions.items():
         prefix, tname = table[len("pipe.") :].rsplit(".", 1)
         ctype = _control_at(prefix, ctl)
@@ -268,12 +298,12 @@ def _control_body(text: str, ctype: str) -> str:
     return text[m.end() : _balanced(text, m.end())]
 
 
-def register_schema(directory: Path = P4_DIR) -> dict[str, dict]:
+def register_schema(directory: Path = P4_DIR, program: str = PROGRAM) -> dict[str, dict]:
     """Per qualified register or counter: {"width": bits, "signed": bool, "size": cells}."""
-    text = _expand_macros("\n".join(_text(p) for p in sorted(directory.glob("*.p4"))))
-    consts = constants(directory)
-    ctl = controls(directory)
-    names = qualified_names(directory=directory)
+    text = _expand_macros(_program_text(program, directory))
+    consts = constants(directory, program)
+    ctl = controls(directory, program)
+    names = qualified_names(directory=directory, program=program)
     out = {}
     for fq in sorted(names.registers | names.counters):
         prefix, rname = fq[len("pipe.") :].rsplit(".", 1)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from hosts import proto
 from switch.p4 import source
 
@@ -55,3 +57,17 @@ def test_names_are_qualified_like_bf_p4c():
     assert "pipe.SwitchEgress.rdma_writer.build_write" in n.tables
     assert "pipe.SwitchEgress.rdma_writer.psn" in n.registers
     assert "pipe.SwitchIngress.events.events" in n.counters
+
+
+def test_a_program_is_its_top_file_and_what_it_includes(tmp_path):
+    (tmp_path / "one.p4").write_text(
+        '#include <core.p4>\n#include "shared.p4"\ncontrol SwitchIngress() { table a { } }'
+    )
+    (tmp_path / "shared.p4").write_text('#include "deeper.p4"\nconst bit<8> SHARED = 3;')
+    (tmp_path / "deeper.p4").write_text("const bit<8> DEEPER = 4;")
+    (tmp_path / "two.p4").write_text('#include "shared.p4"\nconst bit<8> ONLY_TWO = 5;\ncontrol SwitchIngress() { }')
+    assert [p.name for p in source.files("one", tmp_path)] == ["deeper.p4", "one.p4", "shared.p4"]
+    assert source.constants(tmp_path, "one") == {"SHARED": 3, "DEEPER": 4}
+    assert "ONLY_TWO" in source.constants(tmp_path, "two")
+    with pytest.raises(FileNotFoundError, match="no P4 program 'three'"):
+        source.files("three", tmp_path)
