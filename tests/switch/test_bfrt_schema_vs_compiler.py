@@ -1,4 +1,5 @@
-"""The emulator's bf-rt.json against the compiler's, for switch/p4/rain.p4.
+"""The emulator's bf-rt.json against the compiler's, for every program it runs
+(switch/emulator/programs.py; switch/p4/<name>.p4).
 
 bf_switchd serves the bfrt.json bf-p4c wrote; the emulator serves one derived from its
 pipeline's declarations (switch/emulator/schema.py). A client sees every table, key
@@ -15,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from switch.emulator import programs
 from switch.emulator.rain import PROGRAM
 from switch.emulator.schema import layout
 from tests.p4c import compiled
@@ -152,12 +154,13 @@ def test_compare_finds_what_a_client_would_see():
     assert any("the emulator serves it, the compiler does not" in d for d in found)
 
 
-def test_emulator_schema_matches_the_compilers():
-    c = compiled("rain")
+@pytest.mark.parametrize("program", programs.NAMES)
+def test_emulator_schema_matches_the_compilers(program):
+    c = compiled(program)
     if not c.bfrt_json.exists():
-        pytest.fail(f"the compiler wrote no bfrt.json for rain.p4:\n{c.log[-3000:]}")
+        pytest.fail(f"the compiler wrote no bfrt.json for {program}.p4:\n{c.log[-3000:]}")
     # bfrt.json is written by p4c-barefoot before the assembler runs: compared even if
     # a later step failed (test_p4_compile says whether the program fits the switch).
     compiler = json.loads(c.bfrt_json.read_text())
-    differences = compare(layout(PROGRAM).p4_json(), compiler)
+    differences = compare(layout(programs.load(program).PROGRAM).p4_json(), compiler)
     assert not differences, "the emulator's bf-rt.json differs from the compiler's:\n" + "\n".join(differences)
