@@ -31,7 +31,7 @@ from ..deploy import AGENT_FILES, BUILD, VERSION, bundle, differing, parse_sha25
 from ..errors import RainmakerError, UsageError
 from ..inventory import Host, Inventory
 from ..remote import Background, Remote, Target, targets
-from ..testbed.cpu import busy_s, cores, steal_s
+from ..testbed.cpu import cores, mark, steal_s, used_s
 from . import layout, outcome
 from .layout import PointDir, RunDir
 from .plan import Point, TestbedShape, plan, worker_slices
@@ -655,7 +655,7 @@ class Runner:
         # are done; the links are read just outside that (the sampler has the session meanwhile).
         sampler = QueueSampler(self.ctl, p.warmup_s + p.measure_s)
         try:
-            busy0, w0 = (busy_s(machines) if machine_cpu else 0.0), time.monotonic()
+            busy0, w0 = (mark(machines) if machine_cpu else None), time.monotonic()
             steal0 = steal_s()  # this machine's: on a shared-core testbed, the testbed's
             delivered = self.tb.parallel(signal, list(cbgs))
             sampler.load_started(min(delivered[n] for n in cbgs))
@@ -679,7 +679,7 @@ class Runner:
             if machine_cpu:
                 cpu.update(
                     idle,
-                    load_busy_s=round(busy_s(machines) - busy0, 3),
+                    load_busy_s=round(used_s(busy0, mark(machines)), 3),
                     load_wall_s=round(t1 - w0, 3),
                     requests=round(p.offered_rps * (p.warmup_s + p.measure_s)),
                 )
@@ -743,12 +743,14 @@ class Runner:
         if long_idle_s > CAL_REST_MAX_S:
             return {}
         time.sleep(long_idle_s + 0.1)  # no frame arrives: the pollers' own long-idle threshold passes
-        t0, b0, r0 = time.monotonic(), busy_s(machines, runner=False), busy_s(machines)
+        t0, before = time.monotonic(), mark(machines)
         time.sleep(CAL_IDLE_S)  # the measurement window itself
+        after = mark(machines)
         wall = time.monotonic() - t0
+        runner = after.own_s - before.own_s
         return {
-            "idle_testbed_cores": round((busy_s(machines, runner=False) - b0) / wall, 4),
-            "idle_cores": round((busy_s(machines) - r0) / wall, 4),
+            "idle_testbed_cores": round((used_s(before, after) - runner) / wall, 4),
+            "idle_cores": round(used_s(before, after) / wall, 4),
         }
 
     def calibrate(self) -> dict | None:

@@ -62,7 +62,19 @@ def _program(pid: int) -> str:
     return os.path.basename(words[0])
 
 
-def _snapshot(machines: dict[str, str]) -> dict[tuple[str, int, int], tuple[str, int]]:
+def _children_ns(pid: int) -> int | None:
+    """CPU ns of a process's children it has reaped (cutime + cstime, clock ticks): a
+    program that ended (rain-client at its end) keeps counting through its parent."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[13]) + int(fields[14])) * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _snapshot(machines: dict[str, str], children: bool = False) -> dict[tuple[str, int, int], tuple[str, int]]:
+    """(machine, pid, tid) -> (comm, ns on a CPU) of every thread; with `children`, also
+    (machine, pid, 0) -> the process's reaped children."""
     out = {}
     for machine, netns in machines.items():
         for pid in namespace_pids(netns):
@@ -70,6 +82,9 @@ def _snapshot(machines: dict[str, str]) -> dict[tuple[str, int, int], tuple[str,
                 t = _cpu_ns(task)
                 if t is not None and task.name.isdigit():
                     out[(machine, pid, int(task.name))] = t
+            ns = _children_ns(pid) if children else None
+            if ns:
+                out[(machine, pid, 0)] = ("(children)", ns)
     return out
 
 
@@ -111,12 +126,29 @@ def by_process(usage: list[Usage]) -> list[Usage]:
     return sorted(acc.values(), key=lambda u: -u.cpu_s)
 
 
-def busy_s(machines: dict[str, str], *, runner: bool = True) -> float:
-    """CPU seconds used so far by the processes of the given machines ({name: netns}),
-    and by this process when `runner` (the runner, on the same cores): the testbed's
-    work, not the rest of the machine's."""
-    own = time.process_time() if runner else 0.0  # every thread of this process, in ns
-    return sum(t for _, t in _snapshot(machines).values()) / 1e9 + own
+@dataclass(frozen=True)
+class Mark:
+    """What the testbed's processes had used at one moment (mark()), to subtract."""
+
+    threads: dict
+    own_s: float
+
+
+def mark(machines: dict[str, str], *, runner: bool = True) -> Mark:
+    """The CPU the processes of the given machines ({name: netns}) have used so far,
+    per thread and with the children they reaped, and this process's when `runner` (the
+    runner, on the same cores): the testbed's work, not the rest of the machine's."""
+    return Mark(_snapshot(machines, children=True), time.process_time() if runner else 0.0)
+
+
+def used_s(before: Mark, after: Mark) -> float:
+    """CPU seconds between two marks. Each thread counts from the first mark, or from
+    zero when it started since; a thread or program that ended meanwhile counts through
+    the parent that reaped it, else not at all (its time cannot be read any more). A sum
+    of whole threads' totals would fall when one ends, and went negative (a calibration
+    read -63% of a core while its SSH sessions came and went)."""
+    used = sum(ns - before.threads.get(key, (name, 0))[1] for key, (name, ns) in after.threads.items())
+    return max(0.0, used / 1e9) + (after.own_s - before.own_s)
 
 
 def cores() -> int:

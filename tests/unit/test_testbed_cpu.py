@@ -4,6 +4,7 @@ threads: a spinning thread shows about one core, a sleeping one nothing."""
 from __future__ import annotations
 
 import os
+import subprocess
 import threading
 import time
 
@@ -43,3 +44,25 @@ def test_a_spinning_thread_counts_as_a_core_and_a_sleeping_one_as_nothing(monkey
     assert all(u.machine == "me" and u.pid == os.getpid() for u in usage)
     (proc,) = cpu.by_process(usage)
     assert proc.cpu_s == sum(u.cpu_s for u in usage) and "python" in proc.program
+
+
+def test_a_thread_that_ends_between_two_marks_never_makes_the_use_negative(monkeypatch):
+    monkeypatch.setattr(cpu, "namespace_pids", lambda netns: [os.getpid()])
+
+    def burn(seconds: float) -> None:
+        end = time.process_time() + seconds
+        while time.process_time() < end:
+            pass
+
+    worker = threading.Thread(target=burn, args=(0.3,))
+    worker.start()
+    worker.join(0.1)  # running, with CPU on its clock, when the first mark is taken
+    before = cpu.mark({"me": "ns"}, runner=False)
+    worker.join()  # it ends: its total can no longer be read
+    after = cpu.mark({"me": "ns"}, runner=False)
+    assert 0.0 <= cpu.used_s(before, after) < 0.5
+    # a child the process reaped counts through it (cutime): here a shell that burns CPU
+    before = cpu.mark({"me": "ns"}, runner=False)
+    subprocess.run(["sh", "-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done"], check=True)
+    after = cpu.mark({"me": "ns"}, runner=False)
+    assert cpu.used_s(before, after) > 0.05
