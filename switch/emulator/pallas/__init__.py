@@ -33,7 +33,8 @@ def make_store(pipes: int = 1) -> TableStore:
 
 
 def pipeline(store: TableStore, on_drop=None):
-    """The Pallas-SW data plane over `store` (pipeline.py)."""
-    from .pipeline import Pipeline
+    """The Pallas-SW data plane over `store` (pipe.py: a submodule named `pipeline`
+    would replace this function as the package's attribute once imported)."""
+    from .pipe import Pipeline
 
     return Pipeline(store, on_drop=on_drop)

@@ -1,4 +1,4 @@
-"""The Pallas-SW pipeline (switch/p4/pallas.p4) wired as the P4 wires it:
+"""The Pallas-SW pipe (switch/p4/pallas.p4) wired as the P4 wires it:
 
     SwitchIngressParser -> SwitchIngress -> SwitchIngressDeparser -> one unicast copy
 
