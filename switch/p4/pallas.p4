@@ -11,7 +11,10 @@
  * A pool's cursor is a register, so a pool's tasks must enter through one pipe: every
  * port that carries tasks sits in one pipe, as for Rain. Workers run in push mode and
  * send nothing to the switch but responses, which are forwarded by address like any
- * other traffic. */
+ * other traffic. Stages (the compiler's placement; Tofino 1 has 12): 0 checks and
+ * map_pool, 1 config_pool, 2 the cursor, 3 the schedule, 4 select_worker or the
+ * reject with the per-pool dispatch count, 5 events: 6 in all, each step needing the
+ * one before. */
 #include <core.p4>
 #include <tna.p4>
 

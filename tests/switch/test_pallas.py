@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from hosts.proto import Flag, Header, Kind
+from hosts.proto import Flag, Header, Kind, large_payload
 from tests.netpeer import frame, mac_bytes
 from tests.switch.harness import SwitchUnderTest
 from tests.switch.pallas_setup import Pallas
@@ -56,7 +56,7 @@ def push_one(pallas: Pallas, sw, rid: int, task_type: int, timeout: float = 2.0)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for port in WORKER_PORTS:
-            got = sw._recv(port, 0.01)
+            got = sw.peers[port].recv(0.01)
             if got is None:
                 continue
             if not is_rain(Kind.DISPATCH, request_id=rid)(got[1]):
@@ -129,6 +129,20 @@ def test_a_type_goes_only_to_its_pools_workers(pallas, sw):
     assert (pallas.pushed(1), pallas.pushed(2)) == (n1, n2)
     assert pallas.event("DISPATCH_DIRECT") == len(types)
     sw.expect_nothing([CLIENT, *WORKER_PORTS], 0.1)
+
+
+def test_a_large_task_is_pushed_whole(pallas, sw):
+    """No RDMA pre-writing in Pallas-SW: a large task leaves as it came, payload and all."""
+    pallas.map_type(0, 0)
+    pallas.pool(0, [(B, 1)])
+    body = large_payload(CLIENT_ID, 40, 1000) + b"\xee" * 4  # + the 4-byte pad rain-client sends
+    h = Header(kind=Kind.TASK, flags=Flag.LARGE, client_id=CLIENT_ID, request_id=40)
+    sent = frame(sw.side(CLIENT), SERVICE, h.pack() + body, 40001, 21057)
+    pallas.send(CLIENT, sent)
+    d = decode(sw.expect(WB, is_rain(Kind.DISPATCH, request_id=40)))
+    assert d.rain.flags == Flag.LARGE and d.payload[32:] == body and d.ip_ok
+    assert len(d.payload) == len(decode(sent).payload)
+    assert pallas.event("DISPATCH_DIRECT") == 1
 
 
 # ------------------------------------------------------------------ rejects
