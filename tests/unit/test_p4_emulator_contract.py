@@ -105,6 +105,13 @@ DEFAULTS = {
         "pipe.SwitchIngress.telemetry.config_int": ("SwitchIngress.telemetry.dont_stamp", {}),
         "pipe.SwitchEgress.rdma_writer.build_write": ("SwitchEgress.rdma_writer.skip_replica", {}),
     },
+    "pallas": {
+        "pipe.SwitchIngress.forward.forward": ("SwitchIngress.forward.drop", {}),
+        "pipe.SwitchIngress.pool_map.map_pool": ("SwitchIngress.pool_map.no_pool", {}),
+        "pipe.SwitchIngress.wrr.config_pool": ("SwitchIngress.wrr.no_workers", {}),
+        "pipe.SwitchIngress.wrr.schedule": ("SwitchIngress.wrr.no_position", {}),
+        "pipe.SwitchIngress.push.select_worker": ("SwitchIngress.push.no_worker", {}),
+    },
 }
 
 
