@@ -15,7 +15,10 @@ import importlib
 from types import ModuleType
 
 # name -> module; the name is the P4 top file's (switch/p4/<name>.p4)
-MODULES = {"rain": "switch.emulator.rain"}
+MODULES = {
+    "rain": "switch.emulator.rain",
+    "draconis": "switch.emulator.draconis",
+}
 NAMES = tuple(MODULES)
 
 

@@ -105,6 +105,11 @@ DEFAULTS = {
         "pipe.SwitchIngress.telemetry.config_int": ("SwitchIngress.telemetry.dont_stamp", {}),
         "pipe.SwitchEgress.rdma_writer.build_write": ("SwitchEgress.rdma_writer.skip_replica", {}),
     },
+    "draconis": {
+        "pipe.SwitchIngress.forward.forward": ("SwitchIngress.forward.drop", {}),
+        "pipe.SwitchIngress.task_queue.config_queue": ("SwitchIngress.task_queue.unconfigured", {}),
+        "pipe.SwitchIngress.dispatch.client_addr": ("NoAction", {}),
+    },
 }
 
 
