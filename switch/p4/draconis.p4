@@ -12,6 +12,12 @@
  *           dropped; every packet counts once in Events.
  * Egress:   nothing (the bridged header only keeps the shared parsers' layout).
  *
+ * Stages (the compiler's placement): 0 checks, config_queue, forward; 1 waiting; 2 head
+ * and tail; 3 owner, meta and the replies' address swaps; 4 client_addr, tstamp,
+ * data7; 5 request, data6; 6..9 data5..data0, events in 9: 10 of Tofino 1's 12. The
+ * twelve entry arrays are Rain's (queue_entries.p4, 128K entries) and take 7 stages,
+ * as in Rain; the queue's state before them takes 3 (Rain's: 4, with its slice map).
+ *
  * A large task (FLAG_LARGE) waits as its header only; the worker FETCHes the payload
  * from the client (FETCH_REPLY), one round trip more: forwarded by IP here. The
  * shared parser's length test of large tasks (bad_length) is Rain's ring-slot bound
