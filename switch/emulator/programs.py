@@ -18,6 +18,7 @@ from types import ModuleType
 MODULES = {
     "rain": "switch.emulator.rain",
     "pallas": "switch.emulator.pallas",
+    "draconis": "switch.emulator.draconis",
 }
 NAMES = tuple(MODULES)
 

@@ -41,8 +41,8 @@ def test_constants_match():
     assert c["ROCE_HDR_BYTES"] == proto.ROCE_BTH_LEN + proto.ROCE_RETH_LEN
     assert c["ICRC_BYTES"] == proto.ROCE_ICRC_LEN
     assert c["ROCE_OP_RC_WRITE_ONLY"] == proto.ROCE_OP_RC_WRITE_ONLY
-    for k in ("TASK", "DISPATCH", "TOKEN", "RESPONSE", "REJECT"):
-        assert c[f"KIND_{k}"] == proto.Kind[k]
+    for k in proto.Kind:
+        assert c[f"KIND_{k.name}"] == k
     for f in ("LARGE", "DESC", "INT"):
         assert c[f"FLAG_{f}"] == proto.Flag[f]
     assert c["QUEUE_ENTRIES"] == 128 * 1024

@@ -112,6 +112,11 @@ DEFAULTS = {
         "pipe.SwitchIngress.wrr.schedule": ("SwitchIngress.wrr.no_position", {}),
         "pipe.SwitchIngress.push.select_worker": ("SwitchIngress.push.no_worker", {}),
     },
+    "draconis": {
+        "pipe.SwitchIngress.forward.forward": ("SwitchIngress.forward.drop", {}),
+        "pipe.SwitchIngress.task_queue.config_queue": ("SwitchIngress.task_queue.unconfigured", {}),
+        "pipe.SwitchIngress.dispatch.client_addr": ("NoAction", {}),
+    },
 }
 
 
