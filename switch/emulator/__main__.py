@@ -162,7 +162,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.program} emulator ready", flush=True)
     status = 0
     try:
-        ports.run(pipeline.process, lambda: bool(stopping), on_housekeeping=chores)
+        ports.run(
+            pipeline.process,
+            lambda: bool(stopping),
+            on_housekeeping=chores,
+            recirculate=getattr(pipeline, "recirculate", None),
+        )
     except Exception:  # noqa: BLE001 - the loop itself failed (frames never get here)
         log.exception("the data plane stopped")
         print("error: the data plane stopped (see the log)", file=sys.stderr)

@@ -569,6 +569,7 @@ class PortSet:
         idle_timeout: float = 0.1,
         housekeeping: float = 0.25,
         on_housekeeping: Callable[[], None] | None = None,
+        recirculate: Callable[[Callable[[int, object], None], int], int] | None = None,
     ) -> None:
         """The hot loop: drain every port's RX ring (at most `budget` frames per port per
         round), flush TX, and sleep in epoll when nothing arrived. Every `housekeeping`
@@ -579,7 +580,11 @@ class PortSet:
         idle loop sleeps only until the next one is (never spins). epoll's timeout is in
         whole milliseconds, rounded up: a held frame leaves up to 1 ms late when nothing
         else wakes the loop, which is small against delays of a few ms, not against
-        delays of a few microseconds. Frames still held when the loop stops are not sent."""
+        delays of a few microseconds. Frames still held when the loop stops are not sent.
+
+        `recirculate(emit, budget)`, when the program recirculates (its pipeline has the
+        method), runs frames waiting in the pipe's recirculation port after each round's
+        arrivals and returns how many ran: the loop does not sleep while any do."""
         ep = select.epoll()
         ports = list(self.ports.values())
         for p in ports:
@@ -596,6 +601,8 @@ class PortSet:
                     busy = poll_merged(ready, process, budget)
                 else:
                     busy = 0
+                if recirculate is not None:
+                    busy += recirculate(self._emit, budget)
                 if held:  # (empty, and so one test a round, without a link delay)
                     release(monotonic())
                 flush()

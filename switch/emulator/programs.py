@@ -15,7 +15,10 @@ import importlib
 from types import ModuleType
 
 # name -> module; the name is the P4 top file's (switch/p4/<name>.p4)
-MODULES = {"rain": "switch.emulator.rain"}
+MODULES = {
+    "rain": "switch.emulator.rain",
+    "r2p2": "switch.emulator.r2p2",
+}
 NAMES = tuple(MODULES)
 
 

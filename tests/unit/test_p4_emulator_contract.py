@@ -105,6 +105,11 @@ DEFAULTS = {
         "pipe.SwitchIngress.telemetry.config_int": ("SwitchIngress.telemetry.dont_stamp", {}),
         "pipe.SwitchEgress.rdma_writer.build_write": ("SwitchEgress.rdma_writer.skip_replica", {}),
     },
+    "r2p2": {
+        "pipe.SwitchIngress.forward.forward": ("SwitchIngress.forward.drop", {}),
+        "pipe.SwitchIngress.config.jbsq": ("SwitchIngress.config.unconfigured", {}),
+        "pipe.SwitchIngress.workers.select_worker": ("SwitchIngress.workers.no_worker", {}),
+    },
 }
 
 
