@@ -6,16 +6,23 @@
 
 Recirculation: a copy to the pipe's recirculation port (local port 68) goes back into
 this pipe's ingress, as Tofino's loopback port returns it. The pipeline keeps such
-frames in its own queue instead of emitting them; `recirculate(emit, budget)` runs the
-frames queued before the call through ingress again (with ingress_port = that port),
-so recirculated passes interleave with arriving frames as on the switch, and a pass
-that recirculates again waits behind them. The port loop (ports.py) calls it every
-round and does not sleep while `pending` is non-zero.
+frames in its own queue instead of emitting them (the shared traffic manager is left
+as it is); `recirculate(emit, budget, now)` runs the frames queued before the call and
+due by `now` through ingress again (ingress_port = that port), so recirculated passes
+interleave with arriving frames as on the switch, and a pass that recirculates again
+waits behind them. The port loop (ports.py) calls it every round and sleeps no longer
+than `next_due()`.
+
+`recirc_delay` (seconds, `--recirc-delay-us`) is how long a pass takes to come back.
+0 runs it on the next round of the loop, which then spins while a task recirculates;
+on a time-dilated testbed, Tofino's pass time (about a microsecond) times the dilation
+bounds both the passes and the CPU they cost to what the switch would do.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections import deque
 from collections.abc import Callable
 
@@ -147,12 +154,18 @@ class Pipeline:
         self.ingress = SwitchIngress(store)
         self.hdr = Headers()
         self.ig_md = IngressMd()
-        self.recirc: deque[tuple[int, bytes]] = deque()  # (recirculation port, frame)
+        self.recirc_delay = 0.0
+        # (due, recirculation port, frame); one constant delay keeps them in due order
+        self.recirc: deque[tuple[float, int, bytes]] = deque()
 
     @property
     def pending(self) -> int:
         """Frames waiting in the recirculation port."""
         return len(self.recirc)
+
+    def next_due(self) -> float | None:
+        """When the first waiting frame is due (time.monotonic), or None."""
+        return self.recirc[0][0] if self.recirc else None
 
     def process(self, ingress_port: int, frame, n: int, emit: Emit) -> int:
         """Run one frame (the first `n` bytes of the writable buffer `frame`) through the
@@ -171,18 +184,22 @@ class Pipeline:
             return 0
         data = frame if len(frame) == n else frame[:n]
         if is_recirc_port(port):
-            self.recirc.append((port, bytes(data)))
+            self.recirc.append((time.monotonic() + self.recirc_delay, port, bytes(data)))
             return 0
         emit(port, data)
         return 1
 
-    def recirculate(self, emit: Emit, budget: int = 64) -> int:
-        """Run up to `budget` of the frames queued in the recirculation port (those
-        queued before this call) through ingress again; returns how many ran."""
+    def recirculate(self, emit: Emit, budget: int = 64, now: float | None = None) -> int:
+        """Run up to `budget` of the frames queued in the recirculation port before this
+        call and due by `now` (default: time.monotonic()) through ingress again; returns
+        how many ran."""
         queue = self.recirc
+        now = time.monotonic() if now is None else now
         done = 0
         for _ in range(min(budget, len(queue))):
-            port, data = queue.popleft()
+            if queue[0][0] > now:
+                break
+            _due, port, data = queue.popleft()
             frame = bytearray(data)
             try:
                 self.process(port, frame, len(frame), emit)
