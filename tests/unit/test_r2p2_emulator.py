@@ -93,3 +93,19 @@ def test_the_budget_bounds_a_round():
         sw.send(Header(kind=Kind.TASK, request_id=rid))
     assert sw.pipe.recirculate(sw.emit, 2) == 2 and sw.pipe.pending == 5
     assert sw.pipe.recirculate(sw.emit, 64) == 5
+
+
+def test_a_later_task_can_take_a_freed_slot_first():
+    """The reordering the paper observes: a recirculating task is overtaken by a task
+    that arrives between its passes and finds the slot a REPORT freed."""
+    sw = Switch(workers=2, n=1)
+    depth = sw.store.register("depth")
+    depth[0] = depth[1] = 1  # both at the bound
+    sw.send(Header(kind=Kind.TASK, request_id=1))  # looks at worker 0, recirculates
+    sw.send(Header(kind=Kind.REPORT, worker_id=1, report=0))  # worker 1 free
+    sw.send(Header(kind=Kind.TASK, request_id=2))  # looks at worker 1 (the cursor moved on): takes it
+    ((port, data),) = sw.out
+    assert port == WORKER_PORT + 1 and Header.unpack(data[42:]).request_id == 2
+    for _ in range(4):  # task 1 goes on: workers 0 and 1 are both full again
+        sw.pipe.recirculate(sw.emit, 64)
+    assert len(sw.out) == 1 and sw.pipe.pending == 1 and sw.event(R.EV_R2P2_RECIRCULATED) == 5
