@@ -68,6 +68,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="hold every frame the switch sends this many microseconds before it leaves, as a longer link "
         f"would (0..{LINK_DELAY_US_MAX:.0f}; default 0: none)",
     )
+    ap.add_argument(
+        "--recirc-delay-us",
+        type=_link_delay,
+        default=0.0,
+        metavar="US",
+        help="a program that recirculates (r2p2): each pass takes this many microseconds to come back "
+        "(Tofino's pass time times the testbed's dilation; default 0: the next round of the loop)",
+    )
     return ap.parse_args(argv)
 
 
@@ -123,6 +131,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e.render()}", file=sys.stderr)
         return 2
     pipeline = program.pipeline(store, on_drop=ports.drops.add)
+    if hasattr(pipeline, "recirc_delay"):
+        pipeline.recirc_delay = args.recirc_delay_us / 1e6
+    elif args.recirc_delay_us:
+        log.warning("--recirc-delay-us: the %s program does not recirculate; ignored", args.program)
     # The store's registers are big lists (1.5 M cells): keep the cyclic GC from walking
     # them on every full collection (a pause of the data plane), and let the data plane
     # take the GIL back from a busy BFRuntime thread within 0.5 ms rather than 5.
@@ -162,7 +174,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.program} emulator ready", flush=True)
     status = 0
     try:
-        ports.run(pipeline.process, lambda: bool(stopping), on_housekeeping=chores)
+        ports.run(
+            pipeline.process,
+            lambda: bool(stopping),
+            on_housekeeping=chores,
+            recirculation=pipeline if hasattr(pipeline, "recirculate") else None,
+        )
     except Exception:  # noqa: BLE001 - the loop itself failed (frames never get here)
         log.exception("the data plane stopped")
         print("error: the data plane stopped (see the log)", file=sys.stderr)

@@ -38,6 +38,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
 from switch.errors import SwitchError
 
@@ -86,6 +87,14 @@ REASONS = (
     "internal_error",  # the pipeline raised (logged with its traceback)
     "egress_skip_replica",  # (P4, uncounted there) a WRITE replica for a rid without build_write entry
 )
+
+
+class Recirculation(Protocol):
+    """A pipeline's recirculation port (switch/emulator/r2p2/pipeline.py)."""
+
+    def recirculate(self, emit: Callable[[int, object], None], budget: int, now: float) -> int: ...
+
+    def next_due(self) -> float | None: ...
 
 
 class PortError(SwitchError):
@@ -569,6 +578,7 @@ class PortSet:
         idle_timeout: float = 0.1,
         housekeeping: float = 0.25,
         on_housekeeping: Callable[[], None] | None = None,
+        recirculation: Recirculation | None = None,
     ) -> None:
         """The hot loop: drain every port's RX ring (at most `budget` frames per port per
         round), flush TX, and sleep in epoll when nothing arrived. Every `housekeeping`
@@ -579,7 +589,11 @@ class PortSet:
         idle loop sleeps only until the next one is (never spins). epoll's timeout is in
         whole milliseconds, rounded up: a held frame leaves up to 1 ms late when nothing
         else wakes the loop, which is small against delays of a few ms, not against
-        delays of a few microseconds. Frames still held when the loop stops are not sent."""
+        delays of a few microseconds. Frames still held when the loop stops are not sent.
+
+        `recirculation`, for a program that recirculates (its pipeline has `recirculate`
+        and `next_due`): each round, after the arrivals, the frames due in the pipe's
+        recirculation port run again, and an idle loop sleeps only until the next is due."""
         ep = select.epoll()
         ports = list(self.ports.values())
         for p in ports:
@@ -596,14 +610,18 @@ class PortSet:
                     busy = poll_merged(ready, process, budget)
                 else:
                     busy = 0
+                if recirculation is not None:
+                    busy += recirculation.recirculate(self._emit, budget, monotonic())
                 if held:  # (empty, and so one test a round, without a link delay)
                     release(monotonic())
                 flush()
                 if not busy:
+                    timeout = idle_timeout
                     if held:
-                        ep.poll(min(idle_timeout, max(0.0, held[0][0] - monotonic())))
-                    else:
-                        ep.poll(idle_timeout)
+                        timeout = min(timeout, max(0.0, held[0][0] - monotonic()))
+                    if recirculation is not None and (due := recirculation.next_due()) is not None:
+                        timeout = min(timeout, max(0.0, due - monotonic()))
+                    ep.poll(timeout)
                 now = monotonic()
                 if now >= next_chores:
                     next_chores = now + housekeeping

@@ -19,6 +19,7 @@ MODULES = {
     "rain": "switch.emulator.rain",
     "pallas": "switch.emulator.pallas",
     "draconis": "switch.emulator.draconis",
+    "r2p2": "switch.emulator.r2p2",
 }
 NAMES = tuple(MODULES)
 

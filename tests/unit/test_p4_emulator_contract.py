@@ -117,6 +117,11 @@ DEFAULTS = {
         "pipe.SwitchIngress.task_queue.config_queue": ("SwitchIngress.task_queue.unconfigured", {}),
         "pipe.SwitchIngress.dispatch.client_addr": ("NoAction", {}),
     },
+    "r2p2": {
+        "pipe.SwitchIngress.forward.forward": ("SwitchIngress.forward.drop", {}),
+        "pipe.SwitchIngress.config.jbsq": ("SwitchIngress.config.unconfigured", {}),
+        "pipe.SwitchIngress.workers.select_worker": ("SwitchIngress.workers.no_worker", {}),
+    },
 }
 
 
