@@ -38,6 +38,12 @@ KIND_DISPATCH = 2
 KIND_TOKEN = 3
 KIND_RESPONSE = 4
 KIND_REJECT = 5
+KIND_PULL = 6
+KIND_EMPTY = 7
+KIND_REPORT = 8
+KIND_FETCH = 9
+KIND_FETCH_REPLY = 10
+KIND_MAX = 10  # kinds above it (and 0) are no message of the protocol
 
 FLAG_LARGE = 0x01
 FLAG_DESC = 0x02
