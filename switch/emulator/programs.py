@@ -15,7 +15,7 @@ import importlib
 from types import ModuleType
 
 # name -> module; the name is the P4 top file's (switch/p4/<name>.p4)
-MODULES = {"rain": "switch.emulator.rain"}
+MODULES = {"rain": "switch.emulator.rain", "racksched": "switch.emulator.racksched"}
 NAMES = tuple(MODULES)
 
 

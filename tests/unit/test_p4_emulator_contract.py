@@ -105,6 +105,11 @@ DEFAULTS = {
         "pipe.SwitchIngress.telemetry.config_int": ("SwitchIngress.telemetry.dont_stamp", {}),
         "pipe.SwitchEgress.rdma_writer.build_write": ("SwitchEgress.rdma_writer.skip_replica", {}),
     },
+    "racksched": {
+        "pipe.SwitchIngress.forward.forward": ("SwitchIngress.forward.drop", {}),
+        "pipe.SwitchIngress.choose.pick": ("SwitchIngress.choose.no_workers", {}),
+        "pipe.SwitchIngress.dispatch.select_worker": ("SwitchIngress.dispatch.no_worker", {}),
+    },
 }
 
 
