@@ -5,6 +5,7 @@ REPORT concerns its sender."""
 
 from __future__ import annotations
 
+import bisect
 import random
 
 from ..headers import EV_NO_WORKER, KIND_TASK
@@ -28,12 +29,33 @@ COUNTERS = ()
 
 
 class Choose:
-    """control Choose."""
+    """control Choose. The pick table is a TCAM table, which the emulator searches rule by
+    rule; its ranges, as the controller installs them, do not overlap, so a binary search
+    over them finds the same entry (built again whenever the table changes; overlapping
+    ranges, which only priorities order, fall back to the table's own lookup)."""
 
     def __init__(self, store, rng: random.Random | None = None):
         self.table = store.table(PICK.name)
-        self._find = self.table.finder
+        self._find_rule = self.table.finder
         self._draw = (rng or random.Random()).getrandbits  # Random<bit<16>>
+        self._indexed: list | None = None  # the rules list the index was built from
+        self._lows: list[int] | None = None
+        self._spans: list[tuple[int, int, object]] = []
+
+    def _find(self, values: tuple):
+        rules = self.table.rules
+        if rules is not self._indexed:
+            spans = sorted((r[2][0][1], r[2][0][2], r[3]) for r in rules)
+            disjoint = all(a[1] < b[0] for a, b in zip(spans, spans[1:]))
+            self._spans, self._lows = spans, [s[0] for s in spans] if disjoint else None
+            self._indexed = rules
+        if self._lows is None:
+            return self._find_rule(values)
+        i = bisect.bisect_right(self._lows, values[0]) - 1
+        if i < 0:
+            return None
+        _low, high, entry = self._spans[i]
+        return entry if values[0] <= high else None
 
     def apply(self, hdr, ig_md) -> None:
         if ig_md.resubmit_flag:  # second_pass
