@@ -13,7 +13,10 @@
  *
  * Registers exist once per pipe, so every worker and client port must sit in one pipe,
  * as for Rain. Only k = 2 choices: a pass reads each load copy once, so k choices
- * would need k copies, and the winner's +1 already takes a second (resubmitted) pass. */
+ * would need k copies, and the winner's +1 already takes a second (resubmitted) pass.
+ * Stages (the compiler's placement): 0 checks and the draw, 1-2 pick (4096 ranges in
+ * TCAM), 3-4 select_worker, 5 load_a and load_b, 6 the difference, 7 the resubmit and
+ * events: 8 of Tofino 1's 12. */
 #include <core.p4>
 #include <tna.p4>
 
