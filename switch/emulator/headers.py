@@ -43,6 +43,7 @@ KIND_EMPTY = 7
 KIND_REPORT = 8
 KIND_FETCH = 9
 KIND_FETCH_REPLY = 10
+KIND_MAX = 10  # kinds above it (and 0) are no message of the protocol
 
 FLAG_LARGE = 0x01
 FLAG_DESC = 0x02

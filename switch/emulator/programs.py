@@ -20,6 +20,7 @@ MODULES = {
     "pallas": "switch.emulator.pallas",
     "draconis": "switch.emulator.draconis",
     "r2p2": "switch.emulator.r2p2",
+    "racksched": "switch.emulator.racksched",
 }
 NAMES = tuple(MODULES)
 

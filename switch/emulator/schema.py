@@ -489,10 +489,13 @@ def _bytes_field(id: int, name: str, width: int, **kw) -> FieldSpec:
 
 def _match_table(t: Table, table_id: int, action_ids: dict[str, int]) -> TableSpec:
     # bf-p4c marks no P4 key field mandatory (a missing exact field is an all-zero value
-    # there; the emulator refuses it instead, see bfrt_server); $MATCH_PRIORITY is.
+    # there; the emulator refuses it instead, see bfrt_server), nor $MATCH_PRIORITY, which
+    # it writes without a default value (the emulator still requires a priority: tables.py).
     keys = [_bytes_field(i, k.name, k.width, match=k.match, mandatory=False) for i, k in enumerate(t.keys, start=1)]
     if t.has_priority:
-        keys.append(FieldSpec(MATCH_PRIORITY_ID, "$MATCH_PRIORITY", "uint32", match=Match.EXACT))
+        keys.append(
+            FieldSpec(MATCH_PRIORITY_ID, "$MATCH_PRIORITY", "uint32", match=Match.EXACT, mandatory=False, default=None)
+        )
     actions = [
         ActionSpec(
             action_ids[a.name],

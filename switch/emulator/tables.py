@@ -243,6 +243,12 @@ class MatchTable:
                 return entry
         return None
 
+    @property
+    def rules(self) -> list[tuple[int, int, tuple, Entry]]:
+        """A TCAM table's rules in lookup order, (mask, value, ((pos, low, high), ...), entry):
+        a new list after every change, so a data plane may index it once per list."""
+        return self._rules
+
     # -------------------------------------------------------- control plane
 
     def add(

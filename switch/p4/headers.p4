@@ -87,6 +87,13 @@ header bridged_md_h {
     bit<1>  prewrite;   /* this packet is a large task being pre-written */
 }
 
+/* What a resubmitted packet carries into its second ingress pass (TNA Resubmit: 64 bits
+ * on Tofino 1, where port metadata would be); racksched.p4 resubmits a task to its winner. */
+header resubmit_h {
+    worker_id_t worker;
+    bit<48>     pad;
+}
+
 struct headers_t {
     bridged_md_h bridged;
     ethernet_h   ethernet;
@@ -118,6 +125,15 @@ struct ingress_md_t {
     bit<32>     last_slot;     /* slots per slice ring - 1 */
     bit<16>     mgid;          /* multicast group of the slice's workers; 0: no RDMA ring */
     bool        stamp_int;
+    /* RackSched-SW (racksched.p4; Rain leaves these unused) */
+    bit<2>      rs_op;         /* RS_*: what the packet does to the loads */
+    bit<16>     rs_rand;       /* the draw that picks the two choices */
+    worker_id_t rs_a;          /* first choice; the worker a REPORT or dispatch updates */
+    worker_id_t rs_b;          /* second choice */
+    bit<32>     rs_load_a;
+    bit<32>     rs_load_b;
+    bit<32>     rs_diff;       /* rs_load_b - rs_load_a: its sign bit picks the winner */
+    resubmit_h  resubmit;
 }
 
 struct egress_md_t {

@@ -18,7 +18,9 @@ parser SwitchIngressParser(packet_in pkt,
     Checksum() ipv4_checksum;
     state start {
         pkt.extract(ig_intr_md);
+#ifndef PARSE_RESUBMIT
         pkt.advance(PORT_METADATA_SIZE);
+#endif
         /* Fields read before any control writes them start defined. */
         ig_md.event = EV_NO_ROUTE;
         ig_md.queue_op = QOP_NONE;
@@ -26,8 +28,26 @@ parser SwitchIngressParser(packet_in pkt,
         ig_md.ipv4_residual = 0;
         ig_md.stamp_int = false;
         ig_md.mgid = 0;
+#ifdef PARSE_RESUBMIT
+        transition select(ig_intr_md.resubmit_flag) {
+            1: parse_resubmit;
+            default: parse_port_metadata;
+        }
+    }
+    /* A resubmitted packet brings its resubmit header where port metadata would be
+     * (only programs that resubmit define PARSE_RESUBMIT: Rain's parser stays as it was). */
+    state parse_resubmit {
+        pkt.extract(ig_md.resubmit);
         transition parse_ethernet;
     }
+    state parse_port_metadata {
+        pkt.advance(PORT_METADATA_SIZE);
+        transition parse_ethernet;
+    }
+#else
+        transition parse_ethernet;
+    }
+#endif
     state parse_ethernet {
         pkt.extract(hdr.ethernet);
         transition select(hdr.ethernet.ether_type) {
@@ -75,7 +95,15 @@ control SwitchIngressDeparser(packet_out pkt,
                               in ingress_md_t ig_md,
                               in ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md) {
     Checksum() ipv4_checksum;
+#ifdef PARSE_RESUBMIT
+    Resubmit() resubmit;
+#endif
     apply {
+#ifdef PARSE_RESUBMIT
+        if (ig_dprsr_md.resubmit_type == 1) {
+            resubmit.emit(ig_md.resubmit);
+        }
+#endif
         hdr.ipv4.hdr_checksum = ipv4_checksum.update({
             hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.total_len,
             hdr.ipv4.ttl, hdr.ipv4.protocol, hdr.ipv4.src_addr, hdr.ipv4.dst_addr,

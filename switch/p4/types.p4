@@ -27,6 +27,7 @@ const bit<8> KIND_EMPTY       = 7;
 const bit<8> KIND_REPORT      = 8;
 const bit<8> KIND_FETCH       = 9;
 const bit<8> KIND_FETCH_REPLY = 10;
+const bit<8> KIND_MAX         = 10;  /* kinds above it (and 0) are no message of the protocol */
 
 /* rain_hdr.flags */
 const bit<8> FLAG_LARGE    = 0x01;

@@ -122,6 +122,11 @@ DEFAULTS = {
         "pipe.SwitchIngress.config.jbsq": ("SwitchIngress.config.unconfigured", {}),
         "pipe.SwitchIngress.workers.select_worker": ("SwitchIngress.workers.no_worker", {}),
     },
+    "racksched": {
+        "pipe.SwitchIngress.forward.forward": ("SwitchIngress.forward.drop", {}),
+        "pipe.SwitchIngress.choose.pick": ("SwitchIngress.choose.no_workers", {}),
+        "pipe.SwitchIngress.dispatch.select_worker": ("SwitchIngress.dispatch.no_worker", {}),
+    },
 }
 
 
