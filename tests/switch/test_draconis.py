@@ -94,7 +94,7 @@ def test_fifo_order_over_pulls_from_two_workers(dr, sw):
     for rid in range(10, 16):
         host, port = (1, CLIENT) if rid % 3 else (2, CLIENT2)
         dr.send(port, dr.task(port, client_id(host, rid), rid, data=bytes([rid]) * 8))
-    dr.settle()
+        dr.settle()  # two ports: the switch's order across them is not the sender's, unless each is in
     assert dr.waiting() == 6
     got = []
     for k in range(6):
