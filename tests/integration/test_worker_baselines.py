@@ -168,7 +168,7 @@ def test_dispatcher_serves_the_server_first_come_first_served(pair, switch, tmp_
         ["--threads", "2", "--worker-base", "3", "--mode", "report", "--handler", "sleep", "--dispatcher"],
         tag=TAG,
     )
-    long_ns, short_ns = 400_000_000, 30_000_000
+    long_ns, short_ns = 600_000_000, 30_000_000
     try:
         assert w.reg["dispatcher"] is True
         switch.pump(0.3)
