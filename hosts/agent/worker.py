@@ -87,6 +87,33 @@ def rdma_argv(rdma: dict) -> list[str]:
     return argv
 
 
+def baseline_argv(w: dict) -> list[str]:
+    """The baselines' worker options from the agent config's worker section: dispatcher
+    (RackSched's second layer, one shared FIFO in the server: modes report and push
+    only) and fetch_timeout_ns (pull mode, Draconis-SW: how long a thread waits for a
+    large task's payload from its client)."""
+    argv: list[str] = []
+    mode = w.get("mode", "rain")
+    dispatcher = w.get("dispatcher", False)
+    if not isinstance(dispatcher, bool):
+        raise AgentError(f"worker.dispatcher {dispatcher!r}: expected true or false")
+    if dispatcher:
+        if mode not in ("report", "push"):
+            raise AgentError(
+                f"worker.dispatcher needs mode report or push (RackSched-SW), not {mode!r}: tokens and pulls "
+                "belong to one thread each; fix: set worker.dispatcher to false or worker.mode to report"
+            )
+        argv.append("--dispatcher")
+    tmo = w.get("fetch_timeout_ns")
+    if tmo is not None:
+        if isinstance(tmo, bool) or not isinstance(tmo, int) or not 1000 <= tmo <= 60_000_000_000:
+            raise AgentError(f"worker.fetch_timeout_ns {tmo!r}: expected an integer in 1000..60000000000 (ns)")
+        if mode != "pull":
+            raise AgentError(f"worker.fetch_timeout_ns is for mode pull (Draconis-SW), not {mode!r}; fix: remove it")
+        argv += ["--fetch-timeout", str(tmo)]
+    return argv
+
+
 def worker_argv(cfg: dict, out: Path) -> list[str]:
     w = cfg["worker"]
     argv = [
@@ -121,6 +148,7 @@ def worker_argv(cfg: dict, out: Path) -> list[str]:
     for opt in ("ring_slots", "slot_size", "rkey", "qpn_base", "psn", "idle", "fifo_size"):
         if opt in w:
             argv += [f"--{opt.replace('_', '-')}", str(w[opt])]
+    argv += baseline_argv(w)
     if w.get("rdma"):
         argv += rdma_argv(w["rdma"])
     if w.get("start_disabled", True):

@@ -135,3 +135,38 @@ def test_a_ready_line_left_by_an_earlier_attempt_is_not_taken(tmp_path):
     child = Child([sys.executable, "-c", "import sys; print('EAL: cannot lock'); sys.exit(1)"], log)
     with pytest.raises(AgentError, match="exited with status 1 before 'rain-worker ready'"):
         child.wait_line("rain-worker ready", timeout=10)
+
+
+def baseline_argv(tmp_path: Path, **worker) -> list[str]:
+    cfg = {
+        "binary": "/opt/rainmaker/bin/rain-worker",
+        "out_dir": str(tmp_path),
+        "eal": {"file_prefix": "w0"},
+        "worker": {**BASE, **worker},
+    }
+    return after_dashes(worker_argv(cfg, tmp_path))
+
+
+def test_baseline_options_are_passed(tmp_path):
+    a = baseline_argv(tmp_path, mode="report", dispatcher=True)
+    assert "--dispatcher" in a and "--fetch-timeout" not in a
+    a = baseline_argv(tmp_path, mode="pull", fetch_timeout_ns=2_000_000)
+    assert opt(["--", *a], "--fetch-timeout") == "2000000" and "--dispatcher" not in a
+    a = baseline_argv(tmp_path, mode="report", dispatcher=False)  # the one-layer default
+    assert "--dispatcher" not in a
+
+
+@pytest.mark.parametrize(
+    "worker, match",
+    [
+        ({"mode": "rain", "dispatcher": True}, "needs mode report or push"),
+        ({"mode": "pull", "dispatcher": True}, "needs mode report or push"),
+        ({"mode": "report", "dispatcher": "yes"}, "expected true or false"),
+        ({"mode": "pull", "fetch_timeout_ns": 10}, "1000..60000000000"),
+        ({"mode": "pull", "fetch_timeout_ns": 1.5}, "expected an integer"),
+        ({"mode": "report", "fetch_timeout_ns": 1_000_000}, "is for mode pull"),
+    ],
+)
+def test_bad_baseline_options_are_refused(worker, match, tmp_path):
+    with pytest.raises(AgentError, match=match):
+        baseline_argv(tmp_path, **worker)

@@ -101,7 +101,10 @@ struct rc_run {
 	uint64_t handoff_full;
 	uint64_t unknown_reply;    /* no such outstanding request (duplicate, or stale after reuse) */
 	uint64_t foreign;          /* replies for another client host, or an lcore that does not exist */
-	uint64_t unexpected_kind;  /* valid Rain frames that are not RESPONSE/REJECT */
+	uint64_t unexpected_kind;  /* valid Rain frames that are not RESPONSE/REJECT/FETCH */
+	uint64_t fetches;          /* FETCHes answered with the request's payload (FETCH_REPLY) */
+	uint64_t fetch_unknown;    /* FETCHes for no outstanding large request: ignored */
+	uint64_t fetch_dropped;    /* FETCHes not answered: no mbuf or TX room */
 	uint64_t max_outstanding_seen;
 	uint64_t drops[RAIN_DROP_MAX];
 };

@@ -234,6 +234,21 @@ static inline bool in_window(uint64_t tsc)
 	return tsc >= rc.tw && tsc < rc.te;
 }
 
+/* A large task's bytes after its header: made from the request alone (its header and
+ * length), so a FETCH is answered by making them again rather than keeping them. */
+static inline void put_slot(const struct rain_hdr *rh, uint32_t slot_len)
+{
+	struct rain_slot_hdr *s = (struct rain_slot_hdr *)(uintptr_t)(rh + 1);
+	s->magic = rte_cpu_to_be_32(RAIN_SLOT_MAGIC);
+	s->client_id = rh->client_id;
+	s->task_type = rh->task_type;
+	s->flags = rh->flags;
+	s->request_id = rh->request_id;
+	s->length = rte_cpu_to_be_32(slot_len);
+	memcpy(s->arg, rh->u.data, RAIN_INLINE_BYTES);
+	memset((uint8_t *)(s + 1), 0xa5, slot_len - RAIN_SLOT_HDR_LEN);
+}
+
 static __rte_always_inline void build(struct rc_lcore *lc, struct rte_mbuf *m, unsigned cls, bool large, uint32_t id,
 		  uint64_t service_ns, uint8_t extra_flags)
 {
@@ -246,16 +261,8 @@ static __rte_always_inline void build(struct rc_lcore *lc, struct rte_mbuf *m, u
 	rain_put_u64(rh->u.data, service_ns);
 	if (large) {
 		uint32_t slot_len = t->payload - ROCE_ICRC_LEN;
-		struct rain_slot_hdr *s = (struct rain_slot_hdr *)(rh + 1);
-		s->magic = rte_cpu_to_be_32(RAIN_SLOT_MAGIC);
-		s->client_id = rh->client_id;
-		s->task_type = rh->task_type;
-		s->flags = rh->flags;
-		s->request_id = rh->request_id;
-		s->length = rte_cpu_to_be_32(slot_len);
-		memcpy(s->arg, rh->u.data, RAIN_INLINE_BYTES);
-		memset((uint8_t *)(s + 1), 0xa5, slot_len - RAIN_SLOT_HDR_LEN);
-		memset((uint8_t *)s + slot_len, 0, ROCE_ICRC_LEN); /* becomes the iCRC of an RDMA WRITE */
+		put_slot(rh, slot_len);
+		memset((uint8_t *)(rh + 1) + slot_len, 0, ROCE_ICRC_LEN); /* becomes the iCRC of an RDMA WRITE */
 	}
 	m->data_len = m->pkt_len = RAIN_FRAME_MIN + t->payload;
 }
@@ -522,6 +529,46 @@ static void complete(struct rc_lcore *lc, const struct rain_hdr *rh, uint64_t t)
 		hdr_record(&lc->sd[e->cls][kint], (uint64_t)((double)lat * 1000.0 / (double)e->service_ns));
 }
 
+/* A worker FETCHes a large task's payload (Draconis-SW: the switch dispatched only its
+ * header): answer with a FETCH_REPLY to the FETCH's sender, the payload made again
+ * from the request. Only a large request still outstanding is answered. */
+static void answer_fetch(struct rc_lcore *lc, const struct rain_view *v)
+{
+	uint32_t id = rte_be_to_cpu_32(v->rh->request_id);
+	const struct rc_req *e = &lc->tab[id & lc->mask];
+	if (e->id != id || (e->state != RQ_SENT && e->state != RQ_RESENT) || !(e->flags & RQ_F_LARGE)) {
+		lc->run.fetch_unknown++; /* answered or timed out already, or never large */
+		return;
+	}
+	const struct rc_tmpl *t = &lc->tmpl_large[e->cls];
+	uint32_t slot_len = t->payload - ROCE_ICRC_LEN;
+	struct rte_mbuf *m;
+	struct rain_hdr *rh;
+	if (lc->ntx == RC_TXB)
+		flush(lc);
+	if (lc->ntx == RC_TXB || (rh = rain_alloc(lc->mp, &m, slot_len)) == NULL) {
+		lc->run.fetch_dropped++; /* the worker's timeout fails the task */
+		return;
+	}
+	const struct rain_hdr *th = (const struct rain_hdr *)(t->bytes + RAIN_L2L3L4_LEN);
+	rh->kind = RAIN_FETCH_REPLY;
+	rh->flags = RAIN_F_LARGE;
+	rh->task_type = th->task_type;
+	rh->slice = v->rh->slice;
+	rh->client_id = v->rh->client_id;
+	rh->request_id = v->rh->request_id;
+	rh->worker_id = v->rh->worker_id; /* the worker's RX loop hands it to this thread */
+	rain_put_u64(rh->u.data, e->service_ns);
+	put_slot(rh, slot_len);
+	struct rain_addr src = { .ip = rc.cfg->src.ip, .port = v->udp->dst_port };
+	struct rain_addr dst = { .ip = v->ip->src_addr, .port = v->udp->src_port };
+	rte_ether_addr_copy(&((const struct rte_ether_hdr *)t->bytes)->src_addr, &src.mac);
+	rte_ether_addr_copy(&v->eth->src_addr, &dst.mac); /* the switch, next hop back */
+	rain_fill_headers(m, &src, &dst, RAIN_HDR_LEN + slot_len);
+	lc->txb[lc->ntx++] = m;
+	lc->run.fetches++;
+}
+
 /* A frame from the port: a reply for this lcore, for another lcore, or a drop. */
 static void on_frame(struct rc_lcore *lc, struct rte_mbuf *m, uint64_t t, bool handed)
 {
@@ -532,7 +579,7 @@ static void on_frame(struct rc_lcore *lc, struct rte_mbuf *m, uint64_t t, bool h
 		rte_pktmbuf_free(m);
 		return;
 	}
-	if (unlikely(v.rh->kind != RAIN_RESPONSE && v.rh->kind != RAIN_REJECT)) {
+	if (unlikely(v.rh->kind != RAIN_RESPONSE && v.rh->kind != RAIN_REJECT && v.rh->kind != RAIN_FETCH)) {
 		lc->run.unexpected_kind++;
 		rte_pktmbuf_free(m);
 		return;
@@ -554,7 +601,10 @@ static void on_frame(struct rc_lcore *lc, struct rte_mbuf *m, uint64_t t, bool h
 		}
 		return;
 	}
-	complete(lc, v.rh, t);
+	if (unlikely(v.rh->kind == RAIN_FETCH))
+		answer_fetch(lc, &v);
+	else
+		complete(lc, v.rh, t);
 	rte_pktmbuf_free(m);
 }
 

@@ -179,6 +179,9 @@ int rc_write_results(const struct rc_config *cfg, bool partial, uint64_t start_u
 		run.unknown_reply += lc->run.unknown_reply;
 		run.foreign += lc->run.foreign;
 		run.unexpected_kind += lc->run.unexpected_kind;
+		run.fetches += lc->run.fetches;
+		run.fetch_unknown += lc->run.fetch_unknown;
+		run.fetch_dropped += lc->run.fetch_dropped;
 		run.max_outstanding_seen += lc->run.max_outstanding_seen;
 		for (int d = 0; d < RAIN_DROP_MAX; d++)
 			run.drops[d] += lc->run.drops[d];
@@ -280,12 +283,15 @@ int rc_write_results(const struct rc_config *cfg, bool partial, uint64_t start_u
 	}
 	fprintf(f, "  },\n  \"run\": {\"tx_frames\": %llu, \"rx_frames\": %llu, \"tx_retries\": %llu, "
 		"\"mbuf_failed\": %llu, \"handoff\": %llu, \"handoff_full\": %llu, \"unknown_reply\": %llu, "
-		"\"foreign\": %llu, \"unexpected_kind\": %llu, \"max_outstanding_seen\": %llu, \"trace_dropped\": %llu},\n",
+		"\"foreign\": %llu, \"unexpected_kind\": %llu, \"fetches\": %llu, \"fetch_unknown\": %llu, "
+		"\"fetch_dropped\": %llu, \"max_outstanding_seen\": %llu, \"trace_dropped\": %llu},\n",
 		(unsigned long long)run.tx_frames, (unsigned long long)run.rx_frames,
 		(unsigned long long)run.tx_retries, (unsigned long long)run.mbuf_failed,
 		(unsigned long long)run.handoff_out, (unsigned long long)run.handoff_full,
 		(unsigned long long)run.unknown_reply, (unsigned long long)run.foreign,
-		(unsigned long long)run.unexpected_kind, (unsigned long long)run.max_outstanding_seen,
+		(unsigned long long)run.unexpected_kind, (unsigned long long)run.fetches,
+		(unsigned long long)run.fetch_unknown, (unsigned long long)run.fetch_dropped,
+		(unsigned long long)run.max_outstanding_seen,
 		(unsigned long long)trace_dropped);
 	fprintf(f, "  \"drops\": {");
 	for (int d = 1; d < RAIN_DROP_MAX; d++)

@@ -68,6 +68,10 @@ enum rain_drop rain_parse(struct rte_mbuf *m, struct rain_view *v)
 	if (v->rh->kind < 1 || v->rh->kind > RAIN_KIND_MAX)
 		return RAIN_DROP_BAD_KIND;
 	if (v->rh->flags & RAIN_F_LARGE) {
+		/* Header only: a large task dispatched as its metadata (Draconis); its payload
+		 * stayed with the client and the worker FETCHes it. */
+		if (v->rh->kind == RAIN_DISPATCH && v->l4_len == RAIN_HDR_LEN)
+			return RAIN_DROP_NONE;
 		const struct rain_slot_hdr *s = (const struct rain_slot_hdr *)(v->l4_payload + RAIN_HDR_LEN);
 		if (v->l4_len < RAIN_HDR_LEN + RAIN_SLOT_HDR_LEN)
 			return RAIN_DROP_TRUNCATED;

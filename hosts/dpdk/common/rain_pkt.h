@@ -64,7 +64,9 @@ struct rain_view {
 };
 
 /* Parse Ethernet/IPv4/UDP; for RAIN_UDP_PORT also validate the rain_hdr. RoCE (4791)
- * datagrams parse as UDP with rh == NULL. Returns RAIN_DROP_NONE on success. */
+ * datagrams parse as UDP with rh == NULL. Returns RAIN_DROP_NONE on success. A
+ * RAIN_F_LARGE message carries a valid rain_slot_hdr, except a header-only DISPATCH
+ * (the payload stays with the client: rain_dispatch_needs_fetch). */
 enum rain_drop rain_parse(struct rte_mbuf *m, struct rain_view *v);
 
 /* Fill Ethernet/IPv4/UDP headers for a datagram of `l4_len` payload bytes whose
@@ -78,6 +80,11 @@ struct rain_hdr *rain_alloc(struct rte_mempool *mp, struct rte_mbuf **out, uint3
 
 /* Turn a received Rain frame into a reply in place: swap MACs, IPs and ports. */
 void rain_swap_reply(struct rain_view *v);
+
+static inline bool rain_dispatch_needs_fetch(const struct rain_view *v)
+{
+	return v->rh->kind == RAIN_DISPATCH && (v->rh->flags & RAIN_F_LARGE) && v->l4_len == RAIN_HDR_LEN;
+}
 
 static inline uint64_t rain_get_u64(const uint8_t b[8])
 {

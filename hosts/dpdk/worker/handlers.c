@@ -49,10 +49,23 @@ static int echo_run(struct rw_thread *t, const struct rw_task *task, struct rw_r
 	return 0;
 }
 
+/* digest: return at once with the payload's 64-bit FNV-1a, big-endian (8 bytes): the
+ * sender can check that a large task's bytes arrived intact (ring, frame or fetch). */
+static int digest_run(struct rw_thread *t, const struct rw_task *task, struct rw_result *out)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (uint32_t i = 0; i < task->payload_len; i++)
+		h = (h ^ task->payload[i]) * 0x100000001b3ull;
+	rain_put_u64(out->buf, h);
+	out->len = 8;
+	return 0;
+}
+
 static const struct rw_handler_ops handlers[] = {
 	{ .name = "spin", .run = spin_run },
 	{ .name = "sleep", .run = sleep_run },
 	{ .name = "echo", .run = echo_run },
+	{ .name = "digest", .run = digest_run },
 };
 
 const struct rw_handler_ops *rw_handler_find(const char *name)
@@ -65,5 +78,5 @@ const struct rw_handler_ops *rw_handler_find(const char *name)
 
 const char *rw_handler_names(void)
 {
-	return "spin|sleep|echo";
+	return "spin|sleep|echo|digest";
 }

@@ -71,6 +71,11 @@ static void usage(const char *prog)
 	       "  --registration PATH  write the registration JSON there once ready\n"
 	       "  --stats PATH         write statistics JSON there periodically and at exit\n"
 	       "  --stats-period S     seconds between statistics files (default 1)\n"
+	       "  --dispatcher         one shared FIFO that idle threads take from, one task at a time (RackSched's\n"
+	       "                       second layer: FCFS in the server); --mode report or push; REPORTs then carry\n"
+	       "                       worker id B and the server's total queue\n"
+	       "  --fetch-timeout NS   --mode pull: how long a thread waits for a large task's FETCH_REPLY before\n"
+	       "                       answering it failed (default 10e6)\n"
 	       "  --inline-rx          with --threads 1: the thread polls the port itself (run to\n"
 	       "                       completion, no RX loop; L_w then misses time in the port queue)\n"
 	       "  --bench S            benchmark for S seconds on a loopback port (net_ring): this\n"
@@ -105,7 +110,7 @@ static void parse_args(int argc, char **argv, struct rw_conf *c)
 	enum { O_THREADS = 256, O_BASE, O_MODE, O_HANDLER, O_IDLE, O_QUOTA, O_SLICE, O_DISABLED, O_PORT,
 	       O_SLOTS, O_SLOT_SIZE, O_RKEY, O_QPN, O_PSN, O_FIFO, O_MBUFS, O_MAXSVC, O_CTL, O_REG, O_STATS,
 	       O_PERIOD, O_SMAC, O_SIP, O_SRC, O_INLINE, O_BENCH, O_BWARM, O_RDMA, O_QPTYPE, O_RDEV, O_RPORT, O_GID,
-	       O_RMTU, O_DSCP, O_RQPN, O_ICRC, O_HELP };
+	       O_RMTU, O_DSCP, O_RQPN, O_ICRC, O_DISP, O_FETCH_TMO, O_HELP };
 	static const struct option opts[] = {
 		{ "threads", 1, 0, O_THREADS }, { "worker-base", 1, 0, O_BASE }, { "mode", 1, 0, O_MODE },
 		{ "handler", 1, 0, O_HANDLER }, { "idle", 1, 0, O_IDLE }, { "quota", 1, 0, O_QUOTA },
@@ -119,6 +124,7 @@ static void parse_args(int argc, char **argv, struct rw_conf *c)
 		{ "rdma", 1, 0, O_RDMA }, { "qp-type", 1, 0, O_QPTYPE }, { "rdma-dev", 1, 0, O_RDEV },
 		{ "rdma-port", 1, 0, O_RPORT }, { "gid-index", 1, 0, O_GID }, { "rdma-mtu", 1, 0, O_RMTU },
 		{ "dscp", 1, 0, O_DSCP }, { "remote-qpn", 1, 0, O_RQPN }, { "icrc-check", 0, 0, O_ICRC },
+		{ "dispatcher", 0, 0, O_DISP }, { "fetch-timeout", 1, 0, O_FETCH_TMO },
 		{ "help", 0, 0, O_HELP },
 		{ 0, 0, 0, 0 },
 	};
@@ -145,6 +151,7 @@ static void parse_args(int argc, char **argv, struct rw_conf *c)
 	c->nb_mbufs = 8191;
 	c->max_service_ns = 10000000000ull;
 	c->stats_period_s = 1.0;
+	c->fetch_timeout_ns = 10000000;
 	c->bench_warmup_s = 0.5;
 	rain_idle_parse("sleep", &c->idle);
 
@@ -237,6 +244,8 @@ static void parse_args(int argc, char **argv, struct rw_conf *c)
 			have_src = true;
 			break;
 		case O_INLINE: c->inline_rx = true; break;
+		case O_DISP: c->dispatcher = true; break;
+		case O_FETCH_TMO: c->fetch_timeout_ns = parse_u64("fetch-timeout", optarg, 1000, 60000000000ull); break;
 		case O_BENCH: c->bench_s = parse_f64("bench", optarg, 0.1, 3600); break;
 		case O_BWARM: c->bench_warmup_s = parse_f64("bench-warmup", optarg, 0, 3600); break;
 		case O_HELP: case 'h': usage(argv[0]); exit(0);
@@ -258,6 +267,14 @@ static void parse_args(int argc, char **argv, struct rw_conf *c)
 		rte_exit(EXIT_FAILURE, "--switch-mac, --switch-ip and --src-ip are required (see --help)\n");
 	if (c->inline_rx && c->threads != 1)
 		rte_exit(EXIT_FAILURE, "--inline-rx needs --threads 1 (one port queue, one poller)\n");
+	/* Tokens, ring regions and pulls belong to one thread each: a shared FIFO would hand
+	 * a thread's task to another. */
+	if (c->dispatcher && strcmp(c->mode->name, "report") != 0 && strcmp(c->mode->name, "push") != 0)
+		rte_exit(EXIT_FAILURE, "--dispatcher works with --mode report or push (RackSched-SW), not %s: "
+			 "tokens and pulls are per thread; fix: drop --dispatcher or use --mode report\n", c->mode->name);
+	if (c->dispatcher && (c->inline_rx || c->bench_s > 0))
+		rte_exit(EXIT_FAILURE, "--dispatcher needs the RX loop (the dispatcher): not with %s\n",
+			 c->inline_rx ? "--inline-rx" : "--bench");
 	if (!pow2(c->slot_size))
 		rte_exit(EXIT_FAILURE, "--slot-size %u: must be a power of two\n", c->slot_size);
 	if (!pow2(c->fifo_size))
@@ -444,16 +461,23 @@ int main(int argc, char **argv)
 	w->th = rte_zmalloc("rw_threads", sizeof(*w->th) * c->threads, RTE_CACHE_LINE_SIZE);
 	if (w->th == NULL)
 		rte_exit(EXIT_FAILURE, "cannot allocate thread state\n");
+	if (c->dispatcher) { /* one producer (the RX loop), every thread consumes */
+		w->shared_fifo = rte_ring_create("rw_shared", c->fifo_size, rte_socket_id(), RING_F_SP_ENQ);
+		if (w->shared_fifo == NULL)
+			rte_exit(EXIT_FAILURE, "cannot create the shared FIFO: %s\n", rte_strerror(rte_errno));
+	}
 	for (uint32_t i = 0; i < c->threads; i++) {
 		struct rw_thread *t = &w->th[i];
 		char name[RTE_RING_NAMESIZE];
 		snprintf(name, sizeof(name), "rw_fifo%u", i);
-		t->fifo = rte_ring_create(name, c->fifo_size, rte_socket_id(), RING_F_SP_ENQ | RING_F_SC_DEQ);
+		t->fifo = w->shared_fifo ? w->shared_fifo
+					 : rte_ring_create(name, c->fifo_size, rte_socket_id(), RING_F_SP_ENQ | RING_F_SC_DEQ);
 		if (t->fifo == NULL)
 			rte_exit(EXIT_FAILURE, "cannot create FIFO %u: %s\n", i, rte_strerror(rte_errno));
 		t->w = w;
 		t->idx = i;
 		t->worker_id = (uint16_t)(c->worker_base + i);
+		t->report_id = (uint16_t)(c->dispatcher ? c->worker_base : t->worker_id);
 		t->ctl = &w->ctl->workers[i];
 		t->region = w->ring.base + (uint64_t)i * w->ring.region_size;
 		t->qpn = w->ring.qpn[i];

@@ -76,24 +76,30 @@ static void push_poll(struct rw_thread *t)
 }
 
 /* ---- report: queue depth to the switch (R2P2-SW feedback, RackSched-SW load) ------- */
+/* With --dispatcher the server is one target: its REPORTs carry worker_base and the
+ * server's total (shared FIFO + running), from whichever thread just finished. */
 static void report_start(struct rw_thread *t)
 {
+	if (t->w->c.dispatcher && t->idx != 0)
+		return;
 	if (rw_send_ctl(t, RAIN_REPORT, 0) == 0)
 		t->reports_sent++;
 }
 
 static void report_done(struct rw_thread *t)
 {
-	uint64_t held = rw_held(t);
-	if (rw_send_ctl(t, RAIN_REPORT, held > 0xffff ? 0xffff : (uint16_t)held) == 0)
+	uint64_t load = rw_report_load(t);
+	if (rw_send_ctl(t, RAIN_REPORT, load > 0xffff ? 0xffff : (uint16_t)load) == 0)
 		t->reports_sent++;
-	RW_STORE(t->ctl->stats.outstanding, (uint32_t)held);
+	RW_STORE(t->ctl->stats.outstanding, (uint32_t)rw_held(t));
 }
 
 /* ---- pull: an idle worker asks for a task (Draconis-SW) -----------------------------
  * One pull outstanding at a time; it is answered by a DISPATCH or by RAIN_EMPTY, after
  * which the next idle poll pulls again (rate bounded by the round trip). Respects
- * knobs.enabled like tokens do. */
+ * knobs.enabled like tokens do. A large task's DISPATCH is its header only: the thread
+ * FETCHes the payload from the client first (thread.c); it holds the task meanwhile,
+ * so it does not pull. */
 static void pull_poll(struct rw_thread *t)
 {
 	if (t->pull_pending || !RW_LOAD(t->ctl->knobs.enabled) || rw_held(t) != 0)
@@ -131,8 +137,8 @@ static const struct rw_mode_ops modes[] = {
 	  .start = nop, .poll = push_poll, .done = nop, .msg = free_msg },
 	{ .name = "report", .rx_kinds = KIND_BIT(RAIN_DISPATCH),
 	  .start = report_start, .poll = push_poll, .done = report_done, .msg = free_msg },
-	{ .name = "pull", .rx_kinds = KIND_BIT(RAIN_DISPATCH) | KIND_BIT(RAIN_EMPTY),
-	  .start = nop, .poll = pull_poll, .done = pull_done, .msg = pull_msg },
+	{ .name = "pull", .rx_kinds = KIND_BIT(RAIN_DISPATCH) | KIND_BIT(RAIN_EMPTY) | KIND_BIT(RAIN_FETCH_REPLY),
+	  .fetch = true, .start = nop, .poll = pull_poll, .done = pull_done, .msg = pull_msg },
 };
 
 const struct rw_mode_ops *rw_mode_find(const char *name)

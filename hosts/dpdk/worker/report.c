@@ -104,6 +104,7 @@ int rw_write_registration(const struct rw_ctx *w)
 	fprintf(f, "],\n    \"size\": %" PRIu64 ",\n    \"region_size\": %" PRIu64 ",\n", r->size, r->region_size);
 	fprintf(f, "    \"slot_size\": %u,\n    \"slots\": %u,\n    \"rkey\": %u,\n    \"psn\": %u\n  },\n",
 		r->slot_size, r->slots, r->rkey, r->psn);
+	fprintf(f, "  \"dispatcher\": %s,\n", w->c.dispatcher ? "true" : "false");
 	fprintf(f, "  \"placement\": {\"rx\": \"%s\", \"threads\": [", w->rx_where);
 	for (uint32_t i = 0; i < w->c.threads; i++)
 		fprintf(f, "%s\"%s\"", i ? ", " : "", w->th[i].where);
@@ -154,6 +155,13 @@ int rw_write_stats(const struct rw_ctx *w, bool final)
 	if (w->c.bench_s > 0)
 		fprintf(f, "  \"bench\": {\"dispatches\": %" PRIu64 ", \"responses\": %" PRIu64 "},\n",
 			RW_LOAD(s->bench_dispatches), RW_LOAD(s->bench_responses));
+	if (w->shared_fifo)
+		fprintf(f, "  \"dispatcher\": {\"dispatched\": %" PRIu64 ", \"fifo_full\": %" PRIu64 ", \"fifo_len\": %u, "
+			"\"held\": %" PRIu64 "},\n",
+			__atomic_load_n(&w->disp_dispatched, __ATOMIC_ACQUIRE), RW_LOAD(w->disp_lost),
+			rte_ring_count(w->shared_fifo), rw_server_held(w));
+	else
+		fprintf(f, "  \"dispatcher\": null,\n");
 	fprintf(f, "  \"workers\": [\n");
 	for (uint32_t i = 0; i < w->c.threads; i++) {
 		const struct rw_thread *t = &w->th[i];
@@ -166,7 +174,9 @@ int rw_write_stats(const struct rw_ctx *w, bool final)
 			", \"answered\": %" PRIu64 ", \"tokens_forgotten\": %" PRIu64 ", \"qp_resets\": %" PRIu64
 			", \"qp_failed\": %u, \"reports_sent\": %" PRIu64
 			", \"pulls_sent\": %" PRIu64 ", \"tx_dropped\": %" PRIu64 ", \"wakeups\": %" PRIu64 ", \"loop_busy_ns\": %" PRIu64
-			", \"cpu_ns\": %" PRIu64 ", \"quota\": %u, \"enabled\": %u, \"slice\": %u}%s\n",
+			", \"cpu_ns\": %" PRIu64 ", \"fetches\": %" PRIu64 ", \"fetch_replies\": %" PRIu64
+			", \"fetch_timeouts\": %" PRIu64 ", \"fetch_stale\": %" PRIu64 ", \"fetch_bad\": %" PRIu64
+			", \"fetch_refused\": %" PRIu64 ", \"quota\": %u, \"enabled\": %u, \"slice\": %u}%s\n",
 			t->worker_id, t->where, RW_LOAD(st->tasks_done), RW_LOAD(st->tokens_sent), RW_LOAD(st->polls),
 			RW_LOAD(st->empty_polls), RW_LOAD(st->desc_mismatch), RW_LOAD(st->failed), RW_LOAD(st->fifo_len),
 			RW_LOAD(st->outstanding), RW_LOAD(st->busy_ns),
@@ -174,7 +184,8 @@ int rw_write_stats(const struct rw_ctx *w, bool final)
 			RW_LOAD(t->finished), RW_LOAD(t->tokens_forgotten), RW_LOAD(t->qp_resets), RW_LOAD(t->qp_failed),
 			RW_LOAD(t->reports_sent),
 			RW_LOAD(t->pulls_sent), RW_LOAD(t->tx_dropped), RW_LOAD(t->wakeups), rw_cycles_to_ns(w, RW_LOAD(t->loop_busy_cycles)),
-			RW_LOAD(t->cpu_ns), RW_LOAD(cw->knobs.quota), RW_LOAD(cw->knobs.enabled), RW_LOAD(cw->knobs.slice),
+			RW_LOAD(t->cpu_ns), RW_LOAD(t->fetches_sent), RW_LOAD(t->fetch_replies), RW_LOAD(t->fetch_timeouts),
+			RW_LOAD(t->fetch_stale), RW_LOAD(t->fetch_bad), RW_LOAD(t->fetch_refused), RW_LOAD(cw->knobs.quota), RW_LOAD(cw->knobs.enabled), RW_LOAD(cw->knobs.slice),
 			i + 1 < w->c.threads ? "," : "");
 	}
 	fprintf(f, "  ]\n}\n");

@@ -46,7 +46,9 @@ static bool bench_reflect(struct rw_ctx *w, struct rain_hdr *rh, struct rte_mbuf
 	return false;
 }
 
-/* Returns the thread index that got work, or -1. */
+#define RX_SHARED (-2) /* rx_one: the task went to the shared FIFO (--dispatcher) */
+
+/* Returns the thread index that got work, RX_SHARED, or -1. */
 static int rx_one(struct rw_ctx *w, struct rte_mbuf *m, uint64_t now)
 {
 	struct rain_view v;
@@ -69,6 +71,10 @@ static int rx_one(struct rw_ctx *w, struct rte_mbuf *m, uint64_t now)
 		d = RAIN_DROP_BAD_KIND;
 		goto drop;
 	}
+	if (rain_dispatch_needs_fetch(&v) && !w->c.mode->fetch) { /* nothing to run it from */
+		d = RAIN_DROP_TRUNCATED;
+		goto drop;
+	}
 	uint32_t wid = rte_be_to_cpu_16(v.rh->worker_id);
 	if (wid < w->c.worker_base || wid - w->c.worker_base >= w->c.threads) {
 		d = RAIN_DROP_BAD_WORKER;
@@ -81,6 +87,18 @@ static int rx_one(struct rw_ctx *w, struct rte_mbuf *m, uint64_t now)
 	meta->udp_off = (uint16_t)((uint8_t *)v.udp - frame);
 	meta->rh_off = (uint16_t)((uint8_t *)v.rh - frame);
 
+	if (kind == RAIN_DISPATCH && w->shared_fifo != NULL) {
+		/* The dispatcher: any of this server's worker ids, one FIFO, taken in order
+		 * by whichever thread is idle. */
+		if (rte_ring_free_count(w->shared_fifo) == 0) {
+			RW_INC(w->disp_lost);
+			d = RAIN_DROP_NO_ROOM;
+			goto drop;
+		}
+		__atomic_store_n(&w->disp_dispatched, w->disp_dispatched + 1, __ATOMIC_RELEASE);
+		rte_ring_sp_enqueue(w->shared_fifo, m);
+		return RX_SHARED;
+	}
 	if (kind == RAIN_DISPATCH) {
 		/* Single producer: free space seen now is still there at the enqueue. The
 		 * count moves first so a thread never holds a task it has not counted. */
@@ -128,17 +146,22 @@ uint32_t rw_rx_iter(struct rw_ctx *w, struct rw_rx_state *st)
 		RW_INC(s->rx_bursts);
 		RW_ADD(s->rx_packets, n);
 		uint64_t fed = 0; /* threads that got work (a bitmap: RW_MAX_THREADS is 64) */
+		uint32_t shared = 0; /* tasks for any idle thread */
 		for (uint16_t i = 0; i < n; i++) {
 			int ti = rx_one(w, rx[i], t0);
 			if (ti >= 0)
 				fed |= 1ull << ti;
+			else if (ti == RX_SHARED)
+				shared++;
 		}
-		if (fed && !w->c.inline_rx) {
+		if ((fed || shared) && !w->c.inline_rx) {
 			rte_atomic_thread_fence(__ATOMIC_SEQ_CST);
 			while (fed) {
 				rw_wake(&w->th[__builtin_ctzll(fed)]);
 				fed &= fed - 1;
 			}
+			if (shared)
+				rw_wake_idle(w, shared);
 		}
 	}
 	if (st->npend < RW_RX_BURST)

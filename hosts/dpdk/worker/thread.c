@@ -5,6 +5,12 @@
  * TX ring (MP enqueue, drained by the RX/TX loop), or straight to a TX queue the thread
  * owns (--inline-rx), in one burst per task, response first, so a switch never sees a
  * task's token before its response.
+ *
+ * Fetching (--mode pull, Draconis-SW): a large task the switch dispatched as its header
+ * only is parked here while a FETCH goes to its client (the DISPATCH's source IP); the
+ * FETCH_REPLY's payload runs it. One fetch at a time per thread (a pulling thread holds
+ * one task); no reply within --fetch-timeout answers the task RAIN_F_FAILED, so a lost
+ * reply costs that task only and the thread pulls again.
  */
 #include <linux/futex.h>
 #include <string.h>
@@ -23,6 +29,22 @@
 uint64_t rw_held(const struct rw_thread *t)
 {
 	return __atomic_load_n(&t->rx_dispatched, __ATOMIC_ACQUIRE) - t->finished;
+}
+
+/* Answered counts are read before the dispatched one, so the difference never goes
+ * below zero (a thread answers only what the RX loop counted before). */
+uint64_t rw_server_held(const struct rw_ctx *w)
+{
+	uint64_t fin = 0;
+	for (uint32_t i = 0; i < w->c.threads; i++)
+		fin += RW_LOAD(w->th[i].finished);
+	uint64_t disp = __atomic_load_n(&w->disp_dispatched, __ATOMIC_ACQUIRE);
+	return disp > fin ? disp - fin : 0;
+}
+
+uint64_t rw_report_load(const struct rw_thread *t)
+{
+	return t->w->c.dispatcher ? rw_server_held(t->w) : rw_held(t);
 }
 
 void rw_tx_add(struct rw_thread *t, struct rte_mbuf *m)
@@ -86,7 +108,7 @@ int rw_send_ctl(struct rw_thread *t, uint8_t kind, uint16_t report)
 	struct rain_hdr *rh = (struct rain_hdr *)(p + RAIN_L2L3L4_LEN);
 	rh->kind = kind;
 	rh->slice = rte_cpu_to_be_16((uint16_t)RW_LOAD(t->ctl->knobs.slice));
-	rh->worker_id = rte_cpu_to_be_16(t->worker_id);
+	rh->worker_id = rte_cpu_to_be_16(kind == RAIN_REPORT ? t->report_id : t->worker_id);
 	rh->report = rte_cpu_to_be_16(report);
 	rh->request_id = rte_cpu_to_be_32((uint32_t)(t->tokens_sent + t->reports_sent + t->pulls_sent));
 	rw_tx_add(t, m);
@@ -116,8 +138,18 @@ static bool desc_task(const struct rw_thread *t, const struct rain_hdr *rh, stru
 	return true;
 }
 
-/* Run one DISPATCH and turn its frame into the RESPONSE. */
-static void run_one(struct rw_thread *t, struct rte_mbuf *m, uint32_t behind_in_burst)
+/* A DISPATCH of a large task without its payload (rain_dispatch_needs_fetch). */
+static bool header_only(const struct rw_ctx *w, struct rte_mbuf *m, const struct rain_hdr *rh)
+{
+	const struct rte_udp_hdr *udp = rte_pktmbuf_mtod_offset(m, const struct rte_udp_hdr *, rw_meta(w, m)->udp_off);
+	return (rh->flags & RAIN_F_LARGE) && rte_be_to_cpu_16(udp->dgram_len) == sizeof(*udp) + RAIN_HDR_LEN;
+}
+
+/* Run one DISPATCH and turn its frame into the RESPONSE. `fetched`: the payload of a
+ * header-only large task (from its FETCH_REPLY); `refuse`: answer RAIN_F_FAILED
+ * without running it. */
+static void run_one(struct rw_thread *t, struct rte_mbuf *m, uint32_t behind_in_burst,
+		    const struct rain_slot_hdr *fetched, bool refuse)
 {
 	struct rw_ctx *w = t->w;
 	const struct rw_meta *meta = rw_meta(w, m);
@@ -133,13 +165,17 @@ static void run_one(struct rw_thread *t, struct rte_mbuf *m, uint32_t behind_in_
 	struct rw_result res = { .buf = t->result, .cap = sizeof(t->result), .len = 0 };
 	bool ok = true;
 
-	if (rh->flags & RAIN_F_DESC) {
+	if (refuse) {
+		ok = false;
+	} else if (rh->flags & RAIN_F_DESC) {
 		if (!desc_task(t, rh, &task)) {
 			ok = false;
 			RW_INC(t->ctl->stats.desc_mismatch);
 		}
-	} else if (rh->flags & RAIN_F_LARGE) { /* forwarded whole; rain_parse checked the slot header */
-		const struct rain_slot_hdr *s = (const struct rain_slot_hdr *)(rh + 1);
+	} else if ((rh->flags & RAIN_F_LARGE) && fetched == NULL && header_only(w, m, rh)) {
+		ok = false; /* nothing to run it from */
+	} else if (rh->flags & RAIN_F_LARGE) { /* rain_parse checked the slot header (frame or reply) */
+		const struct rain_slot_hdr *s = fetched ? fetched : (const struct rain_slot_hdr *)(rh + 1);
 		task.service_ns = rain_get_u64(s->arg);
 		task.task_type = s->task_type;
 		task.payload = (const uint8_t *)(s + 1);
@@ -200,6 +236,80 @@ static void run_one(struct rw_thread *t, struct rte_mbuf *m, uint32_t behind_in_
 	rw_tx_flush(t);
 }
 
+/* Ask the client for a header-only task's payload; the task waits in t->fetch_m.
+ * Returns true if the task was answered at once (refused). */
+static bool fetch_start(struct rw_thread *t, struct rte_mbuf *m, uint32_t behind)
+{
+	struct rw_ctx *w = t->w;
+	const struct rw_meta *meta = rw_meta(w, m);
+	const struct rain_hdr *rh = rte_pktmbuf_mtod_offset(m, const struct rain_hdr *, meta->rh_off);
+	const struct rte_ipv4_hdr *ip = rte_pktmbuf_mtod_offset(m, const struct rte_ipv4_hdr *,
+								sizeof(struct rte_ether_hdr));
+	struct rte_mbuf *f;
+	struct rain_hdr *fh;
+
+	if (t->fetch_m != NULL) { /* a pulling thread holds one task: a switch bug or a replay */
+		RW_INC(t->fetch_refused);
+		run_one(t, m, behind, NULL, true);
+		return true;
+	}
+	if ((fh = rain_alloc(w->mp, &f, 0)) == NULL) {
+		RW_INC(t->tx_dropped);
+		run_one(t, m, behind, NULL, true);
+		return true;
+	}
+	fh->kind = RAIN_FETCH;
+	fh->task_type = rh->task_type;
+	fh->slice = rh->slice;
+	fh->client_id = rh->client_id;
+	fh->request_id = rh->request_id;
+	fh->worker_id = rte_cpu_to_be_16(t->worker_id); /* the FETCH_REPLY comes back to this thread */
+	/* Via the switch, like every message: it forwards by IP. */
+	struct rain_addr dst = { .mac = w->sw.mac, .ip = ip->src_addr, .port = rte_cpu_to_be_16(RAIN_UDP_PORT) };
+	rain_fill_headers(f, &w->self, &dst, RAIN_HDR_LEN);
+	rw_tx_add(t, f);
+	rw_tx_flush(t); /* a FETCH lost here is a reply that never comes: the timeout answers */
+	t->fetch_m = m;
+	t->fetch_deadline = rte_rdtsc() + (uint64_t)((double)w->c.fetch_timeout_ns * (double)w->tsc_hz / 1e9);
+	RW_INC(t->fetches_sent);
+	return false;
+}
+
+/* A FETCH_REPLY: run the waiting task from its payload. Returns true if a task was answered. */
+static bool fetch_reply(struct rw_thread *t, struct rte_mbuf *m, const struct rain_hdr *rh, uint32_t behind)
+{
+	struct rw_ctx *w = t->w;
+	struct rte_mbuf *d = t->fetch_m;
+	const struct rain_hdr *dh = d ? rte_pktmbuf_mtod_offset(d, const struct rain_hdr *, rw_meta(w, d)->rh_off) : NULL;
+
+	if (dh == NULL || rh->client_id != dh->client_id || rh->request_id != dh->request_id) {
+		RW_INC(t->fetch_stale); /* late (after its timeout), duplicate, or not ours */
+		rte_pktmbuf_free(m);
+		return false;
+	}
+	t->fetch_m = NULL;
+	const struct rain_slot_hdr *s = (rh->flags & RAIN_F_LARGE) ? (const struct rain_slot_hdr *)(rh + 1) : NULL;
+	if (s != NULL && (s->client_id != dh->client_id || s->request_id != dh->request_id))
+		s = NULL; /* the payload of another task */
+	if (s == NULL)
+		RW_INC(t->fetch_bad);
+	else
+		RW_INC(t->fetch_replies);
+	run_one(t, d, behind, s, s == NULL);
+	rte_pktmbuf_free(m);
+	return true;
+}
+
+static void fetch_expire(struct rw_thread *t)
+{
+	if (rte_rdtsc() < t->fetch_deadline)
+		return;
+	struct rte_mbuf *d = t->fetch_m;
+	t->fetch_m = NULL;
+	RW_INC(t->fetch_timeouts);
+	run_one(t, d, 0, NULL, true);
+}
+
 uint32_t rw_thread_iter(struct rw_thread *t)
 {
 	struct rw_ctx *w = t->w;
@@ -207,9 +317,13 @@ uint32_t rw_thread_iter(struct rw_thread *t)
 	struct rte_mbuf *ms[RW_TASK_BURST];
 	unsigned int i;
 
+	if (unlikely(t->fetch_m != NULL))
+		fetch_expire(t);
 	w->c.mode->poll(t);
 	rw_tx_flush(t);
-	unsigned int n = rte_ring_sc_dequeue_burst(t->fifo, (void **)ms, RW_TASK_BURST, NULL);
+	/* The dispatcher's FIFO is shared: take one task at a time, so a task never waits
+	 * behind another in a busy thread's hands while a thread is idle (FCFS). */
+	unsigned int n = rte_ring_dequeue_burst(t->fifo, (void **)ms, w->c.dispatcher ? 1 : RW_TASK_BURST, NULL);
 	RW_STORE(st->polls, ++t->polls);
 	if (n == 0) {
 		RW_STORE(st->empty_polls, ++t->empty_polls);
@@ -218,12 +332,23 @@ uint32_t rw_thread_iter(struct rw_thread *t)
 	}
 	for (i = 0; i < n && !rw_quitting(w); i++) {
 		const struct rain_hdr *rh = rte_pktmbuf_mtod_offset(ms[i], const struct rain_hdr *, rw_meta(w, ms[i])->rh_off);
+		bool ran = true;
 		if (rh->kind == RAIN_DISPATCH) {
-			run_one(t, ms[i], n - i - 1);
-			/* busy time from the handler timestamps: no extra TSC reads per batch */
-			t->batch_start = t->batch_start ? t->batch_start : t->last_start;
-		} else
+			if (w->c.dispatcher) /* this thread is the one that took it */
+				__atomic_store_n(&t->rx_dispatched, t->rx_dispatched + 1, __ATOMIC_RELEASE);
+			if (w->c.mode->fetch && header_only(w, ms[i], rh))
+				ran = fetch_start(t, ms[i], n - i - 1);
+			else
+				run_one(t, ms[i], n - i - 1, NULL, false);
+		} else if (rh->kind == RAIN_FETCH_REPLY && w->c.mode->fetch) {
+			ran = fetch_reply(t, ms[i], rh, n - i - 1);
+		} else {
 			w->c.mode->msg(t, ms[i], rh);
+			ran = false;
+		}
+		/* busy time from the handler timestamps: no extra TSC reads per batch */
+		if (ran)
+			t->batch_start = t->batch_start ? t->batch_start : t->last_start;
 	}
 	for (; i < n; i++) /* stopping: finish the current task only */
 		rte_pktmbuf_free(ms[i]);
@@ -247,9 +372,23 @@ static void thread_begin(struct rw_thread *t)
 
 static void thread_end(struct rw_thread *t)
 {
+	if (t->fetch_m != NULL) { /* stopping: its client is told rather than left to time out */
+		struct rte_mbuf *d = t->fetch_m;
+		t->fetch_m = NULL;
+		run_one(t, d, 0, NULL, true);
+	}
 	rw_tx_flush(t);
 	t->cpu_ns = rw_thread_cpu_ns();
 	__atomic_fetch_sub(&t->w->running, 1, __ATOMIC_RELEASE);
+}
+
+void rw_wake_idle(struct rw_ctx *w, uint32_t n)
+{
+	for (uint32_t i = 0; i < w->c.threads && n > 0; i++)
+		if (__atomic_load_n(&w->th[i].parked, __ATOMIC_RELAXED)) {
+			rw_wake(&w->th[i]);
+			n--;
+		}
 }
 
 void rw_wake(struct rw_thread *t)
@@ -276,7 +415,8 @@ static void thread_idle(struct rw_thread *t)
 	__atomic_store_n(&t->parked, 1, __ATOMIC_SEQ_CST);
 	if (rte_ring_count(t->fifo) == 0 && !rw_quitting(t->w)) {
 		/* long idle (no load): look at the knobs less often, the RX loop wakes us anyway */
-		struct timespec ts = { 0, rain_idle_is_long(idle) ? RW_PARK_LONG_NS : RW_PARK_NS };
+		bool lng = rain_idle_is_long(idle) && t->fetch_m == NULL; /* a fetch's timeout is near */
+		struct timespec ts = { 0, lng ? RW_PARK_LONG_NS : RW_PARK_NS };
 		syscall(SYS_futex, &t->parked, FUTEX_WAIT_PRIVATE, 1, &ts, NULL, 0);
 	}
 	__atomic_store_n(&t->parked, 0, __ATOMIC_RELAXED);

@@ -9,6 +9,9 @@
  *     rain_hdr.worker_id, and drains the shared TX ring (MP/SC) onto the port;
  *   - N worker threads ("workers" in the paper's sense): run their FIFO's tasks to
  *     completion and queue responses and tokens on the TX ring.
+ * With --dispatcher (RackSched's second layer) the RX loop is the server's dispatcher:
+ * every DISPATCH goes to one shared FIFO (SP/MC) that idle threads take from, one task
+ * at a time, so the server serves its tasks first come, first served.
  * The main thread only waits for signals and writes the statistics.
  *
  * Three variants are chosen at parse time through function-pointer tables:
@@ -73,6 +76,9 @@ struct rw_handler_ops {
 struct rw_mode_ops {
 	const char *name;
 	uint32_t rx_kinds;                     /* (1u << kind) the RX loop hands to threads */
+	/* a header-only RAIN_F_LARGE DISPATCH (the payload stayed with the client, Draconis)
+	 * is run after FETCHing its payload; without this the RX loop drops it as truncated */
+	bool fetch;
 	void (*start)(struct rw_thread *t);    /* once, when the thread starts */
 	void (*poll)(struct rw_thread *t);     /* every loop iteration, before polling the FIFO */
 	void (*done)(struct rw_thread *t);     /* after a task was answered */
@@ -159,6 +165,16 @@ struct rw_thread {
 	uint64_t polls, empty_polls;
 	struct rain_idle idle;
 	uint64_t last_start, last_end; /* TSC around the last handler run */
+	/* a header-only large DISPATCH waiting for its FETCH_REPLY (one at a time) */
+	struct rte_mbuf *fetch_m;
+	uint64_t fetch_deadline;   /* TSC */
+	uint64_t fetches_sent;
+	uint64_t fetch_replies;    /* replies that ran their task */
+	uint64_t fetch_timeouts;   /* no reply in time: the task answered RAIN_F_FAILED */
+	uint64_t fetch_stale;      /* replies for no pending fetch (late, duplicate) */
+	uint64_t fetch_bad;        /* replies whose slot header did not name the task: refused */
+	uint64_t fetch_refused;    /* a second header-only task while one was fetching: refused */
+	uint16_t report_id;        /* worker_id of REPORTs: the server's (worker_base) with --dispatcher */
 	uint64_t batch_start;
 	uint8_t ctl_frame[RAIN_FRAME_MIN]; /* TOKEN/REPORT/PULL template: only rain_hdr fields vary */
 	uint16_t ntx;
@@ -221,6 +237,8 @@ struct rw_conf {
 	double stats_period_s;
 	struct rain_idle idle;
 	bool inline_rx;        /* one thread polls the port itself (run to completion) */
+	bool dispatcher;       /* one shared FIFO for all threads (RackSched's second layer) */
+	uint64_t fetch_timeout_ns; /* how long a thread waits for a FETCH_REPLY */
 	double bench_s;        /* > 0: built-in benchmark on a loopback port (net_ring) */
 	double bench_warmup_s;
 };
@@ -241,6 +259,10 @@ struct rw_ctx {
 	void *rdma_priv;         /* the variant's own state (ibverbs: device, PD, MR, CQ, QPs) */
 	struct rw_thread *th;    /* threads[] */
 	struct rw_rx_stats rx;
+	/* --dispatcher: the shared FIFO and its counters (single writer: the RX loop) */
+	struct rte_ring *shared_fifo;
+	uint64_t disp_dispatched __rte_cache_aligned;
+	uint64_t disp_lost;
 	volatile int quit;
 	uint32_t started;        /* data-plane loops started (RX loop included) */
 	uint32_t running;        /* worker threads still running */
@@ -306,6 +328,10 @@ void rw_tx_flush(struct rw_thread *t);
  * returns 0 if queued, -1 if no mbuf. */
 int rw_send_ctl(struct rw_thread *t, uint8_t kind, uint16_t report);
 uint64_t rw_held(const struct rw_thread *t);
+/* What REPORTs carry: the thread's held tasks, or with --dispatcher the server's
+ * (taken from the shared FIFO by no thread yet, plus running). */
+uint64_t rw_report_load(const struct rw_thread *t);
+uint64_t rw_server_held(const struct rw_ctx *w);
 
 #define RW_PARK_NS 1000000 /* a parked thread looks at its knobs at least this often */
 #define RW_PARK_LONG_NS 10000000 /* ... and this often once idle for RAIN_IDLE_LONG_NS */
@@ -314,6 +340,7 @@ uint64_t rw_held(const struct rw_thread *t);
  * fence orders the FIFO enqueue before the `parked` load (the thread does the mirror:
  * store parked, fence, look at the FIFO), so a wake-up is never lost. */
 void rw_wake(struct rw_thread *t);
+void rw_wake_idle(struct rw_ctx *w, uint32_t n); /* --dispatcher: wake up to n parked threads */
 
 /* rx.c */
 int rw_rx_main(void *arg);
