@@ -1,5 +1,6 @@
-"""RackSched-SW's choice table (switch/p4/racksched/choose.p4): which two workers a
-task's 16-bit random draw names.
+"""RackSched-SW's controller (RackSchedController, for switch/p4/racksched.p4) and its
+choice table (switch/p4/racksched/choose.p4): which two workers a task's 16-bit
+random draw names.
 
 The P4 draws 16 random bits and looks them up in a range table; each range names an
 ordered pair (first, second) of distinct workers. These are the ranges: the pairs in
