@@ -325,7 +325,8 @@ class BaselineController(SwitchController):
         registers: name -> {size, width, signed, pipes: [[cell per index] per pipe]};
         one over BIG_REGISTER cells only with entries="all" (else its size, skipped).
         counters: name -> index (events: EV_* name) -> {packets, bytes}, the events'
-        every name, other indexes when non-zero. state: the program's own summary."""
+        every name, other indexes when non-zero. state: the program's own summary.
+        "occupied" (Rain's mode that reads its queues' cells) reads as "summary" here."""
         if entries not in ("summary", "occupied", "all"):
             raise ControllerError(f"snapshot: entries={entries!r}; use summary, occupied or all", subject="entries")
         regs: dict[str, dict] = {}

@@ -53,4 +53,12 @@ def settings_from(program: str, data: Any = None) -> Settings | BaselineSettings
 
 def for_switch(client: Client, inventory: Any, settings: Settings | BaselineSettings | None = None) -> SwitchController:
     """The controller of the program the switch serves (client.p4_name)."""
-    return controller_class(client.p4_name)(client, inventory, settings)
+    cls = controller_class(client.p4_name)
+    want = Settings if cls is RainController else BaselineSettings
+    if settings is not None and not isinstance(settings, want):
+        raise ControllerError(
+            f"the switch runs {client.p4_name!r}, whose controller takes {want.__name__}, not {type(settings).__name__}",
+            subject="settings",
+            fix=f"build them with settings_from({client.p4_name!r}, ...)",
+        )
+    return cls(client, inventory, settings)
