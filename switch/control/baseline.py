@@ -198,6 +198,20 @@ class BaselineController(SwitchController):
     def check_settings(self) -> None:
         """Refuse the settings this program cannot run (ControllerError with a fix)."""
 
+    def configure(self, settings: BaselineSettings) -> None:
+        """Other settings (a sweep point's variant: another jbsq_n, other pools), checked
+        now; the switch gets them at the next program() or reset()."""
+        if not isinstance(settings, BaselineSettings):
+            raise ControllerError(
+                f"{self.TITLE}: expected BaselineSettings, got {type(settings).__name__}", subject="settings"
+            )
+        old, self.settings = self.settings, settings
+        try:
+            self.check_settings()
+        except ControllerError:
+            self.settings = old
+            raise
+
     def _bind(self, client: Client) -> None:
         self.forward = Forward(client)
         self.tables = {n: client.table(n) for n in self.TABLES}

@@ -77,6 +77,12 @@ class RainController(SwitchController):
     def __init__(self, client: Client, inventory: Any, settings: Settings | None = None):
         super().__init__(client, inventory)
         settings = settings if settings is not None else Settings()
+        if not isinstance(settings, Settings):
+            raise ControllerError(
+                f"the Rain controller takes Settings, not {type(settings).__name__}",
+                subject="settings",
+                fix="build them with Settings(...) or Settings.from_dict(the spec's switch block)",
+            )
         if settings.service_mac is None and self.topology.service_mac and self.topology.service_ip:
             # the inventory's scheduling address is the RoCEv2 source unless the settings say otherwise
             settings = replace(settings, service_mac=self.topology.service_mac, service_ip=self.topology.service_ip)

@@ -145,6 +145,15 @@ def test_a_controller_refuses_a_switch_running_another_program(rig, program):
     assert f"--program {program}" in e.value.fix
 
 
+@pytest.mark.parametrize("rig", ["rain"], indirect=True)
+def test_rains_controller_refuses_a_baselines_settings(rig):
+    with pytest.raises(ControllerError, match="takes Settings, not BaselineSettings") as e:
+        controller_class("rain")(rig.client, inventory(), BaselineSettings())
+    assert "Settings" in e.value.fix
+    with pytest.raises(ControllerError, match="takes Settings, not BaselineSettings"):
+        for_switch(rig.client, inventory(), BaselineSettings())
+
+
 def test_the_registry_knows_every_program_and_refuses_others():
     assert set(programs.NAMES) == set(CONTROLLERS)
     with pytest.raises(ControllerError, match="no controller for the P4 program 'nope'") as e:
@@ -246,6 +255,14 @@ def test_r2p2_program_and_dispatch_round_robin(rig):
     routes_ok(rig)
     worker_entries(rig, P + "workers.select_worker", {"worker0": [0, 1], "worker1": [2, 3]})
     assert rig.default(P + "config.jbsq") == ("set_config", {"last_worker": 3, "bound": 2, "max_passes": 40})
+    # another point's variant: checked at once, written by the next reset
+    with pytest.raises(ControllerError, match="jbsq_n = 0"):
+        ctl.configure(BaselineSettings(jbsq_n=0))
+    ctl.configure(BaselineSettings(jbsq_n=3, max_passes=40))
+    ctl.reset()
+    assert rig.default(P + "config.jbsq") == ("set_config", {"last_worker": 3, "bound": 3, "max_passes": 40})
+    ctl.configure(BaselineSettings(jbsq_n=2, max_passes=40))
+    ctl.reset()
     assert rig.cells(P + "jbsq.depth")[:4] == [0, 0, 0, 0]
     # the round robin: workers 0..3, then 0 again; each DISPATCH to its host
     got = [rig.send(Header(kind=Kind.TASK, client_id=0x0100, request_id=i)) for i in range(5)]
