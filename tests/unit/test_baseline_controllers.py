@@ -471,3 +471,31 @@ def test_pallas_refuses_empty_pools_and_unknown_pools(rig):
     misweighed = rig.ctl(BaselineSettings(pools={0: PoolSettings((0,)), 1: PoolSettings((1,), weights={0: 2})}))
     with pytest.raises(ControllerError, match="pool 1 weighs worker 0, which registered in pool 0"):
         misweighed.program([reg("worker0", 0, 1, pool=0), reg("worker1", 1, 1, pool=1)])
+
+
+def test_a_baseline_controller_reconnects_after_a_switch_restart_with_nothing_installed():
+    from switch.emulator.r2p2 import make_store
+    from tests.poll import until
+    from tests.unit.test_switch_restart import free_port
+
+    port = free_port()
+    srv = serve(make_store(), "127.0.0.1", port)
+    client = Client(f"127.0.0.1:{port}", "r2p2", client_id=0)
+    try:
+        ctl = controller_class("r2p2")(client, inventory())
+        ctl.bring_up_ports()
+        ctl.program([reg("worker0", 0, 3)])
+        ctl.deregister_worker(1)
+        assert ctl.ensure_session() is None and ctl.snapshot()["state"]["pinned"] == [1]
+        srv.stop(0).wait()
+        assert until(lambda: ctl.switch_restarted, 10)
+        srv = serve(make_store(), "127.0.0.1", port)  # back, blank
+        assert ctl.ensure_session(timeout=20) is not None
+        assert ctl.workers == {} and ctl.snapshot()["state"]["pinned"] == []
+        assert all(p["$PORT_UP"] for p in client.ports.all().values())
+        ctl.program([reg("worker0", 0, 2)])  # the new session is bound: writes go through
+        with Client(f"127.0.0.1:{port}", "r2p2", client_id=5, bind=False) as reader:
+            assert reader.table(P + "config.jbsq").default().data["last_worker"] == 1
+    finally:
+        client.close()
+        srv.stop(0)
