@@ -379,7 +379,10 @@ def switch_group() -> None:
 
 @switch_group.command("start")
 @click.option("-i", "--inventory", "inv_path", help=INVENTORY_HELP)
-@click.option("--program", help="P4 program to run (default: the inventory's switch.program, rain)")
+@click.option(
+    "--program",
+    help="P4 program to run: rain, r2p2, racksched, draconis or pallas (default: the inventory's switch.program, rain)",
+)
 @click.option(
     "--timeout",
     type=click.FloatRange(min=1),

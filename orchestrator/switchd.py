@@ -151,6 +151,25 @@ def connect(
     )
 
 
+def known_programs() -> tuple[str, ...]:
+    """The P4 programs the switch can run: each is a top file switch/p4/<name>.p4 with
+    an emulator of the same name (switch/emulator/programs.py) and a controller."""
+    from switch.emulator.programs import NAMES
+
+    return NAMES
+
+
+def check_program(program: str, switch: str) -> None:
+    """A SwitchdError naming the known programs, before anything starts, for any other name."""
+    if program not in known_programs():
+        raise SwitchdError(
+            f"switch {switch}: there is no P4 program {program!r}; the switch runs one of: "
+            f"{', '.join(known_programs())}",
+            switch=switch,
+            fix="give --program one of those (or set the inventory's switch.program to one)",
+        )
+
+
 def start(
     inv: Inventory,
     program: str | None = None,
@@ -173,6 +192,7 @@ def start(
 
     sw = inv.switch
     program = program or sw.program
+    check_program(program, sw.name)
     if sw.kind == "tofino":
         extra = {"tofino_sde_port_timeout": int(max(1, port_timeout))}
         if ready_timeout is not None:

@@ -25,16 +25,15 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from switch.bfrt.client import Client
-from switch.bfrt.errors import BfrtNameError
 
-from . import _cells, addr
+from . import addr
+from .base import SwitchController
 from .bidir_queue import BidirQueue, SliceConfig, occupied, queue_summary
 from .constants import FORWARD_ENTRIES, MAX_SLICES
 from .dispatch import Dispatch
 from .errors import ControllerError
 from .events import Events
 from .forward import Forward
-from .ports import LinkState, Ports, link_changes
 from .pre import Pre, mgid_of
 from .queue_entries import QueueEntries
 from .rdma_engine import RdmaEngine
@@ -43,7 +42,6 @@ from .registration import ClientRegistration, WorkerRegistration
 from .settings import Settings
 from .slice_map import SliceMap
 from .telemetry import Telemetry
-from .topology import Topology
 
 EntriesMode = Literal["summary", "occupied", "all"]
 
@@ -72,11 +70,19 @@ class _Worker:
         return self.va is not None
 
 
-class RainController:
+class RainController(SwitchController):
+    PROGRAM = "rain"
+    TITLE = "Rain"
+
     def __init__(self, client: Client, inventory: Any, settings: Settings | None = None):
-        self.client = client
-        self.topology = inventory if isinstance(inventory, Topology) else Topology.from_inventory(inventory)
+        super().__init__(client, inventory)
         settings = settings if settings is not None else Settings()
+        if not isinstance(settings, Settings):
+            raise ControllerError(
+                f"the Rain controller takes Settings, not {type(settings).__name__}",
+                subject="settings",
+                fix="build them with Settings(...) or Settings.from_dict(the spec's switch block)",
+            )
         if settings.service_mac is None and self.topology.service_mac and self.topology.service_ip:
             # the inventory's scheduling address is the RoCEv2 source unless the settings say otherwise
             settings = replace(settings, service_mac=self.topology.service_mac, service_ip=self.topology.service_ip)
@@ -88,68 +94,21 @@ class RainController:
         self._workers: dict[int, _Worker] = {}
         self._clients: dict[int, ClientRegistration] = {}
 
-    def _attach(self, client: Client) -> None:
+    def _bind(self, client: Client) -> None:
         """One object per P4 control, over this session's tables."""
-        try:
-            self.forward = Forward(client)
-            self.slice_map = SliceMap(client)
-            self.bidir_queue = BidirQueue(client)
-            self.rdma_engine = RdmaEngine(client)
-            self.queue_entries = QueueEntries(client)
-            self.dispatch = Dispatch(client)
-            self.telemetry = Telemetry(client)
-            self.events = Events(client)
-            self.rdma_writer = RdmaWriter(client)
-        except BfrtNameError as e:
-            raise ControllerError(
-                f"the switch at {client.address} runs {client.p4_name!r}, which is not the Rain program: {e.message}",
-                subject=client.p4_name,
-                fix="start the switch with the rain program (rainmaker switch start --program rain)",
-            ) from None
+        self.forward = Forward(client)
+        self.slice_map = SliceMap(client)
+        self.bidir_queue = BidirQueue(client)
+        self.rdma_engine = RdmaEngine(client)
+        self.queue_entries = QueueEntries(client)
+        self.dispatch = Dispatch(client)
+        self.telemetry = Telemetry(client)
+        self.events = Events(client)
+        self.rdma_writer = RdmaWriter(client)
         self.pre = Pre(client)
-        self.ports = Ports(client)
 
-    # -- the session -------------------------------------------------------------------
-    @property
-    def switch_restarted(self) -> bool:
-        """The switch ended our BFRuntime session: bf_switchd (or the emulator) stopped or
-        restarted, and everything this controller installed is gone with it."""
-        return self.client.lost
-
-    def reconnect(self, timeout: float = 60.0, port_timeout: float | None = None) -> float:
-        """After a switch restart: a new session (same program, bound again), the ports
-        brought up again, nothing else installed (program() next). Returns the seconds taken."""
-        took = self.client.reconnect(timeout)
-        self._attach(self.client)
+    def _forget(self) -> None:
         self._slices, self._workers, self._clients = None, {}, {}
-        return took + self.bring_up_ports(port_timeout)
-
-    def ensure_session(self, timeout: float = 60.0) -> float | None:
-        """Reconnect if the switch restarted since the last call; the seconds it took, or None."""
-        return self.reconnect(timeout) if self.switch_restarted else None
-
-    # -- ports -----------------------------------------------------------------------
-    def bring_up_ports(self, timeout: float | None = None) -> float:
-        """Add and enable every inventory port ($PORT: speed, FEC, autoneg), then wait
-        until each reports $PORT_UP; returns the seconds waited."""
-        return self.ports.bring_up(self.topology.ports, self.settings.port_up_timeout_s if timeout is None else timeout)
-
-    def links(self) -> dict[int, LinkState]:
-        """Every inventory port's link now ($PORT_UP, link losses, frames dropped while down)."""
-        return self.ports.links(p.dev_port for p in self.topology.ports)
-
-    def links_between(self, before: dict[int, LinkState], after: dict[int, LinkState]) -> list[dict]:
-        """Per inventory port, what its link did between two links() reads, with the
-        hosts cabled to it (none: a spare port, down the whole time harmlessly)."""
-        return [
-            {
-                "port": p.name,
-                "dev_port": p.dev_port,
-                "hosts": sorted(h.name for h in self.topology.hosts.values() if h.port.dev_port == p.dev_port),
-                **link_changes(before.get(p.dev_port), after.get(p.dev_port)),
-            }
-            for p in self.topology.ports
-        ]
 
     # -- programming -----------------------------------------------------------------
     def program(
@@ -165,13 +124,6 @@ class RainController:
         cls = self._resolve_clients(self.default_clients() if clients is None else list(clients))
         self._write_all(slices, recs, cls)
         self._slices, self._workers, self._clients = slices, recs, cls
-
-    def default_clients(self) -> list[ClientRegistration]:
-        """The inventory's client hosts, host id = position among them."""
-        return [
-            ClientRegistration(h.name, i, h.ip)
-            for i, h in enumerate(h for h in self.topology.hosts.values() if h.role == "client")
-        ]
 
     def reset(self, *, tables: bool = True) -> None:
         """Clean state between sweep points, idempotent: queues empty and re-based
@@ -384,14 +336,6 @@ class RainController:
             "queues": queues,
         }
 
-    def _register_dump(self, reg) -> dict:
-        return {
-            "size": reg.size,
-            "width": reg.field.width,
-            "signed": reg.signed,
-            "pipes": _cells.values_per_pipe(reg.read_all()),
-        }
-
     # -- validation --------------------------------------------------------------------
     def _programmed(self, what: str) -> dict[int, SliceConfig]:
         if self._slices is None:
@@ -510,27 +454,6 @@ class RainController:
             )
         assert all(s < MAX_SLICES for s in slices)
 
-    def _resolve_clients(self, clients: Sequence[ClientRegistration]) -> dict[int, ClientRegistration]:
-        out: dict[int, ClientRegistration] = {}
-        for c in clients:
-            if not isinstance(c, ClientRegistration):
-                raise ControllerError(f"expected a ClientRegistration, got {type(c).__name__}", subject=c)
-            host = self.topology.host(c.host, f"client {c.host}")
-            if c.ip_int != host.ip_int:
-                raise ControllerError(
-                    f"client {c.host}: IP {c.ip} is not the inventory's {host.ip}",
-                    subject=c.host,
-                    fix="use the IP of the host's data NIC",
-                )
-            if c.host_id in out:
-                raise ControllerError(
-                    f"client host id {c.host_id} is given to {out[c.host_id].host} and {c.host}",
-                    subject=c.host_id,
-                    fix="give each client host its own id (rain-client --client-id)",
-                )
-            out[c.host_id] = c
-        return out
-
     # -- writing -----------------------------------------------------------------------
     def _write_target(self, w: _Worker) -> WriteTarget:
         return WriteTarget(
@@ -550,8 +473,7 @@ class RainController:
     def _write_all(
         self, slices: dict[int, SliceConfig], workers: dict[int, _Worker], clients: dict[int, ClientRegistration]
     ) -> None:
-        routes = {h.ip_int: (h.port.dev_port, h.mac_int) for h in self.topology.hosts.values()}
-        self.forward.program(routes)
+        self.forward.program(self.routes())
         self.slice_map.program(self.settings.slice_of_type())
         rdma = [w for w in workers.values() if slices[w.slice].ring_slots and w.has_ring]
         self.rdma_writer.program([self._write_target(w) for w in rdma])

@@ -271,3 +271,46 @@ def test_emulator_command(tmp_path):
         "--realtime",
         "20",
     ]
+
+
+def test_start_refuses_an_unknown_program_naming_the_known_ones(monkeypatch, capsys, tmp_path):
+    from switch.emulator.programs import NAMES
+
+    rec = RecordedProvision()
+    monkeypatch.setattr("orchestrator.provision.provision", rec)
+    for kind in ("tofino", "emulated"):
+        path = write_inventory(tmp_path, "127.0.0.1:50052", kind=kind)
+        code, _, err = run(monkeypatch, capsys, "switch", "start", "-i", str(path), "--program", "rian")
+        assert code == 1, err
+        assert "there is no P4 program 'rian'" in err and ", ".join(NAMES) in err and "fix:" in err
+    assert rec.calls == []  # refused before the role (or the emulator) ran
+    code, out, _ = run(monkeypatch, capsys, "switch", "start", "--help")
+    assert all(n in out for n in NAMES)
+
+
+@pytest.mark.parametrize("program", ["r2p2", "racksched", "draconis", "pallas"])
+def test_tables_shows_a_baseline_programs_tables(monkeypatch, capsys, tmp_path, program):
+    from switch.control import WorkerRegistration, controller_class
+    from switch.emulator.programs import load as load_program
+
+    srv = serve(load_program(program).make_store(), "127.0.0.1", 0)
+    try:
+        path = write_inventory(tmp_path, f"127.0.0.1:{srv.port}")
+        inv = load(path)
+        worker = WorkerRegistration("worker0", (0,), "0c:42:a1:dd:5f:02", "10.10.1.2", {0: 0})
+        with Client(inv.switch.bfrt, program) as c:
+            ctl = controller_class(program)(c, inv)
+            ctl.program([worker])
+            names = [*ctl.TABLES, "pipe.SwitchIngress.forward.forward"]
+        code, out, _ = run(monkeypatch, capsys, "switch", "tables", "-i", str(path), "--json")
+        assert code == 0
+        shown = {t["name"]: t for t in json.loads(out)}
+        assert set(names) <= set(shown) and "$PORT" in shown
+        assert any(
+            e["data"].get("dmac") == 0x0C42A1DD5F02 for e in shown["pipe.SwitchIngress.forward.forward"]["entries"]
+        )
+        code, out, _ = run(monkeypatch, capsys, "switch", "tables", "-i", str(path))
+        assert code == 0 and f"program {program}" in out and "10.10.1.2" in out
+        assert all(n in out for n in names)
+    finally:
+        srv.stop(None)
