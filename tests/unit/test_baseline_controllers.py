@@ -10,7 +10,6 @@ the controller must have set up, so the switch does what they test.
 
 from __future__ import annotations
 
-import importlib
 import json
 
 import pytest
@@ -62,10 +61,7 @@ class Rig:
         self.program = program
         self.store = mod.make_store()
         if program != "rain":
-            # the data plane's class, not mod.pipeline(): once the submodule named
-            # pipeline is imported it replaces that function as the package's attribute
-            sub = "pipe" if program == "pallas" else "pipeline"
-            self.pipe = importlib.import_module(f"{mod.__name__}.{sub}").Pipeline(self.store)
+            self.pipe = mod.pipeline(self.store)
         self.server = serve(self.store, "127.0.0.1", 0)
         self.client = Client(f"127.0.0.1:{self.server.port}", program, client_id=0)
         self.reader = Client(f"127.0.0.1:{self.server.port}", program, client_id=1, bind=False)

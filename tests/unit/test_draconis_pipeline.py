@@ -12,7 +12,7 @@ from hosts.proto import Flag, Header, Kind
 from switch.emulator import headers as H
 from switch.emulator.draconis import consts as D
 from switch.emulator.draconis import make_store
-from switch.emulator.draconis.pipeline import Pipeline
+from switch.emulator.draconis.pipe import Pipeline
 from switch.p4 import source
 from tests.unit.test_emulator_pipeline import udp_frame
 

@@ -141,3 +141,12 @@ def test_emulator_modules_are_named_like_the_p4_instances(program):
     names = contract(program).names
     instances = {n.split(".")[2] for n in (*names.tables, *names.registers, *names.counters)}
     assert {c.__name__.rsplit(".", 1)[1] for c in programs.load(program).CONTROLS} == instances
+
+
+@pytest.mark.parametrize("program", programs.NAMES)
+def test_a_programs_pipeline_can_be_made_twice(program):
+    """programs.py's contract, twice in one process: a submodule named like the package's
+    pipeline() would replace the function on first import."""
+    mod = programs.load(program)
+    for _ in range(2):
+        assert hasattr(mod.pipeline(mod.make_store()), "process")

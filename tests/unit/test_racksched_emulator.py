@@ -12,7 +12,7 @@ from hosts.proto import Header, Kind
 from switch.control.racksched import pick_entries
 from switch.emulator import racksched
 from switch.emulator.racksched.choose import PICK, Choose
-from switch.emulator.racksched.pipeline import Pipeline, RackschedIngressMd
+from switch.emulator.racksched.pipe import Pipeline, RackschedIngressMd
 from tests.netpeer import Side, frame
 
 CLIENT = Side("-", "-", "02:00:00:00:00:09", "10.0.0.9")

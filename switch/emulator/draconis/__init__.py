@@ -32,6 +32,6 @@ def make_store(pipes: int = 1) -> TableStore:
 
 def pipeline(store: TableStore, on_drop=None):
     """The Draconis-SW data plane over `store`."""
-    from .pipeline import Pipeline
+    from .pipe import Pipeline
 
     return Pipeline(store, on_drop=on_drop)

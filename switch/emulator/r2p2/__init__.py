@@ -33,7 +33,7 @@ def make_store(pipes: int = 1) -> TableStore:
 
 
 def pipeline(store: TableStore, on_drop=None):
-    """The R2P2-SW data plane over `store` (pipeline.py)."""
-    from .pipeline import Pipeline
+    """The R2P2-SW data plane over `store` (pipe.py: not pipeline.py, whose import would replace this function on the package)."""
+    from .pipe import Pipeline
 
     return Pipeline(store, on_drop=on_drop)

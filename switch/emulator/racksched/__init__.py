@@ -32,7 +32,7 @@ def make_store(pipes: int = 1) -> TableStore:
 
 
 def pipeline(store: TableStore, on_drop=None):
-    """The RackSched-SW data plane over `store` (pipeline.py)."""
-    from .pipeline import Pipeline
+    """The RackSched-SW data plane over `store` (pipe.py: not pipeline.py, whose import would replace this function on the package)."""
+    from .pipe import Pipeline
 
     return Pipeline(store, on_drop=on_drop)
