@@ -5,12 +5,12 @@ is the same)."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 
 from hosts.proto import Header, Kind
 from tests.netpeer import frame
 from tests.switch.harness import SwitchUnderTest
+from tests.switch.program_setup import ProgramSetup
 from tests.switch.rain_setup import RAIN_PORT, SERVICE, ip_int, mac_int
 
 P4_TABLES = ("forward", "map_pool", "config_pool", "schedule", "select_worker")
@@ -32,33 +32,22 @@ def wrr_schedule(weights: Sequence[tuple[int, int]]) -> list[int]:
     return [wid for wid, weight in weights for _ in range(weight)]
 
 
-class Pallas:
+class Pallas(ProgramSetup):
     """The switch under test, programmed as a Pallas-SW switch through BFRuntime."""
 
+    P4_TABLES, REGISTERS, EV = P4_TABLES, ("cursor",), EV
+
     def __init__(self, sw: SwitchUnderTest):
-        self.sw = sw
-        self.c = sw.bfrt
+        super().__init__(sw)
         self.cursor = self.c.register("cursor")
-        self.events = self.c.counter("pipe.SwitchIngress.events.events")
         self.dispatches = self.c.counter("dispatches")
-        self.sent = 0
 
     # ---------------------------------------------------------------- state
     def reset(self) -> None:
-        for t in P4_TABLES:
-            self.c.table(t).clear()
-            self.c.table(t).reset_default()
-        self.cursor.clear()
-        self.events.clear()
+        self.clear()
         self.dispatches.clear()
         self.sw.drain()
         self.sent = 0
-
-    def route(self, *ports: int) -> None:
-        """forward: each port's peer IP -> that port, its MAC."""
-        for i in ports:
-            s = self.sw.side(i)
-            self.c.table("forward").add(ip_int(s), "set_egress", {"port": self.sw.dev(i), "dmac": mac_int(s)})
 
     def worker(self, wid: int, port: int) -> None:
         s = self.sw.side(port)
@@ -85,36 +74,5 @@ class Pallas:
         h = Header(kind=Kind.TASK, task_type=task_type, client_id=client_id, request_id=request_id, data=data)
         return frame(self.sw.side(port), SERVICE, h.pack(), 40000 + port, RAIN_PORT)
 
-    def send(self, port: int, f: bytes) -> None:
-        self.sw.send(port, f)
-        self.sent += 1
-
-    def events_total(self) -> int:
-        return sum(v.packets for v in self.events.read_all())
-
-    def settle(self, timeout: float = 3.0) -> None:
-        """Wait until the switch counted every frame sent so far (each ingress frame
-        counts exactly one event): a probe, not a sleep."""
-        deadline = time.monotonic() + timeout
-        while (n := self.events_total()) < self.sent:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"the switch counted {n} frames of {self.sent} sent")
-            time.sleep(0.01)
-
-    def event(self, name: str) -> int:
-        return self.events.read(EV[name]).packets
-
     def pushed(self, pool: int) -> int:
         return self.dispatches.read(pool).packets
-
-    def stats(self) -> dict | None:
-        """The emulator's drop statistics (None on a switch the harness did not start)."""
-        import json
-
-        if self.sw.external:
-            return None
-        path = self.sw.log_dir / "stats.json"
-        deadline = time.monotonic() + 3
-        while not path.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        return json.loads(path.read_text())

@@ -48,9 +48,10 @@ class ProgramSetup:
             s = self.sw.side(i)
             self.c.table("forward").add(ip_int(s), "set_egress", {"port": self.sw.dev(i), "dmac": mac_int(s)})
 
-    def send(self, port: int, f: bytes) -> None:
+    def send(self, port: int, f: bytes, passes: int = 1) -> None:
+        """Send a frame the switch counts `passes` times (2: a task it resubmits)."""
         self.sw.send(port, f)
-        self.sent += 1
+        self.sent += passes
 
     def events_total(self) -> int:
         return sum(v.packets for v in self.events.read_all())

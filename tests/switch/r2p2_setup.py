@@ -8,6 +8,7 @@ import time
 from hosts.proto import Header, Kind
 from tests.netpeer import frame
 from tests.switch.harness import SwitchUnderTest
+from tests.switch.program_setup import ProgramSetup
 from tests.switch.rain_setup import RAIN_PORT, SERVICE, ip_int, mac_int
 
 P4_TABLES = ("forward", "jbsq", "select_worker")
@@ -26,37 +27,27 @@ EV = dict(
 MAX_PASSES = 0xFFFF  # the most a 16-bit pass count allows
 
 
-class R2p2:
+class R2p2(ProgramSetup):
     """The switch under test, programmed as an R2P2-SW switch through BFRuntime."""
 
+    P4_TABLES, REGISTERS, EV = P4_TABLES, REGISTERS, EV
+
     def __init__(self, sw: SwitchUnderTest):
-        self.sw = sw
-        self.c = sw.bfrt
+        super().__init__(sw)
         self.depth = self.c.register("depth")
         self.cursor = self.c.register("cursor")
-        self.events = self.c.counter("pipe.SwitchIngress.events.events")
-        self.sent = 0
 
     # ---------------------------------------------------------------- state
     def reset(self) -> None:
-        c = self.c
         for t in P4_TABLES:
-            c.table(t).clear()
-            c.table(t).reset_default()
+            self.c.table(t).clear()
+            self.c.table(t).reset_default()
         # nothing may still recirculate from an earlier test: an unconfigured switch
         # rejects every pass, and no worker has an entry
         self.wait_quiet()
-        for r in REGISTERS:
-            c.register(r).clear()
-        self.events.clear()
+        self.clear()
         self.sw.drain()
         self.sent = 0
-
-    def route(self, *ports: int) -> None:
-        """forward: each port's peer IP -> that port, its MAC."""
-        for i in ports:
-            s = self.sw.side(i)
-            self.c.table("forward").add(ip_int(s), "set_egress", {"port": self.sw.dev(i), "dmac": mac_int(s)})
 
     def configure(self, workers: int, n: int, max_passes: int = MAX_PASSES) -> None:
         """Workers 0..workers-1 take tasks, JBSQ(n), at most `max_passes` passes a task."""
@@ -80,26 +71,11 @@ class R2p2:
         h = Header(kind=Kind.REPORT, worker_id=worker_id, report=depth)
         return frame(self.sw.side(port), SERVICE, h.pack(), 42000 + port, RAIN_PORT)
 
-    def send(self, port: int, f: bytes) -> None:
-        self.sw.send(port, f)
-        self.sent += 1
-
     # ---------------------------------------------------------------- reading
-    def event(self, name: str) -> int:
-        return self.events.read(EV[name]).packets
-
     def ends(self) -> int:
         """Frames that ended: every ingress pass counts one event, and every frame sent
         makes zero or more RECIRCULATED passes and then exactly one other."""
         return sum(v.packets for i, v in enumerate(self.events.read_all()) if i != EV["RECIRCULATED"])
-
-    def settle(self, timeout: float = 3.0) -> None:
-        """Wait until every frame sent so far ended (a probe, not a sleep)."""
-        deadline = time.monotonic() + timeout
-        while (n := self.ends()) < self.sent:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{n} of {self.sent} frames sent ended")
-            time.sleep(0.01)
 
     def wait_recirculations(self, at_least: int, timeout: float = 3.0) -> int:
         deadline = time.monotonic() + timeout

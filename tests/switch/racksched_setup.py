@@ -3,12 +3,11 @@ through BFRuntime only, and the frames the tests send."""
 
 from __future__ import annotations
 
-import time
-
 from hosts.proto import Header, Kind
 from switch.control.racksched import pick_entries
 from tests.netpeer import frame
 from tests.switch.harness import SwitchUnderTest
+from tests.switch.program_setup import ProgramSetup
 from tests.switch.rain_setup import RAIN_PORT, SERVICE, ip_int, mac_int
 
 EV = dict(
@@ -24,34 +23,24 @@ EV = dict(
 )
 
 
-class RackSched:
+class RackSched(ProgramSetup):
     """The switch under test, programmed as a RackSched-SW switch through BFRuntime."""
 
+    P4_TABLES, REGISTERS, EV = ("forward", "pick", "select_worker"), ("load_a", "load_b"), EV
+
     def __init__(self, sw: SwitchUnderTest):
-        self.sw = sw
-        self.c = sw.bfrt
-        self.events = self.c.counter("pipe.SwitchIngress.events.events")
+        super().__init__(sw)
         self.dispatches = self.c.counter("dispatches")
         self.reports = self.c.counter("reports")
         self.load_a = self.c.register("load_a")
         self.load_b = self.c.register("load_b")
-        self.passes = 0  # ingress passes the switch will count: a dispatched task takes two
 
     def reset(self) -> None:
-        for t in ("forward", "pick", "select_worker"):
-            self.c.table(t).clear()
-            self.c.table(t).reset_default()
-        for r in (self.load_a, self.load_b):
-            r.clear()
-        for k in (self.events, self.dispatches, self.reports):
+        self.clear()
+        for k in (self.dispatches, self.reports):
             k.clear()
         self.sw.drain()
-        self.passes = 0
-
-    def route(self, *ports: int) -> None:
-        for i in ports:
-            s = self.sw.side(i)
-            self.c.table("forward").add(ip_int(s), "set_egress", {"port": self.sw.dev(i), "dmac": mac_int(s)})
+        self.sent = 0  # ingress passes the switch will count: a dispatched task takes two
 
     def worker(self, wid: int, port: int) -> None:
         s = self.sw.side(port)
@@ -73,22 +62,6 @@ class RackSched:
     def report(self, port: int, worker_id: int, load: int) -> bytes:
         h = Header(kind=Kind.REPORT, worker_id=worker_id, report=load)
         return frame(self.sw.side(port), SERVICE, h.pack(), 41000 + port, RAIN_PORT)
-
-    def send(self, port: int, f: bytes, passes: int = 1) -> None:
-        """Send a frame the switch counts `passes` times (2: a task it resubmits)."""
-        self.sw.send(port, f)
-        self.passes += passes
-
-    def settle(self, timeout: float = 3.0) -> None:
-        """Wait until the switch counted every pass of every frame sent so far."""
-        deadline = time.monotonic() + timeout
-        while (n := sum(v.packets for v in self.events.read_all())) < self.passes:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"the switch counted {n} passes of {self.passes}")
-            time.sleep(0.01)
-
-    def event(self, name: str) -> int:
-        return self.events.read(EV[name]).packets
 
     def loads(self, wid: int) -> tuple[int, int]:
         """Both copies of a worker's load."""

@@ -5,12 +5,12 @@ building/decoding the frames the tests send and expect."""
 from __future__ import annotations
 
 import struct
-import time
 from dataclasses import dataclass
 
 from hosts.proto import HDR_LEN, Bth, Flag, Header, Kind, Reth
-from tests.netpeer import Side, frame, ip_bytes, mac_bytes
+from tests.netpeer import Side, frame
 from tests.switch.harness import SwitchUnderTest
+from tests.switch.program_setup import ProgramSetup, ip_int, mac_int
 
 RAIN_PORT = 21057
 P4_TABLES = ("forward", "map_slice", "config_slice", "select_worker", "client_addr", "config_int", "build_write")
@@ -44,14 +44,6 @@ EV = dict(
 
 # where clients send tasks (the switch does not look at it)
 SERVICE = Side("-", "-", "02:52:4d:ff:ff:fe", "10.84.255.254")
-
-
-def ip_int(side: Side) -> int:
-    return int.from_bytes(ip_bytes(side.ip), "big")
-
-
-def mac_int(side: Side) -> int:
-    return int.from_bytes(mac_bytes(side.mac), "big")
 
 
 @dataclass
@@ -130,37 +122,25 @@ def roce(f: bytes) -> tuple[Decoded, Bth, Reth, bytes]:
     return d, Bth.unpack(d.payload), Reth.unpack(d.payload[12:]), d.payload[28:]
 
 
-class Rain:
+class Rain(ProgramSetup):
     """The switch under test, programmed as a Rain switch through BFRuntime."""
 
+    P4_TABLES, REGISTERS, EV = P4_TABLES, REGISTERS, EV
+
     def __init__(self, sw: SwitchUnderTest):
-        self.sw = sw
-        self.c = sw.bfrt
+        super().__init__(sw)
         self.balance = self.c.register("balance", signed=True)
-        self.events = self.c.counter("pipe.SwitchIngress.events.events")
-        self.sent = 0
 
     # ---------------------------------------------------------------- state
     def reset(self) -> None:
         c = self.c
-        for t in P4_TABLES:
-            c.table(t).clear()
-            c.table(t).reset_default()
-        for r in REGISTERS:
-            c.register(r).clear()
-        self.events.clear()
+        self.clear()
         c.counter("writes").clear()
         c.pre.clear()
         for i in range(1, self.sw.nports + 1):
             c.ports.modify(self.sw.dev(i), enable=True)
         self.sw.drain()
         self.sent = 0
-
-    def route(self, *ports: int) -> None:
-        """forward: each port's peer IP -> that port, its MAC."""
-        for i in ports:
-            s = self.sw.side(i)
-            self.c.table("forward").add(ip_int(s), "set_egress", {"port": self.sw.dev(i), "dmac": mac_int(s)})
 
     def slice(self, s: int, first: int, last: int, *, last_slot: int = 0, mgid: int = 0) -> None:
         cap = last - first + 1
@@ -213,39 +193,8 @@ class Rain:
         h = Header(kind=Kind.TOKEN, slice=s, worker_id=worker_id)
         return frame(self.sw.side(port), SERVICE, h.pack(), 41000 + port, RAIN_PORT)
 
-    def send(self, port: int, f: bytes) -> None:
-        self.sw.send(port, f)
-        self.sent += 1
-
-    def events_total(self) -> int:
-        return sum(v.packets for v in self.events.read_all())
-
-    def settle(self, timeout: float = 3.0) -> None:
-        """Wait until the switch counted every frame sent so far (each ingress frame
-        counts exactly one event): a probe, not a sleep."""
-        deadline = time.monotonic() + timeout
-        while (n := self.events_total()) < self.sent:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"the switch counted {n} frames of {self.sent} sent")
-            time.sleep(0.01)
-
-    def event(self, name: str) -> int:
-        return self.events.read(EV[name]).packets
-
     def bal(self, s: int = 0) -> int:
         return self.balance.read(s)[0]
-
-    def stats(self) -> dict | None:
-        """The emulator's drop statistics (None on a switch the harness did not start)."""
-        import json
-
-        if self.sw.external:
-            return None
-        path = self.sw.log_dir / "stats.json"
-        deadline = time.monotonic() + 3
-        while not path.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        return json.loads(path.read_text())
 
 
 def with_flag(h: Header, flag: int) -> bool:

@@ -199,4 +199,4 @@ def test_every_pass_counts_one_event(rs, sw):
     sw.expect_all(WB, 1, is_rain(Kind.DISPATCH))
     rs.settle()
     total = sum(v.packets for v in rs.events.read_all())
-    assert total == 1 + 2 * 5 == rs.passes
+    assert total == 1 + 2 * 5 == rs.sent
