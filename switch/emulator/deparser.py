@@ -82,6 +82,15 @@ def _ipv4_fields(hdr: Headers) -> tuple:
     )
 
 
+def emit_udp_rain(buf, hdr: Headers, *, udp: bool = True) -> None:
+    """A task's UDP (unless `udp` is False) and rain headers back into the frame at their
+    offsets: what a baseline program rewrites on its own task path (a reject's swapped
+    ports, a dispatch's kind and worker), which switch_ingress_deparser leaves alone."""
+    if udp:
+        _udp_pack(buf, _UDP_OFF, hdr.udp_src_port, hdr.udp_dst_port, hdr.udp_length, hdr.udp_checksum)
+    _emit_rain(buf, _RAIN_OFF, hdr)
+
+
 def _emit_rain(buf, off: int, hdr: Headers) -> None:
     _rain(
         buf,

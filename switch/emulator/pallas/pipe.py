@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..deparser import switch_ingress_deparser
+from ..deparser import emit_udp_rain, switch_ingress_deparser
 from ..events import Events
 from ..forward import Forward
 from ..headers import (
@@ -21,22 +21,17 @@ from ..headers import (
     EV_NO_ROUTE,
     EV_PARSER_ERROR,
     KIND_TASK,
-    RAIN_OFF,
     RAIN_VERSION,
-    UDP_OFF,
     Headers,
     IngressMd,
 )
-from ..parser import RAIN, UDP, switch_ingress_parser
+from ..parser import switch_ingress_parser
 from ..tables import TableStore
 from .pool_map import PoolMap
 from .push import Push
 from .wrr import Wrr
 
 Emit = Callable[[int, object], None]
-
-_rain = RAIN.pack_into
-_udp = UDP.pack_into
 
 
 class SwitchIngress:
@@ -97,23 +92,7 @@ class Pipeline:
             return 0
         switch_ingress_deparser(frame, hdr, ig_md)  # ethernet and ipv4, in place
         if task:  # a pushed or rejected task: kind, slice, worker_id, and a reject's ports
-            _udp(frame, UDP_OFF, hdr.udp_src_port, hdr.udp_dst_port, hdr.udp_length, hdr.udp_checksum)
-            _rain(
-                frame,
-                RAIN_OFF,
-                hdr.version,
-                hdr.kind,
-                hdr.flags,
-                hdr.task_type,
-                hdr.slice,
-                hdr.client_id,
-                hdr.request_id,
-                hdr.worker_id,
-                hdr.report,
-                hdr.data,
-                hdr.int_qdelay_ns,
-                hdr.int_qlen,
-            )
+            emit_udp_rain(frame, hdr)
         port = ig_md.ucast_egress_port
         if port is None:
             return 0

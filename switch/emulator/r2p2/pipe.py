@@ -26,7 +26,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from ..deparser import switch_ingress_deparser
+from ..deparser import emit_udp_rain, switch_ingress_deparser
 from ..events import Events
 from ..forward import Forward
 from ..headers import (
@@ -42,7 +42,7 @@ from ..headers import (
     Headers,
     IngressMd,
 )
-from ..parser import RAIN, UDP, switch_ingress_parser
+from ..parser import switch_ingress_parser
 from ..tables import TableStore
 from .config import Config
 from .headers import (
@@ -123,28 +123,6 @@ class SwitchIngress:
         return r2p2_path
 
 
-def _deparse_rain(buf, hdr: Headers) -> None:
-    """The UDP and rain headers back into the frame (the shared deparser writes them only
-    for Rain's queue path): the reject swaps the UDP ports; every outcome writes rain."""
-    UDP.pack_into(buf, _UDP_OFF, hdr.udp_src_port, hdr.udp_dst_port, hdr.udp_length, hdr.udp_checksum)
-    RAIN.pack_into(
-        buf,
-        _RAIN_OFF,
-        hdr.version,
-        hdr.kind,
-        hdr.flags,
-        hdr.task_type,
-        hdr.slice,
-        hdr.client_id,
-        hdr.request_id,
-        hdr.worker_id,
-        hdr.report,
-        hdr.data,
-        hdr.int_qdelay_ns,
-        hdr.int_qlen,
-    )
-
-
 class Pipeline:
     """One pipe running the R2P2-SW program over a `TableStore`."""
 
@@ -178,7 +156,7 @@ class Pipeline:
             return 0
         switch_ingress_deparser(frame, hdr, ig_md)
         if r2p2_path:
-            _deparse_rain(frame, hdr)
+            emit_udp_rain(frame, hdr)  # the reject swaps the UDP ports; every outcome writes rain
         port = ig_md.ucast_egress_port
         if port is None:
             return 0

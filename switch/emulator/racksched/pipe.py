@@ -18,7 +18,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from ..deparser import switch_ingress_deparser
+from ..deparser import emit_udp_rain, switch_ingress_deparser
 from ..events import Events
 from ..forward import Forward
 from ..headers import (
@@ -28,12 +28,11 @@ from ..headers import (
     KIND_MAX,
     KIND_REPORT,
     KIND_TASK,
-    RAIN_OFF,
     RAIN_VERSION,
     Headers,
     IngressMd,
 )
-from ..parser import RAIN, switch_ingress_parser
+from ..parser import switch_ingress_parser
 from ..tables import TableStore
 from .choose import Choose
 from .constants import RS_NONE
@@ -104,25 +103,6 @@ class SwitchIngress:
         self.events.apply(ig_md, nbytes)
 
 
-def _emit_rain(buf, hdr: Headers) -> None:
-    RAIN.pack_into(
-        buf,
-        RAIN_OFF,
-        hdr.version,
-        hdr.kind,
-        hdr.flags,
-        hdr.task_type,
-        hdr.slice,
-        hdr.client_id,
-        hdr.request_id,
-        hdr.worker_id,
-        hdr.report,
-        hdr.data,
-        hdr.int_qdelay_ns,
-        hdr.int_qlen,
-    )
-
-
 class Pipeline:
     """One pipe running RackSched-SW over a `TableStore`."""
 
@@ -160,6 +140,6 @@ class Pipeline:
             return 0
         switch_ingress_deparser(frame, hdr, ig_md)
         if hdr.rain_valid:
-            _emit_rain(frame, hdr)  # the shared deparser writes rain only on Rain's queue path
+            emit_udp_rain(frame, hdr, udp=False)  # the shared deparser writes rain only on Rain's queue path
         emit(port, frame if len(frame) == n else frame[:n])
         return 1
