@@ -30,15 +30,12 @@ from ..deparser import emit_udp_rain, switch_ingress_deparser
 from ..events import Events
 from ..forward import Forward
 from ..headers import (
-    ETH_BYTES,
     EV_BAD_RAIN,
     EV_FORWARDED,
     EV_NO_ROUTE,
     EV_PARSER_ERROR,
-    IPV4_BYTES,
     KIND_TASK,
     RAIN_VERSION,
-    UDP_HDR_BYTES,
     Headers,
     IngressMd,
 )
@@ -62,8 +59,6 @@ log = logging.getLogger(__name__)
 
 Emit = Callable[[int, object], None]
 
-_UDP_OFF = ETH_BYTES + IPV4_BYTES
-_RAIN_OFF = _UDP_OFF + UDP_HDR_BYTES
 
 
 class SwitchIngress:
