@@ -60,7 +60,6 @@ log = logging.getLogger(__name__)
 Emit = Callable[[int, object], None]
 
 
-
 class SwitchIngress:
     """control SwitchIngress (r2p2.p4)."""
 
