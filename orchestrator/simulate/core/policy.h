@@ -90,7 +90,8 @@ void rs_dispatch(struct rs_sim *s, uint32_t req, int32_t w, int with_payload, in
  * worker from the client (FETCH, FETCH_REPLY through the switch) before it can run. */
 void rs_dispatch_fetch(struct rs_sim *s, uint32_t req, int32_t w, int64_t qdelay, uint32_t qlen);
 void rs_reject(struct rs_sim *s, uint32_t req);
-/* Send the task round the switch again: task_arrive sees it after delay_ns (one more pass). */
+/* Send the task round the switch again: out of the recirculation port (a link_gbps FIFO,
+ * serialising the task's frame), then task_arrive sees it delay_ns later (one more pass). */
 void rs_recirculate(struct rs_sim *s, uint32_t req, int64_t delay_ns);
 /* Answer worker w's token (a pull) with an EMPTY: worker_empty runs when it arrives. */
 void rs_empty(struct rs_sim *s, int32_t w);

@@ -102,6 +102,7 @@ struct rs_sim {
 	int64_t cl_up_free, cl_down_free;
 	int64_t *host_up_free, *host_down_free;
 	int n_hosts;
+	int64_t recirc_free; /* the pipe's recirculation port (rs_recirculate) */
 
 	/* client */
 	struct rs_rng crng;
@@ -310,7 +311,10 @@ void rs_recirculate(struct rs_sim *s, uint32_t req, int64_t delay_ns)
 {
 	s->passes[req]++;
 	s->v.cnt.recirculations++;
-	push(s, s->v.now + (delay_ns > 0 ? delay_ns : 0), EV_RECIRC, 0, req, 0);
+	/* the whole frame goes out of the pipe's recirculation port, a port of link_gbps: when
+	 * many tasks go round, passes queue there and the loop slows down */
+	int64_t out = on_link(s, &s->recirc_free, s->v.now, task_frame(large_bytes(s, req)));
+	push(s, out + (delay_ns > 0 ? delay_ns : 0), EV_RECIRC, 0, req, 0);
 }
 
 void rs_empty(struct rs_sim *s, int32_t w)
