@@ -136,6 +136,10 @@ _COUNTERS = (
     "max_held",
     "end_ns",
     "samples_lost",
+    "recirculations",
+    "empties",
+    "fetches",
+    "reports",
 )
 
 

@@ -20,6 +20,9 @@ class Policy:
     tokens: bool = False  # workers issue tokens under a quota
 
 
+R2P2_PASS_NS = 1000  # a recirculation pass on Tofino: about 1 us (docs/r2p2.md)
+R2P2_MAX_PASSES = 0xFFFF  # the most the program's 16-bit pass count allows
+
 POLICIES: dict[str, Policy] = {
     "rain": Policy(
         "rain",
@@ -30,4 +33,30 @@ POLICIES: dict[str, Policy] = {
         tokens=True,
     ),
     "random": Policy("random", "uniform random push to a worker thread: no tokens, no switch queue"),
+    # The baselines of the Rain paper, section 5.2, as their switch programs (switch/p4) do them.
+    "r2p2": Policy(
+        "r2p2",
+        "R2P2-SW: JBSQ(n) by recirculation, one round-robin worker per pass, depths from worker reports",
+        # n; one pass's time (Tofino's recirculation, about 1 us); the passes allowed (16 bits)
+        params=lambda p: [
+            float(p.get("jbsq_n", 1)),
+            float(p.get("recirc_ns", R2P2_PASS_NS)),
+            float(p.get("max_passes", R2P2_MAX_PASSES)),
+        ],
+    ),
+    "racksched": Policy(
+        "racksched",
+        "RackSched-SW: power-of-2 choices over reported loads, pushed, no bound on worker queues",
+        params=lambda p: [float(p.get("k", 2))],
+    ),
+    "draconis": Policy(
+        "draconis",
+        "Draconis-SW: one FIFO in the switch, idle workers pull (JBSQ(1)), EMPTY when none waits; "
+        "large payloads fetched from the client",
+        tokens=True,
+    ),
+    "pallas": Policy(
+        "pallas",
+        "Pallas-SW: task type -> worker pool (the slices), weighted round robin push in the pool, no bound",
+    ),
 }

@@ -46,10 +46,6 @@ from ..experiment.sweep import DONE, FAILED, Sweep
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
-ISSUE_OF = {  # why a system the simulator cannot model yet is missing
-    s: "a baseline, not modelled yet (it comes with its switch program)"
-    for s in ("r2p2", "racksched", "draconis", "pallas")
-}
 PAPER_WORKER_HOSTS = 2  # Rain (CoNEXT 2026), section 5: 1 client and 2 worker servers
 
 
@@ -93,7 +89,7 @@ def supported_or_explain(spec: Spec) -> None:
     modelled = [s for s in spec.systems if s in POLICIES]
     if missing:
         lines = [f"{spec.name}: the simulated testbed cannot model {', '.join(missing)} yet"]
-        lines += [f"  - {s}: {ISSUE_OF.get(s, 'no policy module in orchestrator/simulate')}" for s in missing]
+        lines += [f"  - {s}: no policy in orchestrator/simulate/policies.py" for s in missing]
         lines.append(f"  (modelled now: {', '.join(sorted(POLICIES))})")
         raise UsageError(
             "\n".join(lines),

@@ -323,7 +323,8 @@ def render(result: SimResult, point: dict, *, wall_s: float | None = None) -> di
     other = {k: v for k, v in r.counters.items() if not k.startswith("EV_")}
     files[sw + layout.SNAPSHOT] = _json(
         {
-            "program": "rain",
+            # the switch program the system runs (switch/p4/<system>.p4); random push has none
+            "program": "rain" if sp.policy == "random" else sp.policy,
             "testbed": "simulated",
             "policy": sp.policy,
             "counters": {EVENTS_COUNTER: ev},

@@ -249,8 +249,11 @@ def test_analyze_model_adds_the_model_to_an_older_run(tmp_path, monkeypatch, cap
     assert next(c for c in v["checks"] if c["name"] == "model_agreement")["status"] != "not run"
 
 
-def test_a_model_that_cannot_be_computed_says_why_and_the_check_does_not_run(tmp_path):
-    run = measured_run(tmp_path / "a", fracs=(0.3,), system="pallas")  # a baseline: not modelled yet
+def test_a_model_that_cannot_be_computed_says_why_and_the_check_does_not_run(tmp_path, monkeypatch):
+    from orchestrator.simulate import policies
+
+    monkeypatch.delitem(policies.POLICIES, "pallas")  # a system the simulator has no policy for
+    run = measured_run(tmp_path / "a", fracs=(0.3,), system="pallas")
     pd_ = RunDir(run).point("pallas-f0.3-r1")
     info = model_beside.write(pd_, pd_.read_point(), RunDir(run).read_manifest())
     assert "pallas" in info["error"] and model_beside.load(pd_) is None

@@ -227,9 +227,13 @@ def test_bad_input_exits_2_with_a_fix_and_no_traceback(tiny, tmp_path, monkeypat
     assert code == 2 and "nope.yaml" in err and "Traceback" not in err
     baseline = tmp_path / "base.yaml"
     baseline.write_text(TINY.replace("systems: [rain]", "systems: [rain, pallas]"))
-    code, out, err = rainmaker(monkeypatch, capsys, "simulate", str(baseline), "--results", str(tmp_path / "r"))
+    from orchestrator.simulate import policies
+
+    with monkeypatch.context() as m:  # a system with no policy (every one has one now)
+        m.delitem(policies.POLICIES, "pallas")
+        code, out, err = rainmaker(monkeypatch, capsys, "simulate", str(baseline), "--results", str(tmp_path / "r"))
     assert code == 2 and "Traceback" not in err
-    assert "pallas" in err and "not modelled yet" in err and "fix:" in err and "--system rain" in err
+    assert "cannot model pallas yet" in err and "fix:" in err and "--system rain" in err
     assert not (tmp_path / "r").exists()  # refused before anything is written
     code, out, err = rainmaker(monkeypatch, capsys, "simulate", str(baseline), "--system", "r2p2")
     assert code == 2 and "no such system" in err and "rain, pallas" in err and "Traceback" not in err

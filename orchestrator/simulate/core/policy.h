@@ -31,6 +31,10 @@ struct rs_policy {
 	void (*worker_start)(struct rs_sim *s, int32_t w);
 	void (*worker_done)(struct rs_sim *s, int32_t w);
 	void (*worker_knobs)(struct rs_sim *s, int32_t w);
+	/* Switch: a REPORT (value: the worker's queue depth) of worker w arrived. */
+	void (*report_arrive)(struct rs_sim *s, int32_t w, int64_t value);
+	/* Worker thread w received an EMPTY (its pull found no task); it is idle. */
+	void (*worker_empty)(struct rs_sim *s, int32_t w);
 	/* The slice's signed balance: > 0 tokens waiting, < 0 tasks waiting. */
 	int64_t (*balance)(const struct rs_sim *s, int32_t slice);
 };
@@ -42,6 +46,7 @@ struct rs_worker {
 	int64_t tokens_sent;   /* ever */
 	int64_t finished;      /* tasks run to completion */
 	int64_t received;      /* DISPATCHes received */
+	int64_t empties;       /* EMPTYs received: tokens (pulls) the switch answered with no task */
 	int64_t busy_ns;
 	int64_t tx_t;          /* when the thread's next send leaves (during a hook) */
 	int64_t free_at;       /* the thread is busy until then */
@@ -81,7 +86,17 @@ struct rs_sim_view {
 /* Send the task to worker w; with_payload: a large task carries its payload (else only
  * its descriptor); qdelay/qlen: the INT the worker gets. */
 void rs_dispatch(struct rs_sim *s, uint32_t req, int32_t w, int with_payload, int64_t qdelay, uint32_t qlen);
+/* As rs_dispatch with only the descriptor; a large task's payload is then fetched by the
+ * worker from the client (FETCH, FETCH_REPLY through the switch) before it can run. */
+void rs_dispatch_fetch(struct rs_sim *s, uint32_t req, int32_t w, int64_t qdelay, uint32_t qlen);
 void rs_reject(struct rs_sim *s, uint32_t req);
+/* Send the task round the switch again: out of the recirculation port (a link_gbps FIFO,
+ * serialising the task's frame), then task_arrive sees it delay_ns later (one more pass). */
+void rs_recirculate(struct rs_sim *s, uint32_t req, int64_t delay_ns);
+/* Answer worker w's token (a pull) with an EMPTY: worker_empty runs when it arrives. */
+void rs_empty(struct rs_sim *s, int32_t w);
+/* Worker w sends a REPORT of value (from inside a worker hook): report_arrive at the switch. */
+void rs_send_report(struct rs_sim *s, int32_t w, int64_t value);
 /* Pre-write a large task's payload into every worker of slice (RDMA WRITE multicast). */
 void rs_prewrite(struct rs_sim *s, uint32_t req, int32_t slice);
 /* Worker w sends one token stamped with its slice (from inside a worker hook). */
@@ -90,6 +105,7 @@ void rs_send_token(struct rs_sim *s, int32_t w);
 int32_t rs_req_slice(const struct rs_sim *s, uint32_t req);
 int rs_req_large(const struct rs_sim *s, uint32_t req);
 int64_t rs_req_at_switch(const struct rs_sim *s, uint32_t req);
+int32_t rs_req_passes(const struct rs_sim *s, uint32_t req); /* recirculations so far */
 struct rs_sim_view *rs_view(struct rs_sim *s);
 const struct rs_sim_view *rs_cview(const struct rs_sim *s);
 
@@ -110,5 +126,9 @@ void rs_fail(struct rs_sim *s, const char *msg); /* record an error: the run sto
 
 extern const struct rs_policy rs_policy_rain;
 extern const struct rs_policy rs_policy_random;
+extern const struct rs_policy rs_policy_r2p2;
+extern const struct rs_policy rs_policy_racksched;
+extern const struct rs_policy rs_policy_draconis;
+extern const struct rs_policy rs_policy_pallas;
 
 #endif /* RS_POLICY_H */

@@ -35,7 +35,8 @@
  *     exp: one Exp(1); keys-exp: one unit when the mean is above 1), large (one unit, only
  *     when large_fraction > 0 and the class payload fits inline), then the next
  *     inter-arrival (Poisson: one Exp(1)).
- *   policy stream (1): the policy's own draws (random: one per task).
+ *   policy stream (1): the policy's own draws (random: one per task; racksched: two
+ *     per task pass, none with one worker).
  */
 #ifndef RAINSIM_H
 #define RAINSIM_H
@@ -150,6 +151,10 @@ struct rs_counters {
 	int64_t max_held;         /* most tasks any worker held at once */
 	int64_t end_ns;           /* simulated time at the end */
 	int64_t samples_lost;     /* samples overwritten before a take (RS_SAMPLES ring) */
+	int64_t recirculations;   /* task passes sent round again (r2p2) */
+	int64_t empties;          /* pulls answered EMPTY (draconis) */
+	int64_t fetches;          /* large payloads a worker fetched from the client (draconis) */
+	int64_t reports;          /* worker REPORTs the switch received (r2p2, racksched) */
 };
 
 struct rs_sim;

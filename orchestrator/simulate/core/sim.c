@@ -21,6 +21,10 @@
 static const struct rs_policy *const policies[] = {
 	&rs_policy_rain,
 	&rs_policy_random,
+	&rs_policy_r2p2,
+	&rs_policy_racksched,
+	&rs_policy_draconis,
+	&rs_policy_pallas,
 };
 #define N_POLICIES (sizeof policies / sizeof policies[0])
 
@@ -61,6 +65,13 @@ enum {
 	EV_KNOBS,       /* a: worker: its knobs changed while idle */
 	EV_START,       /* workers start */
 	EV_DRAIN_END,   /* the client gives up on what is left */
+	EV_REPORT_SW,   /* a: worker, b: value */
+	EV_RECIRC,      /* b: request: its next pass through the switch */
+	EV_EMPTY_W,     /* a: worker */
+	EV_FETCH_SW,    /* a: worker, b: request: the worker's FETCH of a payload */
+	EV_FETCH_CL,    /* a: worker, b: request */
+	EV_FETCH_REPLY_SW, /* a: worker, b: request: the payload, from the client */
+	EV_FETCH_W,     /* a: worker, b: request: the payload is at the worker */
 };
 
 struct ev {
@@ -91,6 +102,7 @@ struct rs_sim {
 	int64_t cl_up_free, cl_down_free;
 	int64_t *host_up_free, *host_down_free;
 	int n_hosts;
+	int64_t recirc_free; /* the pipe's recirculation port (rs_recirculate) */
 
 	/* client */
 	struct rs_rng crng;
@@ -112,6 +124,7 @@ struct rs_sim {
 	/* aux: when a pre-written payload is in the rings (0: none); at_sw: arrival at the switch */
 	int16_t *worker;
 	uint8_t *cls, *outcome, *state, *large;
+	int32_t *passes; /* recirculations (rs_recirculate) */
 
 	/* time series */
 	size_t n_ser, cap_ser;
@@ -257,6 +270,7 @@ static int grow_requests(struct rs_sim *s, size_t nc)
 	GROW(s->outcome, nc);
 	GROW(s->state, nc);
 	GROW(s->large, nc);
+	GROW(s->passes, nc);
 	s->cap_req = nc;
 	return 0;
 }
@@ -264,6 +278,7 @@ static int grow_requests(struct rs_sim *s, size_t nc)
 int32_t rs_req_slice(const struct rs_sim *s, uint32_t req) { return s->classes[s->cls[req]].slice; }
 int rs_req_large(const struct rs_sim *s, uint32_t req) { return s->large[req] != 0; }
 int64_t rs_req_at_switch(const struct rs_sim *s, uint32_t req) { return s->at_sw[req]; }
+int32_t rs_req_passes(const struct rs_sim *s, uint32_t req) { return s->passes[req]; }
 
 /* The payload bytes of a large request (0: inline). */
 static int large_bytes(const struct rs_sim *s, uint32_t req)
@@ -283,6 +298,36 @@ void rs_dispatch(struct rs_sim *s, uint32_t req, int32_t w, int with_payload, in
 	push(s, t, EV_DISPATCH_W, w, req, (int64_t)(qd << 32 | qlen));
 	if (with_payload)
 		s->aux[req] = 0; /* the payload came along: nothing to wait for at the worker */
+}
+
+void rs_dispatch_fetch(struct rs_sim *s, uint32_t req, int32_t w, int64_t qdelay, uint32_t qlen)
+{
+	rs_dispatch(s, req, w, 0, qdelay, qlen);
+	/* -1: the worker fetches the payload when it comes to run the task (start_next) */
+	s->aux[req] = s->large[req] ? -1 : 0;
+}
+
+void rs_recirculate(struct rs_sim *s, uint32_t req, int64_t delay_ns)
+{
+	s->passes[req]++;
+	s->v.cnt.recirculations++;
+	/* the whole frame goes out of the pipe's recirculation port, a port of link_gbps: when
+	 * many tasks go round, passes queue there and the loop slows down */
+	int64_t out = on_link(s, &s->recirc_free, s->v.now, task_frame(large_bytes(s, req)));
+	push(s, out + (delay_ns > 0 ? delay_ns : 0), EV_RECIRC, 0, req, 0);
+}
+
+void rs_empty(struct rs_sim *s, int32_t w)
+{
+	s->v.cnt.empties++;
+	push(s, down_to_worker(s, w, s->v.now, ctl_frame()), EV_EMPTY_W, w, 0, 0);
+}
+
+void rs_send_report(struct rs_sim *s, int32_t w, int64_t value)
+{
+	struct rs_worker *k = &s->v.workers[w];
+	k->tx_t += s->cfg.net.worker_pkt_ns;
+	push(s, up_from_worker(s, w, k->tx_t, ctl_frame()), EV_REPORT_SW, w, value, 0);
 }
 
 void rs_reject(struct rs_sim *s, uint32_t req)
@@ -443,6 +488,7 @@ static void on_arrival(struct rs_sim *s)
 	s->latency[i] = -1;
 	s->worker[i] = -1;
 	s->aux[i] = 0;
+	s->passes[i] = 0;
 	s->sent[i] = -1;
 	if (s->n_waiting == 0 && can_admit(s)) {
 		client_send(s, i);
@@ -516,11 +562,20 @@ static int fifo_push(struct rs_worker *k, const struct rs_fifo_entry *e)
 }
 
 /* Start the FIFO's head: receive it (worker_pkt_ns), wait for its pre-written payload
- * if any, run it to completion. */
+ * if any, run it to completion. A descriptor whose payload is to be fetched (ready < 0)
+ * first sends a FETCH to the client (the thread waits for the payload: running). */
 static void start_next(struct rs_sim *s, int32_t w)
 {
 	struct rs_worker *k = &s->v.workers[w];
 	struct rs_fifo_entry *e = &k->fifo[k->fifo_head];
+	if (e->ready < 0) {
+		int64_t tx = (s->v.now > k->free_at ? s->v.now : k->free_at) + 2 * s->cfg.net.worker_pkt_ns;
+		k->running = 1;
+		k->free_at = tx;
+		s->v.cnt.fetches++;
+		push(s, up_from_worker(s, w, tx, ctl_frame()), EV_FETCH_SW, w, e->req, 0);
+		return;
+	}
 	int64_t t = (s->v.now > k->free_at ? s->v.now : k->free_at) + s->cfg.net.worker_pkt_ns;
 	if (e->ready > t)
 		t = e->ready;
@@ -575,6 +630,30 @@ static void on_done(struct rs_sim *s, int32_t w)
 		start_next(s, w);
 }
 
+/* The fetched payload is in: the task runs (its rx costs the thread worker_pkt_ns). */
+static void on_fetched(struct rs_sim *s, int32_t w, uint32_t req)
+{
+	struct rs_worker *k = &s->v.workers[w];
+	struct rs_fifo_entry *e = &k->fifo[k->fifo_head];
+	if (!k->fifo_len || e->req != req || e->ready >= 0) {
+		rs_fail(s, "internal: a fetched payload for a task its worker is not waiting for");
+		return;
+	}
+	e->ready = 0;
+	start_next(s, w);
+}
+
+/* An EMPTY reached worker w: received (worker_pkt_ns), then the policy's answer. */
+static void on_empty(struct rs_sim *s, int32_t w)
+{
+	struct rs_worker *k = &s->v.workers[w];
+	k->empties++;
+	k->tx_t = (s->v.now > k->free_at ? s->v.now : k->free_at) + s->cfg.net.worker_pkt_ns;
+	if (s->pol->worker_empty)
+		s->pol->worker_empty(s, w);
+	k->free_at = k->tx_t;
+}
+
 /* A hook outside a task (start, knobs): sends leave once the thread is free. */
 static void worker_hook(struct rs_sim *s, int32_t w, void (*hook)(struct rs_sim *, int32_t))
 {
@@ -589,7 +668,8 @@ static void worker_hook(struct rs_sim *s, int32_t w, void (*hook)(struct rs_sim 
 /* Tokens in the switch (sent, not yet consumed by a DISPATCH) + tasks held, as rain_topup. */
 static int64_t outstanding(const struct rs_worker *k)
 {
-	int64_t in_switch = k->tokens_sent > k->received ? k->tokens_sent - k->received : 0;
+	int64_t used = k->received + k->empties;
+	int64_t in_switch = k->tokens_sent > used ? k->tokens_sent - used : 0;
 	return in_switch + k->received - k->finished;
 }
 
@@ -707,6 +787,36 @@ int rs_run_until(struct rs_sim *s, int64_t t_stop)
 		case EV_DRAIN_END:
 			end_run(s);
 			return 1;
+		case EV_REPORT_SW:
+			s->v.cnt.packets++;
+			s->v.cnt.reports++;
+			if (pol->report_arrive)
+				pol->report_arrive(s, e.a, e.b);
+			break;
+		case EV_RECIRC:
+			pol->task_arrive(s, (uint32_t)e.b);
+			break;
+		case EV_EMPTY_W:
+			on_empty(s, e.a);
+			break;
+		case EV_FETCH_SW:
+			s->v.cnt.packets++;
+			push(s, down_to_client(s, e.t, ctl_frame()), EV_FETCH_CL, e.a, e.b, 0);
+			break;
+		case EV_FETCH_CL: { /* the client sends the payload back at once */
+			int64_t t = on_link(s, &s->cl_up_free, e.t, task_frame(large_bytes(s, (uint32_t)e.b))) +
+				    s->cfg.net.client_switch_ns;
+			push(s, t, EV_FETCH_REPLY_SW, e.a, e.b, 0);
+			break;
+		}
+		case EV_FETCH_REPLY_SW:
+			s->v.cnt.packets++;
+			push(s, down_to_worker(s, e.a, e.t, task_frame(large_bytes(s, (uint32_t)e.b))), EV_FETCH_W, e.a, e.b,
+			     0);
+			break;
+		case EV_FETCH_W:
+			on_fetched(s, e.a, (uint32_t)e.b);
+			break;
 		}
 		if (s->failed)
 			return -1;
@@ -952,6 +1062,7 @@ void rs_destroy(struct rs_sim *s)
 	free(s->outcome);
 	free(s->state);
 	free(s->large);
+	free(s->passes);
 	free(s->ser_t);
 	free(s->ser_bal);
 	free(s->ser_w);
