@@ -17,7 +17,7 @@ every port's $PORT_UP.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from .errors import ProvisionError, RainmakerError, RemoteError, SwitchdError
@@ -107,7 +107,7 @@ def _tofino_role(
 EMULATOR_RT_PRIORITY = 20
 
 
-def emulator_argv(inv: Inventory, program: str, log_path: str) -> list[str]:
+def emulator_argv(inv: Inventory, program: str, log_path: str, extra: Sequence[str] = ()) -> list[str]:
     """The command that runs the emulator on the switch machine.
 
     The emulated switch is a namespace of this machine, sharing its file system, so the
@@ -130,7 +130,7 @@ def emulator_argv(inv: Inventory, program: str, log_path: str) -> list[str]:
     delay = inv.emulation.link_delay_us if inv.emulation is not None else 0.0
     if delay:  # a slower testbed on purpose (docs/emulation.md)
         argv += ["--link-delay-us", str(delay)]  # str: every digit of the float, unrounded
-    return argv
+    return argv + list(extra)
 
 
 def connect(
@@ -179,6 +179,7 @@ def start(
     port_timeout: float = 30.0,
     restart: bool = False,
     progress: bool = False,
+    emulator_args: Sequence[str] = (),
 ) -> SwitchStatus:
     """Start the switch's software and bring its ports up; returns its status.
 
@@ -186,7 +187,8 @@ def start(
     it a running one is an error); a start that fails half-way stops what it started and
     raises with the switch's log tail. Tofino: runs the tofino_sde role, which leaves a
     running bf_switchd alone unless its program or configuration changed (or `restart`),
-    and fails naming what the switch lacks or which ports stayed down."""
+    and fails naming what the switch lacks or which ports stayed down. `emulator_args`:
+    more options for an emulated switch (a run's `--recirc-delay-us`); none on a Tofino."""
     from switch.control.ports import Ports
     from switch.control.topology import Topology
 
@@ -214,7 +216,7 @@ def start(
                 fix="stop it first (rainmaker switch stop), or start it with --restart",
             )
         run_dir = str(r.target.run_dir)
-        argv = emulator_argv(inv, program, f"{run_dir}/emulator.log")
+        argv = emulator_argv(inv, program, f"{run_dir}/emulator.log", emulator_args)
         log(f"starting the {program} emulator on {sw.name} ({len(sw.ports)} ports, BFRuntime on {sw.bfrt})")
         bg = r.start(PROCESS, argv, cwd=str(sw.deploy_root))
         try:

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from .validity import Verdict
 
 REPO = Path(__file__).resolve().parents[2]
-SUPPORTED = {"adaptive"}
+SUPPORTED = {"adaptive", "baselines"}
 NOT_YET = {
     "baselines": "the baseline switch programs (R2P2-SW, RackSched-SW, Draconis-SW, Pallas-SW) are not built yet; "
     "run with systems: [rain]",
@@ -52,6 +52,15 @@ NOT_YET = {
     "time_varying": "phases that change the request classes mid-run are not supported by rain-client yet",
 }
 REMOTE_PYTHON = "python3"  # the host's own Python runs the agents (standard library only)
+# What each system's workers do (rain-worker --mode): tokens, reports of their depth,
+# pulls when idle, or nothing but run what is pushed (the Rain paper, section 5.2).
+WORKER_MODE = {"rain": "rain", "r2p2": "report", "racksched": "report", "draconis": "pull", "pallas": "push"}
+# One recirculation pass of a Tofino pipe, paper time: the emulated R2P2-SW switch holds a
+# recirculated task this long, dilated (without it, a task at its bound spins the switch).
+RECIRC_PASS_US = 1.0
+# The clients' admission cap for a baseline (Rain's is its switch queue's capacity and the
+# quotas, section 4): a switch queue of this many tasks, as Draconis-SW's default holds.
+BASELINE_QUEUE = 4096
 
 
 class PointFailed(RainmakerError):
@@ -336,6 +345,8 @@ class QueueSampler:
 
     def __init__(self, ctl, expected_s: float):
         self.ctl = ctl
+        # Rain's signed balance per slice; a baseline's program has no such register
+        self.enabled = hasattr(ctl, "balances")
         self.period_s = max(1.0 / self.MAX_HZ, expected_s / self.MAX_SAMPLES)
         self.samples: list[tuple[float, dict[int, int]]] = []  # (monotonic time, balance per slice)
         self.reads_s: list[float] = []
@@ -346,6 +357,8 @@ class QueueSampler:
         self._thread.start()
 
     def _run(self) -> None:
+        if not self.enabled:
+            return
         try:
             while not self._stop.is_set():
                 t = time.monotonic()
@@ -367,7 +380,8 @@ class QueueSampler:
         self._stop.set()
         self._thread.join(timeout=10)
         t0 = self.load_start if self.load_start is not None else (self.samples[0][0] if self.samples else 0.0)
-        pd.write_switch_queue([(t - t0, b) for t, b in self.samples])
+        if self.enabled:
+            pd.write_switch_queue([(t - t0, b) for t, b in self.samples])
         r = sorted(self.reads_s)
         return {
             "samples": len(self.samples),
@@ -403,6 +417,7 @@ class Runner:
         self.stamp = run_dir.name
         self.bfrt = None
         self.ctl = None
+        self.program: str | None = None  # the P4 program the switch runs for this run
         self.running: list[tuple[str, Background]] = []
         self.overheads: list[float] = []
         self._phases: list[tuple[str, float]] = []
@@ -418,20 +433,69 @@ class Runner:
         self.phase("deploy")
         deploy(self.tb, self.log)
         self.phase("switch")
-        self._connect_switch()
-        waited = self.ctl.bring_up_ports()
-        self.log(f"switch ports up ({waited:.1f} s)")
+        self._use_program(self.points[0].system if self.points else "rain")
         # Heavy imports (pandas, scipy.stats) now, not inside the first point's timing.
         import pandas  # noqa: F401
         import scipy.stats  # noqa: F401
 
         from . import analyze, validity  # noqa: F401
 
-    def _connect_switch(self) -> None:
+    def _use_program(self, system: str) -> None:
+        """The switch runs `system`'s P4 program, and self.ctl is its controller: at
+        set-up the first point's, then another whenever a point's system needs it (points
+        are planned system by system, so a run of five systems restarts the switch four
+        times per repetition)."""
+        if self.program == system and self.ctl is not None:
+            return
+        from switch.control.registry import controller_class
+
+        from .. import switchd
+
+        args = self._emulator_args(system)
+        if self.program is None and system == "rain" and not args:
+            self.bfrt = switch_session(self.inv, self.log)  # a healthy switch is kept
+        else:
+            if self.bfrt is not None:
+                self.bfrt.close()
+                self.bfrt = None
+            self.log(f"switch {self.inv.switch.name}: starting the {system} program")
+            switchd.start(self.inv, system, restart=True, log=self.log, emulator_args=args)
+            self.bfrt = switchd.connect(self.inv, program=system, bind=True, client_id=1)
+        if system == "rain":
+            self.ctl = self._rain_controller()
+        else:
+            first = next(p for p in self.points if p.system == system)
+            self.ctl = controller_class(system)(self.bfrt, self.inv, self._baseline_settings(first))
+        waited = self.ctl.bring_up_ports()
+        self.program = system
+        self.log(f"switch runs {system}; ports up ({waited:.1f} s)")
+
+    def _emulator_args(self, system: str) -> list[str]:
+        if system != "r2p2" or self.inv.switch.kind != "emulated":
+            return []
+        k = next((p.dilation for p in self.points if p.system == system), 1.0)
+        return ["--recirc-delay-us", f"{RECIRC_PASS_US * k:g}"]
+
+    def _baseline_settings(self, p: Point):
+        """A baseline point's controller settings: the spec's baseline block (its
+        variant's) and, for Pallas-SW, the slices as pools (one pool of every task type
+        without slices)."""
+        from switch.control.registry import settings_from
+
+        if p.system == "r2p2":
+            return settings_from("r2p2", {"jbsq_n": p.params.get("jbsq_n", 1)})
+        if p.system == "racksched":
+            return settings_from("racksched", {"k": p.params.get("k", 2)})
+        if p.system == "draconis":  # JBSQ(1) by design: a pulling worker holds one task
+            return settings_from("draconis", {"queue_capacity": BASELINE_QUEUE})
+        types = sorted({c.task_type for c in self.spec.workload.classes})
+        pools = {s.id: {"task_types": list(s.task_types)} for s in self.spec.rain.slices or []}
+        return settings_from(p.system, {"pools": pools or {0: {"task_types": types}}})
+
+    def _rain_controller(self):
         from switch.control.controller import RainController
         from switch.control.settings import Settings, SliceSettings
 
-        self.bfrt = switch_session(self.inv, self.log)
         slices = {s.id: SliceSettings(task_types=tuple(s.task_types)) for s in self.spec.rain.slices or []}
         if not slices:
             types = sorted({c.task_type for c in self.spec.workload.classes})
@@ -442,7 +506,7 @@ class Runner:
             service_mac=self.inv.switch.service_mac,
             service_ip=self.inv.switch.service_ip,
         )
-        self.ctl = RainController(self.bfrt, self.inv, settings)
+        return RainController(self.bfrt, self.inv, settings)
 
     def _await_tokens(self, expected: int, timeout: float = 15.0) -> None:
         """Wait until the switch holds `expected` tokens over its slices: every worker
@@ -491,6 +555,9 @@ class Runner:
         t0 = time.monotonic()
         self._phases = []
         self.phase("reset switch")
+        self._use_program(p.system)
+        if p.system != "rain":
+            self.ctl.configure(self._baseline_settings(p))  # this point's variant, written by reset()
         took = self.ctl.ensure_session()
         if took is not None:
             self.log(f"{p.id}: the switch had restarted: new BFRuntime session, ports up again ({took:.1f} s)")
@@ -530,7 +597,7 @@ class Runner:
                     "src_ip": h.nic.ip,
                     "threads": threads,
                     "worker_base": i * threads,
-                    "mode": "rain",
+                    "mode": WORKER_MODE[p.system],
                     "handler": p.handler,
                     "quota": quota,
                     "slice": slices[i * threads],
@@ -556,12 +623,18 @@ class Runner:
                     roce_facts=str(PurePosixPath(h.deploy_root) / "facts" / "roce.json"),
                 )
             cfg["worker"]["rdma"] = rdma
+            if p.system == "draconis":  # a large task's payload fetched from its client: a few round trips' wait
+                cfg["worker"]["fetch_timeout_ns"] = int(min(6e10, max(1e6, 20 * mean_service_ns)))
             return self._start_agent(name, "worker", cfg, out)
 
         # Clients: the load profile; latency from intended send times.
         # Admission control (paper 4): Q_max = switch queue capacity + the workers' quotas,
         # shared by the clients; a client at its cap holds new requests back.
-        q_max = sum(r.size for r in self.ctl.settings.regions().values()) + quota * threads * len(inv.workers)
+        if p.system == "rain":
+            q_max = sum(r.size for r in self.ctl.settings.regions().values()) + quota * threads * len(inv.workers)
+        else:  # the same switch queue's worth, and each worker thread's bound (JBSQ(n)) or a task each
+            n = int(p.params.get("jbsq_n", 1)) if p.system == "r2p2" else 1
+            q_max = BASELINE_QUEUE + n * threads * len(inv.workers)
         n_clients = len(inv.clients)
         timeout_us = int(max(200_000, 200 * mean_service_ns / 1000))
         large = [c.payload for c in spec.workload.classes]
@@ -646,7 +719,8 @@ class Runner:
         # warm-up must drain (large tasks beyond the rings rejected).
         links_before, t_links = self.ctl.links(), time.monotonic()
         self.tb.parallel(signal, list(bgs))
-        self._await_tokens(quota * threads * len(inv.workers))
+        if p.system == "rain":  # the baselines' workers hold nothing in the switch before the load
+            self._await_tokens(quota * threads * len(inv.workers))
         machine_cpu = calibration and inv.shared_system  # this machine's cores are the testbed's
         if machine_cpu:
             machines = {m.name: m.netns for m in [inv.switch, *inv.hosts] if m.netns}
@@ -905,7 +979,8 @@ class Runner:
         try:
             if self.bfrt is not None:
                 self.bfrt.close()
-            self._connect_switch()
+            program, self.program, self.ctl, self.bfrt = self.program, None, None, None
+            self._use_program(program or "rain")
         except Exception as e:  # noqa: BLE001 - the next attempt reports it
             self.log(f"recovery: {_one_line(e)}")
 
