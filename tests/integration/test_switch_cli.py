@@ -13,6 +13,7 @@ import pytest
 
 from hosts import proto
 from orchestrator import switchd
+from orchestrator.switchd import SwitchdError
 from switch.bfrt.client import Client
 from switch.control import RainController
 from tests.netpeer import RawPeer, Side, frame, parse_udp
@@ -63,8 +64,14 @@ def test_start_status_read_stop(testbed, inv_path):
 
 def test_a_failed_start_leaves_nothing_running(testbed, inv_path):
     tb, inv = testbed
+    # a program the switch does not have is refused before anything starts
     r = cli(inv_path, "start", "--program", "nosuch")
-    assert r.returncode == 1 and "did not come up" in r.stderr and "invalid choice" in r.stderr
+    assert r.returncode == 1 and "no P4 program 'nosuch'" in r.stderr and "rain" in r.stderr
+    assert not switchd.status(inv).running
+    # an emulator that exits as it starts (an option it refuses) is reported with its log
+    with pytest.raises(SwitchdError, match="did not come up") as e:
+        switchd.start(inv, "rain", emulator_args=["--link-delay-us", "-1"])
+    assert "link-delay" in e.value.render()
     assert not switchd.status(inv).running
 
 
