@@ -452,8 +452,9 @@ class Runner:
         from .. import switchd
 
         args = self._emulator_args(system)
-        if self.program is None and system == "rain" and not args:
-            self.bfrt = switch_session(self.inv, self.log)  # a healthy switch is kept
+        if self.program is None and not args and switchd.status(self.inv).program in (system, None):
+            # a healthy switch that runs this program (or is down, or cannot tell) is kept
+            self.bfrt = switch_session(self.inv, self.log, system)
         else:
             if self.bfrt is not None:
                 self.bfrt.close()
@@ -985,7 +986,7 @@ class Runner:
             self.log(f"recovery: {_one_line(e)}")
 
 
-def switch_session(inv: Inventory, log):
+def switch_session(inv: Inventory, log, program: str = "rain"):
     """Start the switch's software if it is known to be down, and open this run's
     BFRuntime session (bound, as the program's one writer). A switch whose state cannot
     be told (a status read that times out, a reader that holds a client id) is not
@@ -995,10 +996,10 @@ def switch_session(inv: Inventory, log):
     state, why = switchd.liveness(inv)
     if state == switchd.DOWN:
         log(f"switch {inv.switch.name} is down ({why}): (re)starting its software")
-        switchd.start(inv, "rain", log=log, restart=inv.switch.kind == "emulated")  # a live one not serving: stop it
+        switchd.start(inv, program, log=log, restart=inv.switch.kind == "emulated")  # a live one not serving: stop it
     elif state == switchd.UNKNOWN:
         log(f"switch {inv.switch.name}: state unknown ({why}); not restarting it, connecting")
-    return switchd.connect(inv, program="rain", bind=True, client_id=1)
+    return switchd.connect(inv, program=program, bind=True, client_id=1)
 
 
 def _dpdk_runtime_dir(inv: Inventory, host: Host, role: str) -> str:
