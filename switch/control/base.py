@@ -19,7 +19,7 @@ from switch.bfrt.errors import BfrtNameError
 from . import _cells
 from .errors import ControllerError
 from .ports import LinkState, Ports, link_changes
-from .registration import ClientRegistration
+from .registration import ClientRegistration, WorkerRegistration
 from .topology import Topology
 
 
@@ -75,6 +75,21 @@ class SwitchController:
         return self.reconnect(timeout) if self.switch_restarted else None
 
     # -- ports -----------------------------------------------------------------------
+    def _host_of(self, reg: WorkerRegistration):
+        """The inventory's host of a worker registration, once its NIC is the one the
+        inventory names (a worker on another NIC would get frames it never sees)."""
+        if not isinstance(reg, WorkerRegistration):
+            raise ControllerError(f"expected a WorkerRegistration, got {type(reg).__name__}", subject=reg)
+        host = self.topology.host(reg.host, reg.where)
+        if reg.mac_int != host.mac_int or reg.ip_int != host.ip_int:
+            raise ControllerError(
+                f"{reg.where}: it reports MAC {reg.mac} / IP {reg.ip}, but the inventory gives {host.name} "
+                f"MAC {host.mac} / IP {host.ip}",
+                subject=reg.host,
+                fix="correct the inventory's nic block, or run the worker on the NIC the inventory names",
+            )
+        return host
+
     def bring_up_ports(self, timeout: float | None = None) -> float:
         """Add and enable every inventory port ($PORT: speed, FEC, autoneg), then wait
         until each reports $PORT_UP; returns the seconds waited."""

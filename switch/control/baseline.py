@@ -386,16 +386,7 @@ class BaselineController(SwitchController):
     def _resolve_workers(self, regs: Sequence[WorkerRegistration], existing: dict[int, Worker]) -> dict[int, Worker]:
         out: dict[int, Worker] = {}
         for reg in regs:
-            if not isinstance(reg, WorkerRegistration):
-                raise ControllerError(f"expected a WorkerRegistration, got {type(reg).__name__}", subject=reg)
-            host = self.topology.host(reg.host, reg.where)
-            if reg.mac_int != host.mac_int or reg.ip_int != host.ip_int:
-                raise ControllerError(
-                    f"{reg.where}: it reports MAC {reg.mac} / IP {reg.ip}, but the inventory gives {host.name} "
-                    f"MAC {host.mac} / IP {host.ip}",
-                    subject=reg.host,
-                    fix="correct the inventory's nic block, or run the worker on the NIC the inventory names",
-                )
+            host = self._host_of(reg)
             for wid in reg.worker_ids:
                 if wid in existing:
                     raise ControllerError(

@@ -347,16 +347,7 @@ class RainController(SwitchController):
     def _resolve_workers(self, regs: Sequence[WorkerRegistration], existing: dict[int, _Worker]) -> dict[int, _Worker]:
         out: dict[int, _Worker] = {}
         for reg in regs:
-            if not isinstance(reg, WorkerRegistration):
-                raise ControllerError(f"expected a WorkerRegistration, got {type(reg).__name__}", subject=reg)
-            host = self.topology.host(reg.host, reg.where)
-            if reg.mac_int != host.mac_int or reg.ip_int != host.ip_int:
-                raise ControllerError(
-                    f"{reg.where}: it reports MAC {reg.mac} / IP {reg.ip}, but the inventory gives {host.name} "
-                    f"MAC {host.mac} / IP {host.ip}",
-                    subject=reg.host,
-                    fix="correct the inventory's nic block, or run the worker on the NIC the inventory names",
-                )
+            host = self._host_of(reg)
             if self.settings.service_mac is not None:
                 for mine, theirs, what in (
                     (self.settings.service_mac_int, reg.switch_mac, "MAC"),
