@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from .headers import EV_FORWARDED, EV_NO_ROUTE, FORWARD_ENTRIES
 from .schema import Action, Key, Param, Table
+from .worker_table import MacBytes
 
 FORWARD = Table(
     "pipe.SwitchIngress.forward.forward",
@@ -31,7 +32,7 @@ class Forward:
     def __init__(self, store):
         self.table = store.table(FORWARD.name)
         self._find = self.table.finder
-        self._macs: dict[int, bytes] = {}  # dmac parameter -> its 6 bytes (converted once)
+        self._mac = MacBytes()
 
     def apply(self, hdr, ig_md) -> None:
         entry = self._find((hdr.ip_dst,))
@@ -39,13 +40,7 @@ class Forward:
         if call.action == "set_egress":
             p = call.params
             ig_md.ucast_egress_port = p["port"]
-            dmac = p["dmac"]
-            mac = self._macs.get(dmac)
-            if mac is None:
-                if len(self._macs) > 4096:
-                    self._macs.clear()
-                mac = self._macs[dmac] = dmac.to_bytes(6, "big")
-            hdr.eth_dst = mac
+            hdr.eth_dst = self._mac(p["dmac"])
             hdr.ip_ttl = (hdr.ip_ttl - 1) & 0xFF
             ig_md.event = EV_FORWARDED
         else:  # drop
