@@ -90,6 +90,22 @@ class SwitchController:
             )
         return host
 
+    @staticmethod
+    def _check_new_id(reg: WorkerRegistration, wid: int, existing: Mapping, adding: Mapping) -> None:
+        """A worker id is registered once: not already installed, nor twice in one call."""
+        if wid in existing:
+            raise ControllerError(
+                f"{reg.where}: worker {wid} is already registered (on {existing[wid].host})",
+                subject=wid,
+                fix="deregister it first, or give the server another --worker-base",
+            )
+        if wid in adding:
+            raise ControllerError(
+                f"{reg.where}: worker {wid} is also registered by {adding[wid].host}",
+                subject=wid,
+                fix="give each server its own range of worker ids (--worker-base)",
+            )
+
     def bring_up_ports(self, timeout: float | None = None) -> float:
         """Add and enable every inventory port ($PORT: speed, FEC, autoneg), then wait
         until each reports $PORT_UP; returns the seconds waited."""

@@ -388,17 +388,6 @@ class BaselineController(SwitchController):
         for reg in regs:
             host = self._host_of(reg)
             for wid in reg.worker_ids:
-                if wid in existing:
-                    raise ControllerError(
-                        f"{reg.where}: worker {wid} is already registered (on {existing[wid].host})",
-                        subject=wid,
-                        fix="deregister it first, or give the server another --worker-base",
-                    )
-                if wid in out:
-                    raise ControllerError(
-                        f"{reg.where}: worker {wid} is also registered by {out[wid].host}",
-                        subject=wid,
-                        fix="give each server its own range of worker ids (--worker-base)",
-                    )
+                self._check_new_id(reg, wid, existing, out)
                 out[wid] = Worker(wid, reg.host, reg.slice_of(wid), host.port.dev_port, reg.mac_int, reg.ip_int)
         return out

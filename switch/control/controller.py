@@ -364,18 +364,7 @@ class RainController(SwitchController):
                                 "controller's service_mac/service_ip",
                             )
             for wid in reg.worker_ids:
-                if wid in existing:
-                    raise ControllerError(
-                        f"{reg.where}: worker {wid} is already registered (on {existing[wid].host})",
-                        subject=wid,
-                        fix="deregister it first, or give the server another --worker-base",
-                    )
-                if wid in out:
-                    raise ControllerError(
-                        f"{reg.where}: worker {wid} is also registered by {out[wid].host}",
-                        subject=wid,
-                        fix="give each server its own range of worker ids (--worker-base)",
-                    )
+                self._check_new_id(reg, wid, existing, out)
                 s = reg.slice_of(wid)
                 if s not in self.settings.slices:
                     raise ControllerError(
