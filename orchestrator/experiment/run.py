@@ -677,6 +677,8 @@ class Runner:
                 "client": c,
                 # Above the switch's data plane (20): the client is the measuring instrument.
                 "realtime": 30 if inv.shared_system else 0,
+                # and on shared cores (a VM) its CPU must wake when a send is due (WakeLatency)
+                "cpu_wake_latency_us": 0 if inv.shared_system else None,
             }
             return self._start_agent(name, "client", cfg, out)
 
