@@ -392,6 +392,7 @@ def analyze(run_dir: str | Path, *, recheck: bool = False, write: bool = True, m
     import pandas as pd
 
     from . import model_beside
+    from .segments import parts
 
     rd = RunDir(run_dir).check(manifest=False)
     run_dir = rd.path
@@ -424,7 +425,7 @@ def analyze(run_dir: str | Path, *, recheck: bool = False, write: bool = True, m
             "hosts": len(data.hosts),
             "partial": data.partial,
             "_planned_rps": p.get("offered_rps"),
-            "queuing_ratio": queuing_ratio(d.read_snapshot()),
+            "queuing_ratio": queuing_ratio(*(part.read_snapshot() for part in parts(d))),
             "mean_quota": mean_quota(d),
             **queue_depths(d, p),
         }
@@ -665,20 +666,23 @@ def throughput_under_slo(df, slo, *, cls: str = ALL, load: str = "achieved_krps"
 # -- the switch's and the workers' queues ------------------------------------------------
 
 
-def queuing_ratio(snapshot: dict | None) -> float:
+def queuing_ratio(*snapshots: dict | None) -> float:
     """Fig. 11's on-switch queuing ratio: tasks dispatched from the switch queue (a
     token met a waiting task) over all dispatched tasks, from the controller's
-    snapshot after the point (its counters were zeroed before it). NaN without one."""
-    counters = (snapshot or {}).get("counters")
-    events = counters.get(EVENTS_COUNTER) if isinstance(counters, dict) else None
-    if not isinstance(events, dict):
-        return math.nan
+    snapshot after the point (its counters were zeroed before it), or the snapshots
+    of a point's segments together. NaN without one."""
+    q = d = 0
+    for snapshot in snapshots:
+        counters = (snapshot or {}).get("counters")
+        events = counters.get(EVENTS_COUNTER) if isinstance(counters, dict) else None
+        if not isinstance(events, dict):
+            continue
 
-    def packets(name: str) -> int:
-        cell = events.get(name)
-        return int(cell.get("packets", 0)) if isinstance(cell, dict) else 0
+        def packets(name: str, events: dict = events) -> int:
+            cell = events.get(name)
+            return int(cell.get("packets", 0)) if isinstance(cell, dict) else 0
 
-    q, d = packets("EV_DISPATCH_QUEUED"), packets("EV_DISPATCH_DIRECT")
+        q, d = q + packets("EV_DISPATCH_QUEUED"), d + packets("EV_DISPATCH_DIRECT")
     return q / (q + d) if q + d > 0 else math.nan
 
 
@@ -706,16 +710,24 @@ def _worker_window(pd: PointDir, host: str, warmup_s: float, measure_s: float) -
 
 def queue_depths(pd: PointDir, point: dict) -> dict[str, float]:
     """Mean and largest queue depths of the measurement window (warm-up excluded):
-    tasks in the switch queue, and tasks in a worker's local queue (per worker)."""
-    warmup, measure = _number(point.get("warmup_s"), 0.0), _number(point.get("measure_s"), math.inf) or math.inf
-    sw = [tasks for t, tasks, _ in switch_queue_series(pd) if warmup <= t <= warmup + measure]
-    local = [
-        float(w["fifo"])
-        for h in pd.worker_hosts()
-        for r in _worker_window(pd, h, warmup, measure)
-        for w in r["workers"]
-        if isinstance(w.get("fifo"), (int, float))
-    ]
+    tasks in the switch queue, and tasks in a worker's local queue (per worker). A
+    point measured in segments: every segment's window."""
+    from .segments import parts
+
+    sw: list[int] = []
+    local: list[float] = []
+    pieces = parts(pd)
+    for part in pieces:
+        p = point if len(pieces) == 1 else (part.read_point() or {})
+        warmup, measure = _number(p.get("warmup_s"), 0.0), _number(p.get("measure_s"), math.inf) or math.inf
+        sw += [tasks for t, tasks, _ in switch_queue_series(part) if warmup <= t <= warmup + measure]
+        local += [
+            float(w["fifo"])
+            for h in part.worker_hosts()
+            for r in _worker_window(part, h, warmup, measure)
+            for w in r["workers"]
+            if isinstance(w.get("fifo"), (int, float))
+        ]
     nan = math.nan
     return {
         "switch_queue_mean": sum(sw) / len(sw) if sw else nan,
@@ -727,7 +739,13 @@ def queue_depths(pd: PointDir, point: dict) -> dict[str, float]:
 
 def mean_quota(pd: PointDir) -> float:
     """Mean token quota (the bound of a worker's queue, Fig. 9b) over the run: from the
-    worker agents' decisions (adaptive points), else their samples. NaN when neither."""
+    worker agents' decisions (adaptive points), else their samples (every segment's,
+    for a point measured in segments). NaN when neither."""
+    from .segments import parts, segmented
+
+    if segmented(pd):
+        vals = [q for q in (mean_quota(part) for part in parts(pd)) if not math.isnan(q)]
+        return sum(vals) / len(vals) if vals else math.nan
     vals: list[float] = []
     hosts = pd.worker_hosts()
     for h in hosts:

@@ -22,6 +22,11 @@
         model/              the same point simulated in paper time: a simulated point's files
           model.json        its network, seed and window, or why it failed
                                                             model_beside.py -> validity, analysis, report
+        segments/<i>/       a point measured in segments: each a point folder of its own; the
+                            point's clients/ and switch/queue.jsonl are then their merged window
+                                                            run.py, segments.py -> validity, analysis
+      stalled/<point-id>/<attempt>/, s<segment>-<attempt>/  measurements the host's stalls discarded
+                                                            run.py      -> report
 
 Files under clients/ and workers/ are named by the programs that write them on the
 hosts (rain-client, rain-worker, the agents), which cannot import this module; the
@@ -53,6 +58,7 @@ REPORT_HTML = "report.html"
 POINTS = "points"
 CALIBRATION = "calibration"  # the calibration point (calibrate.py), laid out as a point
 STALLED = "stalled"  # stalled/<point-id>/<attempt>/: attempts a stall of the host discarded (run.py)
+SEGMENTS = "segments"  # points/<point-id>/segments/<i>/: a long point's segments (segments.py)
 
 # -- one point ------------------------------------------------------------------------
 POINT = "point.json"
@@ -371,10 +377,27 @@ class RunDir:
         return PointDir(self.path / POINTS / point_id)
 
     def stalled(self, point_id: str) -> list[PointDir]:
-        """The attempts of a point discarded because the host stalled its client, in order."""
+        """The attempts of a point discarded because the host stalled its client, in
+        order: <attempt>/ of a point measured whole, s<segment>-<attempt>/ of a segment."""
         root = self.path / STALLED / point_id
         dirs = [PointDir(p) for p in root.iterdir() if p.is_dir()] if root.is_dir() else []
-        return sorted(dirs, key=lambda d: int(d.id) if d.id.isdigit() else 1 << 30)
+
+        def order(d: PointDir) -> tuple[int, int]:
+            if d.id.isdigit():
+                return (0, int(d.id))
+            seg, _, attempt = d.id.removeprefix("s").partition("-")
+            return (int(seg), int(attempt)) if seg.isdigit() and attempt.isdigit() else (1 << 30, 0)
+
+        return sorted(dirs, key=order)
+
+    def set_aside_segment(self, point_id: str, segment: int, attempt: int) -> PointDir:
+        """Move a segment's folder (segments.py) to stalled/<point-id>/s<segment>-<attempt>/."""
+        dest = self.path / STALLED / point_id / f"s{segment}-{attempt}"
+        if dest.exists():
+            shutil.rmtree(dest)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(self.point(point_id).path / SEGMENTS / str(segment)), str(dest))
+        return PointDir(dest)
 
     def set_aside(self, point_id: str, attempt: int) -> PointDir:
         """Move a point's folder to stalled/<point-id>/<attempt>/ before it is measured again:

@@ -293,8 +293,10 @@ def _stalled_lines(rd: RunDir, ids: list[str]) -> list[str]:
             steal = (d.read_cpu() or {}).get("steal_share")
             took = f"; steal {100 * steal:.3g}% of the cores" if isinstance(steal, (int, float)) else ""
             what = "; ".join(f"{c['name']} {_fmt(c.get('value'), 3)}" for c in failed) or "no verdict"
+            seg, _, n = d.id.removeprefix("s").partition("-")
+            which = f"segment {seg}, attempt {n}," if d.id.startswith("s") else f"attempt {d.id}"
             out.append(
-                f"- `{pid}` attempt {d.id} discarded and measured again, the host stalled its client ({what}{took}): `stalled/{pid}/{d.id}/`"
+                f"- `{pid}` {which} discarded and measured again, the host stalled its client ({what}{took}): `stalled/{pid}/{d.id}/`"
             )
     if out:
         out = (

@@ -32,7 +32,7 @@ from ..errors import RainmakerError, UsageError
 from ..inventory import Host, Inventory
 from ..remote import Background, Remote, Target, targets
 from ..testbed.cpu import cores, mark, steal_s, used_s
-from . import layout, outcome
+from . import layout, outcome, segments
 from .layout import PointDir, RunDir
 from .plan import Point, TestbedShape, plan, worker_slices
 from .retry import DEFAULT_BUDGET_S, Backoff, Waiter, testbed_answers
@@ -544,15 +544,20 @@ class Runner:
     def remote_dir(self, host: Host, p: Point, role: str) -> PurePosixPath:
         return PurePosixPath(host.deploy_root) / "run" / "points" / self.stamp / p.id / role
 
-    def run_point(self, p: Point, *, calibration: bool = False) -> Verdict | None:
+    def run_point(self, p: Point, *, calibration: bool = False, segment: int | None = None) -> Verdict | None:
         """Measure one point; a calibration point (calibrate.py) goes to calibration/
-        and has no model and no verdict."""
+        and has no model and no verdict. A segment (segments.py) goes to the point's
+        segments/<segment>/ and is checked without the window's checks."""
         spec, inv = self.spec, self.inv
         rd = RunDir(self.run_dir)
-        pd = (
-            rd.calibration if calibration else rd.point(p.id)
-        ).fresh()  # an interrupted attempt's files are not trusted
-        pd.write_point(asdict(p))
+        if calibration:
+            pd = rd.calibration
+        elif segment is not None:
+            pd = segments.segment_dir(rd.point(p.id), segment)
+        else:
+            pd = rd.point(p.id)
+        pd.fresh()  # an interrupted attempt's files are not trusted
+        pd.write_point(asdict(p) | ({"segment": segment} if segment is not None else {}))
         t0 = time.monotonic()
         self._phases = []
         self.phase("reset switch")
@@ -797,8 +802,9 @@ class Runner:
         from .model_beside import write as write_model
         from .validity import check_point
 
-        write_model(pd, asdict(p), RunDir(self.run_dir).read_manifest(), spec)  # for model_agreement
-        verdict = check_point(pd.path, asdict(p), spec.validity)
+        if segment is None:
+            write_model(pd, asdict(p), RunDir(self.run_dir).read_manifest(), spec)  # for model_agreement
+        verdict = check_point(pd.path, asdict(p), spec.validity, segment=segment is not None)
         self.phase("done")
         self.overheads.append(setup_s + (time.monotonic() - t1))
         pd.write_timing(
@@ -911,7 +917,8 @@ class Runner:
                 self.sweep.start(p.id)
                 try:
                     self._clear_leftovers(p, attempt)
-                    verdict = self.run_point(p)
+                    cuts = self._segments(p)
+                    verdict = self.run_point(p) if len(cuts) == 1 else self.run_segments(p, cuts)
                 except KeyboardInterrupt:
                     self.stop_all()
                     self.sweep.requeue(p.id, "interrupted")
@@ -925,7 +932,7 @@ class Runner:
                     failures += 1
                     continue
                 failed_before = False
-                if verdict.stalled and stalls < remeasure:
+                if verdict.stalled and stalls < remeasure and len(cuts) == 1:  # a segment is measured again alone
                     # The host, not the system, broke the schedule: measure again, and keep
                     # this attempt where the analysis does not read it (stalled/).
                     stalls += 1
@@ -948,6 +955,52 @@ class Runner:
             self._clear_leftovers(None, 0)  # the last point's DPDK runtime folders
         except RainmakerError as e:
             self.log(f"clean-up after the sweep: {_one_line(e)}")
+
+    def _segments(self, p: Point) -> list[float]:
+        """The lengths of the segments p's window is measured in (segments.py): the
+        spec's segment_s, for a static workload's point that does not adapt (a phase or
+        a quota decision must see the window whole)."""
+        if self.spec.workload.phases or p.params.get("adaptive"):
+            return [p.measure_s]
+        return segments.lengths(p.measure_s, self.spec.durations(shape_of(self.inv).emulated).segment_s)
+
+    def run_segments(self, p: Point, cuts: list[float]) -> Verdict:
+        """Measure p as segments of `cuts` seconds, each its own run checked alone; a
+        segment the host stalled (its schedule checks failed) is set aside under
+        stalled/ and measured again, up to validity.remeasure_stalled times; then the
+        segments merge into p's folder, the model is computed beside the whole window,
+        and the point is checked whole."""
+        from .model_beside import write as write_model
+        from .validity import check_point
+
+        rd = RunDir(self.run_dir)
+        pd = rd.point(p.id).fresh()
+        pd.write_point(asdict(p) | {"segments": cuts})
+        remeasure = self.spec.validity.remeasure_stalled
+        for i, seconds in enumerate(cuts, 1):
+            for again in range(remeasure + 1):
+                if i > 1 or again:
+                    self._clear_leftovers(p, again + 1)
+                self.log(
+                    f"{p.id}: segment {i} of {len(cuts)} ({seconds:g} s)" + (f", again ({again})" if again else "")
+                )
+                v = self.run_point(replace(p, measure_s=seconds), segment=i)
+                if not (v.stalled and again < remeasure):
+                    break
+                rd.set_aside_segment(p.id, i, again + 1)
+                self.log(
+                    f"{p.id}: segment {i}: the host stalled the client ({', '.join(v.failed)}); measuring it again"
+                )
+            if not v.valid:
+                self.log(f"{p.id}: segment {i} kept, not valid: {', '.join(v.failed)}")
+        self.phase("merge segments")
+        for problem in segments.merge(pd):
+            self.log(f"{p.id}: merging the segments: {problem}")
+        self.phase("validity")
+        write_model(pd, asdict(p), rd.read_manifest(), self.spec)
+        verdict = check_point(pd.path, asdict(p), self.spec.validity)
+        self.phase("done")
+        return verdict
 
     def _waiter(self) -> Waiter:
         return Waiter(self.backoff)

@@ -16,7 +16,7 @@ NaN and infinity are refused everywhere. In paper time:
     loads: krps                         0 < x <= 100,000  100 M requests/s
     loads: capacity_fraction            0 < x <= 1.5      past 1.5 is only overload
     warmup_s                             0 .. 3,600
-    measure_s                          0.1 .. 3,600
+    measure_s, measure_max_s, segment_s 0.1 .. 3,600
     phases: at_s                         0 .. 3,600
     weights                             0 < x <= 1,000,000
     dilation                             1 .. 10,000, or auto (emulated: chosen by the calibration)
@@ -333,12 +333,17 @@ _MEASURE_MAX = (
     "the longest a point may measure: a point whose p99 the model predicts too uncertain at measure_s "
     "(wider than validity.max_p99_ci_width) measures longer, up to this; none: every point measures measure_s"
 )
+_SEGMENT = (
+    "measure a window longer than this in segments, each a client run of its own with its own warm-up and "
+    "checked alone (a segment the host stalled is measured again), merged into the point; none: one run"
+)
 
 
 class Durations(Strict):
     warmup_s: Seconds
     measure_s: MeasureSeconds
     measure_max_s: MeasureSeconds | None = Field(None, description=_MEASURE_MAX)
+    segment_s: MeasureSeconds | None = Field(None, description=_SEGMENT)
 
     @model_validator(mode="after")
     def _max(self) -> Durations:
@@ -429,6 +434,7 @@ class Spec(Strict):
     warmup_s: Seconds = 1
     measure_s: MeasureSeconds = 10
     measure_max_s: MeasureSeconds | None = Field(None, description=_MEASURE_MAX)
+    segment_s: MeasureSeconds | None = Field(None, description=_SEGMENT)
     emulated: Durations | None = Field(None, description="shorter durations on the emulated testbed")
     repetitions: int = Field(1, ge=1, le=100)
     dilation: Dilation = Dilation()
@@ -499,7 +505,12 @@ class Spec(Strict):
     def durations(self, emulated: bool) -> Durations:
         if emulated and self.emulated is not None:
             return self.emulated
-        return Durations(warmup_s=self.warmup_s, measure_s=self.measure_s, measure_max_s=self.measure_max_s)
+        return Durations(
+            warmup_s=self.warmup_s,
+            measure_s=self.measure_s,
+            measure_max_s=self.measure_max_s,
+            segment_s=self.segment_s,
+        )
 
     def needs(self) -> set[str]:
         """Features this spec uses, whether declared or implied."""

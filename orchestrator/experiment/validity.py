@@ -638,6 +638,27 @@ def simulated_checks(data: PointData, arrival: str | None, alpha: float, tol: fl
     ]
 
 
+# The checks of a whole window: a segment of a point (segments.py) does not run them;
+# the point's merged window does.
+WINDOW_CHECKS = ("samples_p99", "p99_ci", "model_agreement")
+
+
+def in_every_part(check, parts: list[PointDir]) -> Check:
+    """One of the checks of a worker's or the switch's files (tasks_intact, links_up)
+    on a point measured in segments: it passes when it passes in every segment, and
+    names the first segment where it does not."""
+    if len(parts) == 1:
+        return check(parts[0])
+    results = [(d.id, check(d)) for d in parts]
+    for seg, c in results:
+        if c.passed is False:
+            return Check(c.name, False, c.value, c.threshold, f"segment {seg}: {c.message}", c.detail)
+    ran = [c for _, c in results if c.passed]
+    if not ran:
+        return results[0][1]
+    return Check(ran[0].name, True, 0, 0, f"in each of {len(ran)} segments: {ran[0].message}")
+
+
 def check_point(
     point_dir: str | Path,
     point: dict | None,
@@ -646,14 +667,19 @@ def check_point(
     data: PointData | None = None,
     arrival: str | None = None,
     write: bool = True,
+    segment: bool = False,
 ) -> Verdict:
     """Run every check on one point directory and write its validity.json.
     `spec_validity` is the spec's Validity (or a dict, or None for the defaults);
-    `arrival` overrides the arrival process the client reports in summary.json."""
+    `arrival` overrides the arrival process the client reports in summary.json.
+    A `segment` of a point (segments.py) skips WINDOW_CHECKS: its window is a part."""
+    from .segments import parts
+
     point_dir = Path(point_dir)
     if data is None:
         data = load_point(point_dir, point)
     th = thresholds_of(spec_validity)
+    pieces = parts(PointDir(point_dir))
     checks = [
         check_complete(data),
         check_load(data, th["load_tolerance"]),
@@ -668,9 +694,16 @@ def check_point(
     else:
         checks += [
             check_interarrival(data, arrival or data.arrival(), th["gof_alpha"], th),
-            check_tasks_intact(PointDir(point_dir)),
-            check_links_up(PointDir(point_dir)),
+            in_every_part(check_tasks_intact, pieces),
+            in_every_part(check_links_up, pieces),
             check_model_agreement(data, th["model_tolerance"]),
+        ]
+    if segment:
+        checks = [
+            Check(c.name, None, None, c.threshold, "not run: a segment; the point's merged window is checked")
+            if c.name in WINDOW_CHECKS
+            else c
+            for c in checks
         ]
     verdict = Verdict(data.id, checks, th)
     if write:

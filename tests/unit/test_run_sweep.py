@@ -84,6 +84,7 @@ def _runner(
         return answers.pop(0) if answers else {}
 
     r.run_point = run_point
+    r._segments = lambda p: [p.measure_s]  # measured whole (test_segments.py: in segments)
     r.stop_all = lambda: None
     r._recover = lambda: r.events.append("recover")
     r._clear_leftovers = lambda p, attempt: r.events.append(f"clear {p.id if p else None} {attempt}")
@@ -321,3 +322,43 @@ def test_no_remeasure_when_the_spec_says_none_or_another_check_failed(tmp_path):
     st = _state(tmp_path)
     assert st[pid]["attempts"] == 1 and st["rain-f0.2-r1"]["attempts"] == 1
     assert not (tmp_path / "stalled").exists()
+
+
+def test_a_long_point_is_measured_in_segments_and_a_stalled_segment_again(tmp_path, monkeypatch):
+    """run_segments: each segment its own run; a stalled one set aside under stalled/
+    and measured again (validity.remeasure_stalled per segment); another failure is
+    kept; then the merged window is checked whole."""
+    from orchestrator.experiment import model_beside, segments, validity
+
+    pid = "rain-f0.1-r1"
+    ok = Verdict(pid, [Check("complete", True, 0, 0, "complete"), Check("schedule_lag", True, 2, 10, "")])
+    lost = Verdict(pid, [Check("lost", False, 0.1, 0.001, "10% lost")])
+    plan = {1: [ok], 2: [_stalled(pid), _stalled(pid), ok], 3: [lost]}
+    r, logs = _runner(tmp_path, {pid: [], "rain-f0.2-r1": []}, remeasure=2)
+    seen = []
+
+    def run_point(p, segment=None):
+        seen.append((segment, p.measure_s))
+        out = plan[segment].pop(0)
+        d = segments.segment_dir(RunDir(tmp_path).point(p.id), segment).fresh()
+        d.write_point({"id": p.id, "measure_s": p.measure_s, "segment": segment})
+        d.write_verdict(out.to_dict())
+        return out
+
+    merged = Verdict(pid, [Check("complete", True, 0, 0, "complete")])
+    monkeypatch.setattr(segments, "merge", lambda pd: [])
+    monkeypatch.setattr(model_beside, "write", lambda *a, **k: {})
+    monkeypatch.setattr(validity, "check_point", lambda *a, **k: merged)
+    r.run_point = run_point
+    r.phase = lambda name: None
+    got = r.run_segments(_point(1), [10.0, 10.0, 5.0])
+    assert got is merged
+    assert seen == [(1, 10.0), (2, 10.0), (2, 10.0), (2, 10.0), (3, 5.0)]
+    rd = RunDir(tmp_path)
+    assert [d.id for d in rd.stalled(pid)] == ["s2-1", "s2-2"]
+    assert [d.id for d in segments.parts(rd.point(pid))] == ["1", "2", "3"]
+    assert rd.point(pid).read_point()["segments"] == [10.0, 10.0, 5.0]
+    assert any("segment 3 kept, not valid: lost" in line for line in logs)
+    assert r.events.count(f"clear {pid} 1") == 2 and f"clear {pid} 2" in r.events  # before segments 2, 3 and each again
+    lines = _stalled_lines(rd, [pid])
+    assert any("segment 2, attempt 1, discarded" in line for line in lines)
