@@ -418,6 +418,7 @@ class Runner:
         self.bfrt = None
         self.ctl = None
         self.program: str | None = None  # the P4 program the switch runs for this run
+        self.emulator_args: list[str] = []  # and the arguments its emulator was started with
         self.running: list[tuple[str, Background]] = []
         self.overheads: list[float] = []
         self._phases: list[tuple[str, float]] = []
@@ -445,13 +446,15 @@ class Runner:
         set-up the first point's, then another whenever a point's system needs it (points
         are planned system by system, so a run of five systems restarts the switch four
         times per repetition)."""
-        if self.program == system and self.ctl is not None:
+        args = self._emulator_args(system)
+        # the same program started with other arguments (R2P2's pass time is k x 1 us, and
+        # an automatic dilation chooses k after the set-up started the first program)
+        if self.program == system and self.ctl is not None and args == self.emulator_args:
             return
         from switch.control.registry import controller_class
 
         from .. import switchd
 
-        args = self._emulator_args(system)
         if self.program is None and not args and switchd.status(self.inv).program in (system, None):
             # a healthy switch that runs this program (or is down, or cannot tell) is kept
             self.bfrt = switch_session(self.inv, self.log, system)
@@ -468,7 +471,7 @@ class Runner:
             first = next(p for p in self.points if p.system == system)
             self.ctl = controller_class(system)(self.bfrt, self.inv, self._baseline_settings(first))
         waited = self.ctl.bring_up_ports()
-        self.program = system
+        self.program, self.emulator_args = system, args
         self.log(f"switch runs {system}; ports up ({waited:.1f} s)")
 
     def _emulator_args(self, system: str) -> list[str]:

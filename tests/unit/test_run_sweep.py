@@ -362,3 +362,34 @@ def test_a_long_point_is_measured_in_segments_and_a_stalled_segment_again(tmp_pa
     assert r.events.count(f"clear {pid} 1") == 2 and f"clear {pid} 2" in r.events  # before segments 2, 3 and each again
     lines = _stalled_lines(rd, [pid])
     assert any("segment 2, attempt 1, discarded" in line for line in lines)
+
+
+def test_the_r2p2_emulator_restarts_when_the_chosen_dilation_changes_its_pass_time(monkeypatch):
+    """An automatic dilation chooses k after the set-up started the first point's
+    program: R2P2's emulated pass (1 us x k) must follow it, not keep the set-up's."""
+    from dataclasses import replace
+
+    from orchestrator import switchd
+    from switch.control import registry
+
+    started = []
+    monkeypatch.setattr(switchd, "start", lambda inv, program, **kw: started.append(kw["emulator_args"]))
+    monkeypatch.setattr(switchd, "connect", lambda *a, **k: SimpleNamespace(close=lambda: None))
+
+    class Ctl:
+        def __init__(self, *a):
+            pass
+
+        def bring_up_ports(self):
+            return 0.0
+
+    monkeypatch.setattr(registry, "controller_class", lambda system: Ctl)
+    r = Runner.__new__(Runner)
+    r.inv = SimpleNamespace(switch=SimpleNamespace(kind="emulated", name="sw0"))
+    r.points = [replace(_point(1), system="r2p2", dilation=100.0)]
+    r.program, r.ctl, r.bfrt, r.emulator_args, r.log = None, None, None, [], lambda m: None
+    r._use_program("r2p2")
+    r._use_program("r2p2")  # nothing changed: kept
+    r.points = [replace(p, dilation=2000.0) for p in r.points]  # the calibration chose k = 2000
+    r._use_program("r2p2")
+    assert started == [["--recirc-delay-us", "100"], ["--recirc-delay-us", "2000"]]
