@@ -58,7 +58,9 @@ def test_the_calibration_point_is_light_constant_and_of_the_runs_shape():
     assert p.offered_rps == 200.0 and p.dilation == 100.0 and p.worker_threads == 4 and p.measure_s == 1.5
     p = calibrate.calibration_point(_first(k=1000), 10.0)  # 10 ms tasks: 40/s, 3.75 s for 150 requests
     assert p.offered_rps == 40.0 and p.measure_s == 3.75
-    assert p.params["adaptive"] is False and p.params["initial_quota"] == 2
+    # quota 1 whatever the run's: a second task held by a busy worker thread would wait a
+    # whole service time and pass for the testbed's round trip
+    assert p.params["adaptive"] is False and p.params["initial_quota"] == 1
 
 
 def test_round_trip_and_handler_error_become_the_models_network_in_paper_time(tmp_path):
@@ -163,6 +165,8 @@ def test_the_cpu_a_request_costs_is_what_the_load_adds_to_the_idle_testbed(tmp_p
     pd.write_cpu({**cpu, "requests": 300})
     cal = calibrate.summarise(pd, calibrate.calibration_point(_first(), 10.0), mean_service_us=10.0)
     assert cal["cpu"]["per_request_ms"] == pytest.approx(8 / 3, abs=1e-4)
+    said = calibrate.describe(cal)
+    assert "the idle testbed not measured" in said and "0.0% of a core" not in said
     pd.path.joinpath("cpu.json").unlink()  # not a shared-core testbed: nothing measured, nothing claimed
     assert "cpu" not in calibrate.summarise(pd, calibrate.calibration_point(_first(), 10.0), mean_service_us=10.0)
 
