@@ -243,15 +243,17 @@ def p99_spread(sp, point_id: str) -> dict:
 
 
 WINDOW_MARGIN = 0.9  # a window is sized for this share of the p99_ci limit: the prediction is itself an estimate
-WINDOW_STEPS = 3  # predictions per point: each at the window the previous one asked for
+WINDOW_STEPS = 4  # predictions per point: each at the window the previous one asked for
 
 
 def window_for(point: dict, manifest: dict, spec, max_width: float, longest_s: float, confidence: float = 0.95):
     """The measurement (testbed s) a point needs for its p99's interval, as the model
     predicts it (p99_spread, the worst class), to stay within WINDOW_MARGIN x
     `max_width`: its planned measure_s when that does, else longer, up to `longest_s`.
-    The width shrinks about as one over the square root of the window; each step
-    predicts again at the window the last one asked for. Returns (seconds, why)."""
+    The width shrinks about as one over the square root of the window (near saturation
+    more slowly: the tail's correlations reach further); each step predicts again at the
+    window the last one asked for, and after the last prediction the window it asks for
+    is taken unchecked. Returns (seconds, why)."""
     import math
 
     from scipy.stats import norm
@@ -264,20 +266,23 @@ def window_for(point: dict, manifest: dict, spec, max_width: float, longest_s: f
     sp, _, _ = _build(point, manifest, spec)
     pp = paper_point(point)
     measure_s = float(point["measure_s"])
-    seconds = measure_s
+    seconds = predicted_at = measure_s
     for step in range(WINDOW_STEPS):
+        predicted_at = seconds
         at = replace(sp, warmup_ns=round(pp.warmup_s * 1e9), measure_ns=round(seconds / k * 1e9))
         sds = (p99_spread(at, pp.id).get("rel_sd") or {}).values()
         if not sds:
             return measure_s, "the model gave no p99 spread: measure_s"
         width = z2 * max(sds)
-        if width <= target or seconds >= longest_s or step == WINDOW_STEPS - 1:
-            break  # the window kept is always one predicted
+        if width <= target or seconds >= longest_s:
+            break
         seconds = min(longest_s, float(math.ceil(seconds * (width / target) ** 2)))
-    said = f"the model's p99 interval {width:.2f} wide at {seconds:g} s (target {target:.2f})"
+    said = f"the model's p99 interval {width:.2f} wide at {predicted_at:g} s (target {target:.2f})"
+    if seconds != predicted_at:
+        said += f"; {seconds:g} s by the square-root rule after {WINDOW_STEPS} predictions"
     if seconds == measure_s:
         return seconds, said
-    if width > target:
+    if width > target and seconds >= longest_s:
         said += f": measure_max_s ({longest_s:g} s) is too short for it, the point may fail p99_ci"
     return seconds, f"{said}; measure_s {measure_s:g} s"
 

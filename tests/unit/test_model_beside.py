@@ -448,3 +448,27 @@ def test_p99_ci_takes_the_models_spread_when_it_is_wider(tmp_path):
     (pd_.model / layout.MODEL_INFO).write_text(json.dumps(info))
     c = next(c for c in check_point(pd_.path, None, strict).checks if c.name == "p99_ci")
     assert c.passed is True and c.value == c.detail["task"]["rel_width_order_stats"]
+
+
+def test_a_window_the_predictions_did_not_reach_is_extended_not_blamed_on_the_bound(tmp_path, monkeypatch):
+    """Near saturation the width shrinks more slowly than one over the root of the
+    window: after its last prediction the sizing takes the window the square-root rule
+    asks for, and says measure_max_s is too short only when it is."""
+    run = measured_run(tmp_path, fracs=(0.9,))
+    rd = RunDir(run)
+    manifest, spec = rd.read_manifest(), load_spec_dict(SPEC)
+    point = rd.point("rain-f0.9-r1").read_point()
+    k = float(point["dilation"])
+    seen = []
+
+    def spread(sp, pid):  # a width of 0.392 x (window / 4 s)^-1/4
+        seconds = sp.measure_ns / 1e9 * k
+        seen.append(seconds)
+        return {"draws": 50, "rel_sd": {"all": 0.1 * (seconds / 4.0) ** -0.25}}
+
+    monkeypatch.setattr(model_beside, "p99_spread", spread)
+    seconds, why = model_beside.window_for(point, manifest, spec, 0.25, 100_000)
+    assert len(seen) == model_beside.WINDOW_STEPS and seconds > seen[-1]
+    assert "square-root rule" in why and "too short" not in why
+    seconds, why = model_beside.window_for(point, manifest, spec, 0.25, 20)
+    assert seconds == 20 and "measure_max_s (20 s) is too short" in why
