@@ -267,7 +267,7 @@ def window_for(point: dict, manifest: dict, spec, max_width: float, longest_s: f
     pp = paper_point(point)
     measure_s = float(point["measure_s"])
     seconds = predicted_at = measure_s
-    for step in range(WINDOW_STEPS):
+    for _ in range(WINDOW_STEPS):
         predicted_at = seconds
         at = replace(sp, warmup_ns=round(pp.warmup_s * 1e9), measure_ns=round(seconds / k * 1e9))
         sds = (p99_spread(at, pp.id).get("rel_sd") or {}).values()

@@ -291,13 +291,16 @@ def _eal(inv: Inventory, host: Host, role: str, lcores: str) -> dict:
     }
 
 
-def client_seed(p: Point, client: int) -> int:
+def client_seed(p: Point, client: int, segment: int | None = None) -> int:
     """A client's random seed for a point: a stable hash of the point id (system, load,
     repetition) and the client. Each point draws its own arrivals and service times, and
     the same point the same ones in every run. One seed per repetition, as before, gave
     every load of a curve the same draws: its points erred together (measured: each of
-    8 points drew 2-5% below its rate)."""
-    h = hashlib.sha256(f"{p.id}/client{client}".encode()).digest()
+    8 points drew 2-5% below its rate). A point measured in segments (segments.py) draws
+    anew in each: with one seed its 15 segments were 15 runs of the same requests, and
+    the merged window held no more independent samples than one segment."""
+    key = f"{p.id}/client{client}" + (f"/segment{segment}" if segment is not None else "")
+    h = hashlib.sha256(key.encode()).digest()
     return int.from_bytes(h[:8], "little") & (2**62 - 1)  # rain-client adds the lcore index
 
 
@@ -671,7 +674,7 @@ class Runner:
                 "max_outstanding": max(1, q_max // n_clients),
                 "timeout_us": timeout_us,
                 "dilation": k,
-                "seed": client_seed(p, i),
+                "seed": client_seed(p, i, segment),
                 "trace": trace,
                 "idle": _idle(inv, k, mean_service_ns),
                 "wait_start": True,

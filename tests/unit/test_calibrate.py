@@ -249,3 +249,9 @@ def test_each_point_and_client_draws_its_own_arrivals_the_same_in_every_run():
     assert len(points) == 4 and len(set(seeds)) == len(seeds)  # two loads x two repetitions x two clients
     assert seeds == [client_seed(p, i) for p in points for i in range(2)]  # stable
     assert all(0 <= s < 2**62 for s in seeds)  # room for rain-client's + lcore index in 64 bits
+    # a point measured in segments draws anew in each (a stalled segment measured again
+    # draws the same as its first attempt: the segment, not the attempt, names the seed)
+    p = points[0]
+    by_segment = [client_seed(p, 0, i) for i in range(1, 16)]
+    assert len(set(by_segment)) == 15 and client_seed(p, 0) not in by_segment
+    assert client_seed(p, 0, 3) == client_seed(p, 0, 3)
