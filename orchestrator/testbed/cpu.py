@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
@@ -62,19 +62,23 @@ def _program(pid: int) -> str:
     return os.path.basename(words[0])
 
 
-def _children_ns(pid: int) -> int | None:
-    """CPU ns of a process's children it has reaped (cutime + cstime, clock ticks): a
-    program that ended (rain-client at its end) keeps counting through its parent."""
+def _stat(pid: int) -> tuple[int, int] | None:
+    """(parent pid, CPU ns of the children it has reaped: cutime + cstime, clock ticks)
+    of a process; None when it is gone. Through its parent a program that ended
+    (rain-client at its end) keeps counting."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[13]) + int(fields[14])) * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+        return int(fields[1]), (int(fields[13]) + int(fields[14])) * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError):
         return None
 
 
-def _snapshot(machines: dict[str, str], children: bool = False) -> dict[tuple[str, int, int], tuple[str, int]]:
+def _snapshot(
+    machines: dict[str, str], children: bool = False, parents: dict[int, int] | None = None
+) -> dict[tuple[str, int, int], tuple[str, int]]:
     """(machine, pid, tid) -> (comm, ns on a CPU) of every thread; with `children`, also
-    (machine, pid, 0) -> the process's reaped children."""
+    (machine, pid, 0) -> the process's reaped children, and each process's parent into
+    `parents` (pid -> parent pid)."""
     out = {}
     for machine, netns in machines.items():
         for pid in namespace_pids(netns):
@@ -82,9 +86,12 @@ def _snapshot(machines: dict[str, str], children: bool = False) -> dict[tuple[st
                 t = _cpu_ns(task)
                 if t is not None and task.name.isdigit():
                     out[(machine, pid, int(task.name))] = t
-            ns = _children_ns(pid) if children else None
-            if ns:
-                out[(machine, pid, 0)] = ("(children)", ns)
+            st = _stat(pid) if children else None
+            if st is not None:
+                if parents is not None:
+                    parents[pid] = st[0]
+                if st[1]:
+                    out[(machine, pid, 0)] = ("(children)", st[1])
     return out
 
 
@@ -132,13 +139,16 @@ class Mark:
 
     threads: dict
     own_s: float
+    parents: dict = field(default_factory=dict)  # pid -> parent pid
 
 
 def mark(machines: dict[str, str], *, runner: bool = True) -> Mark:
     """The CPU the processes of the given machines ({name: netns}) have used so far,
     per thread and with the children they reaped, and this process's when `runner` (the
     runner, on the same cores): the testbed's work, not the rest of the machine's."""
-    return Mark(_snapshot(machines, children=True), time.process_time() if runner else 0.0)
+    parents: dict[int, int] = {}
+    threads = _snapshot(machines, children=True, parents=parents)
+    return Mark(threads, time.process_time() if runner else 0.0, parents)
 
 
 def used_s(before: Mark, after: Mark) -> float:
@@ -146,9 +156,20 @@ def used_s(before: Mark, after: Mark) -> float:
     zero when it started since; a thread or program that ended meanwhile counts through
     the parent that reaped it, else not at all (its time cannot be read any more). A sum
     of whole threads' totals would fall when one ends, and went negative (a calibration
-    read -63% of a core while its SSH sessions came and went)."""
+    read -63% of a core while its SSH sessions came and went).
+
+    A process that ended and was reaped by one still here adds its whole life to its
+    parent's reaped children, so what it (and its own reaped children) had used by the
+    first mark is taken off again: an SSH session that ended during an idle window
+    (Ansible's persistent connection, closing a minute after provisioning) once added
+    the 100 s of CPU of the builds it had run, and the idle testbed read 5,121% of a
+    core."""
     used = sum(ns - before.threads.get(key, (name, 0))[1] for key, (name, ns) in after.threads.items())
-    return max(0.0, used / 1e9) + (after.own_s - before.own_s)
+    alive = {pid for _, pid, _ in after.threads}
+    folded = sum(
+        ns for (_, pid, _), (_, ns) in before.threads.items() if pid not in alive and before.parents.get(pid) in alive
+    )
+    return max(0.0, (used - folded) / 1e9) + (after.own_s - before.own_s)
 
 
 def cores() -> int:

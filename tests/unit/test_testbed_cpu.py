@@ -66,3 +66,31 @@ def test_a_thread_that_ends_between_two_marks_never_makes_the_use_negative(monke
     subprocess.run(["sh", "-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done"], check=True)
     after = cpu.mark({"me": "ns"}, runner=False)
     assert cpu.used_s(before, after) > 0.05
+
+
+def test_a_program_that_ends_between_two_marks_adds_only_what_it_used_since_the_first(monkeypatch):
+    # A process reaped by one still measured adds its whole life to its parent's reaped
+    # children (cutime): what it had used by the first mark was counted before, and is
+    # not counted again. (An SSH session that closed during a calibration's idle window
+    # once added the builds it had run: the idle testbed read 5,121% of a core.)
+    child = subprocess.Popen(
+        ["sh", "-c", "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; echo burnt; read x"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout.readline().strip() == "burnt"  # its CPU is used: now it only waits
+        pids = [os.getpid(), child.pid]
+        monkeypatch.setattr(cpu, "namespace_pids", lambda netns: list(pids))
+        before = cpu.mark({"me": "ns"}, runner=False)
+        burnt = sum(ns for (_, pid, _), (_, ns) in before.threads.items() if pid == child.pid) / 1e9
+        assert burnt > 0.05 and before.parents[child.pid] == os.getpid()
+        child.stdin.close()  # it ends, and this process reaps it
+        child.wait(10)
+        pids.remove(child.pid)
+        after = cpu.mark({"me": "ns"}, runner=False)
+        assert cpu.used_s(before, after) < burnt / 2, "its life before the first mark is not counted again"
+    finally:
+        child.kill()
+        child.wait()
