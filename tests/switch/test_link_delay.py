@@ -133,6 +133,18 @@ def test_frames_leave_after_the_delay_in_order(pair):
     assert statistics.median(s for _, s in got) < delay + 0.01
 
 
+def test_a_delay_below_a_millisecond_is_kept_to_the_microsecond(pair):
+    # epoll's own timeout is whole milliseconds, rounded up: a frame held 300 us with
+    # nothing else to wake the loop would leave after 1 ms or more. The loop's Alarm
+    # (a timerfd) wakes it at the frame's due time instead.
+    delay = 0.0003
+    with EchoSwitch(pair, delay * 1e6):
+        got = _round_trips(pair, 20, 0.005)  # 5 ms apart: one frame held at a time
+    print("round trips (ms):", [round(1e3 * s, 3) for _, s in got])
+    assert len(got) == 20 and all(s >= delay for _, s in got)
+    assert statistics.median(s for _, s in got) < 0.0009
+
+
 def test_without_a_delay_frames_go_straight_out(pair):
     with EchoSwitch(pair, 0.0) as sw:
         got = _round_trips(pair, 20, 0.002)

@@ -6,6 +6,8 @@ tests/switch/test_link_delay.py)."""
 from __future__ import annotations
 
 import json
+import select
+import time
 
 import pytest
 import yaml
@@ -17,7 +19,7 @@ from orchestrator.inventory.model import LINK_DELAY_US_MAX
 from orchestrator.testbed import emulated
 from switch.emulator import __main__ as emulator_main
 from switch.emulator import ports as emulator_ports
-from switch.emulator.ports import PortError, PortSet
+from switch.emulator.ports import Alarm, PortError, PortSet
 from switch.emulator.rain import make_store
 from tests.cli import rainmaker
 
@@ -115,6 +117,27 @@ def test_release_sends_what_is_due_in_order_and_counts_a_full_ring():
     ports.emit_later(7, memoryview(slot))
     slot[:] = b"XXXXX"
     assert ports.held[-1][1:] == (a, b"frame")
+
+
+def test_the_alarm_wakes_epoll_at_its_deadline_and_is_quiet_once_read():
+    alarm = Alarm.open()
+    assert alarm is not None, "Linux has timerfd: the loop must not fall back to whole milliseconds"
+    ep = select.epoll()
+    try:
+        ep.register(alarm.fd, select.EPOLLIN)
+        deadline = time.monotonic() + 0.0003
+        alarm.arm(deadline)
+        events = ep.poll(5.0)  # the alarm, not this timeout, ends the wait
+        assert time.monotonic() >= deadline and [fd for fd, _ in events] == [alarm.fd]
+        alarm.clear()
+        assert alarm.armed is None and ep.poll(0) == [], "read, it is reported no more"
+        alarm.arm(time.monotonic() + 60)
+        assert ep.poll(0.01) == [], "a later deadline does not fire early"
+        alarm.arm(time.monotonic() - 1.0)  # re-armed to a past deadline: fires at once
+        assert [fd for fd, _ in ep.poll(5.0)] == [alarm.fd]
+    finally:
+        ep.close()
+        alarm.close()
 
 
 def test_testbed_up_takes_a_delay_and_status_shows_it(state_dir, monkeypatch, capsys):
