@@ -142,7 +142,7 @@ def _build(point: dict, manifest: dict, spec, drawn_rps: float | None = None) ->
     hosts = int(tb.get("workers") or 0) or 1
     network, source = network_of(manifest, k)
     seed = seed_of(MODEL_SEED, pp.id)
-    sp = build(spec, model_point, worker_hosts=hosts, network=network, seed=seed)
+    sp = build(spec, model_point, worker_hosts=hosts, network=network, seed=seed, dilation=k)
     info = {
         "point_id": pp.id,
         "network": asdict(network),

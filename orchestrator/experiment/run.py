@@ -31,6 +31,8 @@ from ..deploy import AGENT_FILES, BUILD, VERSION, bundle, differing, parse_sha25
 from ..errors import RainmakerError, UsageError
 from ..inventory import Host, Inventory
 from ..remote import Background, Remote, Target, targets
+from ..simulate.model import client_timeout_us
+from ..simulate.policies import BASELINE_QUEUE
 from ..testbed.cpu import cores, mark, steal_s, used_s
 from . import layout, outcome, segments
 from .layout import PointDir, RunDir
@@ -58,9 +60,6 @@ WORKER_MODE = {"rain": "rain", "r2p2": "report", "racksched": "report", "draconi
 # One recirculation pass of a Tofino pipe, paper time: the emulated R2P2-SW switch holds a
 # recirculated task this long, dilated (without it, a task at its bound spins the switch).
 RECIRC_PASS_US = 1.0
-# The clients' admission cap for a baseline (Rain's is its switch queue's capacity and the
-# quotas, section 4): a switch queue of this many tasks, as Draconis-SW's default holds.
-BASELINE_QUEUE = 4096
 
 
 class PointFailed(RainmakerError):
@@ -648,7 +647,7 @@ class Runner:
             n = int(p.params.get("jbsq_n", 1)) if p.system == "r2p2" else 1
             q_max = BASELINE_QUEUE + n * threads * len(inv.workers)
         n_clients = len(inv.clients)
-        timeout_us = int(max(200_000, 200 * mean_service_ns / 1000))
+        timeout_us = int(client_timeout_us(mean_service_ns / 1000))
         large = [c.payload for c in spec.workload.classes]
         classes = [
             f"{c.name}:{c.weight}:{c.task_type}:{c.service.client_arg(k)}:{c.payload.bytes}"

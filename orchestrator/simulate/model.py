@@ -179,10 +179,21 @@ def interval_of(measure_ns: int) -> int:
     return max(10_000_000, -(-need // 1_000_000) * 1_000_000)
 
 
-def build(spec: Spec, point: Point, *, worker_hosts: int, network: Network, seed: int) -> SimPoint:
+def client_timeout_us(mean_service_us: float) -> float:
+    """rain-client's timeout (run.py), in the testbed's microseconds for a workload whose
+    mean service time is `mean_service_us` there: 200 ms, or 200 mean tasks when longer."""
+    return max(200_000.0, 200.0 * mean_service_us)
+
+
+def build(
+    spec: Spec, point: Point, *, worker_hosts: int, network: Network, seed: int, dilation: float = 1.0
+) -> SimPoint:
     """A plan.Point of `spec` as a SimPoint (threads, slices, classes, phases, quota,
-    queue capacity and Q_max as run.py computes them for a testbed)."""
+    queue capacity, Q_max and the clients' timeout as run.py computes them for a
+    testbed). `dilation`: the k of the testbed a measured point ran on (the point itself
+    is in paper time), for what the testbed sets in its own time: the timeout."""
     from ..experiment.plan import worker_slices
+    from .policies import BASELINE_QUEUE
 
     threads = point.worker_threads
     per_host = max(1, threads // max(1, worker_hosts))
@@ -220,10 +231,15 @@ def build(spec: Spec, point: Point, *, worker_hosts: int, network: Network, seed
     rain = point.system == "rain"
     quota = int(point.params.get("initial_quota", 1)) if rain else 1
     cap, entries = queue_capacity_of(spec)
-    # Admission control (paper 4): Q_max = switch queue capacity + the workers' quotas.
-    q_max = entries + quota * threads
-    mean_us = spec.workload.mean_service_us
-    timeout_ns = int(max(200_000, 200 * mean_us)) * 1000  # as run.py's timeout_us, in paper time
+    if rain:  # admission control (paper 4): Q_max = switch queue capacity + the workers' quotas
+        q_max = entries + quota * threads
+    else:  # as run.py caps a baseline's clients: a switch queue's worth and each worker's bound
+        n = int(point.params.get("jbsq_n", 1)) if point.system == "r2p2" else 1
+        q_max = BASELINE_QUEUE + n * threads
+        if point.system == "draconis":
+            cap = BASELINE_QUEUE
+    k_tb = dilation or 1.0
+    timeout_ns = round(client_timeout_us(spec.workload.mean_service_us * k_tb) / k_tb * 1000)
     adaptive = None
     if rain and point.params.get("adaptive"):
         adaptive = {k2: point.params[k2] for k2 in ("s_th", "r_th", "n_max", "sample_interval_us", "k_samples")}

@@ -20,6 +20,9 @@ class Policy:
     tokens: bool = False  # workers issue tokens under a quota
 
 
+# The clients' admission cap for a baseline (Rain's is its switch queue's capacity and the
+# quotas, section 4): a switch queue of this many tasks, as Draconis-SW's holds on a testbed.
+BASELINE_QUEUE = 4096
 R2P2_PASS_NS = 1000  # a recirculation pass on Tofino: about 1 us (docs/r2p2.md)
 R2P2_MAX_PASSES = 0xFFFF  # the most the program's 16-bit pass count allows
 

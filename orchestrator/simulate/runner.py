@@ -423,7 +423,11 @@ def simulate(
 
     seeds = {x.id: seed_of(opts.seed, x.id) for x in p.points}
     # Everything that can refuse the run does so before its folder exists.
-    sims = {x.id: build(p.spec, x, worker_hosts=p.worker_hosts, network=p.network, seed=seeds[x.id]) for x in p.points}
+    k = float((p.like or {}).get("dilation") or 1.0)  # --like: the measured testbed's (its timeout)
+    sims = {
+        x.id: build(p.spec, x, worker_hosts=p.worker_hosts, network=p.network, seed=seeds[x.id], dilation=k)
+        for x in p.points
+    }
     remote = DaskPool(cluster) if cluster else None
     if resume is None:
         rd = RunDir.new(results_root, p.spec.name, time.strftime("%Y%m%d-%H%M%S"))

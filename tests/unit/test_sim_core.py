@@ -19,6 +19,7 @@ from orchestrator.experiment.spec import Spec
 from orchestrator.simulate import engine
 from orchestrator.simulate.engine import SimError
 from orchestrator.simulate.model import ClassModel, Network, PhaseModel, ServiceModel, SimPoint, build, seed_of
+from orchestrator.simulate.policies import BASELINE_QUEUE
 
 EXP10 = ClassModel("exp", 1.0, 0, 0, ServiceModel("exp", 10_000), 8, 0.0, 64)
 
@@ -348,6 +349,24 @@ def test_build_from_a_spec_point():
     assert np.all(r.outcome == 0)
     # class b (payload 100 bytes) is always large and runs only on slice 1's workers
     assert np.all(r.large == (r.cls == 1)) and np.all(r.worker[r.cls == 1] >= 4)
+
+
+def test_a_measured_point_is_modelled_with_its_testbeds_timeout_and_admission_cap():
+    # rain-client times a request out after 200 ms of the testbed's time or 200 mean
+    # tasks (run.py): at k = 1000 that is 2 ms of paper time, not the 200 ms an undilated
+    # run has; and a baseline's clients hold at most BASELINE_QUEUE + n per worker thread
+    spec = Spec.model_validate({**SPEC, "systems": ["rain", "r2p2", "draconis"], "baseline": {"jbsq_n": 2}})
+    shape = TestbedShape(worker_hosts=2, client_hosts=1, emulated=False)
+    by = {p.system: p for p in plan(spec, shape)}
+    net = Network.ideal()
+    at_k = build(spec, by["rain"], worker_hosts=2, network=net, seed=1, dilation=1000.0)
+    mean_us = spec.workload.mean_service_us
+    assert at_k.timeout_ns == round(200 * mean_us * 1000) < 200_000_000
+    assert build(spec, by["rain"], worker_hosts=2, network=net, seed=1).timeout_ns == 200_000_000
+    r2p2 = build(spec, by["r2p2"], worker_hosts=2, network=net, seed=1)
+    assert r2p2.max_outstanding == BASELINE_QUEUE + 2 * 8
+    draconis = build(spec, by["draconis"], worker_hosts=2, network=net, seed=1)
+    assert draconis.max_outstanding == BASELINE_QUEUE + 8 and draconis.queue_capacity == BASELINE_QUEUE
 
 
 def test_large_cap_bounds_the_large_tasks_that_wait():
