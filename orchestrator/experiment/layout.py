@@ -225,6 +225,10 @@ class PointDir:
     def write_timing(self, timing: dict) -> Path:
         return _write_json(self.timing, timing, indent=None)
 
+    def write_client_summary(self, host: str, summary: dict) -> Path:
+        """clients/<host>/summary.json, as rain-client writes it (a merged window's)."""
+        return _write_json(self.client(host) / CLIENT_SUMMARY, summary)
+
     def write_cpu(self, cpu: dict) -> Path:
         return _write_json(self.path / CPU, cpu)
 

@@ -75,7 +75,8 @@ def merge(pd: PointDir) -> list[str]:
     points = [s.read_point() or {} for s in segs]
     measure = [float(p.get("measure_s") or 0.0) for p in points]
     offsets = [sum(measure[:i]) for i in range(len(segs))]
-    warmup_ns = float(points[0].get("warmup_s") or 0.0) * 1e9
+    warmups = [float(p.get("warmup_s") or 0.0) for p in points]
+    warmup_ns = warmups[0] * 1e9
     hosts = sorted(set().union(*(s.client_hosts() for s in segs)))
     for h in hosts:
         missing = [s.id for s in segs if not s.client(h).is_dir()]
@@ -87,14 +88,13 @@ def merge(pd: PointDir) -> list[str]:
         problems += _merge_hlogs(segs, h, offsets, out)
         summaries = [layout.read_json(s.client(h) / layout.CLIENT_SUMMARY) for s in segs]
         if all(isinstance(x, dict) for x in summaries):
-            layout._write_json(out / layout.CLIENT_SUMMARY, merge_summaries(summaries, measure))
+            pd.write_client_summary(h, merge_summaries(summaries, measure))
         else:
             problems.append(f"client {h}: a segment's {layout.CLIENT_SUMMARY} is missing or unreadable")
         problems += _merge_traces(segs, h, offsets, warmup_ns, out / layout.TRACE)
     queue = []
-    for i, (s, off, m) in enumerate(zip(segs, offsets, measure)):
+    for i, (s, off, m, warm) in enumerate(zip(segs, offsets, measure, warmups)):
         # before its window only the first segment's samples count, after it only the last's
-        warm = float((s.read_point() or {}).get("warmup_s") or 0.0)
         lo, hi = (-math.inf if i == 0 else warm), (math.inf if i == len(segs) - 1 else warm + m)
         for r in s.read_switch_queue():
             t = r.get("t_s")
