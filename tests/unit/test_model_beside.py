@@ -86,7 +86,9 @@ def measure(run: Path, pid: str, p99_paper_us: float, n: int = 20_000) -> None:
     sd = (lat / (10_000 * K) * 1000).astype(np.int64) + 1000
     per_iv = [{"task": lat[: n // 2]}, {"task": lat[n // 2 :]}]
     per_sd = [{"task": sd[: n // 2]}, {"task": sd[n // 2 :]}]
-    summary = make_summary({"task": good_counters(n)}, offered_rps=n / 2.0, achieved_rps=n / 2.0)
+    # the clients' schedule drew the point's own rate (the model is offered it)
+    rate = float(point["offered_rps"])
+    summary = make_summary({"task": good_counters(n, n / rate)}, offered_rps=rate, achieved_rps=rate)
     write_point(run, point, {"client0": {"latency": per_iv, "slowdown": per_sd, "summary": summary}})
 
 
