@@ -161,7 +161,7 @@ def used_s(before: Mark, after: Mark) -> float:
     A process that ended and was reaped by one still here adds its whole life to its
     parent's reaped children, so what it (and its own reaped children) had used by the
     first mark is taken off again: an SSH session that ended during an idle window
-    (Ansible's persistent connection, closing a minute after provisioning) once added
+    (Ansible's persistent connection, closing 15 s after provisioning) once added
     the 100 s of CPU of the builds it had run, and the idle testbed read 5,121% of a
     core."""
     used = sum(ns - before.threads.get(key, (name, 0))[1] for key, (name, ns) in after.threads.items())

@@ -667,9 +667,9 @@ class Alarm:
     """A one-shot CLOCK_MONOTONIC timerfd in the loop's epoll set: it wakes the loop at a
     deadline to the microsecond, where epoll's own timeout is whole milliseconds rounded
     up (CPython). Without it, R2P2's recirculation pass, held 1 ms at k = 1000, took 1 to
-    2 ms (1.4 on average), and a frame held a few hundred microseconds left a millisecond late. Python 3.11's os
-    has no timerfd, so libc's is called through ctypes; `Alarm.open()` is None where
-    there is none (the loop then falls back to epoll's timeout)."""
+    2 ms (1.4 on average), and a frame held 300 us came back after 1.4 to 1.7 ms.
+    Python 3.11's os has no timerfd, so libc's is called through ctypes; `Alarm.open()`
+    is None where there is none (the loop then falls back to epoll's timeout)."""
 
     CLOCK_MONOTONIC = 1  # time.monotonic()'s clock on Linux
     TFD_NONBLOCK, TFD_CLOEXEC, TFD_TIMER_ABSTIME = os.O_NONBLOCK, os.O_CLOEXEC, 1
