@@ -31,7 +31,7 @@ from ..deploy import AGENT_FILES, BUILD, VERSION, bundle, differing, parse_sha25
 from ..errors import RainmakerError, UsageError
 from ..inventory import Host, Inventory
 from ..remote import Background, Remote, Target, targets
-from ..simulate.model import client_timeout_us
+from ..simulate.model import RING_SLOTS, client_timeout_us
 from ..simulate.policies import BASELINE_QUEUE
 from ..testbed.cpu import cores, mark, steal_s, used_s
 from . import layout, outcome, segments
@@ -613,7 +613,7 @@ class Runner:
                     "quota": quota,
                     "slice": slices[i * threads],
                     "slot_size": 2048,
-                    "ring_slots": 64,
+                    "ring_slots": RING_SLOTS,
                     "idle": _idle(inv, k, mean_service_ns),
                     "start_disabled": True,
                 },

@@ -18,7 +18,16 @@ from orchestrator.experiment.plan import TestbedShape, plan
 from orchestrator.experiment.spec import Spec
 from orchestrator.simulate import engine
 from orchestrator.simulate.engine import SimError
-from orchestrator.simulate.model import ClassModel, Network, PhaseModel, ServiceModel, SimPoint, build, seed_of
+from orchestrator.simulate.model import (
+    RING_SLOTS,
+    ClassModel,
+    Network,
+    PhaseModel,
+    ServiceModel,
+    SimPoint,
+    build,
+    seed_of,
+)
 from orchestrator.simulate.policies import BASELINE_QUEUE
 
 EXP10 = ClassModel("exp", 1.0, 0, 0, ServiceModel("exp", 10_000), 8, 0.0, 64)
@@ -343,7 +352,7 @@ def test_build_from_a_spec_point():
     assert sp.phases[0].rate_rps == pytest.approx(0.5 * 8 / 10e-6)
     assert sp.phases[1].rate_rps == pytest.approx(0.4 * 8 / 20e-6) and sp.phases[1].at_ns == 10_000_000
     assert sp.timeout_ns == 200_000_000 and sp.measure_ns == 100_000_000
-    assert sp.policy_params["large_cap"] == 64 - 2
+    assert sp.policy_params["large_cap"] == RING_SLOTS - 2
     assert seed_of(1, p.id) == seed_of(1, p.id) != seed_of(2, p.id)
     r = engine.run(dataclasses.replace(sp, measure_ns=20_000_000))
     assert np.all(r.outcome == 0)
