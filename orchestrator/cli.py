@@ -10,6 +10,7 @@ failures; RAINMAKER_DEBUG=1 shows the traceback too.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -628,18 +629,45 @@ from .cli_cloudlab import register as _register_cloudlab  # noqa: E402
 _register_cloudlab(cli, console, err_console)
 
 
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+_stopped_by: list[int] = []  # the stop signal received, if any
+
+
+def _stop_as_ctrl_c(signum: int, _frame) -> None:
+    """SIGTERM (`kill`, a job's time limit, systemd) or SIGHUP (the terminal closed) stops
+    a command as Ctrl-C does: the run marks its point todo, stops the remote processes,
+    writes its log and report. Later stop signals are ignored so that clean-up finishes
+    (SIGKILL still ends it)."""
+    for s in _STOP_SIGNALS:
+        signal.signal(s, signal.SIG_IGN)
+    _stopped_by.append(signum)
+    try:
+        err_console.print(f"{signal.Signals(signum).name}: stopping as for Ctrl-C")
+    except OSError:  # SIGHUP: the terminal may be gone
+        pass
+    raise KeyboardInterrupt
+
+
+def _exit_interrupted(default: int = 130) -> None:
+    """Exit as a shell reports the signal that stopped us: 130 for SIGINT, 143 for SIGTERM."""
+    sys.exit(128 + _stopped_by[0] if _stopped_by else default)
+
+
 def main() -> None:
+    for s in _STOP_SIGNALS:
+        if signal.getsignal(s) is not signal.SIG_IGN:  # nohup's SIG_IGN stays ignored
+            signal.signal(s, _stop_as_ctrl_c)
     try:
         cli.main(standalone_mode=False)
     except click.exceptions.Abort:  # Ctrl-C where no command says what it interrupted
         err_console.print("interrupted")
-        sys.exit(130)
+        _exit_interrupted()
     except click.exceptions.ClickException as e:
         e.show()
         sys.exit(2)
     except Interrupted as e:
         err_console.print(Text("interrupted: ", style="bold yellow") + Text(e.render()))
-        sys.exit(e.exit_code)
+        _exit_interrupted(e.exit_code)
     except RainmakerError as e:  # switch/'s SwitchError is one of them
         if os.environ.get("RAINMAKER_DEBUG"):
             import traceback
@@ -649,7 +677,7 @@ def main() -> None:
         sys.exit(e.exit_code)
     except KeyboardInterrupt:
         err_console.print("interrupted")
-        sys.exit(130)
+        _exit_interrupted()
     except OSError as e:  # the machine's, not rainmaker's: a full disk, a read-only or vanished folder
         if os.environ.get("RAINMAKER_DEBUG"):
             import traceback

@@ -43,17 +43,17 @@ def _writer(fifo: Path, alive, timeout: float = 60.0) -> int:
     raise AssertionError(f"nothing opened {fifo}")
 
 
-def _interrupt_main_thread(proc: subprocess.Popen) -> None:
-    """SIGINT to the process's main thread (tgkill). A process-directed SIGINT goes to any
+def _interrupt_main_thread(proc: subprocess.Popen, sig: int = signal.SIGINT) -> None:
+    """SIGINT (or sig) to the process's main thread (tgkill). A process-directed SIGINT goes to any
     thread that does not block it, here one of numpy's or pyarrow's: Python then raises
     KeyboardInterrupt in the main thread at its next bytecode, but the main thread sits in
     the pipe's read(2), which only a signal to that thread interrupts. (A real Ctrl-C
     meets a read that ends.) Seen once in a few runs under load: the plot hung 60 s."""
     if platform.machine() != "x86_64":
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         return
     libc = ctypes.CDLL(None, use_errno=True)
-    if libc.syscall(234, proc.pid, proc.pid, signal.SIGINT) != 0:  # SYS_tgkill on x86_64
+    if libc.syscall(234, proc.pid, proc.pid, sig) != 0:  # SYS_tgkill on x86_64
         raise OSError(ctypes.get_errno(), "tgkill")
 
 
@@ -80,8 +80,14 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", list(CASES))
-def test_ctrl_c_during_the_analysis_says_what_is_kept(case, tmp_path):
+@pytest.mark.parametrize(
+    "case,sig",
+    [(c, signal.SIGINT) for c in CASES] + [("analyze", signal.SIGTERM), ("report", signal.SIGHUP)],
+    ids=lambda v: v.name if isinstance(v, signal.Signals) else v,
+)
+def test_ctrl_c_during_the_analysis_says_what_is_kept(case, sig, tmp_path):
+    """SIGTERM (kill, a job's time limit) and SIGHUP (the terminal closed) stop a command
+    as Ctrl-C does; the exit status is the shell's for that signal (128 + its number)."""
     verb, pipe, analysed, what = CASES[case]
     run, fifo = _run(tmp_path, pipe, analysed)
     summary_before = (run / "summary.parquet").read_bytes() if analysed else None
@@ -97,7 +103,7 @@ def test_ctrl_c_during_the_analysis_says_what_is_kept(case, tmp_path):
     fd = None
     try:
         fd = _writer(fifo, lambda: proc.poll() is None)
-        _interrupt_main_thread(proc)
+        _interrupt_main_thread(proc, sig)
         try:
             out, err = proc.communicate(timeout=60)
         except subprocess.TimeoutExpired:
@@ -110,7 +116,7 @@ def test_ctrl_c_during_the_analysis_says_what_is_kept(case, tmp_path):
             proc.kill()
         if fd is not None:
             os.close(fd)
-    assert proc.returncode == 130, out + err
+    assert proc.returncode == 128 + sig, out + err
     assert "Traceback" not in out + err
     assert f"interrupted: {what} {run} stopped" in err
     assert f"redo it with `rainmaker {verb[0]} {run}" in err
