@@ -167,7 +167,9 @@ def _build(point: dict, manifest: dict, spec, drawn_rps: float | None = None) ->
 
 def _replay(pd: PointDir, k: float, classes) -> tuple[tuple | None, str]:
     """What the clients drew (clients/<host>/trace.csv: every request's intended time,
-    service time and class), in paper ns, for the model to replay; or (None, why not).
+    service time, class and whether it was sent large), in paper ns, for the model to
+    replay; or (None, why not). A trace without `large` (an older rain-client) leaves
+    the model to draw which requests are large.
 
     The model then meets the very arrivals and service times the testbed met (common
     random numbers), so measured / model compares the systems and not two samples: at
@@ -194,7 +196,7 @@ def _replay(pd: PointDir, k: float, classes) -> tuple[tuple | None, str]:
             return None, f"no readable trace from {h} ({type(e).__name__})"
         if not {"intended_ns", "service_ns", "class"} <= set(t.columns):
             return None, f"{h}'s trace has no service times (a rain-client older than the replay)"
-        frames.append(t[["intended_ns", "service_ns", "class"]])
+        frames.append(t[[c for c in ("intended_ns", "service_ns", "class", "large") if c in t.columns]])
     t = pd_.concat(frames, ignore_index=True)
     unknown = sorted(set(t["class"].astype(str)) - set(names))
     if unknown or t.empty:
@@ -203,7 +205,11 @@ def _replay(pd: PointDir, k: float, classes) -> tuple[tuple | None, str]:
     order = np.argsort(at, kind="stable")
     svc = np.rint(t["service_ns"].to_numpy(dtype=float) / k).astype(np.int64)
     cls = t["class"].astype(str).map(names).to_numpy(dtype=np.uint8)
-    return (at[order], svc[order], cls[order]), f"the {len(at):,} requests the clients drew (trace.csv)"
+    if "large" not in t.columns or t["large"].isna().any():  # a host's rain-client predates the column
+        return (at[order], svc[order], cls[order]), f"the {len(at):,} requests the clients drew (trace.csv)"
+    large = t["large"].to_numpy(dtype=np.uint8)
+    replay = (at[order], svc[order], cls[order], large[order])
+    return replay, f"the {len(at):,} requests the clients drew (trace.csv, with which were large)"
 
 
 def p99_spread(sp, point_id: str) -> dict:

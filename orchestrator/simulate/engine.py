@@ -98,6 +98,7 @@ class _Config(C.Structure):
         ("replay_at_ns", C.POINTER(C.c_int64)),
         ("replay_service_ns", C.POINTER(C.c_int64)),
         ("replay_class", C.POINTER(C.c_uint8)),
+        ("replay_large", C.POINTER(C.c_uint8)),
     ]
 
 
@@ -264,9 +265,13 @@ def check(sp: SimPoint) -> None:
         if not (p.rate_rps >= 0 and math.isfinite(p.rate_rps)) or not p.classes:
             raise bad(f"phase at {p.at_ns} ns: rate {p.rate_rps}, classes {p.classes}", "a finite rate and a class")
     if sp.replay is not None:
-        at, svc, cls = sp.replay
-        if not len(at) == len(svc) == len(cls) or len(sp.phases) != 1:
-            raise bad("a replay gives one time, service time and class per request, for one phase", "fix the replay")
+        if len(sp.replay) not in (3, 4):
+            raise bad("a replay is (times, service times, classes[, large])", "fix the replay")
+        at, svc, cls = sp.replay[:3]
+        if not len(at) == len(svc) == len(cls) or len(sp.replay) == 4 and len(sp.replay[3]) != len(at):
+            raise bad("a replay gives one time, service time and class per request (and large flag)", "fix the replay")
+        if len(sp.phases) != 1:
+            raise bad("a replay has one phase", "fix the replay")
         if len(at) and (np.any(np.diff(at) < 0) or at[0] < 0 or np.any(svc < 0) or np.any(cls >= len(sp.classes))):
             raise bad("a replay's times must not decrease, its service times be >= 0, its classes exist", "fix it")
     if sp.arrival not in ("poisson", "constant"):
@@ -314,14 +319,18 @@ def _config(sp: SimPoint, keep: list) -> _Config:
     period = sp.sample_period_ns or max(1, sp.measure_ns // 50)
     replay = {}
     if sp.replay is not None:
-        at, svc, cls = (np.ascontiguousarray(a, dtype=t) for a, t in zip(sp.replay, (np.int64, np.int64, np.uint8)))
-        keep += [at, svc, cls]
+        types = (np.int64, np.int64, np.uint8, np.uint8)
+        arrays = [np.ascontiguousarray(a, dtype=t) for a, t in zip(sp.replay, types)]
+        keep += arrays
+        at, svc, cls = arrays[:3]
         replay = {
             "n_replay": len(at),
             "replay_at_ns": at.ctypes.data_as(C.POINTER(C.c_int64)),
             "replay_service_ns": svc.ctypes.data_as(C.POINTER(C.c_int64)),
             "replay_class": cls.ctypes.data_as(C.POINTER(C.c_uint8)),
         }
+        if len(arrays) == 4:
+            replay["replay_large"] = arrays[3].ctypes.data_as(C.POINTER(C.c_uint8))
     return _Config(
         policy=policy,
         n_workers=sp.n_workers,

@@ -272,7 +272,7 @@ def trace_rows(path: Path) -> list[dict]:
     lines = path.read_text().splitlines()
     head = lines[0].split(",")
     assert head == [
-        "lcore", "client_id", "request_id", "class", "intended_ns", "sent_ns", "service_ns", "latency_ns"
+        "lcore", "client_id", "request_id", "class", "intended_ns", "sent_ns", "service_ns", "latency_ns", "large"
     ]  # fmt: skip
     return [
         {k: (v if k == "class" else int(v)) for k, v in zip(head, line.split(","), strict=True)} for line in lines[1:]
@@ -453,9 +453,16 @@ def test_mix_weights_and_large_tasks(pair, tmp_path):
         "0.2",
         "--large-bytes",
         "64",
+        "--trace",
+        str(tmp_path / "trace.csv"),
     ]
     s, peer = run(pair, tmp_path, args)
     assert peer.bad == 0
+    # the trace says which requests went large, so a model can replay exactly those
+    traced = {(r["client_id"], r["request_id"]): r["large"] for r in trace_rows(tmp_path / "trace.csv")}
+    assert {
+        (t.hdr.client_id, t.hdr.request_id): int(bool(t.hdr.flags & proto.Flag.LARGE)) for t in peer.tasks
+    } == traced
     by_type = {1: [], 2: [], 3: []}
     for t in peer.tasks:
         by_type[t.hdr.task_type].append(t)

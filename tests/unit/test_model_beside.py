@@ -351,7 +351,7 @@ def test_the_model_is_offered_the_load_the_clients_drew(tmp_path):
     assert info["load_krps"] == info["planned_load_krps"] == 120 and info["load_from"] == "the plan"
 
 
-def _trace(pd_, n: int, *, service=True) -> np.ndarray:
+def _trace(pd_, n: int, *, service=True, large=None) -> np.ndarray:
     """clients/client0/trace.csv of n requests 1 ms apart (testbed time; 10 us of paper
     time at k = 100), 5 us tasks with every 50th one 300 us (paper); returns the
     service times in paper ns."""
@@ -370,6 +370,8 @@ def _trace(pd_, n: int, *, service=True) -> np.ndarray:
     )
     if not service:
         t = t.drop(columns=["service_ns", "latency_ns"])
+    if large is not None:
+        t["large"] = large
     t.to_csv(pd_.client("client0") / layout.TRACE, index=False)
     return svc
 
@@ -393,6 +395,19 @@ def test_the_model_replays_the_requests_the_clients_drew(tmp_path):
     assert data.latency["all"].percentile(0.0) >= 5_000
     analyze(run)
     assert "- the model's requests (every point): the ones the clients drew" in render_markdown(run)
+
+
+def test_the_model_replays_which_requests_were_large(tmp_path):
+    run = measured_run(tmp_path, fracs=(0.3,))
+    pid = "rain-f0.3-r1"
+    measure(run, pid, 50.0, n=4000)
+    pd_ = RunDir(run).point(pid)
+    _trace(pd_, 5000, large=(np.arange(5000) % 4 == 1).astype(int))
+    replay, why = model_beside._replay(
+        pd_, K, model_beside._build(pd_.read_point(), RunDir(run).read_manifest(), load_spec_dict(SPEC))[0].classes
+    )
+    assert len(replay) == 4 and "with which were large" in why
+    assert np.array_equal(replay[3], (np.arange(5000) % 4 == 1).astype(np.uint8))
 
 
 def test_without_service_times_in_the_trace_the_model_draws_its_own(tmp_path):

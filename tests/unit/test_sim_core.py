@@ -228,6 +228,15 @@ def test_a_replay_runs_the_given_requests_and_draws_none():
     inside = at < sp.end_ns  # the client stops scheduling at the window's end
     assert np.array_equal(r.intended_ns, at[inside]) and np.array_equal(r.service_ns, svc[inside])
     assert np.array_equal(r.cls, cls[inside]) and (r.outcome == 0).all()
+    # which requests were large is replayed too when given, else drawn from the class
+    half = ClassModel("half", 1.0, 0, 0, ServiceModel("exp", 10_000), 8, 0.5, 64)
+    drawn = engine.run(point(classes=(half,), ms=20, replay=(at, svc, np.zeros(3000, np.uint8))))
+    assert 0.4 < drawn.large.mean() < 0.6
+    large = (np.arange(3000) % 7 == 0).astype(np.uint8)
+    given = engine.run(point(classes=(half,), ms=20, replay=(at, svc, np.zeros(3000, np.uint8), large)))
+    assert np.array_equal(given.large, large[inside].astype(bool))
+    with pytest.raises(SimError, match="and large flag"):
+        engine.run(point(classes=(half,), ms=20, replay=(at, svc, np.zeros(3000, np.uint8), large[:10])))
     assert np.array_equal(engine.run(dataclasses.replace(sp, seed=9)).intended_ns, r.intended_ns)  # no seed in it
     with pytest.raises(SimError, match="must not decrease"):
         engine.run(dataclasses.replace(sp, replay=(at[::-1].copy(), svc, cls)))

@@ -140,6 +140,7 @@ struct rc_wait {
 struct rc_trace {
 	uint32_t id;
 	uint8_t cls;
+	uint8_t large; /* sent large (a payload beyond the inline bytes) */
 	uint64_t intended;
 	uint64_t sent;
 	uint64_t service_ns; /* what the request asked the worker for */

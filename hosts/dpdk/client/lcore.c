@@ -319,7 +319,7 @@ static __rte_always_inline bool send_new(struct rc_lcore *lc, const struct rc_wa
 	lc->txb[lc->ntx++] = m;
 	if (unlikely(lc->trace != NULL)) {
 		if (lc->ntrace < lc->trace_cap)
-			lc->trace[lc->ntrace++] = (struct rc_trace){id, w->cls, w->intended, now, w->service_ns, -1};
+			lc->trace[lc->ntrace++] = (struct rc_trace){id, w->cls, w->large, w->intended, now, w->service_ns, -1};
 		else
 			lc->trace_dropped++;
 	}

@@ -142,14 +142,14 @@ static int write_trace(const struct rc_config *cfg)
 		return -1;
 	}
 	double ns = 1e9 / (double)rc.hz;
-	fprintf(f, "lcore,client_id,request_id,class,intended_ns,sent_ns,service_ns,latency_ns\n");
+	fprintf(f, "lcore,client_id,request_id,class,intended_ns,sent_ns,service_ns,latency_ns,large\n");
 	for (unsigned i = 0; i < rc.nlcores; i++) {
 		const struct rc_lcore *lc = rc.lc[i];
 		for (uint32_t j = 0; j < lc->ntrace; j++) {
 			const struct rc_trace *t = &lc->trace[j];
-			fprintf(f, "%u,%u,%u,%s,%.0f,%.0f,%" PRIu64 ",%" PRId64 "\n", i, lc->client_id, t->id,
-				cfg->cls[t->cls].name, (double)(t->intended - rc.t0) * ns, (double)(t->sent - rc.t0) * ns,
-				t->service_ns, t->latency_ns);
+			fprintf(f, "%u,%u,%u,%s,%.0f,%.0f,%" PRIu64 ",%" PRId64 ",%u\n", i, lc->client_id,
+				t->id, cfg->cls[t->cls].name, (double)(t->intended - rc.t0) * ns,
+				(double)(t->sent - rc.t0) * ns, t->service_ns, t->latency_ns, t->large);
 		}
 	}
 	return fclose(f) == 0 ? 0 : -1;

@@ -30,7 +30,8 @@
  *   (policy.h; policy_rain.c, policy_random.c).
  *
  * Random draws, in this order, from two xoshiro256** streams of the seed:
- *   client stream (0), per request at its intended send time (a replay draws only `large`): class (one unit draw,
+ *   client stream (0), per request at its intended send time (a replay draws only `large`,
+ *     and nothing given replay_large): class (one unit draw,
  *     only when the phase has more than one class), service time (bimodal: one unit;
  *     exp: one Exp(1); keys-exp: one unit when the mean is above 1), large (one unit, only
  *     when large_fraction > 0 and the class payload fits inline), then the next
@@ -105,12 +106,14 @@ struct rs_config {
 	struct rs_network net;
 	double params[RS_MAX_PARAMS]; /* the policy's parameters (policies.py names them) */
 	/* A replay (n_replay > 0): these requests instead of drawn ones (one phase only):
-	 * intended times (not decreasing, < gen_end_ns), service times, class indices. The
-	 * model beside a measurement replays what the client drew (common random numbers). */
+	 * intended times (not decreasing, < gen_end_ns), service times, class indices, and
+	 * which were sent large (NULL: drawn from the class's large_fraction). The model
+	 * beside a measurement replays what the client drew (common random numbers). */
 	int64_t n_replay;
 	const int64_t *replay_at_ns;
 	const int64_t *replay_service_ns;
 	const uint8_t *replay_class;
+	const uint8_t *replay_large;
 };
 
 /* One finished task, as rain-worker writes it to the control block (rain_ctl.h). */

@@ -483,7 +483,10 @@ static void on_arrival(struct rs_sim *s)
 	s->intended[i] = s->v.now;
 	s->cls[i] = (uint8_t)ci;
 	s->service[i] = r >= 0 ? s->cfg.replay_service_ns[r] : draw_service(s, c);
-	s->large[i] = c->payload_bytes > 8 || (c->large_fraction > 0 && rs_unit(&s->crng) <= c->large_fraction);
+	if (r >= 0 && s->cfg.replay_large)
+		s->large[i] = s->cfg.replay_large[r] != 0 || c->payload_bytes > 8;
+	else
+		s->large[i] = c->payload_bytes > 8 || (c->large_fraction > 0 && rs_unit(&s->crng) <= c->large_fraction);
 	s->outcome[i] = RS_NOT_SENT;
 	s->latency[i] = -1;
 	s->worker[i] = -1;
