@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .errors import Interrupted, RainmakerError
+from .errors import Interrupted, RainmakerError, interrupted_status, stopped_by
 
 console = Console(highlight=False, soft_wrap=True)
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -630,7 +630,6 @@ _register_cloudlab(cli, console, err_console)
 
 
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
-_stopped_by: list[int] = []  # the stop signal received, if any
 
 
 def _stop_as_ctrl_c(signum: int, _frame) -> None:
@@ -640,17 +639,12 @@ def _stop_as_ctrl_c(signum: int, _frame) -> None:
     (SIGKILL still ends it)."""
     for s in _STOP_SIGNALS:
         signal.signal(s, signal.SIG_IGN)
-    _stopped_by.append(signum)
+    stopped_by.append(signum)
     try:
         err_console.print(f"{signal.Signals(signum).name}: stopping as for Ctrl-C")
     except OSError:  # SIGHUP: the terminal may be gone
         pass
     raise KeyboardInterrupt
-
-
-def _exit_interrupted(default: int = 130) -> None:
-    """Exit as a shell reports the signal that stopped us: 130 for SIGINT, 143 for SIGTERM."""
-    sys.exit(128 + _stopped_by[0] if _stopped_by else default)
 
 
 def main() -> None:
@@ -661,13 +655,13 @@ def main() -> None:
         cli.main(standalone_mode=False)
     except click.exceptions.Abort:  # Ctrl-C where no command says what it interrupted
         err_console.print("interrupted")
-        _exit_interrupted()
+        sys.exit(interrupted_status())
     except click.exceptions.ClickException as e:
         e.show()
         sys.exit(2)
     except Interrupted as e:
         err_console.print(Text("interrupted: ", style="bold yellow") + Text(e.render()))
-        _exit_interrupted(e.exit_code)
+        sys.exit(interrupted_status())
     except RainmakerError as e:  # switch/'s SwitchError is one of them
         if os.environ.get("RAINMAKER_DEBUG"):
             import traceback
@@ -677,7 +671,7 @@ def main() -> None:
         sys.exit(e.exit_code)
     except KeyboardInterrupt:
         err_console.print("interrupted")
-        _exit_interrupted()
+        sys.exit(interrupted_status())
     except OSError as e:  # the machine's, not rainmaker's: a full disk, a read-only or vanished folder
         if os.environ.get("RAINMAKER_DEBUG"):
             import traceback

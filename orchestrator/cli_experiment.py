@@ -10,7 +10,7 @@ import click
 from rich.table import Table
 from rich.text import Text
 
-from .errors import interruptible
+from .errors import interrupted_status, interruptible
 
 INVENTORY_HELP = "testbed inventory (YAML). Default: $RAINMAKER_INVENTORY, else the emulated testbed that is up"
 
@@ -184,7 +184,7 @@ def register(cli: click.Group, console) -> None:
                 calibrate=not no_calibrate,
             )
         except KeyboardInterrupt:
-            sys.exit(130)
+            sys.exit(interrupted_status())
         console.print(f"results: [bold]{run_dir}[/]")
 
     @cli.command("calibrate")
@@ -226,7 +226,7 @@ def register(cli: click.Group, console) -> None:
                 calibrate_only=True,
             )
         except KeyboardInterrupt:
-            sys.exit(130)
+            sys.exit(interrupted_status())
         cal = RunDir(run_dir).read_manifest()["calibration"]
         console.print(describe(cal))
         click.echo(json.dumps({k: v for k, v in cal.items() if k != "point"}, indent=1))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from .errors import interruptible
+from .errors import interrupted_status, interruptible
 
 
 def register(cli: click.Group, console) -> None:
@@ -156,7 +156,7 @@ def register(cli: click.Group, console) -> None:
                 analyze_after=not no_analysis,
             )
         except KeyboardInterrupt:
-            sys.exit(130)
+            sys.exit(interrupted_status())
         console.print(f"results: [bold]{run_dir}[/]")
 
     @cli.command("compare")

@@ -38,6 +38,16 @@ class Problem:
         return text
 
 
+# The stop signal (SIGTERM, SIGHUP) the CLI turned into a KeyboardInterrupt, if any
+# (orchestrator/cli.py): an interrupted command exits with the shell's status for it.
+stopped_by: list[int] = []
+
+
+def interrupted_status() -> int:
+    """128 + the signal that stopped the command: 130 for Ctrl-C, 143 for SIGTERM."""
+    return 128 + stopped_by[0] if stopped_by else 130
+
+
 class Interrupted(RainmakerError):
     """Ctrl-C (SIGINT) stopped a command: the message says what was interrupted and
     what is kept, the fix how to redo it. Exit status 130, as a shell's for SIGINT."""

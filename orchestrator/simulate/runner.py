@@ -229,8 +229,12 @@ def simulate_point(sp, point: dict) -> dict[str, bytes]:
 
 def _quiet_sigint() -> None:
     # Ctrl-C reaches the whole foreground process group: the parent handles it and
-    # stops the workers; a worker dying of it first would only break the pool.
+    # stops the workers; a worker dying of it first would only break the pool. A forked
+    # worker also inherits the CLI's SIGTERM/SIGHUP handler (cli.py), which would turn
+    # the pool's own terminate() into a KeyboardInterrupt inside a point: they kill.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 Result = tuple[str, dict[str, bytes]]  # a point's id and its rendered files

@@ -30,9 +30,9 @@
  *   (policy.h; policy_rain.c, policy_random.c).
  *
  * Random draws, in this order, from two xoshiro256** streams of the seed:
- *   client stream (0), per request at its intended send time (a replay draws only `large`,
- *     and nothing given replay_large): class (one unit draw,
- *     only when the phase has more than one class), service time (bimodal: one unit;
+ *   client stream (0), per request at its intended send time (a replay draws only
+ *     `large`, and nothing when replay_large is given): class (one unit draw, only
+ *     when the phase has more than one class), service time (bimodal: one unit;
  *     exp: one Exp(1); keys-exp: one unit when the mean is above 1), large (one unit, only
  *     when large_fraction > 0 and the class payload fits inline), then the next
  *     inter-arrival (Poisson: one Exp(1)).
