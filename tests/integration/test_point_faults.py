@@ -72,9 +72,9 @@ def test_a_dead_worker_or_agent_fails_its_point_and_a_link_down_invalidates_it(t
     check = next(c for c in verdict["checks"] if c["name"] == "links_up")
     assert check["passed"] is False and check["message"].startswith(f"worker0's link (port {port}, "), check
     assert "went down 1 time(s)" in check["message"]
-    # sweep.json's reason is a shortened list of the failed checks: it names this one even
-    # when a check before it (a host stall under the suite's load) takes most of its room
-    assert "links_up: work" in link["reason"] and "links_up" in verdict["failed"]
+    # sweep.json's reason is a shortened list of the failed checks: it names this one, but
+    # a check before it (a host stall under the suite's load) may take the message's room
+    assert "links_up" in verdict["failed"] and "links_up" in link["reason"]
     rows = {r["port"]: r for r in json.loads(rd.point("rain-f0.4-r1").links.read_text())["ports"]}
     assert rows[port]["link_down_events"] == 1 and rows[port]["hosts"] == ["worker0"]
     assert all(r["link_down_events"] == 0 for p, r in rows.items() if p != port)
