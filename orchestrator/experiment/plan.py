@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+import math
+from dataclasses import asdict, dataclass, field, replace
 
 from ..errors import Problem
 from .spec import Spec, SpecError, capacity_krps, fmt_load
@@ -53,6 +54,7 @@ class Point:
     handler: str  # spin | sleep
     worker_threads: int
     params: dict = field(default_factory=dict)
+    phase_at_s: tuple[float, ...] = ()  # when each workload phase starts, testbed seconds from the warm-up's start
 
     @property
     def curve(self) -> str:
@@ -84,32 +86,68 @@ def plan(spec: Spec, shape: TestbedShape, *, k: float | None = None) -> list[Poi
         tag = "f"
     _check_runnable(spec, shape, k, d.measure_s, max(x for x, _ in loads))
     points: list[Point] = []
+    at = tuple(spec.phase_times(shape.emulated))
     for rep in range(1, spec.repetitions + 1):
         for system in spec.systems:
             for variant, vlabel, rain, baseline in spec.variant_params():
                 for krps, frac in loads:
                     label = fmt_load(krps) if tag == "k" else fmt_load(frac)
                     name = f"{system}.{variant}" if variant else system
-                    points.append(
-                        Point(
-                            id=f"{name}-{tag}{label}-r{rep}",
-                            index=len(points),
-                            system=system,
-                            variant=variant,
-                            variant_label=vlabel,
-                            repetition=rep,
-                            load_krps=round(krps, 6),
-                            capacity_fraction=round(frac, 6),
-                            offered_rps=round(krps * 1000.0 / k, 3),
-                            dilation=k,
-                            warmup_s=d.warmup_s,
-                            measure_s=d.measure_s,
-                            handler=handler,
-                            worker_threads=threads,
-                            params=(rain if system == "rain" else baseline).model_dump(),
-                        )
+                    point = Point(
+                        id=f"{name}-{tag}{label}-r{rep}",
+                        index=len(points),
+                        system=system,
+                        variant=variant,
+                        variant_label=vlabel,
+                        repetition=rep,
+                        load_krps=round(krps, 6),
+                        capacity_fraction=round(frac, 6),
+                        offered_rps=round(krps * 1000.0 / k, 3),
+                        dilation=k,
+                        warmup_s=d.warmup_s,
+                        measure_s=d.measure_s,
+                        handler=handler,
+                        worker_threads=threads,
+                        params=(rain if system == "rain" else baseline).model_dump(),
+                        phase_at_s=at,
                     )
+                    if at:  # what the clients send: the phases' mean rate over the window
+                        mean = window_mean_rps(phase_schedule(spec, point), d.warmup_s, d.measure_s)
+                        point = replace(point, offered_rps=round(mean / k, 3))
+                    points.append(point)
     return points
+
+
+def window_mean_rps(pieces: list[tuple[float, float, tuple[str, ...]]], warmup_s: float, measure_s: float) -> float:
+    """The mean paper rate of a phase schedule over the measurement window (testbed
+    seconds warmup_s .. warmup_s + measure_s), as rain-client computes its offered rate."""
+    a, b = warmup_s, warmup_s + measure_s
+    n = 0.0
+    for i, (t, rate, _) in enumerate(pieces):
+        end = pieces[i + 1][0] if i + 1 < len(pieces) else math.inf
+        lo, hi = max(a, t), min(b, end)
+        if hi > lo:
+            n += (hi - lo) * rate
+    return n / (b - a)
+
+
+def phase_schedule(spec: Spec, point: Point) -> list[tuple[float, float, tuple[str, ...]]]:
+    """A time-varying workload's pieces for `point`: (start in testbed seconds from the
+    warm-up's start, total rate in paper requests/s, the classes it draws). A phase's
+    load is its capacity_fraction (times the point's) of the capacity of all the
+    point's workers, for the mean service time of its own classes."""
+    wl = spec.workload
+    if not wl.phases:
+        return []
+    frac = point.capacity_fraction if point.capacity_fraction is not None else 1.0
+    at = point.phase_at_s or tuple(ph.at_s for ph in wl.phases)
+    out = []
+    for ph, t in zip(wl.phases, at):
+        names = tuple(ph.classes or [c.name for c in wl.classes])
+        cls = [c for c in wl.classes if c.name in names]
+        mean_us = sum(c.weight * c.service.mean_us for c in cls) / sum(c.weight for c in cls)
+        out.append((t, frac * ph.capacity_fraction * point.worker_threads / mean_us * 1e6, names))
+    return out
 
 
 def _check_runnable(spec: Spec, shape: TestbedShape, k: float, measure_s: float, top_krps: float) -> None:

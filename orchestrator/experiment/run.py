@@ -36,7 +36,7 @@ from ..simulate.policies import BASELINE_QUEUE
 from ..testbed.cpu import cores, mark, steal_s, used_s
 from . import layout, outcome, segments
 from .layout import PointDir, RunDir
-from .plan import Point, TestbedShape, plan, worker_slices
+from .plan import Point, TestbedShape, phase_schedule, plan, worker_slices
 from .retry import DEFAULT_BUDGET_S, Backoff, Waiter, testbed_answers
 from .spec import Spec
 from .spec import load as load_spec
@@ -46,12 +46,11 @@ if TYPE_CHECKING:
     from .validity import Verdict
 
 REPO = Path(__file__).resolve().parents[2]
-SUPPORTED = {"adaptive", "baselines"}
+SUPPORTED = {"adaptive", "baselines", "time_varying"}
 NOT_YET = {
     "baselines": "the baseline switch programs (R2P2-SW, RackSched-SW, Draconis-SW, Pallas-SW) are not built yet; "
     "run with systems: [rain]",
     "rocksdb": "the RocksDB worker handler is not built yet; key-count workloads cannot run",
-    "time_varying": "phases that change the request classes mid-run are not supported by rain-client yet",
 }
 REMOTE_PYTHON = "python3"  # the host's own Python runs the agents (standard library only)
 # What each system's workers do (rain-worker --mode): tokens, reports of their depth,
@@ -655,6 +654,10 @@ class Runner:
         ]
         rate = p.offered_rps / n_clients
         trace = rate * (p.warmup_s + p.measure_s) <= 2_000_000
+        # A time-varying workload: each phase's rate (dilated, this client's share) and classes.
+        schedule = ",".join(
+            f"{at:g}:{rps / k / n_clients:.3f}:{'+'.join(names)}" for at, rps, names in phase_schedule(spec, p)
+        )
 
         def start_client(name: str) -> Background:
             h = inv.host(name)
@@ -678,6 +681,9 @@ class Runner:
                 "idle": _idle(inv, k, mean_service_ns),
                 "wait_start": True,
             }
+            if schedule:
+                del c["rate"]
+                c["schedule"] = schedule
             if large and large[0].large_fraction > 0:
                 c["large_fraction"], c["large_bytes"] = large[0].large_fraction, large[0].large_bytes
             cfg = {

@@ -17,7 +17,8 @@ NaN and infinity are refused everywhere. In paper time:
     loads: capacity_fraction            0 < x <= 1.5      past 1.5 is only overload
     warmup_s                             0 .. 3,600
     measure_s, measure_max_s, segment_s 0.1 .. 3,600
-    phases: at_s                         0 .. 3,600
+    phases: at_s                         0 .. 3,600     (seconds of the testbed's clock, as warmup_s;
+                                                        emulated.phases_at_s overrides them there)
     weights                             0 < x <= 1,000,000
     dilation                             1 .. 10,000, or auto (emulated: chosen by the calibration)
     payload bytes                        8 .. 1,400        one packet (large_bytes from 32)
@@ -218,7 +219,10 @@ class RequestClass(Strict):
 class Phase(Strict):
     """A piece of a time-varying workload (paper 5.3.2): from `at_s` on, this load."""
 
-    at_s: Seconds
+    at_s: Seconds = Field(
+        description="seconds from the start of the warm-up, on the clock of warmup_s and measure_s "
+        "(emulated.phases_at_s replaces them on the emulated testbed)"
+    )
     capacity_fraction: Fraction = Field(description="load, as a fraction of the capacity for this phase's classes")
     classes: list[str] | None = Field(None, description="which classes run in this phase (default: all)")
 
@@ -344,6 +348,12 @@ class Durations(Strict):
     measure_s: MeasureSeconds
     measure_max_s: MeasureSeconds | None = Field(None, description=_MEASURE_MAX)
     segment_s: MeasureSeconds | None = Field(None, description=_SEGMENT)
+    phases_at_s: list[Seconds] | None = Field(
+        None,
+        description="when each of workload.phases starts on this testbed, in its own seconds from the start of "
+        "the warm-up (an emulated testbed runs k times slower: give it phases long enough for several control "
+        "intervals); none: the phases' own at_s",
+    )
 
     @model_validator(mode="after")
     def _max(self) -> Durations:
@@ -501,6 +511,37 @@ class Spec(Strict):
             )
             for v in self.variants
         ]
+
+    @model_validator(mode="after")
+    def _phase_times(self) -> Spec:
+        at = self.emulated.phases_at_s if self.emulated is not None else None
+        if at is None:
+            return self
+        n = len(self.workload.phases or [])
+        if len(at) != n:
+            raise bad(
+                f"emulated.phases_at_s has {len(at)} times for {n} workload phase(s)",
+                "give one start time per phase, or leave emulated.phases_at_s out",
+            )
+        if at[0] != 0 or any(b <= a for a, b in zip(at, at[1:])):
+            raise bad("emulated.phases_at_s must start at 0 and increase", "sort the times, the first one 0")
+        end = self.emulated.warmup_s + self.emulated.measure_s
+        if at[-1] >= end:
+            raise bad(
+                f"emulated.phases_at_s: the last phase starts at {at[-1]:g} s, after the run ends ({end:g} s)",
+                "start every phase before emulated.warmup_s + emulated.measure_s",
+            )
+        return self
+
+    def phase_times(self, emulated: bool) -> list[float]:
+        """When each workload phase starts, in the testbed's seconds from the start of the
+        warm-up (the emulated section's phases_at_s there, else each phase's at_s)."""
+        if not self.workload.phases:
+            return []
+        d = self.durations(emulated)
+        if d.phases_at_s is not None:
+            return list(d.phases_at_s)
+        return [p.at_s for p in self.workload.phases]
 
     def durations(self, emulated: bool) -> Durations:
         if emulated and self.emulated is not None:

@@ -197,7 +197,7 @@ def build(
     queue capacity, Q_max and the clients' timeout as run.py computes them for a
     testbed). `dilation`: the k of the testbed a measured point ran on (the point itself
     is in paper time), for what the testbed sets in its own time: the timeout."""
-    from ..experiment.plan import worker_slices
+    from ..experiment.plan import phase_schedule, worker_slices
     from .policies import BASELINE_QUEUE
 
     threads = point.worker_threads
@@ -221,16 +221,11 @@ def build(
     warmup_ns = round(point.warmup_s / k * 1e9)
     measure_ns = round(point.measure_s / k * 1e9)
     names = [c.name for c in spec.workload.classes]
-    if spec.workload.phases:
-        frac = point.capacity_fraction if point.capacity_fraction is not None else 1.0
-        phases = []
-        for ph in spec.workload.phases:
-            idx = tuple(names.index(n) for n in ph.classes) if ph.classes else tuple(range(len(classes)))
-            w = sum(classes[i].weight for i in idx)
-            mean_ns = sum(classes[i].weight * classes[i].service.mean_ns for i in idx) / w
-            rate = frac * ph.capacity_fraction * threads / mean_ns * 1e9
-            phases.append(PhaseModel(round(ph.at_s * 1e9), rate, idx))
-        phases = tuple(phases)
+    if spec.workload.phases:  # the phases start on the testbed's clock: its seconds / k in paper time
+        phases = tuple(
+            PhaseModel(round(at / k * 1e9), rate, tuple(names.index(n) for n in cls))
+            for at, rate, cls in phase_schedule(spec, point)
+        )
     else:
         phases = (PhaseModel(0, point.load_krps * 1000.0, tuple(range(len(classes)))),)
     rain = point.system == "rain"

@@ -149,8 +149,11 @@ def service_arg(svc) -> tuple[str, float]:
 
 
 def schedule(sp) -> list[list[float]]:
-    """[[t_s from the start (warm-up included), requests/s], ...], as rain-client's."""
-    return [[round(ph.at_ns / 1e9, 6), round(float(ph.rate_rps), 6)] for ph in sp.phases]
+    """[[t_s from the start (warm-up included), requests/s, [class names]], ...], as rain-client's."""
+    return [
+        [round(ph.at_ns / 1e9, 6), round(float(ph.rate_rps), 6), [sp.classes[i].name for i in sorted(ph.classes)]]
+        for ph in sp.phases
+    ]
 
 
 def window_rate(sp) -> float:

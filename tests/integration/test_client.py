@@ -371,6 +371,42 @@ def test_schedule_changes_rate(pair, tmp_path):
     )
 
 
+def test_schedule_pieces_draw_their_own_classes(pair, tmp_path):
+    """A time-varying workload (paper 5.3.2): each piece of --schedule draws only the
+    classes it names, by their --class weights; the summary records which."""
+    s, peer = run(
+        pair,
+        tmp_path,
+        [
+            "--warmup",
+            "0",
+            "--duration",
+            "2",
+            "--schedule",
+            "0:1000:short,1:1000:long+mid",
+            "--class",
+            "short:1:1:const:10000:8",
+            "--class",
+            "mid:1:2:const:20000:8",
+            "--class",
+            "long:3:3:const:100000:8",
+            "--trace",
+            str(tmp_path / "trace.csv"),
+        ],
+    )
+    assert s["schedule"] == [[0.0, 1000.0, ["short"]], [1.0, 1000.0, ["mid", "long"]]]
+    rows = trace_rows(tmp_path / "trace.csv")
+    t0 = min(r["intended_ns"] for r in rows)
+    first = {r["class"] for r in rows if r["intended_ns"] - t0 < 0.99e9}
+    second = [r["class"] for r in rows if r["intended_ns"] - t0 > 1.01e9]
+    assert first == {"short"}
+    assert set(second) == {"mid", "long"}
+    n = np.array([second.count("mid"), second.count("long")])
+    assert stats.chisquare(n, n.sum() * np.array([1, 3]) / 4).pvalue > 1e-3, n
+    types = {t.hdr.task_type for t in peer.tasks}
+    assert types == {1, 2, 3}
+
+
 # --- latency histograms ------------------------------------------------------------------
 
 
@@ -726,6 +762,14 @@ def test_hdr_clamps_values_above_the_range(client_bin, tmp_path):
         (
             ["--src-ip", "1.2.3.4", "--dst-mac", "02:00:00:00:00:01", "--dst-ip", "1.1.1.1", "--schedule", "1:100"],
             "starts at 0",
+        ),
+        (
+            ["--src-ip", "1.2.3.4", "--dst-mac", "02:00:00:00:00:01", "--dst-ip", "1.1.1.1", "--schedule", "0:100:nope"],
+            "names class 'nope'",
+        ),
+        (
+            ["--src-ip", "1.2.3.4", "--dst-mac", "02:00:00:00:00:01", "--dst-ip", "1.1.1.1", "--schedule", "0:100:"],
+            "give its classes",
         ),
     ],
 )

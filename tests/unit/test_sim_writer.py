@@ -187,7 +187,8 @@ def test_the_point_folder_holds_exactly_the_requests_of_the_window(tmp_path):
     assert cube.interval("get", 0.03).total == third.sum()
     s = json.loads((pd.client("client0") / layout.CLIENT_SUMMARY).read_text())
     assert s["tool"] == "rainmaker simulate" and s["dilation"] == 1 and s["seed"] == 1234 and s["partial"] is False
-    assert s["schedule"] == [[0.0, round(r.point.phases[0].rate_rps, 6)]]
+    names = [c.name for c in r.point.classes]
+    assert s["schedule"] == [[0.0, round(r.point.phases[0].rate_rps, 6), names]]
     assert verdict.valid, verdict.to_dict()
 
 

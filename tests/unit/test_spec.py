@@ -92,6 +92,24 @@ CASES = [
         "1400",
     ),
     (
+        "phase-times-count",
+        lambda d: (
+            d["workload"].update(phases=[{"at_s": 0, "capacity_fraction": 0.1}, {"at_s": 1, "capacity_fraction": 0.5}]),
+            d["emulated"].update(phases_at_s=[0]),
+        ),
+        "",
+        "1 times for 2 workload phase(s)",
+    ),
+    (
+        "phase-times-past-end",
+        lambda d: (
+            d["workload"].update(phases=[{"at_s": 0, "capacity_fraction": 0.1}, {"at_s": 1, "capacity_fraction": 0.5}]),
+            d["emulated"].update(phases_at_s=[0, 9]),
+        ),
+        "",
+        "after the run ends",
+    ),
+    (
         "phase-unknown-class",
         lambda d: d["workload"].update(phases=[{"at_s": 0, "capacity_fraction": 0.1, "classes": ["nope"]}]),
         "workload",
@@ -305,3 +323,29 @@ def test_a_runs_sized_windows_are_applied_again_on_resume(tmp_path):
     out = with_windows(pts, manifest)
     assert [p.measure_s for p in out] == [2, 37.0, 2, 2]
     assert out[1].digest != pts[1].digest and with_windows(pts, {}) == pts
+
+
+def test_phases_follow_the_testbed_clock(tmp_path):
+    """A phase starts at its at_s on the testbed's clock, or at emulated.phases_at_s on the
+    emulated testbed; the clients' offered rate is the phases' mean over the window."""
+    d = base()
+    d["workload"]["classes"].append({"name": "big", "service": {"dist": "constant", "us": 30}})
+    d["workload"]["phases"] = [
+        {"at_s": 0, "capacity_fraction": 0.1, "classes": ["task"]},
+        {"at_s": 3, "capacity_fraction": 0.5, "classes": ["big"]},
+    ]
+    d["load"] = {"capacity_fraction": [1.0]}
+    d["warmup_s"], d["measure_s"] = 1, 5
+    d["emulated"] = {"warmup_s": 0, "measure_s": 20, "phases_at_s": [0, 10]}
+    d["dilation"] = {"emulated": 100}
+    spec = load(write(tmp_path, d))
+    hw = plan(spec, TestbedShape(worker_hosts=1, client_hosts=1, emulated=False))[0]
+    em = plan(spec, TestbedShape(worker_hosts=1, client_hosts=1, emulated=True))[0]
+    assert hw.phase_at_s == (0, 3) and em.phase_at_s == (0, 10)
+    from orchestrator.experiment.plan import phase_schedule
+
+    # 4 threads: 10% of 4 / 10 us, then 50% of 4 / 30 us (paper requests/s)
+    assert phase_schedule(spec, em) == [(0, pytest.approx(40_000), ("task",)), (10, pytest.approx(66_666.67), ("big",))]
+    # hardware: window 1..6 s = 2 s of phase 1, 3 s of phase 2
+    assert hw.offered_rps == pytest.approx((2 * 40_000 + 3 * 200_000 / 3) / 5, rel=1e-6)
+    assert em.offered_rps == pytest.approx((10 * 40_000 + 10 * 200_000 / 3) / 20 / 100, rel=1e-6)

@@ -28,8 +28,10 @@ void rc_usage(FILE *f, const char *prog)
 "\n"
 "When (the total rate is split evenly over the lcores):\n"
 "  --rate RPS               a fixed rate, or\n"
-"  --schedule T:RPS,...     piecewise: from T seconds after start, RPS; T starts at 0,\n"
-"                           e.g. \"0:1000,2.5:3000,4:1000\" (start = beginning of warm-up)\n"
+"  --schedule T:RPS[:C+C],...  piecewise: from T seconds after start, RPS; T starts at 0,\n"
+"                           e.g. \"0:1000,2.5:3000,4:1000\" (start = beginning of warm-up);\n"
+"                           C+C: only these --class names in that piece, by their\n"
+"                           weights (default: all), e.g. \"0:1000:short,1:1000:long\"\n"
 "  --arrival poisson|constant   inter-arrival times (default poisson)\n"
 "  --warmup S               seconds before measuring (default 1)\n"
 "  --duration S             seconds measured (default 10); then a drain of up to the\n"
@@ -125,6 +127,34 @@ static int parse_u64(const char *opt, const char *s, uint64_t lo, uint64_t hi, u
 	return 0;
 }
 
+/* Each schedule piece's classes, by name, once every --class is known: a bit mask over
+ * cfg->cls (all of them when the piece names none). */
+static int resolve_pieces(struct rc_config *cfg)
+{
+	for (unsigned i = 0; i < cfg->nseg; i++) {
+		struct rc_segment *g = &cfg->seg[i];
+		char buf[sizeof(g->cls_names)];
+		g->cls_mask = 0;
+		if (g->cls_names[0] == '\0') {
+			g->cls_mask = cfg->ncls >= 32 ? UINT32_MAX : (1u << cfg->ncls) - 1;
+			continue;
+		}
+		strcpy(buf, g->cls_names);
+		for (char *save = NULL, *n = strtok_r(buf, "+", &save); n; n = strtok_r(NULL, "+", &save)) {
+			unsigned c = 0;
+			while (c < cfg->ncls && strcmp(cfg->cls[c].name, n) != 0)
+				c++;
+			if (c == cfg->ncls)
+				return fail("--schedule: the piece at %g s names class '%s', which no --class defines",
+					    g->t_s, n);
+			g->cls_mask |= 1u << c;
+		}
+		if (g->cls_mask == 0)
+			return fail("--schedule: the piece at %g s names no class", g->t_s);
+	}
+	return 0;
+}
+
 static int parse_schedule(const char *s, struct rc_config *cfg)
 {
 	char buf[1024];
@@ -135,11 +165,19 @@ static int parse_schedule(const char *s, struct rc_config *cfg)
 	for (char *save = NULL, *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
 		char *colon = strchr(item, ':');
 		if (colon == NULL)
-			return fail("--schedule: '%s' is not T:RPS", item);
+			return fail("--schedule: '%s' is not T:RPS[:CLASS+CLASS...]", item);
 		*colon = '\0';
 		if (cfg->nseg == RC_MAX_SEGMENTS)
 			return fail("--schedule: at most %d pieces", RC_MAX_SEGMENTS);
 		struct rc_segment *g = &cfg->seg[cfg->nseg];
+		char *names = strchr(colon + 1, ':');
+		g->cls_names[0] = '\0';
+		if (names != NULL) {
+			*names++ = '\0';
+			if (*names == '\0' || strlen(names) >= sizeof(g->cls_names))
+				return fail("--schedule: piece at %s s: give its classes as NAME+NAME...", item);
+			strcpy(g->cls_names, names);
+		}
 		if (parse_double("--schedule time", item, 0, 1e6, &g->t_s) ||
 		    parse_double("--schedule rate", colon + 1, 0, 1e9, &g->rps))
 			return 2;
@@ -370,5 +408,5 @@ int rc_parse_args(int argc, char **argv, struct rc_config *cfg)
 		if (parse_class(def, cfg) != 0)
 			return 2;
 	}
-	return 0;
+	return resolve_pieces(cfg);
 }

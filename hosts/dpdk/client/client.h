@@ -40,10 +40,14 @@ struct rc_class {
 	uint32_t payload;        /* 8: inline; else bytes of a large task (slot header included) */
 };
 
-/* A piece of the rate schedule: from `t_s` seconds after start, `rps` in total. */
+/* A piece of the rate schedule: from `t_s` seconds after start, `rps` in total, drawn
+ * from the classes in `cls_mask` (bit c = class c; all of them when the piece names
+ * none) with their --class weights. */
 struct rc_segment {
 	double t_s;
 	double rps;
+	uint32_t cls_mask;
+	char cls_names[RC_MAX_CLASSES * RC_NAME_LEN]; /* as given, resolved once every --class is read */
 };
 
 struct rc_config {
@@ -217,7 +221,7 @@ struct rc_shared {
 	uint64_t t0, tw, te, tdrain;   /* start, window start, window end, drain deadline (TSC) */
 	uint64_t timeout_tsc;
 	unsigned nint;                 /* intervals in the window */
-	double cls_cdf[RC_MAX_CLASSES];
+	double cls_cdf[RC_MAX_SEGMENTS][RC_MAX_CLASSES]; /* per schedule piece */
 	struct rc_lcore *lc[RC_MAX_LCORES];
 	unsigned nfinished;            /* lcores done with their own requests (atomic) */
 	volatile int quit;

@@ -215,14 +215,17 @@ static inline void schedule_next(struct rc_lcore *lc)
 	}
 }
 
+/* The class of the arrival just drawn, by the weights of its schedule piece (a class
+ * the piece leaves out has a zero-width step in the CDF and is never picked). */
 static inline unsigned pick_class(struct rc_lcore *lc)
 {
 	unsigned n = rc.cfg->ncls;
 	if (n == 1)
 		return 0;
-	double u = rng_unit(&lc->rng) * rc.cls_cdf[n - 1];
+	const double *cdf = rc.cls_cdf[lc->seg];
+	double u = rng_unit(&lc->rng) * cdf[n - 1];
 	for (unsigned c = 0; c < n - 1; c++)
-		if (u <= rc.cls_cdf[c])
+		if (u <= cdf[c] && cdf[c] > (c ? cdf[c - 1] : 0))
 			return c;
 	return n - 1;
 }

@@ -155,9 +155,11 @@ int main(int argc, char **argv)
 	rc.nint = (unsigned)ceil(cfg.duration_s - 1e-9);
 	if (rc.nint == 0)
 		rc.nint = 1;
-	double cum = 0;
-	for (unsigned c = 0; c < cfg.ncls; c++)
-		rc.cls_cdf[c] = (cum += cfg.cls[c].weight);
+	for (unsigned s = 0; s < cfg.nseg; s++) {
+		double cum = 0;
+		for (unsigned c = 0; c < cfg.ncls; c++)
+			rc.cls_cdf[s][c] = (cum += (cfg.seg[s].cls_mask >> c & 1) ? cfg.cls[c].weight : 0);
+	}
 
 	static const struct rte_mbuf_dynfield tsc_field = {
 		.name = "rain_client_rx_tsc", .size = sizeof(uint64_t), .align = __alignof__(uint64_t),

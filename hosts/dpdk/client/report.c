@@ -246,8 +246,15 @@ int rc_write_results(const struct rc_config *cfg, bool partial, uint64_t start_u
 	fprintf(f, "  \"client_host\": %u, \"lcores\": %u, \"driver\": \"%s\", \"src_ip\": \"%s\", "
 		"\"dst_ip\": \"%s\", \"dst_mac\": \"%s\",\n", cfg->client_host, rc.nlcores, driver, sip, dip, dmac);
 	fprintf(f, "  \"arrival\": \"%s\", \"schedule\": [", cfg->arrival->name);
-	for (unsigned s = 0; s < cfg->nseg; s++)
-		fprintf(f, "%s[%.6f, %.6f]", s ? ", " : "", cfg->seg[s].t_s, cfg->seg[s].rps);
+	for (unsigned s = 0; s < cfg->nseg; s++) {
+		fprintf(f, "%s[%.6f, %.6f, [", s ? ", " : "", cfg->seg[s].t_s, cfg->seg[s].rps);
+		for (unsigned c = 0, first = 1; c < cfg->ncls; c++)
+			if (cfg->seg[s].cls_mask >> c & 1) {
+				fprintf(f, "%s\"%s\"", first ? "" : ", ", cfg->cls[c].name);
+				first = 0;
+			}
+		fprintf(f, "]]");
+	}
 	fprintf(f, "],\n  \"dilation\": %.6g, \"warmup_s\": %.6f, \"duration_s\": %.6f, \"timeout_us\": %llu, "
 		"\"resubmit\": %s, \"max_outstanding\": %u, \"large_fraction\": %.6f, \"large_bytes\": %u, "
 		"\"seed\": %llu, \"tx_only\": %s,\n",
