@@ -1,7 +1,14 @@
-"""Adaptive scheduling, Algorithm 1 of the Rain paper (section 3.3), over the workers
-an agent manages. Pure logic: fed with each worker's samples and idleness for one
-control interval, it returns the new token quotas and slices. The worker agent reads
-the samples from the control block and writes the decisions back to it.
+"""Adaptive scheduling, Algorithm 1 of the Rain paper (section 3.3). Pure logic, in two
+halves:
+
+- `decide` (lines 7-31), run by each worker agent over its own workers once per control
+  interval: from each worker's samples and idleness, new token quotas, and each slice's
+  overload count O_s, idleness I_s and members, which it reports;
+- `rebalance` (lines 32-37), run by the coordinator over every agent's report of the
+  same interval: slices labelled from the summed O_s and I_s, then greedy moves of the
+  least-provisioned worker of the idlest underloaded slice into the most overloaded
+  one (quota 1). The orchestrator carries a move out on the switch and the worker
+  (orchestrator/experiment/coordinator.py); the simulated testbed applies it at once.
 
 Per sample (one finished task): slowdown (L_w + L_sw + T_w) / T_w, the worker-side
 share of queuing L_w / (L_w + L_sw), and the switch queue length Q_sw seen at dispatch.
@@ -44,8 +51,9 @@ def _p99(values: list[float]) -> float:
 
 
 def decide(workers: list[WorkerState], p: Params) -> tuple[list[Decision], dict]:
-    """One control interval of Algorithm 1 (lines 7-37). Returns the decisions for the
-    workers whose quota or slice changed, and per-slice labels for the log."""
+    """One agent's control interval of Algorithm 1 (lines 7-31). Returns the decisions
+    for the workers whose quota changed, and the agent's report: per-slice labels (from
+    its own workers), overload counts, idleness sums and members {wid: quota}."""
     by_slice: dict[int, list[WorkerState]] = {}
     for w in workers:
         by_slice.setdefault(w.slice, []).append(w)
@@ -85,25 +93,72 @@ def decide(workers: list[WorkerState], p: Params) -> tuple[list[Decision], dict]
         elif i_s > 1:
             labels[s] = "underloaded"
         over[s], idle[s] = o_s, i_s
-    s_o = {s for s, lab in labels.items() if lab == "overloaded"}
-    s_u = {s for s, lab in labels.items() if lab == "underloaded"}
-    while s_o and s_u:
-        so = max(s_o, key=lambda s: over[s])
-        su = max(s_u, key=lambda s: idle[s])
-        donors = [w for w in by_slice[su] if slice_of[w.wid] == su]
-        if len(donors) > 1:  # never empty a slice
-            w_star = min(donors, key=lambda w: quota[w.wid])
-            slice_of[w_star.wid] = so
-            quota[w_star.wid] = 1
-            why[w_star.wid] = f"moved from underloaded slice {su} to overloaded slice {so}, quota 1"
-        s_o.discard(so)
-        s_u.discard(su)
     out = [
         Decision(w.wid, quota[w.wid], slice_of[w.wid], why[w.wid])
         for w in workers
         if quota[w.wid] != w.quota or slice_of[w.wid] != w.slice
     ]
-    return out, {"labels": labels, "overload": over, "idleness": idle}
+    members = {s: {w.wid: quota[w.wid] for w in ms} for s, ms in by_slice.items()}
+    return out, {"labels": labels, "overload": over, "idleness": idle, "members": members}
+
+
+def label(overload: int, idleness: float) -> str | None:
+    """A slice's state from its overload count and total idleness (lines 24-31): both
+    signals at once is intra-slice imbalance (the agents equalise), not a label."""
+    if overload > 0 and idleness <= 1:
+        return "overloaded"
+    if overload == 0 and idleness > 1:
+        return "underloaded"
+    return None
+
+
+@dataclass
+class Move:
+    worker: int  # global worker id
+    src: int
+    dst: int
+    why: str
+
+
+def rebalance(reports: list[dict]) -> tuple[list[Move], dict]:
+    """Lines 32-37 over every agent's report of one control interval (`decide`'s second
+    value, with members keyed by global worker id): O_s and I_s summed over the agents,
+    slices labelled, then greedily the most overloaded slice takes the least-provisioned
+    worker of the idlest underloaded one, which never gives its last worker. Returns
+    the moves and the summed view for the log."""
+    over: dict[int, int] = {}
+    idle: dict[int, float] = {}
+    members: dict[int, dict[int, int]] = {}
+    for r in reports:
+        for s, v in r.get("overload", {}).items():
+            over[int(s)] = over.get(int(s), 0) + int(v)
+        for s, v in r.get("idleness", {}).items():
+            idle[int(s)] = idle.get(int(s), 0.0) + float(v)
+        for s, ms in r.get("members", {}).items():
+            members.setdefault(int(s), {}).update({int(w): int(q) for w, q in ms.items()})
+    labels = {s: lab for s in members if (lab := label(over.get(s, 0), idle.get(s, 0.0)))}
+    s_o = {s for s, lab in labels.items() if lab == "overloaded"}
+    s_u = {s for s, lab in labels.items() if lab == "underloaded"}
+    moves: list[Move] = []
+    while s_o and s_u:
+        so = max(sorted(s_o), key=lambda s: over.get(s, 0))
+        su = max(sorted(s_u), key=lambda s: idle.get(s, 0.0))
+        donors = members[su]
+        if len(donors) > 1:  # never empty a slice
+            w_star = min(sorted(donors), key=lambda w: donors[w])
+            moves.append(
+                Move(
+                    w_star,
+                    su,
+                    so,
+                    f"slice {so} overloaded (O={over.get(so, 0)}), slice {su} idle (I={idle.get(su, 0.0):.2f}): "
+                    f"worker {w_star} (quota {donors[w_star]}) moves, quota 1",
+                )
+            )
+        s_o.discard(so)
+        s_u.discard(su)
+    view = {"labels": labels, "overload": over, "idleness": {s: round(v, 4) for s, v in idle.items()}}
+    return moves, view
 
 
 class Controller:
@@ -112,11 +167,12 @@ class Controller:
     (hosts/agent/worker.py) and the simulated testbed (orchestrator/simulate) both drive
     this class, so a simulation makes the decisions a testbed would for the same samples."""
 
-    def __init__(self, params: Params, n_workers: int, busy_ns: list[int]):
+    def __init__(self, params: Params, n_workers: int, busy_ns: list[int], base: int = 0):
         if len(busy_ns) != n_workers:
             raise ValueError(f"busy_ns has {len(busy_ns)} entries for {n_workers} workers")
         self.params = params
         self.n = n_workers
+        self.base = base  # global id of this agent's worker 0: its report names global ids
         self._busy = list(busy_ns)
         self._pending: list[list[tuple[int, int, int, int]]] = [[] for _ in range(n_workers)]
         self.lost = 0  # samples overwritten before they were read, since the start
@@ -131,13 +187,15 @@ class Controller:
         """Decide over the samples gathered since the last step. `elapsed_ns` is the
         interval's length, `busy_ns` each worker's busy-time counter now (idleness is the
         share of the interval it was not busy). Returns the decisions and the record
-        decisions.jsonl keeps (the caller adds the quotas once it has applied them)."""
+        decisions.jsonl keeps, which is also this agent's report to the coordinator
+        (`rebalance`; the caller adds the quotas once it has applied them)."""
         states = []
         for i in range(self.n):
             idleness = max(0.0, 1.0 - (busy_ns[i] - self._busy[i]) / elapsed_ns) if elapsed_ns > 0 else 0.0
             self._busy[i] = busy_ns[i]
             states.append(WorkerState(i, quotas[i], slices[i], self._pending[i], idleness))
         changes, info = decide(states, self.params)
+        info["members"] = {s: {self.base + w: q for w, q in ms.items()} for s, ms in info["members"].items()}
         record = {
             "t": round(t_s, 4),
             "changes": [d.__dict__ for d in changes],

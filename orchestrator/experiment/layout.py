@@ -17,6 +17,8 @@
                                                             run.py      -> analysis, plots
         switch/links.json      what each port's link did during the load
                                                             run.py      -> validity (links_up)
+        coordinator.jsonl   adaptive points: Algorithm 1's slice moves, each with its inputs
+                            and how it was carried out       coordinator.py -> plots, report
         clients/<host>/     the client host's output folder, collected over SFTP (CLIENT_FILES)
         workers/<host>/     the worker host's output folder, collected over SFTP (WORKER_FILES)
         model/              the same point simulated in paper time: a simulated point's files
@@ -68,6 +70,7 @@ VALIDITY = "validity.json"
 SWITCH = "switch"
 SNAPSHOT = "snapshot.json"
 SWITCH_QUEUE = "queue.jsonl"
+COORDINATOR = "coordinator.jsonl"  # adaptive points: Algorithm 1's slice moves (coordinator.py)
 LINKS = "links.json"
 CLIENTS = "clients"
 WORKERS = "workers"
@@ -258,7 +261,21 @@ class PointDir:
         tmp.replace(self.switch_queue)
         return self.switch_queue
 
+    def write_coordinator(self, rows: list[dict]) -> Path:
+        """coordinator.jsonl: per control interval the coordinator acted on, the summed
+        slice view and its moves, each with how it was carried out."""
+        path = self.path / COORDINATOR
+        tmp = path.with_name(f".{COORDINATOR}.tmp")
+        tmp.write_text("".join(json.dumps(r, default=str) + "\n" for r in rows))
+        tmp.replace(path)
+        return path
+
     # -- readers -------------------------------------------------------------------------
+    def read_coordinator(self) -> list[dict]:
+        """The coordinator's rows: {"t", "labels", "overload", "idleness", "moves": [{worker,
+        src, dst, why, ...}]}; empty for a point that does not adapt."""
+        return [r for r in read_jsonl(self.path / COORDINATOR) if isinstance(r.get("moves", []), list)]
+
     def read_point(self) -> dict | None:
         p = read_json(self.point_file)
         return p if isinstance(p, dict) else None

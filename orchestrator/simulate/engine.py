@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hosts.agent.adaptive import Controller, Params
+from hosts.agent.adaptive import Controller, Params, rebalance
 
 from ..errors import RainmakerError
 from .model import SERVICE_KINDS, SimPoint
@@ -471,9 +471,10 @@ def run(sp: SimPoint, controllers: list[Controller] | None = None) -> SimResult:
             )
         if controllers is None:
             busy0 = [0] * T
-            controllers = [Controller(_params(sp.adaptive), T, busy0) for _ in range(H)]
+            controllers = [Controller(_params(sp.adaptive), T, busy0, base=h * T) for h in range(H)]
         t = interval
         while not sim.run_until(t):
+            reports = []
             for h, ctl in enumerate(controllers):
                 ids = range(h * T, (h + 1) * T)
                 for i, w in enumerate(ids):
@@ -492,6 +493,16 @@ def run(sp: SimPoint, controllers: list[Controller] | None = None) -> SimResult:
                 record["quotas"] = [int(sim.worker(w).quota) for w in ids]
                 record["host"] = h
                 decisions.append(record)
+                reports.append(record)
+            # the coordinator over every host's report (a move is instant here; on a
+            # testbed the orchestrator drains the worker first: coordinator.py)
+            moves, view = rebalance(reports)
+            for m in moves:
+                sim.set_worker(m.worker, 1, m.dst)
+            if moves or view["labels"]:
+                decisions.append(
+                    {"t": round(t / 1e9, 4), "coordinator": True, "moves": [m.__dict__ for m in moves], **view}
+                )
             t += interval
         return sim.result(decisions)
     finally:

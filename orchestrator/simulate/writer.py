@@ -304,7 +304,11 @@ def render(result: SimResult, point: dict, *, wall_s: float | None = None) -> di
             row = {"t": round(float(t_s), 6), "workers": [_worker_row(w) for w in ws[h * t : (h + 1) * t]]}
             per_host[h].append(json.dumps(row))
     decisions: list[list[str]] = [[] for _ in range(sp.worker_hosts)]
+    coordinator = []
     for rec in r.decisions or []:
+        if rec.get("coordinator"):
+            coordinator.append(json.dumps(rec, default=_plain))
+            continue
         h = int(rec.get("host", 0))
         if 0 <= h < sp.worker_hosts:
             decisions[h].append(json.dumps(rec, default=_plain))
@@ -314,6 +318,8 @@ def render(result: SimResult, point: dict, *, wall_s: float | None = None) -> di
         if sp.adaptive:
             files[wd + layout.DECISIONS] = "".join(line + "\n" for line in decisions[h]).encode()
         files[wd + layout.AGENT_OUTCOME] = _json({"worker_exit": 0, "lost_samples": 0, "stopped_by": "signal"})
+    if sp.adaptive:
+        files[layout.COORDINATOR] = "".join(line + "\n" for line in coordinator).encode()
 
     # the switch: its queue over time and its event counters
     rows = [

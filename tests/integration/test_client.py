@@ -764,7 +764,16 @@ def test_hdr_clamps_values_above_the_range(client_bin, tmp_path):
             "starts at 0",
         ),
         (
-            ["--src-ip", "1.2.3.4", "--dst-mac", "02:00:00:00:00:01", "--dst-ip", "1.1.1.1", "--schedule", "0:100:nope"],
+            [
+                "--src-ip",
+                "1.2.3.4",
+                "--dst-mac",
+                "02:00:00:00:00:01",
+                "--dst-ip",
+                "1.1.1.1",
+                "--schedule",
+                "0:100:nope",
+            ],
             "names class 'nope'",
         ),
         (

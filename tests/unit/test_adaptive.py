@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hosts.agent.adaptive import Params, WorkerState, decide
+from hosts.agent.adaptive import Params, WorkerState, decide, label, rebalance
 
 P = Params(s_th=10, r_th=0.5, n_max=8)
 US = 1000
@@ -55,9 +55,43 @@ def test_idle_slice_lends_its_least_provisioned_worker():
     a = WorkerState(1, 3, 1, [], idleness=0.8)
     b = WorkerState(2, 2, 1, [], idleness=0.7)
     changes, info = decide([hot, a, b], P)
+    assert changes == []  # an agent only labels; the coordinator moves
     assert info["labels"] == {0: "overloaded", 1: "underloaded"}
-    (d,) = changes
-    assert (d.wid, d.slice, d.quota) == (2, 0, 1)
+    assert info["members"] == {0: {0: 8}, 1: {1: 3, 2: 2}}
+    (m,), view = rebalance([info])
+    assert (m.worker, m.src, m.dst) == (2, 1, 0)
+    assert view["labels"] == {0: "overloaded", 1: "underloaded"}
+
+
+def test_labels_follow_the_sums_over_every_agent():
+    """Two hosts each see half an idle slice (I_s 0.6 each: no label alone); summed,
+    I_s = 1.2 > 1 makes it underloaded, and it lends a worker of either host."""
+    r1 = {"overload": {0: 1, 1: 0}, "idleness": {0: 0.0, 1: 0.6}, "members": {0: {0: 8}, 1: {1: 2}}}
+    r2 = {"overload": {0: 0, 1: 0}, "idleness": {0: 0.1, 1: 0.6}, "members": {0: {2: 8}, 1: {3: 1}}}
+    (m,), view = rebalance([r1, r2])
+    assert view["labels"] == {0: "overloaded", 1: "underloaded"}
+    assert (m.worker, m.src, m.dst) == (3, 1, 0)  # the least provisioned (quota 1)
+    assert rebalance([r1])[0] == []  # one host alone: slice 1 not idle enough
+
+
+def test_greedy_pairs_most_overloaded_with_idlest_across_slices():
+    """Lines 32-37 over four slices: the most overloaded slice takes from the idlest,
+    the next from the next; a slice with one worker never gives it."""
+    r = {
+        "overload": {0: 3, 1: 1, 2: 0, 3: 0, 4: 0},
+        "idleness": {0: 0.0, 1: 0.2, 2: 1.9, 3: 1.5, 4: 1.0 + 0.99},
+        "members": {0: {0: 4, 1: 4}, 1: {2: 2}, 2: {3: 2, 4: 1}, 3: {5: 1, 6: 3}, 4: {7: 1}},
+    }
+    moves, view = rebalance([r])
+    assert view["labels"] == {0: "overloaded", 1: "overloaded", 2: "underloaded", 3: "underloaded", 4: "underloaded"}
+    # round 1 pairs slice 0 (O=3) with slice 4 (I=1.99), whose one worker stays: no move,
+    # both leave the candidates; round 2 pairs slice 1 with slice 2 (I=1.9): its quota-1 worker
+    assert [(m.worker, m.src, m.dst) for m in moves] == [(4, 2, 1)]
+
+
+def test_both_signals_in_a_slice_is_no_label():
+    assert label(1, 1.5) is None and label(1, 1.0) == "overloaded" and label(0, 1.01) == "underloaded"
+    assert label(0, 1.0) is None
 
 
 def test_controller_gathers_samples_between_steps_and_measures_idleness():

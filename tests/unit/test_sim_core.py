@@ -330,7 +330,29 @@ def test_adaptive_pauses_feed_the_controllers_and_apply_their_decisions():
 def test_adaptive_point_runs_algorithm_1():
     ad = {"s_th": 10, "r_th": 0.5, "n_max": 8, "sample_interval_us": 10, "k_samples": 1000}
     r = engine.run(point(adaptive=ad, load=0.9, ms=50))
-    assert len(r.decisions) == 2 * 5 and {"labels", "quotas", "host", "samples"} <= set(r.decisions[0])
+    agents = [d for d in r.decisions if not d.get("coordinator")]
+    assert len(agents) == 2 * 5 and {"labels", "quotas", "host", "samples", "members"} <= set(agents[0])
+    # the coordinator saw every interval's summed view; one slice, so nothing to move
+    coord = [d for d in r.decisions if d.get("coordinator")]
+    assert coord and all(d["moves"] == [] for d in coord)
+
+
+def test_the_coordinator_moves_a_worker_across_hosts_into_the_busy_slice():
+    """Two slices of 4 workers, each slice across both hosts; all load on slice 0 at
+    twice its capacity: the coordinator moves workers of idle slice 1 into it, and the
+    simulated core runs them there (their quota starts at 1)."""
+    ad = {"s_th": 10, "r_th": 0.5, "n_max": 2, "sample_interval_us": 10, "k_samples": 1000}
+    sp = point(adaptive=ad, load=0.9, ms=60)
+    sp = dataclasses.replace(sp, worker_slices=(0, 0, 1, 1, 0, 0, 1, 1), quota=2)
+    r = engine.run(sp)
+    coord = [d for d in r.decisions if d.get("coordinator")]
+    moves = [m for d in coord for m in d["moves"]]
+    assert moves and all(m["src"] == 1 and m["dst"] == 0 for m in moves)
+    moved = {m["worker"] for m in moves}
+    assert moved <= {2, 3, 6, 7} and len(moved) <= 3  # slice 1 keeps a worker
+    last = [d for d in r.decisions if not d.get("coordinator")][-2:]
+    members0 = {w for d in last for w in d["members"].get(0, {})}
+    assert moved <= members0
 
 
 SPEC = {
@@ -430,8 +452,8 @@ def test_samples_keep_the_newest_like_the_worker_ring():
 class Tape(Controller):
     """The agent's Controller, recording every call the simulator makes to it."""
 
-    def __init__(self, params, n, busy):
-        super().__init__(params, n, busy)
+    def __init__(self, params, n, busy, base=0):
+        super().__init__(params, n, busy, base)
         self.calls: list = []
 
     def add_samples(self, i, samples, lost=0):
@@ -452,20 +474,21 @@ def test_algorithm_1_decides_in_the_simulator_as_in_the_agent():
     assert engine.Controller is Controller
     ad = {"s_th": 10, "r_th": 0.5, "n_max": 8, "sample_interval_us": 10, "k_samples": 200}
     params = Params(s_th=10, r_th=0.5, n_max=8)
-    tapes = [Tape(params, 4, [0] * 4) for _ in range(2)]
+    tapes = [Tape(params, 4, [0] * 4, base=4 * h) for h in range(2)]
     r = engine.run(point(adaptive=ad, quota=1, load=0.97, ms=30), controllers=tapes)
     changes = [d for t in tapes for c in t.calls if c[0] == "step" for d in c[6][0]]
     assert len(changes) > 10 and all(d.quota > 1 for d in changes)  # queueing in the switch: quotas rise
     for h, tape in enumerate(tapes):
-        agent = Controller(params, 4, [0] * 4)
+        agent = Controller(params, 4, [0] * 4, base=4 * h)
         for c in tape.calls:
             if c[0] == "add":
                 agent.add_samples(c[1], c[2], c[3])
             else:
                 assert agent.step(*c[1:6]) == c[6]
-        mine = [d for d in r.decisions if d["host"] == h]
+        mine = [d for d in r.decisions if d.get("host") == h]
         steps = [c[6][1] for c in tape.calls if c[0] == "step"]
         assert [{k: v for k, v in d.items() if k not in ("host", "quotas")} for d in mine] == steps
     # the decisions took effect: the last record's quotas are the ones the workers have
     last = r.worker_series[-1][1]
-    assert [w["quota"] for w in last] == r.decisions[-2]["quotas"] + r.decisions[-1]["quotas"]
+    agents = [d for d in r.decisions if not d.get("coordinator")]
+    assert [w["quota"] for w in last] == agents[-2]["quotas"] + agents[-1]["quotas"]
