@@ -708,6 +708,34 @@ def _worker_window(pd: PointDir, host: str, warmup_s: float, measure_s: float) -
     return [r for r in rows if on + warmup_s <= r["t"] <= on + warmup_s + measure_s]
 
 
+def slices_over_time(pd: PointDir, point: dict) -> list[tuple[float, dict[int, tuple[int, float]]]]:
+    """Algorithm 1's state after each control interval, from the worker agents'
+    decisions: (seconds of paper time since the measurement window opened, {slice:
+    (workers in it, their mean token quota)}), over every worker host. Each host's
+    times are on its own clock, from its tokens' start, as in `_worker_window`."""
+    k = float(point.get("dilation") or 1.0)
+    warm = float(point.get("warmup_s") or 0.0)
+    events: list[tuple[float, str, dict]] = []
+    for host in pd.worker_hosts():
+        rows = [r for r in pd.read_worker_samples(host) if isinstance(r.get("t"), (int, float)) and r.get("workers")]
+        on = next((r["t"] for r in rows if any(w.get("enabled") for w in r["workers"])), 0.0)
+        for d in pd.read_decisions(host):
+            members = d.get("members")
+            if isinstance(d.get("t"), (int, float)) and isinstance(members, dict):
+                events.append(((float(d["t"]) - on - warm) / k, host, members))
+    state: dict[str, dict] = {}
+    out = []
+    for t, host, members in sorted(events, key=lambda e: e[0]):
+        state[host] = members
+        merged: dict[int, list[int]] = {}
+        for ms in state.values():
+            for s, ws in ms.items():
+                if isinstance(ws, dict):
+                    merged.setdefault(int(s), []).extend(int(q) for q in ws.values() if isinstance(q, (int, float)))
+        out.append((t, {s: (len(qs), sum(qs) / len(qs)) for s, qs in sorted(merged.items()) if qs}))
+    return out
+
+
 def queue_depths(pd: PointDir, point: dict) -> dict[str, float]:
     """Mean and largest queue depths of the measurement window (warm-up excluded):
     tasks in the switch queue, and tasks in a worker's local queue (per worker). A

@@ -111,9 +111,9 @@ def plan(spec: Spec, shape: TestbedShape, *, k: float | None = None) -> list[Poi
                         params=(rain if system == "rain" else baseline).model_dump(),
                         phase_at_s=at,
                     )
-                    if at:  # what the clients send: the phases' mean rate over the window
+                    if at:  # the load is what the clients send: the phases' mean rate over the window
                         mean = window_mean_rps(phase_schedule(spec, point), d.warmup_s, d.measure_s)
-                        point = replace(point, offered_rps=round(mean / k, 3))
+                        point = replace(point, load_krps=round(mean / 1000.0, 6), offered_rps=round(mean / k, 3))
                     points.append(point)
     return points
 

@@ -237,7 +237,26 @@ def _first_rep(ctx: _Ctx):
     return d.groupby(["curve", "load_krps"], sort=True).first().reset_index()
 
 
+def _phase_marks(ax, point: dict | None) -> None:
+    """A time-varying workload's phase starts, as dotted lines labelled with their number."""
+    if not point:
+        return
+    k = float(point.get("dilation") or 1.0)
+    warm = float(point.get("warmup_s") or 0.0)
+    for i, at in enumerate(point.get("phase_at_s") or []):
+        x = (float(at) - warm) / k * 1000.0
+        if x > 0:
+            ax.axvline(x, color="0.5", lw=0.8, ls=":")
+            ax.text(x, 1.0, f" {i + 1}", transform=ax.get_xaxis_transform(), fontsize=6, color="0.4", va="top")
+
+
 def _p99_over_time(ctx: _Ctx) -> list[Path]:
+    """p99 per interval of each curve's points (Fig. 10), the workload's phases marked;
+    below it, for points that adapt, each slice's workers and mean token quota after
+    every control interval (Algorithm 1's decisions), and the tasks waiting in the
+    switch's queue, on the same time axis."""
+    from .analyze import slices_over_time
+
     if ctx.ts.empty:
         ctx.skipped["p99_over_time"] = "no per-interval histograms (timeseries.parquet)"
         return []
@@ -247,8 +266,28 @@ def _p99_over_time(ctx: _Ctx) -> list[Path]:
     if not curves:  # no point has a load (their point.json are damaged)
         ctx.skipped["p99_over_time"] = "no point with a load"
         return []
-    fig, axes = ctx.figure(ncols=len(curves), width=4.4)
-    for ax, curve in zip(axes, curves):
+    rd = RunDir(ctx.run_dir)
+    extra: dict[str, tuple] = {}  # curve -> (point, slices over time, switch queue)
+    for _, r in firsts.iterrows():
+        pdir = rd.point(r["point_id"])
+        point = pdir.read_point() or {}
+        k = float(r["dilation"]) or 1.0
+        warm = float(r["warmup_s"])
+        sl = slices_over_time(pdir, point)
+        q = [((t - warm) / k, n) for t, n, _ in switch_queue_series(pdir) if t >= warm]
+        extra.setdefault(r["curve"], (point, sl, q))
+    adapt = any(e[1] for e in extra.values())
+    queue = any(e[2] for e in extra.values())
+    nrows = 1 + adapt + queue
+    width, height = 4.4, 3.4 + 2.2 * (nrows - 1)
+    w, h = width * len(curves), height + 0.5
+    fig = Figure(figsize=(w, h))
+    fig.subplots_adjust(
+        left=0.75 / w, right=1 - 0.15 / w, bottom=1.0 / h, top=1 - 0.35 / h, wspace=0.9 / width, hspace=0.45
+    )
+    grid = fig.subplots(nrows, len(curves), squeeze=False, sharex="col")
+    for col, curve in enumerate(curves):
+        ax = grid[0][col]
         rows = firsts[firsts["curve"] == curve]
         for i, (_, r) in enumerate(rows.iterrows()):
             s = ts[ts["point_id"] == r["point_id"]].sort_values("t_s")
@@ -261,15 +300,57 @@ def _p99_over_time(ctx: _Ctx) -> list[Path]:
                 ms=3,
                 lw=1.1,
                 color=f"C{i % 10}",
-                label=f"{r['load_krps']:g} kRPS" + ("" if r["valid"] else " (invalid)"),
+                label=("phases, mean " if extra.get(curve, ({},))[0].get("phase_at_s") else "")
+                + f"{r['load_krps']:g} kRPS"
+                + ("" if r["valid"] else " (invalid)"),
                 ls="-" if r["valid"] else ":",
             )
+        point, sl, q = extra.get(curve, ({}, [], []))
+        _phase_marks(ax, point)
         ax.set_title(curve, fontsize=9)
-        ax.set_xlabel("time in the measurement window (ms, paper time)")
         ax.set_ylabel("99% tail latency (us)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=6, frameon=False)
-    _slo_line(axes[0], ctx.slo("p99_us"), "SLO p99")
+        row = 1
+        if adapt:
+            ax_n = grid[row][col]
+            slices = sorted({s for _, st in sl for s in st})
+            for j, s in enumerate(slices):
+                xs = [t * 1000.0 for t, st in sl if s in st]
+                ax_n.step(
+                    xs,
+                    [st[s][0] for _, st in sl if s in st],
+                    where="post",
+                    color=f"C{j}",
+                    lw=1.2,
+                    label=f"slice {s}: workers",
+                )
+                ax_n.step(
+                    xs,
+                    [st[s][1] for _, st in sl if s in st],
+                    where="post",
+                    color=f"C{j}",
+                    lw=1.0,
+                    ls="--",
+                    label=f"slice {s}: mean quota",
+                )
+            _phase_marks(ax_n, point)
+            ax_n.set_ylabel("workers / quota")
+            ax_n.grid(alpha=0.3)
+            if slices:
+                ax_n.legend(fontsize=6, frameon=False)
+            else:
+                ax_n.text(0.5, 0.5, "static: no decisions", transform=ax_n.transAxes, ha="center", fontsize=7)
+            row += 1
+        if queue:
+            ax_q = grid[row][col]
+            if q:
+                ax_q.plot([t * 1000.0 for t, _ in q], [n for _, n in q], color="0.3", lw=1.0)
+            _phase_marks(ax_q, point)
+            ax_q.set_ylabel("tasks in the switch")
+            ax_q.grid(alpha=0.3)
+        grid[nrows - 1][col].set_xlabel("time in the measurement window (ms, paper time)")
+    _slo_line(grid[0][0], ctx.slo("p99_us"), "SLO p99")
     return ctx.save(fig, "p99_over_time")
 
 

@@ -349,3 +349,4 @@ def test_phases_follow_the_testbed_clock(tmp_path):
     # hardware: window 1..6 s = 2 s of phase 1, 3 s of phase 2
     assert hw.offered_rps == pytest.approx((2 * 40_000 + 3 * 200_000 / 3) / 5, rel=1e-6)
     assert em.offered_rps == pytest.approx((10 * 40_000 + 10 * 200_000 / 3) / 20 / 100, rel=1e-6)
+    assert em.load_krps == pytest.approx(em.offered_rps * 100 / 1000, rel=1e-5)

@@ -47,6 +47,7 @@ struct rs_worker {
 	int64_t finished;      /* tasks run to completion */
 	int64_t received;      /* DISPATCHes received */
 	int64_t empties;       /* EMPTYs received: tokens (pulls) the switch answered with no task */
+	int64_t forgotten;     /* tokens left in an old slice's queue by a move (rain-worker's tokens_forgotten) */
 	int64_t busy_ns;
 	int64_t tx_t;          /* when the thread's next send leaves (during a hook) */
 	int64_t free_at;       /* the thread is busy until then */

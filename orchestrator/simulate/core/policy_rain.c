@@ -97,13 +97,18 @@ static void rain_token(struct rs_sim *s, int32_t w, int32_t sl)
 }
 
 /* rain_topup: outstanding = tokens in the switch + tasks held <= quota. Tokens in the
- * switch = sent - consumed by DISPATCHes received; tasks held = received - finished. */
+ * switch = sent - forgotten - consumed by DISPATCHes received; tasks held = received -
+ * finished. A worker moved to another slice forgets the tokens it left in the old one
+ * (rs_set_worker), as rain-worker does when it is enabled again; a DISPATCH for one of
+ * them still reaches it and re-bases the count, as there. */
 static void rain_topup(struct rs_sim *s, int32_t w)
 {
 	struct rs_worker *k = &rs_view(s)->workers[w];
+	if (k->received + k->forgotten > k->tokens_sent)
+		k->forgotten = k->tokens_sent > k->received ? k->tokens_sent - k->received : 0;
 	if (!k->enabled)
 		return;
-	int64_t out = (k->tokens_sent - k->received) + (k->received - k->finished);
+	int64_t out = (k->tokens_sent - k->forgotten - k->received) + (k->received - k->finished);
 	while (out < k->quota) {
 		rs_send_token(s, w);
 		out++;

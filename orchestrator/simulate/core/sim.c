@@ -593,6 +593,9 @@ static void on_dispatch(struct rs_sim *s, int32_t w, uint32_t req, int64_t c)
 	struct rs_fifo_entry e = {.req = req, .qlen = (uint32_t)c, .qdelay = (uint32_t)((uint64_t)c >> 32),
 				  .arrive = s->v.now, .ready = s->aux[req]};
 	k->received++;
+	/* the task of a token it left in its old slice: held now, no longer forgotten */
+	if (k->forgotten > 0 && rs_req_slice(s, req) != k->slice)
+		k->forgotten--;
 	if (fifo_push(k, &e) < 0) {
 		rs_fail(s, "out of memory (worker FIFO)");
 		return;
@@ -671,7 +674,7 @@ static void worker_hook(struct rs_sim *s, int32_t w, void (*hook)(struct rs_sim 
 /* Tokens in the switch (sent, not yet consumed by a DISPATCH) + tasks held, as rain_topup. */
 static int64_t outstanding(const struct rs_worker *k)
 {
-	int64_t used = k->received + k->empties;
+	int64_t used = k->received + k->empties + k->forgotten;
 	int64_t in_switch = k->tokens_sent > used ? k->tokens_sent - used : 0;
 	return in_switch + k->received - k->finished;
 }
@@ -1121,6 +1124,12 @@ int rs_set_worker(struct rs_sim *s, int32_t w, int32_t quota, int32_t slice)
 		return -1;
 	}
 	struct rs_worker *k = &s->v.workers[w];
+	/* a move to another slice (Algorithm 1, carried out as on a testbed: disabled, moved
+	 * by the controller, enabled again): its tokens in the old slice's queue are forgotten */
+	if (slice != k->slice) {
+		int64_t used = k->received + k->empties;
+		k->forgotten = k->tokens_sent > used ? k->tokens_sent - used : 0;
+	}
 	k->quota = quota;
 	k->slice = slice;
 	/* an idle thread polls and tops up at once; a busy one at its next finished task */
