@@ -18,6 +18,7 @@ def main() -> int:
     e.add_argument("--quota", type=int)
     e.add_argument("--slice", type=int)
     e.add_argument("--disable", action="store_true", help="turn tokens off instead (deregistration)")
+    e.add_argument("--worker", type=int, help="only this worker (index in the control block; default: all)")
     a = ap.parse_args()
     if a.cmd == "worker":
         from .worker import run
@@ -29,7 +30,7 @@ def main() -> int:
         return run(a.config)
     from .worker import enable
 
-    return enable(a.ctl, a.quota, a.slice, a.disable)
+    return enable(a.ctl, a.quota, a.slice, a.disable, a.worker)
 
 
 if __name__ == "__main__":

@@ -63,6 +63,7 @@ def decide(workers: list[WorkerState], p: Params) -> tuple[list[Decision], dict]
     over: dict[int, int] = {}
     idle: dict[int, float] = {}
     labels: dict[int, str] = {}
+    inputs: dict[int, dict] = {}  # per worker, what the rules saw: the log's "inputs"
     for s, members in by_slice.items():
         o_s, i_s = 0, 0.0
         for w in members:
@@ -71,6 +72,13 @@ def decide(workers: list[WorkerState], p: Params) -> tuple[list[Decision], dict]
             s_p99 = _p99(slow)
             r_q = sum(ratios) / len(ratios) if ratios else 0.0
             q_p99 = _p99([q for *_, q in w.samples])
+            inputs[w.wid] = {
+                "s99": round(s_p99, 2),
+                "r": round(r_q, 3),
+                "qsw99": q_p99,
+                "idle": round(w.idleness, 3),
+                "n": len(w.samples),
+            }
             if s_p99 > p.s_th:
                 if quota[w.wid] > 1 and r_q > p.r_th and q_p99 == 0:
                     quota[w.wid] -= 1
@@ -99,7 +107,7 @@ def decide(workers: list[WorkerState], p: Params) -> tuple[list[Decision], dict]
         if quota[w.wid] != w.quota or slice_of[w.wid] != w.slice
     ]
     members = {s: {w.wid: quota[w.wid] for w in ms} for s, ms in by_slice.items()}
-    return out, {"labels": labels, "overload": over, "idleness": idle, "members": members}
+    return out, {"labels": labels, "overload": over, "idleness": idle, "members": members, "inputs": inputs}
 
 
 def label(overload: int, idleness: float) -> str | None:
@@ -196,6 +204,7 @@ class Controller:
             states.append(WorkerState(i, quotas[i], slices[i], self._pending[i], idleness))
         changes, info = decide(states, self.params)
         info["members"] = {s: {self.base + w: q for w, q in ms.items()} for s, ms in info["members"].items()}
+        info["inputs"] = {self.base + w: v for w, v in info["inputs"].items()}
         record = {
             "t": round(t_s, 4),
             "changes": [d.__dict__ for d in changes],

@@ -186,7 +186,8 @@ def run(config_path: str) -> int:
     decisions = open(out / "decisions.jsonl", "a")
     t0 = time.monotonic()
     busy = [block.workers[i].stats.busy_ns for i in range(n)]
-    controller = Controller(params, n, busy) if params is not None else None
+    # global worker ids in its reports: the coordinator sums the agents' (adaptive.rebalance)
+    controller = Controller(params, n, busy, base=int(cfg["worker"]["worker_base"])) if params is not None else None
     last_ctrl = t0
     try:
         while not stop.requested and child.proc.poll() is None:
@@ -245,13 +246,19 @@ def run(config_path: str) -> int:
     return 0
 
 
-def enable(ctl_path: str, quota: int | None, slice_: int | None, disable: bool) -> int:
-    """One-shot: set every worker's knobs (run by the orchestrator over SSH)."""
+def enable(ctl_path: str, quota: int | None, slice_: int | None, disable: bool, worker: int | None = None) -> int:
+    """One-shot: set every worker's knobs, or one worker's (run by the orchestrator over
+    SSH; a slice move is --disable, then the switch's change, then --slice S --quota 1).
+    Knobs are set before tokens go on, so the first token carries the new slice."""
     try:
         block = ctl.ControlBlock(ctl_path)
     except (OSError, ValueError) as e:
         raise AgentError(str(e)) from None
-    for i in range(block.header.n_workers):
+    n = block.header.n_workers
+    if worker is not None and not 0 <= worker < n:
+        block.close()
+        raise AgentError(f"--worker {worker}: the control block has workers 0..{n - 1}")
+    for i in range(n) if worker is None else (worker,):
         if quota is not None:
             block.set_quota(i, quota)
         if slice_ is not None:

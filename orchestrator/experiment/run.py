@@ -35,6 +35,7 @@ from ..simulate.model import RING_SLOTS, client_timeout_us
 from ..simulate.policies import BASELINE_QUEUE
 from ..testbed.cpu import cores, mark, steal_s, used_s
 from . import layout, outcome, segments
+from .coordinator import AgentSite, Coordinator
 from .layout import PointDir, RunDir
 from .plan import Point, TestbedShape, phase_schedule, plan, worker_slices
 from .retry import DEFAULT_BUDGET_S, Backoff, Waiter, testbed_answers
@@ -344,8 +345,9 @@ class QueueSampler:
     MAX_HZ = 10.0
     MAX_SAMPLES = 200
 
-    def __init__(self, ctl, expected_s: float):
+    def __init__(self, ctl, expected_s: float, lock: threading.Lock | None = None):
         self.ctl = ctl
+        self.lock = lock or threading.Lock()  # shared with the coordinator, the session's other user
         # Rain's signed balance per slice; a baseline's program has no such register
         self.enabled = hasattr(ctl, "balances")
         self.period_s = max(1.0 / self.MAX_HZ, expected_s / self.MAX_SAMPLES)
@@ -363,7 +365,8 @@ class QueueSampler:
         try:
             while not self._stop.is_set():
                 t = time.monotonic()
-                balance = self.ctl.balances()
+                with self.lock:
+                    balance = self.ctl.balances()
                 self.reads_s.append(time.monotonic() - t)
                 self.samples.append((t, balance))
                 # a period from this read's start, never less: a slow read is not caught up
@@ -746,12 +749,36 @@ class Runner:
             idle = self._idle_cpu(machines, _long_idle_s(mean_service_ns))
         # The switch queue is sampled from before the clients' start signals until they
         # are done; the links are read just outside that (the sampler has the session meanwhile).
-        sampler = QueueSampler(self.ctl, p.warmup_s + p.measure_s)
+        ctl_lock = threading.Lock()
+        sampler = QueueSampler(self.ctl, p.warmup_s + p.measure_s, ctl_lock)
+        coordinator = None
+        if adaptive is not None:  # Algorithm 1's slice moves, across the worker hosts
+            coordinator = Coordinator(
+                [
+                    AgentSite(
+                        host=n,
+                        remote=self.tb.remotes[n],
+                        out_dir=self.remote_dir(inv.host(n), p, "worker"),
+                        agent_dir=PurePosixPath(inv.host(n).deploy_root) / "agent",
+                        base=regs[n].worker_ids[0],
+                        threads=threads,
+                    )
+                    for n in bgs
+                ],
+                self.ctl,
+                ctl_lock,
+                adaptive["control_interval_s"],
+                REMOTE_PYTHON,
+                self.log,
+            )
+        coordination = None
         try:
             busy0, w0 = (mark(machines) if machine_cpu else None), time.monotonic()
             steal0 = steal_s()  # this machine's: on a shared-core testbed, the testbed's
             delivered = self.tb.parallel(signal, list(cbgs))
             sampler.load_started(min(delivered[n] for n in cbgs))
+            if coordinator is not None:
+                coordinator.start(min(delivered[n] for n in cbgs))
             setup_s = time.monotonic() - t0
             self.phase(f"measure ({p.warmup_s:g} s warm-up + {p.measure_s:g} s)")
             budget = p.warmup_s + p.measure_s + 2 * timeout_us / 1e6 + 30
@@ -762,6 +789,8 @@ class Runner:
                 list(cbgs),
             )
         finally:
+            if coordinator is not None:
+                coordination = coordinator.stop(pd)
             queue_sampling = sampler.stop(pd)
         t1 = time.monotonic()
         if inv.shared_system:
@@ -806,6 +835,8 @@ class Runner:
         died = outcome.problems(pd, list(bgs), list(cbgs), gone_before_stop=gone)
         if died:
             raise PointFailed("; ".join(died))
+        if coordinator is not None and coordinator.error:
+            raise PointFailed(f"{p.id}: the coordinator could not move a worker: {coordinator.error}")
         if calibration:
             self.phase("done")
             return None
@@ -826,6 +857,7 @@ class Runner:
                 "overhead_s": round(self.overheads[-1], 3),
                 "phases_s": dict(self._phases[:-1]),
                 "switch_queue_sampling": queue_sampling,
+                "coordinator": coordination,
             }
         )
         return verdict

@@ -67,9 +67,10 @@ def test_the_controller_reaches_the_switch_only_through_bfrt():
     assert not bad, "\n".join(bad)
 
 
-# One exception: the simulated testbed runs Algorithm 1 by calling the worker agent's
-# own decision code (one code path, so a simulation decides as a testbed would). That
-# module is pure logic: it imports nothing of the hosts' runtime (checked below).
+# One exception: the simulated testbed and the run's coordinator run Algorithm 1 by
+# calling the worker agent's own decision code (one code path, so a simulation decides
+# as a testbed would, and the coordinator sums the agents' reports as they are made).
+# That module is pure logic: it imports nothing of the hosts' runtime (checked below).
 SHARED_WITH_SIMULATOR = ("hosts.agent.adaptive",)
 
 

@@ -25,14 +25,22 @@
  * re-registers: the controller has reset its switch state, so the tokens it still had
  * in the switch are forgotten and the QP's PSN starts again; if the QP cannot be
  * reset (ibverbs), the thread issues no tokens until the next re-registration.
+ *
+ * A move to another slice (Algorithm 1) is such a re-registration with a new slice:
+ * the tokens left in the old slice's queue are forgotten, and a task that later meets
+ * one of them still comes here and runs (counted as held, not as a new-slice token).
  */
 static void rain_topup(struct rw_thread *t)
 {
 	struct rw_ctx *w = t->w;
 	struct rain_ctl_knobs *k = &t->ctl->knobs;
 	uint32_t enabled = RW_LOAD(k->enabled);
+	/* other_slice first: the RX loop counts it before rx_dispatched, so consumed never
+	 * lags it. A DISPATCH for a token the thread left in another slice is held, not
+	 * the consumption of a current token. */
+	uint64_t other = __atomic_load_n(&t->rx_other_slice, __ATOMIC_ACQUIRE);
 	uint64_t dispatched = __atomic_load_n(&t->rx_dispatched, __ATOMIC_ACQUIRE);
-	uint64_t consumed = dispatched + RW_LOAD(t->rx_lost);
+	uint64_t consumed = dispatched + RW_LOAD(t->rx_lost) - other;
 
 	if (enabled != t->last_enabled) {
 		if (enabled) {

@@ -107,6 +107,10 @@ static int rx_one(struct rw_ctx *w, struct rte_mbuf *m, uint64_t now)
 			d = RAIN_DROP_NO_ROOM;
 			goto drop;
 		}
+		/* A token left in the old slice by a move (Algorithm 1): the task still runs
+		 * here; counted apart so it does not pass for one of the new slice's tokens. */
+		if (rte_be_to_cpu_16(v.rh->slice) != RW_LOAD(t->ctl->knobs.slice))
+			__atomic_store_n(&t->rx_other_slice, t->rx_other_slice + 1, __ATOMIC_RELEASE);
 		__atomic_store_n(&t->rx_dispatched, t->rx_dispatched + 1, __ATOMIC_RELEASE);
 		rte_ring_sp_enqueue(t->fifo, m);
 		return (int)t->idx;

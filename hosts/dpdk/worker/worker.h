@@ -147,6 +147,7 @@ struct rw_thread {
 	uint32_t parked;                            /* futex: 1 while this thread sleeps for work */
 	uint64_t wakeups;                           /* futex wakes the RX loop issued */
 	uint64_t rx_lost;                           /* DISPATCHes that found the FIFO full */
+	uint64_t rx_other_slice;                    /* DISPATCHes (kept) of a slice the thread has left */
 
 	/* written by this thread only */
 	uint64_t tokens_sent __rte_cache_aligned;
