@@ -237,12 +237,13 @@ def _first_rep(ctx: _Ctx):
     return d.groupby(["curve", "load_krps"], sort=True).first().reset_index()
 
 
-def _phase_marks(ax, point: dict | None) -> None:
-    """A time-varying workload's phase starts, as dotted lines labelled with their number."""
+def _phase_marks(ax, point: dict | None, *, from_window: bool = True) -> None:
+    """A time-varying workload's phase starts, as dotted lines labelled with their number
+    (ms of paper time from the window's opening, or from the load's start)."""
     if not point:
         return
     k = float(point.get("dilation") or 1.0)
-    warm = float(point.get("warmup_s") or 0.0)
+    warm = float(point.get("warmup_s") or 0.0) if from_window else 0.0
     for i, at in enumerate(point.get("phase_at_s") or []):
         x = (float(at) - warm) / k * 1000.0
         if x > 0:
@@ -365,12 +366,14 @@ def _queue_depth(ctx: _Ctx) -> list[Path]:
     firsts = _first_rep(ctx)
     rd = RunDir(ctx.run_dir)
     series = {}
+    points: dict = {}  # (curve, load) -> point.json: a workload's phases are marked
     for _, r in firsts.iterrows():
         warm, measure = float(r["warmup_s"]), float(r["measure_s"])
         # up to the window's end: after it the clients stop sending and wait out their replies
         s = [x for x in switch_queue_series(rd.point(r["point_id"])) if x[0] <= warm + measure]
         if s:
             series[(r["curve"], r["load_krps"])] = (s, float(r["dilation"]) or 1.0, warm, measure, bool(r["valid"]))
+            points[(r["curve"], r["load_krps"])] = rd.point(r["point_id"]).read_point()
     has_worker = agg["worker_queue_mean_mean"].notna().any() or agg["mean_quota_mean"].notna().any()
     if not series and not has_worker:
         ctx.skipped["queue_depth"] = (
@@ -466,6 +469,7 @@ def _queue_depth(ctx: _Ctx) -> list[Path]:
                     t, [-v for _, _, v in s], step="post", color="C0", alpha=0.45, lw=0, label="tokens waiting"
                 )
                 ax.axvspan(0, warm / k * 1000.0, color="0.9", lw=0, label="warm-up", zorder=0)
+                _phase_marks(ax, points.get((curve, load)), from_window=False)
                 ax.axhline(0, color="0.2", lw=0.6)
                 ax.set_xlim(max(min(t[0], 0.0), -0.25 * end), end)  # a little of before the start
                 in_window = [v for x, v, _ in s if x >= warm]

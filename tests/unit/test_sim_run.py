@@ -287,3 +287,56 @@ def test_a_point_the_model_refuses_is_failed_and_the_others_go_on(tiny, tmp_path
         "too many events" in states["rain-f0.6-r1"]["reason"] and "lower the load" in states["rain-f0.6-r1"]["reason"]
     )
     assert "rain-f0.6-r1: failed: " in out and "1 done, 1 failed, 0 todo" in out
+
+
+PHASES = """\
+name: phases
+systems: [rain]
+workers: {per_host_threads: 4}
+workload:
+  classes:
+    - {name: exp, task_type: 1, service: {dist: exponential, mean_us: 10}}
+    - {name: bimodal, task_type: 1, service: {dist: bimodal, modes: [{us: 10, weight: 0.5}, {us: 100, weight: 0.5}]}}
+  phases:
+    - {at_s: 0, capacity_fraction: 0.05, classes: [exp]}
+    - {at_s: 0.03, capacity_fraction: 0.05, classes: [bimodal]}
+    - {at_s: 0.06, capacity_fraction: 0.5, classes: [exp]}
+load: {capacity_fraction: [1.0]}
+warmup_s: 0
+measure_s: 0.12
+rain:
+  initial_quota: 2
+  adaptive: true
+  r_th: 0.3
+  k_samples: 100
+  slices: [{id: 0, task_types: [1]}, {id: 1, task_types: [2]}]
+variants:
+  - {name: static, rain: {adaptive: false}}
+  - {name: adaptive}
+plots: [p99_over_time, queue_depth]
+"""
+
+
+def test_a_time_varying_adaptive_spec_is_simulated_with_its_moves_and_drawn(tmp_path):
+    """Fig. 10 in small: the clients follow the phases, the coordinator moves workers of
+    the idle slice into the loaded one, and p99_over_time draws p99, the slices' workers
+    and quotas, and the switch queue, the phases marked."""
+    from orchestrator.experiment.analyze import slices_over_time
+    from orchestrator.simulate.runner import simulate
+
+    spec = tmp_path / "phases.yaml"
+    spec.write_text(PHASES)
+    run = simulate(spec, results_root=tmp_path / "r", progress=False, jobs=1)
+    rd = RunDir(run)
+    pd_ = rd.point("rain.adaptive-f1-r1")
+    summary = json.loads((pd_.client("client0") / layout.CLIENT_SUMMARY).read_text())
+    assert [(t, c) for t, _, c in summary["schedule"]] == [(0.0, ["exp"]), (0.03, ["bimodal"]), (0.06, ["exp"])]
+    moves = [m for r in pd_.read_coordinator() for m in r["moves"]]
+    assert moves and all((m["src"], m["dst"]) == (1, 0) for m in moves)
+    over = slices_over_time(pd_, pd_.read_point())
+    assert over[0][1][0][0] == 4 and over[-1][1][0][0] > 4  # slice 0 grew from its 4 workers
+    assert rd.point("rain.static-f1-r1").read_coordinator() == []
+    fig = run / "plots" / "p99_over_time.svg"
+    assert fig.exists()
+    svg = fig.read_text()
+    assert "slice 0: workers" in svg and "tasks in the switch" in svg
