@@ -90,8 +90,8 @@ def rdma_argv(rdma: dict) -> list[str]:
 def baseline_argv(w: dict) -> list[str]:
     """The baselines' worker options from the agent config's worker section: dispatcher
     (RackSched's second layer, one shared FIFO in the server: modes report and push
-    only) and fetch_timeout_ns (pull mode, Draconis-SW: how long a thread waits for a
-    large task's payload from its client)."""
+    only) and fetch_timeout_ns (how long a thread waits for a large task's payload from
+    its client: Draconis-SW's pulls, and Rain's descriptors of a slot it never received)."""
     argv: list[str] = []
     mode = w.get("mode", "rain")
     dispatcher = w.get("dispatcher", False)
@@ -108,8 +108,11 @@ def baseline_argv(w: dict) -> list[str]:
     if tmo is not None:
         if isinstance(tmo, bool) or not isinstance(tmo, int) or not 1000 <= tmo <= 60_000_000_000:
             raise AgentError(f"worker.fetch_timeout_ns {tmo!r}: expected an integer in 1000..60000000000 (ns)")
-        if mode != "pull":
-            raise AgentError(f"worker.fetch_timeout_ns is for mode pull (Draconis-SW), not {mode!r}; fix: remove it")
+        if mode not in ("pull", "rain"):
+            raise AgentError(
+                f"worker.fetch_timeout_ns is for modes pull (Draconis-SW) and rain (a descriptor of a slot never "
+                f"received), not {mode!r}; fix: remove it"
+            )
         argv += ["--fetch-timeout", str(tmo)]
     return argv
 

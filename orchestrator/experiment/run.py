@@ -636,7 +636,9 @@ class Runner:
                     roce_facts=str(PurePosixPath(h.deploy_root) / "facts" / "roce.json"),
                 )
             cfg["worker"]["rdma"] = rdma
-            if p.system == "draconis":  # a large task's payload fetched from its client: a few round trips' wait
+            # a large task's payload fetched from its client (Draconis-SW's pulls; Rain's
+            # descriptors of a slot pre-written before a move): a few round trips' wait
+            if p.system in ("draconis", "rain"):
                 cfg["worker"]["fetch_timeout_ns"] = int(min(6e10, max(1e6, 20 * mean_service_ns)))
             return self._start_agent(name, "worker", cfg, out)
 

@@ -215,10 +215,15 @@ class Switch:
         desc: tuple[int, int] | None = None,
         payload: bytes = b"",
         kind: int = proto.Kind.DISPATCH,
+        slice_: int | None = None,
     ) -> int:
+        """A DISPATCH to `worker`, of the slice of its last token (as the switch's queue
+        of that slice would send it), or `slice_`."""
+        toks = self.tokens.get(worker)
         h = proto.Header(
             kind=kind,
             flags=flags,
+            slice=slice_ if slice_ is not None else (toks[-1].slice if toks else 0),
             client_id=client_id,
             request_id=request_id,
             worker_id=worker,
@@ -248,6 +253,38 @@ def outstanding_view(sw: Switch, worker: int, dispatched: int, answered: int) ->
 
 
 # --------------------------------------------------------------------------------------------
+def test_a_moved_worker_runs_its_old_slices_tasks_without_an_extra_token(pair, switch, tmp_path):
+    """A move (Algorithm 1): tokens off, slice 5 -> 6 and quota 1, tokens on. The token it
+    left in slice 5's queue is forgotten; a task that meets it later still comes here and
+    runs, held like any task, and is not taken for the use of its slice-6 token: no
+    second slice-6 token goes out at quota 1."""
+    w = Worker(pair, tmp_path, "move", ["--threads", "1", "--worker-base", "30", "--mode", "rain"]
+               + ["--handler", "sleep", "--quota", "1", "--slice", "5"])  # fmt: skip
+    try:
+        switch.wait_tokens(30, 1, timeout=3)
+        assert [t.slice for t in switch.tokens[30]] == [5]
+        w.ctl.set_enabled(0, False)
+        w.ctl.set_slice(0, 6)
+        w.ctl.set_quota(0, 1)
+        switch.pump(0.2)
+        w.ctl.set_enabled(0, True)
+        switch.wait_tokens(30, 2, timeout=3)
+        assert [t.slice for t in switch.tokens[30]] == [5, 6]
+        switch.dispatch(30, 1, service_ns=20_000_000, slice_=5)  # slice 5's queue used its old token
+        switch.wait_responses([(0x0101, 1)], timeout=3)
+        switch.pump(0.3)
+        assert [t.slice for t in switch.tokens[30]] == [5, 6]  # its slice-6 token is still out
+        st = w.wait_stats(lambda s: s["workers"][0]["tasks_done"] == 1 and s["workers"][0]["outstanding"] == 1)
+        st = st["workers"][0]
+        assert (st["other_slice"], st["tasks_done"], st["tokens_forgotten"], st["outstanding"]) == (1, 1, 1, 1)
+        switch.dispatch(30, 2, service_ns=1_000_000)  # its slice-6 token used: one new token
+        switch.wait_responses([(0x0101, 2)], timeout=3)
+        switch.wait_tokens(30, 3, timeout=3)
+        assert [t.slice for t in switch.tokens[30]] == [5, 6, 6]
+    finally:
+        w.stop()
+
+
 def test_tokens_follow_the_quota(pair, switch, tmp_path):
     w = Worker(
         pair,

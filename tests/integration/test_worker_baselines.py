@@ -148,6 +148,48 @@ def test_pull_fetches_large_tasks_from_their_client(pair, switch, tmp_path):
     assert final["drops_total"] == 0
 
 
+def test_a_descriptor_of_a_slot_never_written_is_fetched_from_its_client(pair, switch, tmp_path):
+    """Rain: a worker that joins a slice (Algorithm 1 moves it) never received the tasks
+    pre-written there before; a descriptor of one of them names a slot it does not hold.
+    It asks the task's client for the payload instead of failing the task, and runs it
+    from the FETCH_REPLY; one that no reply answers fails after the timeout."""
+    w = Worker(
+        pair,
+        tmp_path,
+        "descfetch",
+        ["--threads", "1", "--worker-base", "4", "--mode", "rain", "--handler", "digest", "--quota", "1"]
+        + ["--ring-slots", "8", "--slot-size", "512", "--fetch-timeout", str(FETCH_TIMEOUT_NS)],
+        tag=TAG,
+    )
+    try:
+        switch.dispatch(4, 600, desc=(3, proto.SLOT_HDR_LEN + 300))  # slot 3 was never written
+        f, fr = next_fetch(switch)
+        assert (f.client_id, f.request_id, f.worker_id) == (CLIENT, 600, 4)
+        assert fr[30:34] == bytes(map(int, CLIENT_IP.split(".")))  # to the task's client
+        body = os.urandom(300)
+        payload = proto.SlotHeader(CLIENT, 600, proto.SLOT_HDR_LEN + len(body), arg=struct.pack("!Q", 5)).pack()
+        reply(switch, 4, 600, payload + body)
+        switch.wait_responses([(CLIENT, 600)], timeout=3)
+        _, h, rfr = switch.responses[(CLIENT, 600)]
+        assert not h.flags & proto.Flag.FAILED
+        assert parse_udp(rfr)[2][proto.HDR_LEN :] == struct.pack("!Q", fnv1a64(body))  # the fetched payload ran
+        # no reply: the task fails after the fetch timeout, never hangs
+        switch.dispatch(4, 601, desc=(5, proto.SLOT_HDR_LEN + 300))
+        next_fetch(switch)
+        switch.wait_responses([(CLIENT, 601)], timeout=3)
+        assert switch.responses[(CLIENT, 601)][1].flags & proto.Flag.FAILED
+        st = w.wait_stats(lambda s: s["workers"][0]["fetch_timeouts"] == 1)["workers"][0]
+        assert (st["desc_fetches"], st["desc_mismatch"], st["fetch_replies"], st["tasks_done"], st["failed"]) == (
+            2,
+            2,
+            1,
+            1,
+            1,
+        )
+    finally:
+        w.stop()
+
+
 def test_modes_without_fetch_drop_header_only_large_tasks(pair, switch, tmp_path):
     w = Worker(pair, tmp_path, "nofetch", ["--threads", "1", "--mode", "push", "--handler", "echo"], tag=TAG)
     try:

@@ -164,7 +164,7 @@ def test_baseline_options_are_passed(tmp_path):
         ({"mode": "report", "dispatcher": "yes"}, "expected true or false"),
         ({"mode": "pull", "fetch_timeout_ns": 10}, "1000..60000000000"),
         ({"mode": "pull", "fetch_timeout_ns": 1.5}, "expected an integer"),
-        ({"mode": "report", "fetch_timeout_ns": 1_000_000}, "is for mode pull"),
+        ({"mode": "report", "fetch_timeout_ns": 1_000_000}, "is for modes pull"),
     ],
 )
 def test_bad_baseline_options_are_refused(worker, match, tmp_path):

@@ -139,7 +139,8 @@ static void free_msg(struct rw_thread *t, struct rte_mbuf *m, const struct rain_
 }
 
 static const struct rw_mode_ops modes[] = {
-	{ .name = "rain", .rx_kinds = KIND_BIT(RAIN_DISPATCH),
+	/* rain takes FETCH_REPLYs for descriptors of slots it never received (thread.c) */
+	{ .name = "rain", .rx_kinds = KIND_BIT(RAIN_DISPATCH) | KIND_BIT(RAIN_FETCH_REPLY),
 	  .start = rain_topup, .poll = rain_topup, .done = rain_done, .msg = free_msg },
 	{ .name = "push", .rx_kinds = KIND_BIT(RAIN_DISPATCH),
 	  .start = nop, .poll = push_poll, .done = nop, .msg = free_msg },

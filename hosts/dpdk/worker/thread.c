@@ -167,6 +167,11 @@ static void run_one(struct rw_thread *t, struct rte_mbuf *m, uint32_t behind_in_
 
 	if (refuse) {
 		ok = false;
+	} else if (fetched != NULL) { /* a header-only task's or a descriptor's payload, from its client */
+		task.service_ns = rain_get_u64(fetched->arg);
+		task.task_type = fetched->task_type;
+		task.payload = (const uint8_t *)(fetched + 1);
+		task.payload_len = rte_be_to_cpu_32(fetched->length) - RAIN_SLOT_HDR_LEN;
 	} else if (rh->flags & RAIN_F_DESC) {
 		if (!desc_task(t, rh, &task)) {
 			ok = false;
@@ -336,11 +341,20 @@ uint32_t rw_thread_iter(struct rw_thread *t)
 		if (rh->kind == RAIN_DISPATCH) {
 			if (w->c.dispatcher) /* this thread is the one that took it */
 				__atomic_store_n(&t->rx_dispatched, t->rx_dispatched + 1, __ATOMIC_RELEASE);
-			if (w->c.mode->fetch && header_only(w, ms[i], rh))
+			struct rw_task probe;
+			if (w->c.mode->fetch && header_only(w, ms[i], rh)) {
 				ran = fetch_start(t, ms[i], n - i - 1);
-			else
+			} else if ((rh->flags & RAIN_F_DESC) && t->fetch_m == NULL && !desc_task(t, rh, &probe)) {
+				/* A descriptor whose slot this thread never received: pre-written
+				 * before it joined the slice (a move, Algorithm 1). Its client still
+				 * has the payload: fetch it rather than fail the task. */
+				RW_INC(t->ctl->stats.desc_mismatch);
+				RW_INC(t->desc_fetches);
+				ran = fetch_start(t, ms[i], n - i - 1);
+			} else {
 				run_one(t, ms[i], n - i - 1, NULL, false);
-		} else if (rh->kind == RAIN_FETCH_REPLY && w->c.mode->fetch) {
+			}
+		} else if (rh->kind == RAIN_FETCH_REPLY && (w->c.mode->fetch || t->fetch_m != NULL)) {
 			ran = fetch_reply(t, ms[i], rh, n - i - 1);
 		} else {
 			w->c.mode->msg(t, ms[i], rh);

@@ -152,6 +152,7 @@ struct rw_thread {
 	/* written by this thread only */
 	uint64_t tokens_sent __rte_cache_aligned;
 	uint64_t tokens_forgotten; /* tokens dropped by a re-registration (enable 0 -> 1) */
+	uint64_t desc_fetches;     /* descriptors of a slot never received, fetched from their client */
 	uint64_t qp_resets;        /* re-registrations that reset this thread's QP */
 	uint32_t qp_failed;        /* the last reset left the QP unusable: no tokens (6.1) */
 	uint64_t finished;         /* DISPATCHes answered (ok or failed) */
