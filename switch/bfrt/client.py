@@ -39,7 +39,7 @@ import grpc
 
 from . import bfruntime_pb2 as pb
 from . import bfruntime_pb2_grpc as pb_grpc
-from .errors import BfrtClientIdTaken, BfrtConnectError, BfrtValueError, from_rpc_error
+from .errors import BfrtClientIdTaken, BfrtConnectError, BfrtError, BfrtValueError, from_rpc_error
 from .info import MATCH_PRIORITY, BfrtInfo, FieldInfo, TableInfo
 
 log = logging.getLogger(__name__)
@@ -688,6 +688,20 @@ class Batch:
 # ---------------------------------------------------------------- the client
 
 
+class _Watchdog(threading.Timer):
+    """Runs `action` once `seconds` pass unless cancelled; `overdue` says it ran."""
+
+    def __init__(self, seconds: float, action: Any):
+        self.overdue = threading.Event()
+
+        def fire() -> None:
+            self.overdue.set()
+            action()
+
+        super().__init__(seconds, fire)
+        self.daemon = True
+
+
 class Client:
     """A BFRuntime session: subscribe, fetch bf-rt.json, bind, then tables by name.
 
@@ -1003,11 +1017,16 @@ class Client:
             atomicity=pb.WriteRequest.Atomicity.Value(atomicity),
             p4_name=self.p4_name or "",
         )
+        watchdog = self._watchdog()
         try:
             self.stub.Write(request, timeout=self.timeout)
         except grpc.RpcError as e:
+            if watchdog.overdue.is_set():
+                raise self._overdue_error(f"write of {len(updates)} update(s)") from None
             self._note_unavailable(e)
             raise from_rpc_error(e, f"write of {len(updates)} update(s)", tables) from None
+        finally:
+            watchdog.cancel()
 
     def read_entries(self, entries: Sequence[pb.TableEntry], tables: Sequence[str | None] = ()) -> list[pb.TableEntry]:
         request = pb.ReadRequest(
@@ -1019,11 +1038,39 @@ class Client:
         return [e.table_entry for e in self._read(request, tables)]
 
     def _read(self, request: pb.ReadRequest, tables: Sequence[str | None]) -> list[pb.Entity]:
+        what = f"read of {', '.join(t or '?' for t in tables) or 'entities'}"
+        call = self.stub.Read(request, timeout=self.timeout)
+        watchdog = self._watchdog()
         try:
-            return [e for response in self.stub.Read(request, timeout=self.timeout) for e in response.entities]
+            return [e for response in call for e in response.entities]
         except grpc.RpcError as e:
+            if watchdog.overdue.is_set():
+                raise self._overdue_error(what) from None
             self._note_unavailable(e)
-            raise from_rpc_error(e, f"read of {', '.join(t or '?' for t in tables) or 'entities'}", tables) from None
+            raise from_rpc_error(e, what, tables) from None
+        finally:
+            watchdog.cancel()
+
+    def _watchdog(self) -> _Watchdog:
+        """gRPC core can miss a call's deadline, and ignore its cancel, when the
+        server's GOAWAY races the call's start (about one stop in thirty here). A
+        channel in that state is dead: past the deadline, close it; the call ends with
+        CANCELLED and the session is lost (reconnect opens a fresh channel)."""
+        watchdog = _Watchdog(self.timeout + 1.0, self._abandon_channel)
+        watchdog.start()
+        return watchdog
+
+    def _abandon_channel(self) -> None:
+        if not self._closing:
+            self._lost.set()
+        self._channel.close()
+
+    def _overdue_error(self, what: str) -> BfrtError:
+        return BfrtError(
+            f"{what}: BFRuntime at {self.address} did not answer within {self.timeout:g} s; the session is dropped",
+            grpc_code=grpc.StatusCode.DEADLINE_EXCEEDED,
+            fix="check that bf_switchd (or the emulator) is running, then reconnect",
+        )
 
     def _note_unavailable(self, e: grpc.RpcError) -> None:
         # The server went away under a call: the session is lost even if the stream

@@ -10,8 +10,10 @@ loopback stands in for bf_switchd; nothing here reaches into the server's state.
 from __future__ import annotations
 
 import socket
+import threading
 import time
 
+import grpc
 import pytest
 
 from switch.bfrt.client import Client
@@ -98,4 +100,49 @@ def test_closing_the_session_ourselves_is_not_a_restart():
         time.sleep(0.2)
         assert not client.lost
     finally:
+        srv.stop(0)
+
+
+class _WedgedCall(grpc.RpcError):
+    """A Read that gRPC core never completes, as after a GOAWAY race, until its
+    channel is closed."""
+
+    def __init__(self, closed: threading.Event):
+        self.closed = closed
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        assert self.closed.wait(30), "the client never closed its wedged channel"
+        raise self
+
+    def code(self):
+        return grpc.StatusCode.CANCELLED
+
+    def cancel(self):
+        pass  # the wedged core ignores it
+
+
+def test_a_read_that_outlives_its_deadline_drops_the_session_with_a_clear_error():
+    port = free_port()
+    srv = serve(make_store(), "127.0.0.1", port)
+    client = Client(f"127.0.0.1:{port}", "rain", client_id=0, timeout=0.5)
+    closed = threading.Event()
+    real_close = client._channel.close
+
+    def close():
+        closed.set()
+        real_close()
+
+    try:
+        client._channel.close = close
+        client.stub.Read = lambda request, timeout: _WedgedCall(closed)
+        t0 = time.monotonic()
+        with pytest.raises(BfrtError) as ei:
+            client.table("pipe.SwitchIngress.forward.forward").entries()
+        assert 1.0 <= time.monotonic() - t0 < 5
+        assert "did not answer within 0.5 s" in ei.value.render() and client.lost
+    finally:
+        client.close()
         srv.stop(0)
