@@ -736,6 +736,50 @@ def slices_over_time(pd: PointDir, point: dict) -> list[tuple[float, dict[int, t
     return out
 
 
+def phase_rows(data: PointData, pd: PointDir | None = None) -> list[dict]:
+    """A time-varying point's latency per workload phase (Fig. 10's comparison, in
+    numbers): each phase's intervals of the measurement window merged (all classes),
+    paper time, and when the agents adapt, each slice's workers and mean token quota
+    at the phase's end (from their decisions). Empty for a point without phases."""
+    at = [float(a) for a in data.point.get("phase_at_s") or [] if isinstance(a, (int, float))]
+    cube = data.latency_cube
+    if not at or cube is None:
+        return []
+    k = data.dilation
+    warm = _number(data.point.get("warmup_s"), 0.0)
+    measure = _number(data.point.get("measure_s"), math.inf)
+    sd = data.slowdown_cube
+    states = slices_over_time(pd, data.point) if pd is not None else []
+    out = []
+    for i, start in enumerate(at):
+        lo = max(start - warm, 0.0)
+        hi = min(at[i + 1] - warm if i + 1 < len(at) else math.inf, measure)
+        if hi <= lo:
+            continue
+        starts = [t for t in cube.starts if lo <= t < hi]
+        lat = Hist.merge([cube.interval(ALL, t) for t in starts], cube.layout)
+        p50, p99 = lat.percentiles((50.0, 99.0)) if lat.total else (math.nan, math.nan)
+        s99 = math.nan
+        if sd is not None:
+            h = Hist.merge([sd.interval(ALL, t) for t in starts if t in sd.starts], sd.layout)
+            s99 = h.percentile(99.0) / 1000.0 if h.total else math.nan
+        end_paper = (hi if math.isfinite(hi) else (starts[-1] if starts else lo)) / k
+        slices = [st for t, st in states if t <= end_paper]
+        out.append(
+            {
+                "phase": i + 1,
+                "from_ms_paper": lo / k * 1000.0,
+                "to_ms_paper": end_paper * 1000.0,
+                "samples": lat.total,
+                "p50_us_paper": p50 / 1000.0 / k,
+                "p99_us_paper": p99 / 1000.0 / k,
+                "p99_slowdown": s99,
+                "slices": slices[-1] if slices else {},
+            }
+        )
+    return out
+
+
 def queue_depths(pd: PointDir, point: dict) -> dict[str, float]:
     """Mean and largest queue depths of the measurement window (warm-up excluded):
     tasks in the switch queue, and tasks in a worker's local queue (per worker). A

@@ -22,6 +22,8 @@ from .analyze import (
     ALL,
     aggregate,
     experiment_name,
+    load_point,
+    phase_rows,
     read_summary,
     spec_of,
     testbed_kind,
@@ -252,6 +254,43 @@ def _model_section(run_dir: Path, df, spec, manifest: dict) -> list[str]:
     return lines + [""]
 
 
+def _phases_section(run_dir: Path) -> list[str]:
+    """A time-varying workload: each point's p99 per phase, and where the agents adapt,
+    each slice's workers and mean token quota at the phase's end."""
+    blocks = []
+    for pd in RunDir(run_dir).points():
+        point = pd.read_point() or {}
+        if not point.get("phase_at_s"):
+            continue
+        rows = []
+        for r in phase_rows(load_point(pd), pd):
+            slices = "; ".join(f"slice {s}: {n} x {q:.2g}" for s, (n, q) in r["slices"].items()) or "-"
+            rows.append(
+                [
+                    r["phase"],
+                    f"{r['from_ms_paper']:,.0f}-{r['to_ms_paper']:,.0f}",
+                    r["samples"],
+                    r["p50_us_paper"],
+                    r["p99_us_paper"],
+                    r["p99_slowdown"],
+                    slices,
+                ]
+            )
+        if rows:
+            hdr = ["phase", "ms (paper)", "requests", "p50 (us)", "p99 (us)", "p99 slowdown", "workers x mean quota"]
+            blocks += [f"### `{pd.id}`", "", table(hdr, rows), ""]
+    if not blocks:
+        return []
+    return [
+        "## Per phase",
+        "",
+        "The workload changes during the window: each phase's requests on their own "
+        "(paper time; phases as the spec's `workload.phases`).",
+        "",
+        *blocks,
+    ]
+
+
 def _validity_section(run_dir: Path) -> list[str]:
     verdicts = [(d.id, d.read_verdict()) for d in RunDir(run_dir).points()]
     n_valid = sum(1 for _, v in verdicts if v and v.get("valid"))
@@ -404,6 +443,7 @@ def render_markdown(run_dir: str | Path) -> str:
         lines += [spec.description.strip(), ""]
     lines += _spec_section(spec, manifest, df)
     lines += _results_section(df, spec)
+    lines += _phases_section(run_dir)
     lines += _slo_section(df, spec)
     lines += _model_section(run_dir, df, spec, manifest)
     lines += _validity_section(run_dir)

@@ -340,3 +340,24 @@ def test_a_time_varying_adaptive_spec_is_simulated_with_its_moves_and_drawn(tmp_
     assert fig.exists()
     svg = fig.read_text()
     assert "slice 0: workers" in svg and "tasks in the switch" in svg
+
+
+def test_a_time_varying_point_is_reported_per_phase(tmp_path):
+    """Each phase's requests on their own: the static point's tail grows with the
+    overloaded slice's load, the adaptive one's slice 0 ends larger, and report.md says so."""
+    from orchestrator.experiment.analyze import load_point, phase_rows
+    from orchestrator.simulate.runner import simulate
+
+    spec = tmp_path / "phases.yaml"
+    spec.write_text(PHASES)
+    run = simulate(spec, results_root=tmp_path / "r", progress=False, jobs=1)
+    rd = RunDir(run)
+    static = phase_rows(load_point(rd.point("rain.static-f1-r1")), rd.point("rain.static-f1-r1"))
+    assert [r["phase"] for r in static] == [1, 2, 3]
+    assert [round(r["from_ms_paper"]) for r in static] == [0, 30, 60]
+    assert static[2]["samples"] > 5 * static[0]["samples"]  # 0.5 of capacity against 0.05
+    assert static[2]["p99_us_paper"] > static[0]["p99_us_paper"] and static[0]["slices"] == {}
+    adaptive = phase_rows(load_point(rd.point("rain.adaptive-f1-r1")), rd.point("rain.adaptive-f1-r1"))
+    assert adaptive[0]["slices"][0][0] == 4 and adaptive[2]["slices"][0][0] > 4
+    md = (run / "report.md").read_text()
+    assert "## Per phase" in md and "### `rain.adaptive-f1-r1`" in md and "slice 0: " in md
