@@ -332,7 +332,7 @@ def write(point_dir: PointDir | Path, point: dict, manifest: dict, spec=None) ->
         at_window = replace(sp, warmup_ns=round(pp.warmup_s * 1e9), measure_ns=round(pp.measure_s * 1e9))
         if not spec.workload.phases:
             info["p99_spread"] = p99_spread(at_window, pp.id)
-        replay, why = (None, "the workload has phases") if spec.workload.phases else _replay(pd, k, sp.classes)
+        replay, why = _replay(pd, k, sp.classes)
         if replay is not None:  # the measured window itself, not a longer one
             sp = replace(at_window, replay=replay)
             model_point = {**model_point, "warmup_s": pp.warmup_s, "measure_s": pp.measure_s}

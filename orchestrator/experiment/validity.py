@@ -360,11 +360,11 @@ def check_p99_ci(data: PointData, max_width: float, confidence: float) -> Check:
 
 def _cum_intensity(schedule: list, lcores: int):
     """Breakpoints (ns) and the cumulative per-lcore intensity at them, for np.interp:
-    the schedule is [[t_s, rps], ...], piecewise constant from t_s on."""
+    the schedule is [[t_s, rps(, classes)], ...], piecewise constant from t_s on."""
     import numpy as np
 
-    ts = [float(t) for t, _ in schedule]
-    rates = [float(r) / max(lcores, 1) for _, r in schedule]
+    ts = [float(row[0]) for row in schedule]
+    rates = [float(row[1]) / max(lcores, 1) for row in schedule]
     ts.append(ts[-1] + 1e6)  # far past the end
     bp = np.array(ts) * 1e9
     cum = np.concatenate([[0.0], np.cumsum(np.diff(bp) / 1e9 * np.array(rates))])

@@ -270,8 +270,6 @@ def check(sp: SimPoint) -> None:
         at, svc, cls = sp.replay[:3]
         if not len(at) == len(svc) == len(cls) or len(sp.replay) == 4 and len(sp.replay[3]) != len(at):
             raise bad("a replay gives one time, service time and class per request (and large flag)", "fix the replay")
-        if len(sp.phases) != 1:
-            raise bad("a replay has one phase", "fix the replay")
         if len(at) and (np.any(np.diff(at) < 0) or at[0] < 0 or np.any(svc < 0) or np.any(cls >= len(sp.classes))):
             raise bad("a replay's times must not decrease, its service times be >= 0, its classes exist", "fix it")
     if sp.arrival not in ("poisson", "constant"):

@@ -79,7 +79,7 @@ def _points(rd: RunDir, manifest: dict) -> list[dict]:
 
 def paper_point(p: dict) -> Point:
     """A measured run's point in paper time: the same id, load and parameters, the
-    durations divided by its dilation, dilation 1."""
+    durations and the workload phases' start times divided by its dilation, dilation 1."""
     k = float(p.get("dilation") or 1.0)
     return Point(
         id=p["id"],
@@ -94,6 +94,7 @@ def paper_point(p: dict) -> Point:
         dilation=1.0,
         warmup_s=float(p["warmup_s"]) / k,
         measure_s=float(p["measure_s"]) / k,
+        phase_at_s=tuple(float(a) / k for a in p.get("phase_at_s") or ()),
         handler=p.get("handler") or "spin",
         worker_threads=int(p["worker_threads"]),
         params=dict(p.get("params") or {}),

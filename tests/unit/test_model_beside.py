@@ -489,3 +489,30 @@ def test_a_window_the_predictions_did_not_reach_is_extended_not_blamed_on_the_bo
     assert "square-root rule" in why and "too short" not in why
     seconds, why = model_beside.window_for(point, manifest, spec, 0.25, 20)
     assert seconds == 20 and "measure_max_s (20 s) is too short" in why
+
+
+def test_a_time_varying_point_is_modelled_at_its_own_phase_times_with_its_requests(tmp_path):
+    """An emulated run stretches the phases (`emulated.phases_at_s`): the model starts
+    each phase at the point's time / k, not at the spec's paper times, and replays the
+    requests the clients drew across them."""
+    phased = {
+        **SPEC,
+        "workload": {
+            "classes": SPEC["workload"]["classes"],
+            "phases": [{"at_s": 0, "capacity_fraction": 0.1}, {"at_s": 1, "capacity_fraction": 0.5}],
+        },
+        "load": {"capacity_fraction": [1.0]},
+    }
+    run = measured_run(tmp_path, fracs=(0.3,), spec=phased)
+    pid = "rain-f0.3-r1"
+    pfile = run / layout.POINTS / pid / layout.POINT
+    pfile.write_text(json.dumps({**json.loads(pfile.read_text()), "phase_at_s": [0.0, 3.0]}))
+    measure(run, pid, 50.0, n=4000)
+    pd_ = RunDir(run).point(pid)
+    _trace(pd_, 5000)
+    info = model_beside.write(pd_, pd_.read_point(), RunDir(run).read_manifest())
+    assert info.get("error") is None and info["replayed"] is True and info["requests"] == 5000
+    model = json.loads((pd_.path / "model" / layout.POINT).read_text())
+    assert model["phase_at_s"] == pytest.approx([0.0, 0.03])  # 3 s of testbed time at k = 100
+    summary = json.loads((pd_.path / "model" / layout.CLIENTS / "client0" / layout.CLIENT_SUMMARY).read_text())
+    assert [row[0] for row in summary["schedule"]] == pytest.approx([0.0, 0.03])

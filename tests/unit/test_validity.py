@@ -419,3 +419,22 @@ def test_a_broken_schedule_names_the_hypervisors_steal_when_the_run_recorded_it(
         assert "the hypervisor gave 2.1% of this machine's cores to others" in v.check(name).message
     (d / "cpu.json").write_text(json.dumps({"cores": 2, "steal_share": 0.0}))
     assert "took none" in _verdict(d).check("schedule_lag").message
+
+
+def test_interarrival_follows_a_schedule_of_phases_with_their_classes(tmp_path):
+    """rain-client's schedule of a time-varying workload: [t, rps, [classes]] pieces.
+    Poisson sends at each phase's rate pass; the same sends against a flat schedule
+    of their mean rate do not."""
+    rng = np.random.default_rng(24)
+    lo, hi = N / DURATION / 2, 3 * N / DURATION / 2
+    half = (WARMUP + DURATION) / 2
+    first = np.cumsum(rng.exponential(1 / lo, int(lo * half * 1.2)))
+    first = first[first < half]
+    second = half + np.cumsum(rng.exponential(1 / hi, int(hi * half * 1.2)))
+    sends = {0: np.concatenate([first, second]) * 1e9}
+    phased = [[0.0, lo, ["a"]], [half, hi, ["b"]]]
+    d = _point(tmp_path / "a", trace=trace_csv(sends), schedule=phased, lcores=1)
+    c = _verdict(d).check("interarrival")
+    assert c.passed is True, c.message
+    flat = _point(tmp_path / "b", trace=trace_csv(sends), schedule=[[0.0, (lo + hi) / 2]], lcores=1)
+    assert _verdict(flat).check("interarrival").passed is False

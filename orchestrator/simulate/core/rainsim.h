@@ -105,7 +105,8 @@ struct rs_config {
 	uint64_t seed;
 	struct rs_network net;
 	double params[RS_MAX_PARAMS]; /* the policy's parameters (policies.py names them) */
-	/* A replay (n_replay > 0): these requests instead of drawn ones (one phase only):
+	/* A replay (n_replay > 0): these requests instead of drawn ones (the phases then only
+	 * size the buffers):
 	 * intended times (not decreasing, < gen_end_ns), service times, class indices, and
 	 * which were sent large (NULL: drawn from the class's large_fraction). The model
 	 * beside a measurement replays what the client drew (common random numbers). */

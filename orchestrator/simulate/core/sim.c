@@ -908,8 +908,6 @@ static int check(const struct rs_config *c, char *err, int n)
 	if (c->n_replay > 0) {
 		if (!c->replay_at_ns || !c->replay_service_ns || !c->replay_class)
 			return bad(err, n, "a replay needs its times, service times and classes");
-		if (c->n_phases != 1)
-			return bad(err, n, "a replay has one phase");
 		for (int64_t i = 0; i < c->n_replay; i++) {
 			if (c->replay_at_ns[i] < 0 || (i && c->replay_at_ns[i] < c->replay_at_ns[i - 1]))
 				return snprintf(m, sizeof m, "replay request %lld: times must be >= 0 and not decrease",
