@@ -302,7 +302,7 @@ def _p99_over_time(ctx: _Ctx) -> list[Path]:
                 lw=1.1,
                 color=f"C{i % 10}",
                 label=("phases, mean " if extra.get(curve, ({},))[0].get("phase_at_s") else "")
-                + f"{r['load_krps']:g} kRPS"
+                + f"{r['load_krps']:,.4g} kRPS"
                 + ("" if r["valid"] else " (invalid)"),
                 ls="-" if r["valid"] else ":",
             )
