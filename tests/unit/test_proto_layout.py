@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hosts import ctl, proto
+from hosts import ctl, kv, proto
 
 INCLUDE = Path(__file__).resolve().parents[2] / "hosts/dpdk/include"
 
@@ -21,7 +21,7 @@ def c_layout(tmp_path: Path, body: str) -> dict:
         pytest.skip("gcc is needed to read the C declaration")
     src = tmp_path / "layout.c"
     src.write_text(
-        '#include <stdio.h>\n#include <stddef.h>\n#include "rain_proto.h"\n#include "rain_ctl.h"\n'
+        '#include <stdio.h>\n#include <stddef.h>\n#include "rain_proto.h"\n#include "rain_ctl.h"\n#include "rain_kv.h"\n'
         'int main(void) {\n  printf("{");\n' + body + '  printf("\\"end\\": 0}\\n");\n  return 0;\n}\n'
     )
     exe = tmp_path / "layout"
@@ -142,3 +142,52 @@ def test_roce_test_vector():
     reth = proto.Reth(va=0x00007F0000001000, rkey=0x00ABCDEF, dma_len=16)
     assert (bth.pack() + reth.pack()).hex() == "0a40ffff0000012300000010" + "00007f000000100000abcdef00000010"
     assert proto.Bth.unpack(bth.pack()) == bth and proto.Reth.unpack(reth.pack()) == reth
+
+
+def test_key_value_requests_match_c(tmp_path):
+    """rain_kv.h and hosts/kv.py agree on the constants, the request's bytes, the
+    checks of a request, the result's bytes and every item's key and value."""
+    body = "".join(
+        emit(k, v)
+        for k, v in {
+            "get": "RAIN_KV_GET",
+            "scan": "RAIN_KV_SCAN",
+            "max_count": "RAIN_KV_MAX_COUNT",
+            "min_key": "RAIN_KV_MIN_KEY_BYTES",
+            "max_key": "RAIN_KV_MAX_KEY_BYTES",
+            "max_item": "RAIN_KV_MAX_ITEM_BYTES",
+            "result_len": "RAIN_KV_RESULT_LEN",
+            "enc": "rain_kv_req_encode(&(struct rain_kv_req){ .op = 2, .count = 500, .start = 123456 })",
+            "valid_ok": "rain_kv_req_valid(&(struct rain_kv_req){ .op = 1, .count = 10, .start = 90 }, 100)",
+            "valid_past": "rain_kv_req_valid(&(struct rain_kv_req){ .op = 1, .count = 11, .start = 90 }, 100)",
+            "valid_op": "rain_kv_req_valid(&(struct rain_kv_req){ .op = 3, .count = 1, .start = 0 }, 100)",
+            "valid_zero": "rain_kv_req_valid(&(struct rain_kv_req){ .op = 2, .count = 0, .start = 0 }, 100)",
+        }.items()
+    )
+    body += (
+        "  { uint8_t k[20], v[21], r[RAIN_KV_RESULT_LEN];\n"
+        "    rain_kv_key(k, 20, 12345); rain_kv_value(v, 21, 99, 7);\n"
+        "    rain_kv_result_encode(r, &(struct rain_kv_result){ .service_ns = 8000, .found = 10, .digest = 0x0102030405060708ull });\n"
+        '    printf("\\"key\\": \\""); for (int i = 0; i < 20; i++) printf("%02x", k[i]); printf("\\", ");\n'
+        '    printf("\\"value\\": \\""); for (int i = 0; i < 21; i++) printf("%02x", v[i]); printf("\\", ");\n'
+        '    printf("\\"result\\": \\""); for (int i = 0; i < RAIN_KV_RESULT_LEN; i++) printf("%02x", r[i]); printf("\\", "); }\n'
+    )
+    c = c_layout(tmp_path, body)
+    assert (c["get"], c["scan"]) == (kv.Op.GET, kv.Op.SCAN)
+    assert (c["max_count"], c["min_key"], c["max_key"]) == (kv.MAX_COUNT, kv.MIN_KEY_BYTES, kv.MAX_KEY_BYTES)
+    assert (c["max_item"], c["result_len"]) == (kv.MAX_ITEM_BYTES, kv.RESULT_LEN)
+    req = kv.Request(kv.Op.SCAN, 500, 123456)
+    assert c["enc"].to_bytes(8, "big") == req.encode() and kv.Request.decode(req.encode()) == req
+    assert (
+        [c["valid_ok"], c["valid_past"], c["valid_op"], c["valid_zero"]]
+        == [
+            kv.Request(1, 10, 90).valid(100),
+            kv.Request(1, 11, 90).valid(100),
+            kv.Request(3, 1, 0).valid(100),
+            kv.Request(2, 0, 0).valid(100),
+        ]
+        == [True, False, False, False]
+    )
+    assert bytes.fromhex(c["key"]) == kv.key(12345, 20) == b"0000000000012345...."
+    assert bytes.fromhex(c["value"]) == kv.value(7, 21, 99)
+    assert kv.Result.decode(bytes.fromhex(c["result"])) == kv.Result(8000, 10, 0x0102030405060708)

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
  * Task handlers (--handler): what running a task means. The synthetic ones read the
- * service time the task carries (task->service_ns). Add an application (RocksDB) as
- * one more entry: init() opens it, run() decodes task->payload and may write a result.
+ * service time the task carries (task->service_ns); rocksdb (kv.c) serves key-value
+ * requests: init() opens the database, run() decodes the request and writes a result.
  */
 #include <errno.h>
 #include <string.h>
@@ -73,10 +73,12 @@ const struct rw_handler_ops *rw_handler_find(const char *name)
 	for (size_t i = 0; i < RTE_DIM(handlers); i++)
 		if (strcmp(handlers[i].name, name) == 0)
 			return &handlers[i];
+	if (strcmp(rw_kv_handler.name, name) == 0)
+		return &rw_kv_handler;
 	return NULL;
 }
 
 const char *rw_handler_names(void)
 {
-	return "spin|sleep|echo|digest";
+	return "spin|sleep|echo|digest|rocksdb";
 }

@@ -76,12 +76,21 @@ static void usage(const char *prog)
 	       "                       worker id B and the server's total queue\n"
 	       "  --fetch-timeout NS   --mode pull: how long a thread waits for a large task's FETCH_REPLY before\n"
 	       "                       answering it failed (default 10e6)\n"
+	       "  --kv-path DIR        --handler rocksdb: the database folder; built once from the --kv-* options\n"
+	       "                       below (its MANIFEST-rain names them), opened as it is afterwards\n"
+	       "  --kv-keys N          items in the database, numbered 0..N-1 (default 100000)\n"
+	       "  --kv-key-bytes B     key size, %u..%u (default 64)\n"
+	       "  --kv-item-bytes B    value size, 1..%u (default 1024)\n"
+	       "  --kv-seed S          seed of the values (default 1)\n"
+	       "  --kv-dilation K      after each request, wait until K x its run time has passed (the emulated\n"
+	       "                       testbed's time dilation; default 1)\n"
 	       "  --inline-rx          with --threads 1: the thread polls the port itself (run to\n"
 	       "                       completion, no RX loop; L_w then misses time in the port queue)\n"
 	       "  --bench S            benchmark for S seconds on a loopback port (net_ring): this\n"
 	       "                       process plays the saturated switch; prints a JSON summary\n"
 	       "  --bench-warmup S     seconds excluded from the benchmark (default 0.5)\n",
-	       prog, rw_mode_names(), rw_handler_names(), RAIN_SLOT_HDR_LEN, rw_rdma_names());
+	       prog, rw_mode_names(), rw_handler_names(), RAIN_SLOT_HDR_LEN, rw_rdma_names(), RAIN_KV_MIN_KEY_BYTES,
+	       RAIN_KV_MAX_KEY_BYTES, RAIN_KV_MAX_ITEM_BYTES);
 }
 
 static uint64_t parse_u64(const char *opt, const char *s, uint64_t lo, uint64_t hi)
@@ -110,7 +119,8 @@ static void parse_args(int argc, char **argv, struct rw_conf *c)
 	enum { O_THREADS = 256, O_BASE, O_MODE, O_HANDLER, O_IDLE, O_QUOTA, O_SLICE, O_DISABLED, O_PORT,
 	       O_SLOTS, O_SLOT_SIZE, O_RKEY, O_QPN, O_PSN, O_FIFO, O_MBUFS, O_MAXSVC, O_CTL, O_REG, O_STATS,
 	       O_PERIOD, O_SMAC, O_SIP, O_SRC, O_INLINE, O_BENCH, O_BWARM, O_RDMA, O_QPTYPE, O_RDEV, O_RPORT, O_GID,
-	       O_RMTU, O_DSCP, O_RQPN, O_ICRC, O_DISP, O_FETCH_TMO, O_HELP };
+	       O_RMTU, O_DSCP, O_RQPN, O_ICRC, O_DISP, O_FETCH_TMO, O_KV_PATH, O_KV_KEYS, O_KV_KEYB, O_KV_ITEMB,
+	       O_KV_SEED, O_KV_DIL, O_HELP };
 	static const struct option opts[] = {
 		{ "threads", 1, 0, O_THREADS }, { "worker-base", 1, 0, O_BASE }, { "mode", 1, 0, O_MODE },
 		{ "handler", 1, 0, O_HANDLER }, { "idle", 1, 0, O_IDLE }, { "quota", 1, 0, O_QUOTA },
@@ -125,6 +135,8 @@ static void parse_args(int argc, char **argv, struct rw_conf *c)
 		{ "rdma-port", 1, 0, O_RPORT }, { "gid-index", 1, 0, O_GID }, { "rdma-mtu", 1, 0, O_RMTU },
 		{ "dscp", 1, 0, O_DSCP }, { "remote-qpn", 1, 0, O_RQPN }, { "icrc-check", 0, 0, O_ICRC },
 		{ "dispatcher", 0, 0, O_DISP }, { "fetch-timeout", 1, 0, O_FETCH_TMO },
+		{ "kv-path", 1, 0, O_KV_PATH }, { "kv-keys", 1, 0, O_KV_KEYS }, { "kv-key-bytes", 1, 0, O_KV_KEYB },
+		{ "kv-item-bytes", 1, 0, O_KV_ITEMB }, { "kv-seed", 1, 0, O_KV_SEED }, { "kv-dilation", 1, 0, O_KV_DIL },
 		{ "help", 0, 0, O_HELP },
 		{ 0, 0, 0, 0 },
 	};
@@ -153,6 +165,11 @@ static void parse_args(int argc, char **argv, struct rw_conf *c)
 	c->stats_period_s = 1.0;
 	c->fetch_timeout_ns = 10000000;
 	c->bench_warmup_s = 0.5;
+	c->kv_keys = 100000;
+	c->kv_key_bytes = 64;
+	c->kv_item_bytes = 1024;
+	c->kv_seed = 1;
+	c->kv_dilation = 1.0;
 	rain_idle_parse("sleep", &c->idle);
 
 	optind = 1;
@@ -228,6 +245,18 @@ static void parse_args(int argc, char **argv, struct rw_conf *c)
 		case O_REG: c->reg_path = optarg; break;
 		case O_STATS: c->stats_path = optarg; break;
 		case O_PERIOD: c->stats_period_s = parse_f64("stats-period", optarg, 0.01, 3600); break;
+		case O_KV_PATH:
+			if (optarg[0] == '\0' || strlen(optarg) >= 3800)
+				rte_exit(EXIT_FAILURE, "--kv-path: expected a folder path\n");
+			c->kv_path = optarg;
+			break;
+		case O_KV_KEYS: c->kv_keys = (uint32_t)parse_u64("kv-keys", optarg, 1, 1u << 31); break;
+		case O_KV_KEYB:
+			c->kv_key_bytes = (uint32_t)parse_u64("kv-key-bytes", optarg, RAIN_KV_MIN_KEY_BYTES, RAIN_KV_MAX_KEY_BYTES);
+			break;
+		case O_KV_ITEMB: c->kv_item_bytes = (uint32_t)parse_u64("kv-item-bytes", optarg, 1, RAIN_KV_MAX_ITEM_BYTES); break;
+		case O_KV_SEED: c->kv_seed = parse_u64("kv-seed", optarg, 0, UINT64_MAX); break;
+		case O_KV_DIL: c->kv_dilation = parse_f64("kv-dilation", optarg, 1.0, 1e6); break;
 		case O_SMAC:
 			if (rain_parse_mac(optarg, &c->switch_mac) != 0)
 				rte_exit(EXIT_FAILURE, "--switch-mac %s: not a MAC address\n", optarg);

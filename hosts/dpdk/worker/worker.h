@@ -33,6 +33,7 @@
 #include "rain_ctl.h"
 #include "rain_pkt.h"
 #include "rain_port.h"
+#include "rain_kv.h"
 #include "rain_proto.h"
 
 #define RW_MAX_THREADS  RAIN_CTL_MAX_WORKERS
@@ -153,6 +154,7 @@ struct rw_thread {
 	uint64_t tokens_sent __rte_cache_aligned;
 	uint64_t tokens_forgotten; /* tokens dropped by a re-registration (enable 0 -> 1) */
 	uint64_t desc_fetches;     /* descriptors of a slot never received, fetched from their client */
+	uint64_t kv_bad;           /* --handler rocksdb: malformed requests, answered failed */
 	uint64_t qp_resets;        /* re-registrations that reset this thread's QP */
 	uint32_t qp_failed;        /* the last reset left the QP unusable: no tokens (6.1) */
 	uint64_t finished;         /* DISPATCHes answered (ok or failed) */
@@ -242,6 +244,13 @@ struct rw_conf {
 	bool dispatcher;       /* one shared FIFO for all threads (RackSched's second layer) */
 	uint64_t fetch_timeout_ns; /* how long a thread waits for a FETCH_REPLY */
 	double bench_s;        /* > 0: built-in benchmark on a loopback port (net_ring) */
+	/* --handler rocksdb (kv.c): the database folder and how its items are made */
+	const char *kv_path;
+	uint32_t kv_keys;
+	uint32_t kv_key_bytes;
+	uint32_t kv_item_bytes;
+	uint64_t kv_seed;
+	double kv_dilation;    /* wait until k x the operation's run time has passed */
 	double bench_warmup_s;
 };
 
@@ -298,6 +307,7 @@ static inline bool rw_quitting(const struct rw_ctx *w)
 /* modes.c, handlers.c */
 const struct rw_mode_ops *rw_mode_find(const char *name);
 const struct rw_handler_ops *rw_handler_find(const char *name);
+extern const struct rw_handler_ops rw_kv_handler; /* kv.c */
 const char *rw_mode_names(void);
 const char *rw_handler_names(void);
 
