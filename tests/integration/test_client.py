@@ -65,7 +65,8 @@ class Task:
 
 class Peer:
     """Side b of the pair: records every TASK with its kernel receive timestamp and
-    answers as `policy(task)` says: a list of (delay_s, kind, flags) replies."""
+    answers as `policy(task)` says: a list of (delay_s, kind, flags[, bytes after the
+    header]) replies."""
 
     def __init__(self, pair: NetnsPair, policy=None, cpu: int | None = None):
         self.pair = pair
@@ -90,7 +91,7 @@ class Peer:
         self._thread.join(5)
         self.raw.close()
 
-    def _reply(self, t: Task, kind: int, flags: int) -> bytes:
+    def _reply(self, t: Task, kind: int, flags: int, body: bytes = b"") -> bytes:
         h = proto.Header(
             kind=kind,
             flags=flags,
@@ -99,7 +100,7 @@ class Peer:
             request_id=t.hdr.request_id,
             data=t.hdr.data,
         )
-        return frame(self.pair.b, self.pair.a, h.pack(), proto.UDP_PORT, proto.UDP_PORT)
+        return frame(self.pair.b, self.pair.a, h.pack() + body, proto.UDP_PORT, proto.UDP_PORT)
 
     def _run(self) -> None:
         # Optionally keep off the client's CPU (lcore 0 = CPU 0): a wake-up on the CPU that
@@ -137,8 +138,8 @@ class Peer:
                 continue
             t = Task(ts, m.hdr, m.payload, len(u[2]))
             self.tasks.append(t)
-            for delay, kind, flags in self.policy(t) or []:
-                fr = self._reply(t, kind, flags)
+            for delay, kind, flags, *body in self.policy(t) or []:
+                fr = self._reply(t, kind, flags, *body)
                 if delay <= 0:
                     sock.send(fr)
                 else:
@@ -554,6 +555,59 @@ def test_keys_exp_and_bimodal_services(pair, tmp_path):
     assert set(bim) <= {10000, 100000} and 0.3 < bim.count(10000) / len(bim) < 0.7
 
 
+def test_key_value_requests_and_the_service_time_their_answers_carry(pair, tmp_path):
+    """kv classes send rain_kv.h requests (a count of keys from a first key uniform over
+    the database) and take each request's service time from the worker's answer: the
+    mean, the slowdown and the trace use it. An answer without a result counts failed."""
+    from hosts import kv
+
+    def policy(t):
+        req = kv.Request.decode(t.hdr.data)
+        if t.hdr.task_type == 3:
+            return [(0.0, proto.Kind.RESPONSE, 0)]  # no result: not a RocksDB worker
+        body = struct.pack("!QIQ", 1_000_000 * req.count, req.count, 7)
+        return [(0.002, proto.Kind.RESPONSE, 0, body)]
+
+    trace = tmp_path / "trace.csv"
+    args = BASE + [
+        "--rate",
+        "1000",
+        "--duration",
+        "1",
+        "--trace",
+        str(trace),
+        "--class",
+        "get:8:1:kv-get:10:5000:8",
+        "--class",
+        "scan:1:2:kv-scan-exp:50:5000:8",
+        "--class",
+        "odd:1:3:kv-get:1:5000:8",
+    ]
+    s, peer = run(pair, tmp_path, args, policy)
+    reqs = {tt: [kv.Request.decode(t.hdr.data) for t in peer.tasks if t.hdr.task_type == tt] for tt in (1, 2, 3)}
+    assert all(r.op == kv.Op.GET and r.count == 10 and r.start + 10 <= 5000 for r in reqs[1])
+    starts = [r.start for r in reqs[1]]
+    assert min(starts) < 500 and max(starts) > 4400  # uniform over the keys
+    scans = np.array([r.count for r in reqs[2]])
+    assert all(r.op == kv.Op.SCAN and r.start + r.count <= 5000 for r in reqs[2])
+    assert scans.min() >= 1 and scans.mean() == pytest.approx(50, rel=0.25)
+    get, scan, odd = (s["classes"][c] for c in ("get", "scan", "odd"))
+    assert get["mean_service_ns"] == pytest.approx(10_000_000)  # what the answers said
+    assert scan["mean_service_ns"] == pytest.approx(1_000_000 * scan["mean_keys"], rel=0.05)
+    assert get["received"] == get["offered"] > 600 and get["failed"] == 0
+    assert odd["failed"] == odd["offered"] > 30 and odd["received"] == 0
+    assert s["run"]["kv_no_result"] == odd["offered"]
+    sd = merged(read_hlog(tmp_path / "out/slowdown.hlog")["get"])
+    lat = merged(read_hlog(tmp_path / "out/latency.hlog")["get"])
+    assert sd.get_value_at_percentile(50) / 1000 == pytest.approx(lat.get_value_at_percentile(50) / 10e6, rel=0.01)
+    rows = trace_rows(trace)
+    for r in rows:
+        if r["class"] == "get" and r["latency_ns"] >= 0:
+            assert r["service_ns"] == 10_000_000
+        if r["class"] == "odd":
+            assert r["service_ns"] == 0 and r["latency_ns"] == -1
+
+
 # --- admission, timeouts, rejects, resubmission -------------------------------------------------
 
 
@@ -758,6 +812,14 @@ def test_hdr_clamps_values_above_the_range(client_bin, tmp_path):
                 "a:1:0:weird:5:8",
             ],
             "unknown service",
+        ),
+        *(
+            (
+                ["--src-ip", "1.2.3.4", "--dst-mac", "02:00:00:00:00:01", "--dst-ip", "1.1.1.1", "--rate", "1"]
+                + ["--class", f"a:1:0:{svc}:8"],
+                "out of range",
+            )
+            for svc in ("kv-get:0:100", "kv-scan:20:10", "kv-scan-exp:10001:20000")
         ),
         (
             ["--src-ip", "1.2.3.4", "--dst-mac", "02:00:00:00:00:01", "--dst-ip", "1.1.1.1", "--schedule", "1:100"],

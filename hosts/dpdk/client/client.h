@@ -91,7 +91,8 @@ struct rc_counters {
 	uint64_t late_sends;       /* sent later than the lateness threshold (not counting admission waits) */
 	uint64_t max_lag_tsc;      /* largest send - intended among those (reported in ns) */
 	uint64_t large;            /* sent as large tasks */
-	uint64_t service_ns_sum;   /* sum of the service times offered (mean = sum / offered) */
+	uint64_t service_ns_sum;   /* sum of the service times offered (kv classes: answered) */
+	uint64_t service_n;        /* how many service times the sum holds (mean = sum / n) */
 	uint64_t keys_sum;         /* keys-exp classes: sum of key counts offered */
 };
 
@@ -104,6 +105,7 @@ struct rc_run {
 	uint64_t handoff_out;      /* replies handed to the lcore owning their client_id */
 	uint64_t handoff_full;
 	uint64_t unknown_reply;    /* no such outstanding request (duplicate, or stale after reuse) */
+	uint64_t kv_no_result;     /* a kv request answered without its result (counted failed) */
 	uint64_t foreign;          /* replies for another client host, or an lcore that does not exist */
 	uint64_t unexpected_kind;  /* valid Rain frames that are not RESPONSE/REJECT/FETCH */
 	uint64_t fetches;          /* FETCHes answered with the request's payload (FETCH_REPLY) */
@@ -147,7 +149,8 @@ struct rc_trace {
 	uint8_t large; /* sent large (a payload beyond the inline bytes) */
 	uint64_t intended;
 	uint64_t sent;
-	uint64_t service_ns; /* what the request asked the worker for */
+	uint64_t service_ns; /* what the request asked the worker for (kv classes: what the worker
+			      * said it took; 0 until answered) */
 	int64_t latency_ns;  /* intended send to answer; -1: no answer (yet), failed or rejected */
 };
 

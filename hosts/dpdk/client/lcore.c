@@ -18,6 +18,7 @@
 #include <rte_mbuf_dyn.h>
 
 #include "client.h"
+#include "rain_kv.h"
 
 int rc_tsc_dynfield = -1; /* receive TSC of a reply handed to another lcore */
 
@@ -322,7 +323,8 @@ static __rte_always_inline bool send_new(struct rc_lcore *lc, const struct rc_wa
 	lc->txb[lc->ntx++] = m;
 	if (unlikely(lc->trace != NULL)) {
 		if (lc->ntrace < lc->trace_cap)
-			lc->trace[lc->ntrace++] = (struct rc_trace){id, w->cls, w->large, w->intended, now, w->service_ns, -1};
+			lc->trace[lc->ntrace++] = (struct rc_trace){id, w->cls, w->large, w->intended, now,
+								    rc.cfg->cls[w->cls].svc.ops->kv ? 0 : w->service_ns, -1};
 		else
 			lc->trace_dropped++;
 	}
@@ -384,7 +386,10 @@ static unsigned generate(struct rc_lcore *lc, uint64_t now)
 		if (w.measured) {
 			struct rc_counters *k = &lc->cnt[w.cls];
 			k->offered++;
-			k->service_ns_sum += w.service_ns;
+			if (!c->svc.ops->kv) { /* a kv request's service time comes with its answer */
+				k->service_ns_sum += w.service_ns;
+				k->service_n++;
+			}
 			k->keys_sum += keys;
 		}
 		if (lc->wq_head == lc->wq_tail && can_admit(lc)) {
@@ -488,8 +493,18 @@ static unsigned check_timeouts(struct rc_lcore *lc, uint64_t now)
 	return n;
 }
 
-static void complete(struct rc_lcore *lc, const struct rain_hdr *rh, uint64_t t)
+/* A kv request's service time: what the worker said it took (rain_kv.h's result after
+ * the response header), or 0 when the response carries none. */
+static uint64_t kv_service_ns(const struct rain_view *v)
 {
+	if (v->l4_len < RAIN_HDR_LEN + RAIN_KV_RESULT_LEN)
+		return 0;
+	return rain_get_u64(v->l4_payload + RAIN_HDR_LEN);
+}
+
+static void complete(struct rc_lcore *lc, const struct rain_view *v, uint64_t t)
+{
+	const struct rain_hdr *rh = v->rh;
 	uint32_t id = rte_be_to_cpu_32(rh->request_id);
 	struct rc_req *e = &lc->tab[id & lc->mask];
 	if (e->id != id || (e->state != RQ_SENT && e->state != RQ_RESENT)) {
@@ -512,24 +527,37 @@ static void complete(struct rc_lcore *lc, const struct rain_hdr *rh, uint64_t t)
 	}
 	finish(lc, e, RQ_DONE);
 	uint64_t lat = (uint64_t)((double)(t - e->intended) * 1e9 / (double)rc.hz);
+	bool kv = rc.cfg->cls[e->cls].svc.ops->kv;
+	uint64_t service_ns = e->service_ns;
+	bool failed = (rh->flags & RAIN_F_FAILED) != 0;
+	if (kv && !failed && (service_ns = kv_service_ns(v)) == 0) {
+		lc->run.kv_no_result++; /* answered without a result: not rain-worker --handler rocksdb */
+		failed = true;
+	}
 	/* Request ids are the trace's indices (one entry per first send, from id 0) until
 	 * the trace is full; the check keeps a full trace's later ids out. */
-	if (unlikely(lc->trace != NULL) && e->id < lc->ntrace && lc->trace[e->id].id == e->id &&
-	    !(rh->flags & RAIN_F_FAILED))
+	if (unlikely(lc->trace != NULL) && e->id < lc->ntrace && lc->trace[e->id].id == e->id && !failed) {
 		lc->trace[e->id].latency_ns = (int64_t)lat;
+		if (kv)
+			lc->trace[e->id].service_ns = service_ns;
+	}
 	if (!measured)
 		return;
-	if (rh->flags & RAIN_F_FAILED) {
+	if (failed) {
 		k->failed++;
 		return;
 	}
 	k->received++;
+	if (kv) {
+		k->service_ns_sum += service_ns;
+		k->service_n++;
+	}
 	uint64_t kint = (e->intended - rc.tw) / rc.hz;
 	if (kint >= rc.nint)
 		kint = rc.nint - 1;
 	hdr_record(&lc->lat[e->cls][kint], lat);
-	if (e->service_ns > 0) /* slowdown x1000 keeps three decimals in integer buckets */
-		hdr_record(&lc->sd[e->cls][kint], (uint64_t)((double)lat * 1000.0 / (double)e->service_ns));
+	if (service_ns > 0) /* slowdown x1000 keeps three decimals in integer buckets */
+		hdr_record(&lc->sd[e->cls][kint], (uint64_t)((double)lat * 1000.0 / (double)service_ns));
 }
 
 /* A worker FETCHes a large task's payload (Draconis-SW: the switch dispatched only its
@@ -607,7 +635,7 @@ static void on_frame(struct rc_lcore *lc, struct rte_mbuf *m, uint64_t t, bool h
 	if (unlikely(v.rh->kind == RAIN_FETCH))
 		answer_fetch(lc, &v);
 	else
-		complete(lc, v.rh, t);
+		complete(lc, &v, t);
 	rte_pktmbuf_free(m);
 }
 

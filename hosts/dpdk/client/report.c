@@ -34,6 +34,7 @@ static void add_counters(struct rc_counters *a, const struct rc_counters *b)
 		a->max_lag_tsc = b->max_lag_tsc;
 	a->large += b->large;
 	a->service_ns_sum += b->service_ns_sum;
+	a->service_n += b->service_n;
 	a->keys_sum += b->keys_sum;
 }
 
@@ -51,7 +52,7 @@ static void json_counters(FILE *f, const struct rc_counters *c, double dur)
 		(unsigned long long)c->lost, (unsigned long long)c->not_sent, (unsigned long long)c->waited,
 		(unsigned long long)c->late_sends, (unsigned long long)((double)c->max_lag_tsc * 1e9 / (double)rc.hz),
 		(unsigned long long)c->large,
-		c->offered ? (double)c->service_ns_sum / (double)c->offered : 0.0,
+		c->service_n ? (double)c->service_ns_sum / (double)c->service_n : 0.0,
 		c->offered ? (double)c->keys_sum / (double)c->offered : 0.0, (double)c->offered / dur,
 		(double)c->sent_in_window / dur, (double)c->received / dur);
 }
@@ -177,6 +178,7 @@ int rc_write_results(const struct rc_config *cfg, bool partial, uint64_t start_u
 		run.handoff_out += lc->run.handoff_out;
 		run.handoff_full += lc->run.handoff_full;
 		run.unknown_reply += lc->run.unknown_reply;
+		run.kv_no_result += lc->run.kv_no_result;
 		run.foreign += lc->run.foreign;
 		run.unexpected_kind += lc->run.unexpected_kind;
 		run.fetches += lc->run.fetches;
@@ -291,7 +293,7 @@ int rc_write_results(const struct rc_config *cfg, bool partial, uint64_t start_u
 	fprintf(f, "  },\n  \"run\": {\"tx_frames\": %llu, \"rx_frames\": %llu, \"tx_retries\": %llu, "
 		"\"mbuf_failed\": %llu, \"handoff\": %llu, \"handoff_full\": %llu, \"unknown_reply\": %llu, "
 		"\"foreign\": %llu, \"unexpected_kind\": %llu, \"fetches\": %llu, \"fetch_unknown\": %llu, "
-		"\"fetch_dropped\": %llu, \"max_outstanding_seen\": %llu, \"trace_dropped\": %llu},\n",
+		"\"fetch_dropped\": %llu, \"max_outstanding_seen\": %llu, \"trace_dropped\": %llu, \"kv_no_result\": %llu},\n",
 		(unsigned long long)run.tx_frames, (unsigned long long)run.rx_frames,
 		(unsigned long long)run.tx_retries, (unsigned long long)run.mbuf_failed,
 		(unsigned long long)run.handoff_out, (unsigned long long)run.handoff_full,
@@ -299,7 +301,7 @@ int rc_write_results(const struct rc_config *cfg, bool partial, uint64_t start_u
 		(unsigned long long)run.unexpected_kind, (unsigned long long)run.fetches,
 		(unsigned long long)run.fetch_unknown, (unsigned long long)run.fetch_dropped,
 		(unsigned long long)run.max_outstanding_seen,
-		(unsigned long long)trace_dropped);
+		(unsigned long long)trace_dropped, (unsigned long long)run.kv_no_result);
 	fprintf(f, "  \"drops\": {");
 	for (int d = 1; d < RAIN_DROP_MAX; d++)
 		fprintf(f, "%s\"%s\": %llu", d > 1 ? ", " : "", rain_drop_names[d], (unsigned long long)run.drops[d]);

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rain_kv.h"
 #include "workload.h"
 
 void rng_seed(struct rng *r, uint64_t seed)
@@ -133,11 +134,56 @@ static uint64_t keys_draw(const struct service *s, struct rng *r, uint32_t *keys
 }
 static double keys_mean(const struct service *s) { return s->p[0] * s->p[1]; }
 
+/* Key-value requests for rain-worker --handler rocksdb: COUNT keys (constant, or
+ * geometric with that mean like keys-exp, at most RAIN_KV_MAX_COUNT and KEYS) from a
+ * first key uniform over the KEYS the database holds. */
+static int kv_check(const struct service *s)
+{
+	return s->p[0] >= 1 && s->p[0] <= RAIN_KV_MAX_COUNT && s->p[1] >= s->p[0] && s->p[1] <= 2147483648.0 ? 0 : -1;
+}
+static uint64_t kv_draw(const struct service *s, struct rng *r, uint32_t *keys, uint8_t op, bool geometric)
+{
+	double k = s->p[0];
+	if (geometric) {
+		k = 1;
+		if (s->p[0] > 1)
+			k += floor(log(rng_unit(r)) / log(1 - 1 / s->p[0]));
+	}
+	uint32_t n = (uint32_t)s->p[1];
+	uint32_t count = k > RAIN_KV_MAX_COUNT ? RAIN_KV_MAX_COUNT : (uint32_t)k;
+	if (count > n)
+		count = n;
+	uint32_t start = (uint32_t)(rng_next(r) % ((uint64_t)n - count + 1));
+	*keys = count;
+	return rain_kv_req_encode(&(struct rain_kv_req){ .op = op, .count = (uint16_t)count, .start = start });
+}
+static uint64_t kv_get_draw(const struct service *s, struct rng *r, uint32_t *keys)
+{
+	return kv_draw(s, r, keys, RAIN_KV_GET, false);
+}
+static uint64_t kv_get_exp_draw(const struct service *s, struct rng *r, uint32_t *keys)
+{
+	return kv_draw(s, r, keys, RAIN_KV_GET, true);
+}
+static uint64_t kv_scan_draw(const struct service *s, struct rng *r, uint32_t *keys)
+{
+	return kv_draw(s, r, keys, RAIN_KV_SCAN, false);
+}
+static uint64_t kv_scan_exp_draw(const struct service *s, struct rng *r, uint32_t *keys)
+{
+	return kv_draw(s, r, keys, RAIN_KV_SCAN, true);
+}
+static double kv_mean(const struct service *s) { return 0.0; } /* the worker measures it */
+
 static const struct service_ops services[] = {
-	{"const", 1, "NS", const_check, const_draw, const_mean},
-	{"exp", 1, "MEAN_NS", exp_check, exp_draw, exp_mean},
-	{"bimodal", 3, "NS1:NS2:P1", bimodal_check, bimodal_draw, bimodal_mean},
-	{"keys-exp", 2, "MEAN_KEYS:NS_PER_KEY", keys_check, keys_draw, keys_mean},
+	{"const", 1, "NS", const_check, const_draw, const_mean, false},
+	{"exp", 1, "MEAN_NS", exp_check, exp_draw, exp_mean, false},
+	{"bimodal", 3, "NS1:NS2:P1", bimodal_check, bimodal_draw, bimodal_mean, false},
+	{"keys-exp", 2, "MEAN_KEYS:NS_PER_KEY", keys_check, keys_draw, keys_mean, false},
+	{"kv-get", 2, "COUNT:KEYS", kv_check, kv_get_draw, kv_mean, true},
+	{"kv-get-exp", 2, "MEAN_COUNT:KEYS", kv_check, kv_get_exp_draw, kv_mean, true},
+	{"kv-scan", 2, "COUNT:KEYS", kv_check, kv_scan_draw, kv_mean, true},
+	{"kv-scan-exp", 2, "MEAN_COUNT:KEYS", kv_check, kv_scan_exp_draw, kv_mean, true},
 };
 
 const struct service_ops *service_find(const char *name)
@@ -157,7 +203,7 @@ int service_parse(char *const *tok, unsigned ntok, struct service *s, char *err,
 	}
 	s->ops = service_find(tok[0]);
 	if (s->ops == NULL) {
-		snprintf(err, errlen, "unknown service distribution '%s' (const, exp, bimodal, keys-exp)", tok[0]);
+		snprintf(err, errlen, "unknown service distribution '%s' (const, exp, bimodal, keys-exp, kv-get, kv-get-exp, kv-scan, kv-scan-exp)", tok[0]);
 		return -1;
 	}
 	if (ntok - 1 != s->ops->nparams) {

@@ -8,6 +8,7 @@
 #define RAIN_WORKLOAD_H
 
 #include <math.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -80,6 +81,9 @@ struct service_ops {
 	int (*check)(const struct service *s);    /* 0 if the parameters make sense */
 	uint64_t (*draw)(const struct service *s, struct rng *r, uint32_t *keys);
 	double (*mean)(const struct service *s);
+	/* key-value requests (rain_kv.h): draw() returns the request's inline bytes, not
+	 * a service time; the worker's response says how long it ran */
+	bool kv;
 };
 
 struct service {
@@ -88,8 +92,9 @@ struct service {
 };
 
 const struct service_ops *service_find(const char *name);
-/* "const:NS", "exp:MEAN_NS", "bimodal:NS1:NS2:P1", "keys-exp:MEAN_KEYS:NS_PER_KEY"
- * as tokens; 0 on success, else -1 with a message in err. */
+/* "const:NS", "exp:MEAN_NS", "bimodal:NS1:NS2:P1", "keys-exp:MEAN_KEYS:NS_PER_KEY",
+ * "kv-get:COUNT:KEYS", "kv-get-exp:MEAN_COUNT:KEYS", "kv-scan:…", "kv-scan-exp:…" as
+ * tokens; 0 on success, else -1 with a message in err. */
 int service_parse(char *const *tok, unsigned ntok, struct service *s, char *err, size_t errlen);
 
 #endif /* RAIN_WORKLOAD_H */
