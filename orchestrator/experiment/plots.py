@@ -318,23 +318,16 @@ def _p99_over_time(ctx: _Ctx) -> list[Path]:
             slices = sorted({s for _, st in sl for s in st})
             for j, s in enumerate(slices):
                 xs = [t * 1000.0 for t, st in sl if s in st]
-                ax_n.step(
-                    xs,
-                    [st[s][0] for _, st in sl if s in st],
-                    where="post",
-                    color=f"C{j}",
-                    lw=1.2,
-                    label=f"slice {s}: workers",
-                )
-                ax_n.step(
-                    xs,
-                    [st[s][1] for _, st in sl if s in st],
-                    where="post",
-                    color=f"C{j}",
-                    lw=1.0,
-                    ls="--",
-                    label=f"slice {s}: mean quota",
-                )
+                for k, lw, ls, what in ((0, 1.2, "-", "workers"), (1, 1.0, "--", "mean quota")):
+                    ax_n.step(
+                        xs,
+                        [st[s][k] for _, st in sl if s in st],
+                        where="post",
+                        color=f"C{j}",
+                        lw=lw,
+                        ls=ls,
+                        label=f"slice {s}: {what}",
+                    )
             _phase_marks(ax_n, point)
             ax_n.set_ylabel("workers / quota")
             ax_n.grid(alpha=0.3)
