@@ -53,7 +53,7 @@ def test_figures_are_in_paper_time_with_caption_and_invalid_marks(run, drawn):
     per_class = (run / "plots" / "p99_per_class.svg").read_text()
     assert "get: 99% tail latency" in per_class and "scan: 99% tail latency" in per_class
     # the invalid pallas point at 3000 kRPS shows up in the per-interval figure's legend
-    assert "3000 kRPS (invalid)" in (run / "plots" / "p99_over_time.svg").read_text()
+    assert "3,000 kRPS (invalid)" in (run / "plots" / "p99_over_time.svg").read_text()
 
 
 def test_kinds_without_inputs_are_skipped(tmp_path):
