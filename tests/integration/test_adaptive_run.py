@@ -15,7 +15,7 @@ from orchestrator.experiment.run import run
 
 pytestmark = pytest.mark.integration
 
-# testbed seconds from the start of the warm-up; control interval = K x dt x k = 1 s
+# testbed seconds from the start of the warm-up; control interval = K x dt x k = 0.5 s
 PHASES_AT = [0, 3, 7]
 
 
@@ -48,7 +48,7 @@ def spec(tmp_path):
             "adaptive": True,
             "r_th": 0.3,
             "n_max": 3,  # overload (and so a move) two raises after the load rises
-            "k_samples": 1000,
+            "k_samples": 500,
             "sample_interval_us": 10,
             "slices": [{"id": 0, "task_types": [1]}, {"id": 1, "task_types": [2]}],
         },
