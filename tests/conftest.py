@@ -10,12 +10,20 @@ file runs whole in one process (its tests share fixtures and namespace names). A
 process that runs a provisioning file converges its testbed once (`provisioned`).
 (`--dist loadgroup` would keep those files together, but xdist 3.8 cannot regroup
 tests under pytest 9: it rewrites a node id attribute pytest 9 no longer has.)
+
+A test marked `alone` measures timing on its testbed (an adaptation racing a load, the
+CPU an idle testbed uses): the other process would starve its testbed of this
+machine's two cores, so it runs while the other process waits between tests (a
+readers-writer lock on two files, shared by the processes of one run).
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
+import tempfile
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -33,6 +41,32 @@ def pytest_configure(config):
     if worker is not None:
         base = int(os.environ.get("RAINMAKER_TEST_SLOT", str(SLOT)))
         os.environ["RAINMAKER_TEST_SLOT"] = str(base + SLOTS_PER_PROCESS * int(worker.removeprefix("gw")))
+
+
+def _locked(stack: ExitStack, path: Path, how: int) -> None:
+    f = stack.enter_context(open(path, "a"))
+    fcntl.flock(f, how)
+    stack.callback(fcntl.flock, f, fcntl.LOCK_UN)
+
+
+@pytest.fixture(autouse=True)
+def _share_the_machine(request):
+    """An `alone` test holds the machine; any other test waits for it (see the module's doc)."""
+    run_id = getattr(request.config, "workerinput", {}).get("testrunuid")
+    if run_id is None:  # one process: nothing to share with
+        yield
+        return
+    base = Path(tempfile.gettempdir()) / f"rainmaker-tests-{run_id}"
+    turnstile, room = base.with_suffix(".turnstile"), base.with_suffix(".room")
+    with ExitStack() as stack:
+        if request.node.get_closest_marker("alone"):
+            _locked(stack, turnstile, fcntl.LOCK_EX)  # held: the other process's next test waits
+            _locked(stack, room, fcntl.LOCK_EX)  # until its current test ends
+        else:
+            with ExitStack() as gate:
+                _locked(gate, turnstile, fcntl.LOCK_EX)  # passes unless an alone test waits or runs
+            _locked(stack, room, fcntl.LOCK_SH)
+        yield
 
 
 def pytest_collection_modifyitems(config, items):

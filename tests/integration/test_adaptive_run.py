@@ -13,7 +13,8 @@ import yaml
 from orchestrator.experiment.layout import RunDir
 from orchestrator.experiment.run import run
 
-pytestmark = pytest.mark.integration
+# alone: the adaptation races the load, so the testbed needs the machine as it is when run by itself
+pytestmark = [pytest.mark.integration, pytest.mark.alone]
 
 # testbed seconds from the start of the warm-up; control interval = K x dt x k = 0.5 s
 PHASES_AT = [0, 3, 7]

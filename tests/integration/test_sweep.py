@@ -73,6 +73,7 @@ def _token_evidence(pd, series) -> str:
     return f"over the bound: {over}; workers: {workers}; switch events: {events}"
 
 
+@pytest.mark.alone  # it measures what an idle testbed costs in CPU
 def test_tasks_come_back_through_the_switch(testbed, tmp_path):
     """Issue 4's end to end: the emulator started over SSH, programmed by the controller
     from the inventory; rain-workers issue tokens; rain-client's tasks are answered.
