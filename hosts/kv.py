@@ -73,21 +73,30 @@ def key(i: int, key_bytes: int) -> bytes:
 
 
 def value(i: int, item_bytes: int, seed: int) -> bytes:
-    """Item i's value: splitmix64's stream from seed ^ (i * golden), big-endian words."""
-    x = (seed ^ (i * GOLDEN)) & _M64
+    """Item i's value: splitmix64's stream from the state splitmix64(seed ^ (i * golden)),
+    big-endian words (rain_kv.h says why the start is mixed)."""
+    x = _splitmix64((seed ^ (i * GOLDEN)) & _M64)[1]
     out = bytearray()
     while len(out) < item_bytes:
-        x = (x + GOLDEN) & _M64
-        z = x
-        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
-        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
-        out += struct.pack("!Q", z ^ (z >> 31))
+        x, z = _splitmix64(x)
+        out += struct.pack("!Q", z)
     return bytes(out[:item_bytes])
 
 
+def _splitmix64(x: int) -> tuple[int, int]:
+    """(the next state, its output)."""
+    x = (x + GOLDEN) & _M64
+    z = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+    return x, z ^ (z >> 31)
+
+
 def fnv(data: bytes, h: int = FNV_BASIS) -> int:
-    for b in data:
-        h = ((h ^ b) * FNV_PRIME) & _M64
+    """FNV-1a 64 by big-endian 8-byte words, the last one zero-padded (rain_kv.h)."""
+    if len(data) % 8:
+        data += bytes(8 - len(data) % 8)
+    for (w,) in struct.iter_unpack("!Q", data):
+        h = ((h ^ w) * FNV_PRIME) & _M64
     return h
 
 

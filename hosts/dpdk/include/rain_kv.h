@@ -15,11 +15,16 @@
  *   service_ns u64  the request's service time: how long the operation ran on the
  *                   worker, times its --kv-dilation (the testbed's time dilation)
  *   found      u32  items read
- *   digest     u64  FNV-1a 64 over the values read, in key order
+ *   digest     u64  FNV-1a 64 over the values read, in key order, by 8-byte words:
+ *                   h = (h ^ w) * prime for each big-endian word w of a value (the
+ *                   last one zero-padded)
  *
  * Item i of a database with seed s: the key is i as 16 decimal digits, zero-padded,
  * then '.' up to the key size (so keys sort by number); the value is splitmix64's
- * stream from s ^ (i * golden), each output big-endian, cut to the item size.
+ * stream from the state x = splitmix64(s ^ (i * golden)), each output big-endian, cut
+ * to the item size. (Mixing the start state first keeps neighbours' streams apart: a
+ * stream started at s ^ (i * golden) is item i+2's shifted by two words, which
+ * RocksDB's block compression would find.)
  */
 #ifndef RAIN_KV_H
 #define RAIN_KV_H
@@ -36,6 +41,7 @@
 #define RAIN_KV_MAX_ITEM_BYTES 65536u
 #define RAIN_KV_RESULT_LEN     20u
 #define RAIN_KV_FNV_BASIS      0xcbf29ce484222325ull
+#define RAIN_KV_FNV_PRIME      0x100000001b3ull
 #define RAIN_KV_GOLDEN         0x9e3779b97f4a7c15ull
 
 struct rain_kv_req {
@@ -103,7 +109,8 @@ static inline void rain_kv_key(uint8_t *key, uint32_t bytes, uint32_t i)
 
 static inline void rain_kv_value(uint8_t *val, uint32_t bytes, uint64_t seed, uint32_t i)
 {
-	uint64_t x = seed ^ ((uint64_t)i * RAIN_KV_GOLDEN);
+	uint64_t s = seed ^ ((uint64_t)i * RAIN_KV_GOLDEN);
+	uint64_t x = rain_kv_splitmix64(&s);
 	uint8_t w[8];
 	for (uint32_t j = 0; j < bytes; j += 8) {
 		rain_kv_put_be(w, rain_kv_splitmix64(&x), 8);

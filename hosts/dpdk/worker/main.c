@@ -84,13 +84,20 @@ static void usage(const char *prog)
 	       "  --kv-seed S          seed of the values (default 1)\n"
 	       "  --kv-dilation K      after each request, wait until K x its run time has passed (the emulated\n"
 	       "                       testbed's time dilation; default 1)\n"
+	       "  --kv-bench OP:COUNT[,COUNT...]\n"
+	       "                       with --handler rocksdb: no network; open (or build) the database, time\n"
+	       "                       the handler's OP (get|scan) of each COUNT (1..%u) from random starts,\n"
+	       "                       print one JSON line and exit; up to %u times, run in order\n"
+	       "  --kv-bench-requests N  measured requests per COUNT, after N/10 warm-up ones (default 1000)\n"
+	       "                       (with --kv-dilation K > 1 each request is held as the handler holds it:\n"
+	       "                       the costs a dilated testbed's workers see, timed by CPU time)\n"
 	       "  --inline-rx          with --threads 1: the thread polls the port itself (run to\n"
 	       "                       completion, no RX loop; L_w then misses time in the port queue)\n"
 	       "  --bench S            benchmark for S seconds on a loopback port (net_ring): this\n"
 	       "                       process plays the saturated switch; prints a JSON summary\n"
 	       "  --bench-warmup S     seconds excluded from the benchmark (default 0.5)\n",
 	       prog, rw_mode_names(), rw_handler_names(), RAIN_SLOT_HDR_LEN, rw_rdma_names(), RAIN_KV_MIN_KEY_BYTES,
-	       RAIN_KV_MAX_KEY_BYTES, RAIN_KV_MAX_ITEM_BYTES);
+	       RAIN_KV_MAX_KEY_BYTES, RAIN_KV_MAX_ITEM_BYTES, RAIN_KV_MAX_COUNT, RW_KV_BENCH_OPTS);
 }
 
 static uint64_t parse_u64(const char *opt, const char *s, uint64_t lo, uint64_t hi)
@@ -114,13 +121,50 @@ static double parse_f64(const char *opt, const char *s, double lo, double hi)
 
 static bool pow2(uint64_t x) { return x && (x & (x - 1)) == 0; }
 
+/* --kv-bench OP:COUNT[,COUNT...]: appends its points; whether they fit --kv-keys is
+ * checked once every option is read. */
+static void parse_kv_bench(const char *s, struct rw_conf *c)
+{
+	const char *colon = strchr(s, ':');
+	size_t oplen = colon ? (size_t)(colon - s) : strlen(s);
+	uint8_t op;
+	if (oplen == 3 && strncmp(s, "get", 3) == 0)
+		op = RAIN_KV_GET;
+	else if (oplen == 4 && strncmp(s, "scan", 4) == 0)
+		op = RAIN_KV_SCAN;
+	else
+		rte_exit(EXIT_FAILURE, "--kv-bench %s: unknown op '%.*s'; expected get:COUNT[,COUNT...] or "
+			 "scan:COUNT[,COUNT...] (like scan:100,200)\n", s, (int)oplen, s);
+	if (colon == NULL)
+		rte_exit(EXIT_FAILURE, "--kv-bench %s: no counts; expected %s:COUNT[,COUNT...] (like %s:100,200)\n", s, s, s);
+	if (++c->kv_bench_opts > RW_KV_BENCH_OPTS)
+		rte_exit(EXIT_FAILURE, "--kv-bench %s: at most %u --kv-bench options; fix: put more counts in one "
+			 "(scan:100,200,300)\n", s, RW_KV_BENCH_OPTS);
+	for (const char *p = colon + 1;; p++) {
+		char *end = (char *)p;
+		unsigned long v = 0;
+		errno = 0;
+		if (*p >= '0' && *p <= '9')
+			v = strtoul(p, &end, 10);
+		if (end == p || errno || v < 1 || v > RAIN_KV_MAX_COUNT || (*end != ',' && *end != '\0'))
+			rte_exit(EXIT_FAILURE, "--kv-bench %s: counts are integers in [1, %u] separated by commas\n", s,
+				 RAIN_KV_MAX_COUNT);
+		if (c->kv_bench_points == RW_KV_BENCH_POINTS)
+			rte_exit(EXIT_FAILURE, "--kv-bench %s: more than %u counts in all\n", s, RW_KV_BENCH_POINTS);
+		c->kv_bench[c->kv_bench_points++] = (struct rw_kv_point){ .op = op, .count = (uint16_t)v };
+		p = end;
+		if (*p == '\0')
+			break;
+	}
+}
+
 static void parse_args(int argc, char **argv, struct rw_conf *c)
 {
 	enum { O_THREADS = 256, O_BASE, O_MODE, O_HANDLER, O_IDLE, O_QUOTA, O_SLICE, O_DISABLED, O_PORT,
 	       O_SLOTS, O_SLOT_SIZE, O_RKEY, O_QPN, O_PSN, O_FIFO, O_MBUFS, O_MAXSVC, O_CTL, O_REG, O_STATS,
 	       O_PERIOD, O_SMAC, O_SIP, O_SRC, O_INLINE, O_BENCH, O_BWARM, O_RDMA, O_QPTYPE, O_RDEV, O_RPORT, O_GID,
 	       O_RMTU, O_DSCP, O_RQPN, O_ICRC, O_DISP, O_FETCH_TMO, O_KV_PATH, O_KV_KEYS, O_KV_KEYB, O_KV_ITEMB,
-	       O_KV_SEED, O_KV_DIL, O_HELP };
+	       O_KV_SEED, O_KV_DIL, O_KV_BENCH, O_KV_BENCH_REQ, O_HELP };
 	static const struct option opts[] = {
 		{ "threads", 1, 0, O_THREADS }, { "worker-base", 1, 0, O_BASE }, { "mode", 1, 0, O_MODE },
 		{ "handler", 1, 0, O_HANDLER }, { "idle", 1, 0, O_IDLE }, { "quota", 1, 0, O_QUOTA },
@@ -137,10 +181,11 @@ static void parse_args(int argc, char **argv, struct rw_conf *c)
 		{ "dispatcher", 0, 0, O_DISP }, { "fetch-timeout", 1, 0, O_FETCH_TMO },
 		{ "kv-path", 1, 0, O_KV_PATH }, { "kv-keys", 1, 0, O_KV_KEYS }, { "kv-key-bytes", 1, 0, O_KV_KEYB },
 		{ "kv-item-bytes", 1, 0, O_KV_ITEMB }, { "kv-seed", 1, 0, O_KV_SEED }, { "kv-dilation", 1, 0, O_KV_DIL },
+		{ "kv-bench", 1, 0, O_KV_BENCH }, { "kv-bench-requests", 1, 0, O_KV_BENCH_REQ },
 		{ "help", 0, 0, O_HELP },
 		{ 0, 0, 0, 0 },
 	};
-	bool have_smac = false, have_sip = false, have_src = false;
+	bool have_smac = false, have_sip = false, have_src = false, have_kv_req = false;
 	const char *verbs_only = NULL; /* an ibverbs option given (for the emulated check) */
 
 	memset(c, 0, sizeof(*c));
@@ -170,6 +215,7 @@ static void parse_args(int argc, char **argv, struct rw_conf *c)
 	c->kv_item_bytes = 1024;
 	c->kv_seed = 1;
 	c->kv_dilation = 1.0;
+	c->kv_bench_requests = 1000;
 	rain_idle_parse("sleep", &c->idle);
 
 	optind = 1;
@@ -257,6 +303,11 @@ static void parse_args(int argc, char **argv, struct rw_conf *c)
 		case O_KV_ITEMB: c->kv_item_bytes = (uint32_t)parse_u64("kv-item-bytes", optarg, 1, RAIN_KV_MAX_ITEM_BYTES); break;
 		case O_KV_SEED: c->kv_seed = parse_u64("kv-seed", optarg, 0, UINT64_MAX); break;
 		case O_KV_DIL: c->kv_dilation = parse_f64("kv-dilation", optarg, 1.0, 1e6); break;
+		case O_KV_BENCH: parse_kv_bench(optarg, c); break;
+		case O_KV_BENCH_REQ:
+			c->kv_bench_requests = (uint32_t)parse_u64("kv-bench-requests", optarg, 10, 10000000);
+			have_kv_req = true;
+			break;
 		case O_SMAC:
 			if (rain_parse_mac(optarg, &c->switch_mac) != 0)
 				rte_exit(EXIT_FAILURE, "--switch-mac %s: not a MAC address\n", optarg);
@@ -290,6 +341,22 @@ static void parse_args(int argc, char **argv, struct rw_conf *c)
 			rain_parse_ipv4("10.255.0.254", &c->switch_ip);
 		if (!have_src)
 			rain_parse_ipv4("10.255.0.1", &c->src_ip);
+		have_smac = have_sip = have_src = true;
+	}
+	if (have_kv_req && c->kv_bench_points == 0)
+		rte_exit(EXIT_FAILURE, "--kv-bench-requests goes with --kv-bench OP:COUNT[,COUNT...]\n");
+	if (c->kv_bench_points > 0) { /* the handler alone: no port, no addresses */
+		if (c->handler != &rw_kv_handler)
+			rte_exit(EXIT_FAILURE, "--kv-bench measures the RocksDB handler; fix: add --handler rocksdb "
+				 "--kv-path DIR\n");
+		if (c->bench_s > 0)
+			rte_exit(EXIT_FAILURE, "--kv-bench runs without a port: not with --bench\n");
+		for (uint32_t i = 0; i < c->kv_bench_points; i++)
+			if (c->kv_bench[i].count > c->kv_keys)
+				rte_exit(EXIT_FAILURE, "--kv-bench %s:%u: %u items from one start do not fit --kv-keys %u; "
+					 "fix: counts up to %u, or a larger --kv-keys\n",
+					 c->kv_bench[i].op == RAIN_KV_GET ? "get" : "scan", c->kv_bench[i].count,
+					 c->kv_bench[i].count, c->kv_keys, RTE_MIN(c->kv_keys, RAIN_KV_MAX_COUNT));
 		have_smac = have_sip = have_src = true;
 	}
 	if (!have_smac || !have_sip || !have_src)
@@ -449,6 +516,11 @@ int main(int argc, char **argv)
 	argv[0] = (char *)"rain-worker";
 	parse_args(argc, argv, &w->c);
 	const struct rw_conf *c = &w->c;
+	if (c->kv_bench_points > 0) { /* no port, no threads: the handler alone, then exit */
+		int rc = rw_kv_bench(w);
+		rain_eal_cleanup();
+		return rc < 0 ? EXIT_FAILURE : 0;
+	}
 
 	w->tsc_hz = calibrate_tsc_hz();
 	w->start_tsc = rte_rdtsc();

@@ -40,6 +40,8 @@
 #define RW_RX_BURST     32
 #define RW_TASK_BURST   8
 #define RW_RESULT_MAX   1024 /* bytes a handler may return after the response header */
+#define RW_KV_BENCH_OPTS   8   /* --kv-bench options */
+#define RW_KV_BENCH_POINTS 128 /* (op, count) points over all of them */
 
 /* Counters with one writer and concurrent readers (stats, agent): relaxed atomics
  * keep them tear-free without a locked instruction. */
@@ -251,6 +253,14 @@ struct rw_conf {
 	uint32_t kv_item_bytes;
 	uint64_t kv_seed;
 	double kv_dilation;    /* wait until k x the operation's run time has passed */
+	/* --kv-bench (kv.c): the handler alone, no network; its (op, count) points in order */
+	struct rw_kv_point {
+		uint8_t op;    /* RAIN_KV_GET or RAIN_KV_SCAN */
+		uint16_t count;
+	} kv_bench[RW_KV_BENCH_POINTS];
+	uint32_t kv_bench_points;
+	uint32_t kv_bench_opts;     /* --kv-bench options given */
+	uint32_t kv_bench_requests; /* measured requests per point */
 	double bench_warmup_s;
 };
 
@@ -308,6 +318,9 @@ static inline bool rw_quitting(const struct rw_ctx *w)
 const struct rw_mode_ops *rw_mode_find(const char *name);
 const struct rw_handler_ops *rw_handler_find(const char *name);
 extern const struct rw_handler_ops rw_kv_handler; /* kv.c */
+/* kv.c, --kv-bench: open or build the database, time each point's requests, print one
+ * JSON line; < 0 after saying why on stderr. */
+int rw_kv_bench(struct rw_ctx *w);
 const char *rw_mode_names(void);
 const char *rw_handler_names(void);
 
