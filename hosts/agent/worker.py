@@ -117,6 +117,25 @@ def baseline_argv(w: dict) -> list[str]:
     return argv
 
 
+def kv_argv(kv: dict, handler: object) -> list[str]:
+    """The RocksDB handler's database and time dilation (rain-worker --kv-*)."""
+    if handler != "rocksdb":
+        raise AgentError(f"worker.kv is for handler rocksdb, not {handler!r}; fix: remove it or set worker.handler")
+    argv = []
+    for key, lo, hi in (("keys", 1, 2**31), ("key_bytes", 16, 1024), ("item_bytes", 1, 65536), ("seed", 0, 2**64 - 1)):
+        v = kv.get(key)
+        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+            raise AgentError(f"worker.kv.{key} {v!r}: expected an integer in {lo}..{hi}")
+        argv += [f"--kv-{key.replace('_', '-')}", str(v)]
+    path = kv.get("path")
+    if not isinstance(path, str) or not path.startswith("/"):
+        raise AgentError(f"worker.kv.path {path!r}: expected an absolute folder for the database")
+    dil = kv.get("dilation", 1)
+    if isinstance(dil, bool) or not isinstance(dil, (int, float)) or not 1 <= dil <= 1e6:
+        raise AgentError(f"worker.kv.dilation {dil!r}: expected a number in 1..1000000 (the testbed's k)")
+    return [*argv, "--kv-path", path, "--kv-dilation", f"{dil:g}"]
+
+
 def worker_argv(cfg: dict, out: Path) -> list[str]:
     w = cfg["worker"]
     argv = [
@@ -152,6 +171,8 @@ def worker_argv(cfg: dict, out: Path) -> list[str]:
         if opt in w:
             argv += [f"--{opt.replace('_', '-')}", str(w[opt])]
     argv += baseline_argv(w)
+    if w.get("kv"):
+        argv += kv_argv(w["kv"], w.get("handler"))
     if w.get("rdma"):
         argv += rdma_argv(w["rdma"])
     if w.get("start_disabled", True):
@@ -164,7 +185,10 @@ def run(config_path: str) -> int:
     out = Path(cfg["out_dir"])
     out.mkdir(parents=True, exist_ok=True)
     stop = Stop()
-    child = Child(worker_argv(cfg, out), out / "worker.log", runtime_dir(cfg["eal"]))
+    argv = worker_argv(cfg, out)
+    if cfg["worker"].get("kv"):  # rain-worker makes the database's folder, not its parents
+        Path(cfg["worker"]["kv"]["path"]).parent.mkdir(parents=True, exist_ok=True)
+    child = Child(argv, out / "worker.log", runtime_dir(cfg["eal"]))
     child.ready("rain-worker ready", cfg)
     try:
         block = ctl.ControlBlock(out / "worker.ctl")

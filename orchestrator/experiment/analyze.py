@@ -421,6 +421,7 @@ def analyze(run_dir: str | Path, *, recheck: bool = False, write: bool = True, m
             "dilation": data.dilation,
             "warmup_s": _number(p.get("warmup_s"), 0.0),
             "measure_s": _number(p.get("measure_s")),
+            "handler": p.get("handler"),
             "status": str(p.get("status", "")),
             "hosts": len(data.hosts),
             "partial": data.partial,

@@ -51,7 +51,7 @@ class Point:
     dilation: float
     warmup_s: float  # testbed time
     measure_s: float
-    handler: str  # spin | sleep
+    handler: str  # spin | sleep | rocksdb
     worker_threads: int
     params: dict = field(default_factory=dict)
     phase_at_s: tuple[float, ...] = ()  # when each workload phase starts, testbed seconds from the warm-up's start
@@ -75,7 +75,7 @@ def plan(spec: Spec, shape: TestbedShape, *, k: float | None = None) -> list[Poi
     `k`: the dilation, when a calibration chose it (`dilation.emulated: auto`)."""
     k = k if k is not None else spec.dilation.planned(shape.emulated)
     d = spec.durations(shape.emulated)
-    handler = spec.handler if spec.handler != "auto" else ("sleep" if shape.emulated else "spin")
+    handler = spec.worker_handler(shape.emulated)
     threads = shape.worker_threads(spec)
     cap = capacity_krps(spec, threads)
     if spec.load.krps is not None:

@@ -104,7 +104,22 @@ def _spec_section(spec, manifest: dict, df) -> list[str]:
         f"- durations: warm-up {spec.warmup_s:g} s, measurement {spec.measure_s:g} s"
         + (f" (emulated: {spec.emulated.warmup_s:g} s + {spec.emulated.measure_s:g} s)" if spec.emulated else "")
     )
-    lines.append(f"- workers: {spec.workers.per_host_threads} threads per host; handler {spec.handler}")
+    handlers = sorted(df["handler"].dropna().unique()) if "handler" in df else []
+    lines.append(
+        f"- workers: {spec.workers.per_host_threads} threads per host; handler {', '.join(handlers) or spec.handler}"
+    )
+    if "rocksdb" in handlers:
+        db = spec.database
+        lines.append(
+            f"- RocksDB: {db.keys:,} items of {db.key_bytes} + {db.item_bytes} bytes (seed {db.seed}) on each "
+            "worker server; a request's service time is what its operation took on the worker"
+            + (
+                ", and on a dilated testbed the worker holds it until k times that has passed (arrivals and "
+                "service keep their ratio; the operation itself runs at full speed)"
+                if any(k > 1 for k in ks)
+                else ""
+            )
+        )
     if "rain" in spec.systems:
         lines.append(f"- rain: {spec.rain.model_dump(exclude_none=True)}")
     if spec.slo:

@@ -47,11 +47,10 @@ if TYPE_CHECKING:
     from .validity import Verdict
 
 REPO = Path(__file__).resolve().parents[2]
-SUPPORTED = {"adaptive", "baselines", "time_varying"}
+SUPPORTED = {"adaptive", "baselines", "time_varying", "rocksdb"}
 NOT_YET = {
     "baselines": "the baseline switch programs (R2P2-SW, RackSched-SW, Draconis-SW, Pallas-SW) are not built yet; "
     "run with systems: [rain]",
-    "rocksdb": "the RocksDB worker handler is not built yet; key-count workloads cannot run",
 }
 REMOTE_PYTHON = "python3"  # the host's own Python runs the agents (standard library only)
 # What each system's workers do (rain-worker --mode): tokens, reports of their depth,
@@ -60,6 +59,39 @@ WORKER_MODE = {"rain": "rain", "r2p2": "report", "racksched": "report", "draconi
 # One recirculation pass of a Tofino pipe, paper time: the emulated R2P2-SW switch holds a
 # recirculated task this long, dilated (without it, a task at its bound spins the switch).
 RECIRC_PASS_US = 1.0
+
+
+def kv_path(spec: Spec, h: Host) -> str:
+    """The host's RocksDB folder for the spec's database: named by its parameters, so a
+    run reuses a database built before and another parameter set gets its own."""
+    db = spec.database
+    name = f"k{db.keys}-kb{db.key_bytes}-ib{db.item_bytes}-s{db.seed}"
+    return str(PurePosixPath(h.deploy_root) / "kv" / name)
+
+
+def _kv(spec: Spec, h: Host, k: float) -> dict:
+    db = spec.database
+    return {
+        "path": kv_path(spec, h),
+        "keys": db.keys,
+        "key_bytes": db.key_bytes,
+        "item_bytes": db.item_bytes,
+        "seed": db.seed,
+        "dilation": k,  # run the operation, then hold it until k x its run time
+    }
+
+
+def _kv_build_s(spec: Spec) -> float:
+    """How long rain-worker may take to get ready when it must build the database:
+    RocksDB writes a batch-loaded database at tens of MB/s even on a small VM."""
+    db = spec.database
+    return 60.0 + db.keys * (db.key_bytes + db.item_bytes) / 5e6
+
+
+def _service_arg(c, p: Point, k: float, spec: Spec) -> str:
+    if p.handler == "rocksdb":
+        return c.service.client_arg(k, spec.database)
+    return c.service.client_arg(k)
 
 
 class PointFailed(RainmakerError):
@@ -620,6 +652,10 @@ class Runner:
                     "start_disabled": True,
                 },
             }
+            if p.handler == "rocksdb":
+                cfg["worker"]["kv"] = _kv(spec, h, k)
+                # the first point on a host builds its database before rain-worker is ready
+                cfg["ready_timeout_s"] = _kv_build_s(spec)
             # How the switch's WRITEs reach the ring: the NIC (ibverbs) or the worker itself,
             # and whether that NIC checks their iCRC (the switch leaves it zero).
             rdma = {
@@ -654,7 +690,7 @@ class Runner:
         timeout_us = int(client_timeout_us(mean_service_ns / 1000))
         large = [c.payload for c in spec.workload.classes]
         classes = [
-            f"{c.name}:{c.weight}:{c.task_type}:{c.service.client_arg(k)}:{c.payload.bytes}"
+            f"{c.name}:{c.weight}:{c.task_type}:{_service_arg(c, p, k, spec)}:{c.payload.bytes}"
             for c in spec.workload.classes
         ]
         rate = p.offered_rps / n_clients
@@ -927,7 +963,8 @@ class Runner:
             cwd=str(PurePosixPath(r.target.deploy_root) / "agent"),
         )
         self.running.append((name, bg))
-        r.wait_ready(bg, log_regex="rain-agent ready", timeout=60)
+        # the agent is ready once its program is (a database build may hold it)
+        r.wait_ready(bg, log_regex="rain-agent ready", timeout=max(60.0, float(cfg.get("ready_timeout_s", 0)) + 30))
         return bg
 
     def stop_all(self) -> None:

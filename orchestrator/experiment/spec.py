@@ -42,6 +42,7 @@ from pydantic import (
     Field,
     PrivateAttr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -49,6 +50,7 @@ from pydantic_core import PydanticCustomError
 
 from .. import yamlfile
 from ..errors import InputFileError, Problem
+from . import kv_costs
 
 SYSTEMS = ("rain", "r2p2", "racksched", "draconis", "pallas")
 PLOTS = (
@@ -165,7 +167,10 @@ class Bimodal(Strict):
 
 
 class Keys(Strict):
-    """RocksDB-style requests: a key count (constant or exponential) times a per-key cost."""
+    """RocksDB-style requests: a key count (constant or exponential) times a per-key cost.
+    With the RocksDB handler the worker runs them and answers their service time; the
+    per-key cost is then the model's (capacity, the simulated testbed), best taken from
+    a measurement (database.costs)."""
 
     dist: Literal["keys"]
     op: Literal["get", "scan"]
@@ -174,7 +179,7 @@ class Keys(Strict):
     )
     keys_dist: Literal["constant", "exponential"] = "constant"
     us_per_key: ranged(0.001, 10_000, " us", "a key costs 1 ns to 10 ms", example="0.8") = Field(
-        description="measured service time per key (paper: GET 10 keys ~ 8 us)"
+        description="service time per key (paper: GET 10 keys ~ 8 us); left out, database.costs gives it"
     )
 
     @model_validator(mode="after")
@@ -192,11 +197,31 @@ class Keys(Strict):
     def mean_us(self) -> float:
         return self.keys * self.us_per_key
 
-    def client_arg(self, k: float) -> str:
+    def client_arg(self, k: float, database: Database | None = None) -> str:
+        """rain-client's SERVICE: a request for the RocksDB handler when `database` is
+        given (the worker measures its service time), else a synthetic service time."""
+        if database is not None:
+            kind = f"kv-{self.op}" + ("-exp" if self.keys_dist == "exponential" else "")
+            return f"{kind}:{self.keys:g}:{database.keys}"
         ns = round(self.us_per_key * 1000 * k)
         if self.keys_dist == "constant":
             return f"const:{round(self.keys * ns)}"
         return f"keys-exp:{self.keys}:{ns}"
+
+
+class Database(Strict):
+    """The RocksDB handler's database: one per worker server, built at the first point
+    that needs it and reused while these parameters stay the same (its folder names them)."""
+
+    keys: int = Field(100_000, ge=1000, le=100_000_000, description="items, numbered 0 .. keys-1")
+    key_bytes: int = Field(64, ge=16, le=1024, description="the paper: 64-byte keys")
+    item_bytes: int = Field(1024, ge=1, le=65536, description="value size (the paper's SCAN: 1,024 bytes)")
+    seed: int = Field(1, ge=0, le=2**63 - 1, description="the values' generator (docs/rocksdb.md)")
+    costs: str | None = Field(
+        None,
+        description="a costs.json measured by a handler run (experiments/fig2.yaml), relative to the spec: "
+        "every keys class without us_per_key takes its mean service time from it",
+    )
 
 
 Service = Annotated[Constant | Exponential | Bimodal | Keys, Field(discriminator="dist")]
@@ -448,7 +473,12 @@ class Spec(Strict):
     emulated: Durations | None = Field(None, description="shorter durations on the emulated testbed")
     repetitions: int = Field(1, ge=1, le=100)
     dilation: Dilation = Dilation()
-    handler: Literal["auto", "spin", "sleep"] = "auto"
+    handler: Literal["auto", "spin", "sleep", "rocksdb"] = Field(
+        "auto",
+        description="what workers run: auto = rocksdb when every class is a keys class, else sleep on the "
+        "emulated testbed and spin on hardware",
+    )
+    database: Database = Database()
     rain: Rain = Rain()
     baseline: Baseline = Baseline()
     variants: list[Variant] | None = None
@@ -463,6 +493,74 @@ class Spec(Strict):
     @property
     def path(self) -> str:
         return self._path or f"spec {self.name}"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _costs(cls, data: object, info: ValidationInfo) -> object:
+        """Keys classes without us_per_key take it from database.costs (a measurement)."""
+        if not isinstance(data, dict):
+            return data
+        classes = (data.get("workload") or {}).get("classes") if isinstance(data.get("workload"), dict) else None
+        if not isinstance(classes, list):
+            return data
+        need = [
+            i
+            for i, c in enumerate(classes)
+            if isinstance(c, dict)
+            and isinstance(c.get("service"), dict)
+            and c["service"].get("dist") == "keys"
+            and "us_per_key" not in c["service"]
+        ]
+        if not need:
+            return data
+        db = data.get("database") if isinstance(data.get("database"), dict) else {}
+        if not db.get("costs"):
+            raise bad(
+                f"workload.classes[{need[0]}]: a keys class without us_per_key, and no database.costs",
+                "give its us_per_key, or database.costs: the costs.json of a handler run (experiments/fig2.yaml)",
+            )
+        base = Path((info.context or {}).get("spec_dir", "."))
+        path = base / str(db["costs"])
+        item_bytes = db.get("item_bytes", Database.model_fields["item_bytes"].default)
+        try:
+            rows = kv_costs.read(path)
+            data = dict(data, workload=dict(data["workload"], classes=list(classes)))
+            for i in need:
+                svc = classes[i]["service"]
+                keys = svc.get("keys")
+                if not isinstance(keys, (int, float)) or isinstance(keys, bool) or keys <= 0:
+                    continue  # the class's own validation names it
+                m = kv_costs.mean_us(rows, str(svc.get("op")), int(item_bytes), float(keys), path=path)
+                data["workload"]["classes"][i] = dict(classes[i], service=dict(svc, us_per_key=m / keys))
+        except kv_costs.CostsError as e:
+            raise bad(f"database.costs: {e}", "see the message") from None
+        return data
+
+    @model_validator(mode="after")
+    def _rocksdb(self) -> Spec:
+        keys = [c for c in self.workload.classes if isinstance(c.service, Keys)]
+        if self.handler == "rocksdb" and len(keys) != len(self.workload.classes):
+            other = next(c.name for c in self.workload.classes if not isinstance(c.service, Keys))
+            raise bad(
+                f"handler rocksdb serves keys classes only, and class '{other}' is not one",
+                "give every class service: {dist: keys, ...}, or choose handler sleep or spin",
+            )
+        for c in keys:
+            if c.service.keys_dist == "constant" and c.service.keys > self.database.keys:
+                raise bad(
+                    f"class '{c.name}' reads {c.service.keys:g} keys, more than database.keys ({self.database.keys})",
+                    "raise database.keys or lower the class's keys",
+                )
+        return self
+
+    def worker_handler(self, emulated: bool) -> str:
+        """What rain-worker runs: the spec's handler, or for auto rocksdb when every class
+        is a keys class (the real application), else sleep emulated and spin on hardware."""
+        if self.handler != "auto":
+            return self.handler
+        if all(isinstance(c.service, Keys) for c in self.workload.classes):
+            return "rocksdb"
+        return "sleep" if emulated else "spin"
 
     @field_validator("systems")
     @classmethod
@@ -586,7 +684,7 @@ def load(path: str | os.PathLike) -> Spec:
             ],
         )
     try:
-        spec = Spec.model_validate(located.data)
+        spec = Spec.model_validate(located.data, context={"spec_dir": str(path.parent)})
     except ValidationError as e:
         raise SpecError(str(path), yamlfile.pydantic_problems(e, located, Spec)) from None
     spec._path = str(path)

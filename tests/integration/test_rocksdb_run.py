@@ -1,0 +1,95 @@
+"""The RocksDB application through a whole run on the emulated testbed (issue 16): the
+workers run `--handler rocksdb` on a database each worker server builds once, the
+clients send GET and SCAN requests in their own slices, and every service time comes
+from the worker's answer (the operation's run time, dilated)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from orchestrator.experiment.layout import RunDir
+from orchestrator.experiment.run import run
+
+pytestmark = pytest.mark.integration
+
+
+def spec(tmp_path):
+    d = {
+        "name": "kv",
+        "systems": ["rain"],
+        "workers": {"per_host_threads": 1},
+        "workload": {
+            "classes": [
+                {
+                    "name": "get",
+                    "weight": 0.8,
+                    "task_type": 1,
+                    "service": {"dist": "keys", "op": "get", "keys": 10, "us_per_key": 12},
+                },
+                {
+                    "name": "scan",
+                    "weight": 0.2,
+                    "task_type": 2,
+                    "service": {"dist": "keys", "op": "scan", "keys": 200, "us_per_key": 1.2},
+                },
+            ]
+        },
+        "database": {"keys": 5000, "key_bytes": 64, "item_bytes": 256, "seed": 3},
+        "load": {"capacity_fraction": [0.1, 0.15]},
+        "emulated": {"warmup_s": 0, "measure_s": 3},
+        "dilation": {"emulated": 20},
+        "rain": {"initial_quota": 2, "slices": [{"id": 0, "task_types": [1]}, {"id": 1, "task_types": [2]}]},
+        "validity": {"min_samples_p99": 100, "remeasure_stalled": 0},
+        "plots": ["p99_per_class"],
+    }
+    p = tmp_path / "kv.yaml"
+    p.write_text(yaml.safe_dump(d, sort_keys=False))
+    return p
+
+
+def test_get_and_scan_run_on_rocksdb_in_their_slices(testbed, tmp_path):
+    tb, inv = testbed
+    run_dir = run(
+        spec(tmp_path),
+        inv,
+        tb.inventory_path,
+        results_root=tmp_path / "results",
+        progress=False,
+        retries=0,
+        calibrate=False,
+    )
+    rd = RunDir(run_dir)
+    points = json.loads(rd.sweep.read_text())["points"]
+    assert [s["status"] for s in points.values()] == ["done", "done"], points
+    pds = [rd.point(pid) for pid in points]
+    first, second = sorted(pds, key=lambda pd: json.loads(pd.point_file.read_text())["index"])
+    assert json.loads(first.point_file.read_text())["handler"] == "rocksdb"
+
+    for pd in (first, second):
+        summary = json.loads((pd.client("client0") / "summary.json").read_text())
+        t = summary["totals"]
+        assert t["received"] == t["sent"] > 100 and t["lost"] == 0 and t.get("failed", 0) == 0, t
+        assert summary["run"]["kv_no_result"] == 0
+        # service times are the workers' answers: a 200-item SCAN runs longer than 10 Gets,
+        # and both are the dilated run time of a real operation (k = 20: a 5 us operation is 100 us)
+        svc = {n: c["mean_service_ns"] for n, c in summary["classes"].items()}
+        assert svc["scan"] > svc["get"] > 100_000, svc
+        workers = []
+        for h in pd.worker_hosts():
+            workers += (pd.read_worker_stats(h) or {}).get("workers", [])
+        assert sum(w["tasks_done"] for w in workers) == t["received"]
+        assert all(w.get("kv_bad", 0) == 0 for w in workers), workers
+        # one worker per slice: each ran only its own op's requests
+        by_slice = {w["slice"]: w["tasks_done"] for w in workers}
+        counts = {n: c["received"] for n, c in summary["classes"].items()}
+        assert by_slice == {0: counts["get"], 1: counts["scan"]}, (by_slice, counts)
+
+    # each worker server built its database at the first point, and the second point reused it
+    for h in first.worker_hosts():
+        assert "rocksdb: building" in (first.worker(h) / "worker.log").read_text()
+        assert "rocksdb: building" not in (second.worker(h) / "worker.log").read_text()
+    report = (run_dir / "report.md").read_text()
+    assert "RocksDB: 5,000 items of 64 + 256 bytes" in report and "holds it until k times" in report
