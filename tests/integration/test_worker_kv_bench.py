@@ -8,10 +8,10 @@ the database as it is; a bad --kv-bench is refused with a message that names it.
 from __future__ import annotations
 
 import json
-import time
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
