@@ -44,10 +44,24 @@ def register(cli: click.Group, console) -> None:
         Loads given as capacity fractions become request rates from the testbed's
         worker threads and the workload's mean service time; on an emulated testbed
         times are dilated (see the spec's `dilation`)."""
+        from .experiment import handler_alone
         from .experiment.plan import TestbedShape, plan
         from .experiment.run import NOT_YET, SUPPORTED, shape_of
         from .experiment.spec import load
 
+        if handler_alone.is_handler_spec(spec):
+            hs = handler_alone.load(spec)
+            h = hs.handler_alone
+            click.echo(f"{hs.name}: the RocksDB handler alone on one worker host, no switch or client")
+            for item in h.item_bytes:
+                for o in h.ops:
+                    click.echo(f"  {item:>6} B items  {o.op:<4} of {', '.join(f'{k:,}' for k in o.keys)} keys")
+            click.echo(
+                f"  {h.requests:,} requests per key count; held {h.dilation:g} x each run time"
+                if h.dilation > 1
+                else f"  {h.requests:,} requests per key count, back to back"
+            )
+            return
         s = load(spec)
         shape = TestbedShape(2, 1, True)
         where = "a nominal emulated testbed (2 worker hosts, 1 client host)"
@@ -162,6 +176,7 @@ def register(cli: click.Group, console) -> None:
         testbed (round trip, the handler's error: calibration/, manifest.json), and the
         model beside each point takes them. Ctrl-C keeps the done points:
           rainmaker run experiments/demo.yaml --resume results/demo/<timestamp>"""
+        from .experiment import handler_alone
         from .experiment.run import run
         from .inventory import load as load_inv
         from .inventory import resolve_path
@@ -169,6 +184,17 @@ def register(cli: click.Group, console) -> None:
         check_results_folder(results, resume)
         p = resolve_path(inv_path)
         inv = load_inv(p)
+        if handler_alone.is_handler_spec(spec):  # a worker's handler measured alone (Figure 2)
+            from .errors import UsageError
+
+            if resume:
+                raise UsageError("a handler-alone run is not resumable", fix="run it again without --resume")
+            try:
+                run_dir = handler_alone.run(spec, inv, p, results_root=Path(results), console=console)
+            except KeyboardInterrupt:
+                sys.exit(interrupted_status())
+            console.print(f"results: [bold]{run_dir}[/] (report.md, costs.json)")
+            return
         try:
             run_dir = run(
                 spec,

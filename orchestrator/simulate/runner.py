@@ -395,6 +395,14 @@ def simulate(
     `resume`, the run's own options (manifest.json) plan the same points and only the
     points not done are simulated."""
     spec_path = Path(spec_path)
+    from ..experiment.handler_alone import is_handler_spec
+
+    if is_handler_spec(spec_path):
+        raise UsageError(
+            f"{spec_path} measures a worker's handler alone on a testbed: there is nothing to simulate",
+            fix=f"run it with `rainmaker run {spec_path}`; its costs.json gives the simulator measured service "
+            "times (a spec's database.costs)",
+        )
     spec = load_spec(spec_path)
     opts = Options(
         worker_hosts,
