@@ -51,6 +51,13 @@ class HandlerAlone(Strict):
     ops: list[OpKeys] = Field(min_length=1, max_length=8)
     item_bytes: list[int] = Field(min_length=1, max_length=16, description="one database per item size")
     requests: int = Field(1000, ge=10, le=1_000_000, description="measured requests per key count")
+    rounds: int = Field(
+        3,
+        ge=1,
+        le=20,
+        description="the item sizes are measured in turn this many times, requests/rounds each: a slow spell "
+        "of a shared machine then spreads over every size instead of bending one",
+    )
     dilation: float = Field(1.0, ge=1, le=10_000, description="hold each request k x its run time (1: back to back)")
     host: str | None = Field(None, description="the worker host to measure on (default: the first)")
 
@@ -137,7 +144,7 @@ def argv(spec: HandlerSpec, binary: str, db_path: str, item_bytes: int, prefix: 
         "--kv-seed",
         str(db.seed),
         "--kv-bench-requests",
-        str(h.requests),
+        str(per_round(h)),
         "--kv-dilation",
         f"{h.dilation:g}",
     ]
@@ -146,13 +153,17 @@ def argv(spec: HandlerSpec, binary: str, db_path: str, item_bytes: int, prefix: 
     return out
 
 
+def per_round(h: HandlerAlone) -> int:
+    return max(10, -(-h.requests // h.rounds))
+
+
 def budget_s(spec: HandlerSpec, item_bytes: int) -> float:
     """A generous bound on one item size's run: the build, then every request at a
     pessimistic 3 us per key and KB (10x this machine's), held k times."""
     h, db = spec.handler_alone, spec.database
     build = db.keys * (db.key_bytes + item_bytes) / 5e6
     per_key = 3e-6 * max(1.0, item_bytes / 1024)
-    work = sum(1.1 * h.requests * (5e-6 + k * per_key) for o in h.ops for k in o.keys)
+    work = sum(1.1 * per_round(h) * (5e-6 + k * per_key) for o in h.ops for k in o.keys)
     return 60 + 2 * build + work * h.dilation
 
 
@@ -176,6 +187,38 @@ def rows_of(out: dict, item_bytes: int) -> list[dict]:
             }
         )
     return rows
+
+
+def combine(rounds: list[list[dict]]) -> list[dict]:
+    """Rows of several rounds as one per (op, count, item size): the mean over all
+    requests (rounds are the same size), min and max over all, and for p50 and p99 the
+    median of the rounds' (an estimate: the rounds' samples are not kept)."""
+    import statistics
+
+    by: dict[tuple, list[dict]] = {}
+    for rows in rounds:
+        for r in rows:
+            by.setdefault((r["op"], r["count"], r["item_bytes"]), []).append(r)
+    out = []
+    for (op, count, item), rs in by.items():
+        out.append(
+            {
+                "op": op,
+                "count": count,
+                "item_bytes": item,
+                "requests": sum(r["requests"] for r in rs),
+                "rounds": len(rs),
+                "mean_us": statistics.fmean(r["mean_us"] for r in rs),
+                "p50_us": statistics.median(r["p50_us"] for r in rs),
+                "p99_us": statistics.median(r["p99_us"] for r in rs),
+                "min_us": min(r["min_us"] for r in rs),
+                "max_us": max(r["max_us"] for r in rs),
+                "cpu_mean_us": statistics.fmean(r["cpu_mean_us"] for r in rs),
+                "round_means_us": [round(r["mean_us"], 3) for r in rs],
+                "dilation": rs[0]["dilation"],
+            }
+        )
+    return sorted(out, key=lambda r: (r["op"], r["count"], r["item_bytes"]))
 
 
 def run(
@@ -221,7 +264,7 @@ def run(
     )
     tb = Testbed(inv)
     rows: list[dict] = []
-    raw: dict[str, dict] = {}
+    raw: dict[str, list[dict]] = {}
     try:
         deploy(tb, log)
         facts = host_facts(tb).get(host, {})
@@ -230,7 +273,9 @@ def run(
         binary = str(root / "bin" / "rain-worker")
         db = spec.database
         r.run(["mkdir", "-p", "--", str(root / "kv")], timeout=20)
-        for i, item in enumerate(h.item_bytes, 1):
+        rounds: list[list[dict]] = []
+        steps = [(rnd, item) for rnd in range(1, h.rounds + 1) for item in h.item_bytes]
+        for i, (rnd, item) in enumerate(steps, 1):
             path = str(root / "kv" / f"k{db.keys}-kb{db.key_bytes}-ib{item}-s{db.seed}")
             t0 = time.monotonic()
             res = r.run(
@@ -249,14 +294,18 @@ def run(
                     f"{host}: rain-worker --kv-bench printed no result for {item}-byte items",
                     fix="run its command by hand on the host to see why",
                 ) from None
-            raw[str(item)] = out
-            rows += rows_of(out, item)
+            raw.setdefault(str(item), []).append(out)
+            if rnd > len(rounds):
+                rounds.append([])
+            rounds[rnd - 1] += rows_of(out, item)
             built = f"built in {out['build_s']:.1f} s, " if out.get("built") else ""
-            top = max(rows[-len(out["results"]) :], key=lambda x: x["mean_us"])
+            top = max(rows_of(out, item), key=lambda x: x["mean_us"])
             log(
-                f"[{i}/{len(h.item_bytes)}] {item}-byte items: {built}{len(out['results'])} key counts in "
-                f"{time.monotonic() - t0:.0f} s (the slowest: {top['op']} of {top['count']} keys, {top['mean_us']:,.1f} us)"
+                f"[{i}/{len(steps)}] round {rnd}, {item}-byte items: {built}{len(out['results'])} key counts in "
+                f"{time.monotonic() - t0:.0f} s (the slowest: {top['op']} of {top['count']} keys, "
+                f"{top['mean_us']:,.1f} us)"
             )
+        rows = combine(rounds)
     finally:
         tb.close()
         logf.close()
@@ -295,6 +344,7 @@ def write(
         }
     )
     df = pd.DataFrame(rows)
+    df["round_means_us"] = df["round_means_us"].map(lambda v: " ".join(f"{x:g}" for x in v))
     df.to_csv(run_dir / "handler.csv", index=False)
     df.to_parquet(run_dir / "handler.parquet", index=False)
     kv_costs.write(
@@ -359,8 +409,9 @@ def report(df, spec: HandlerSpec, host: str, facts: dict, inv: Inventory, run_di
         f"CPU {str(facts.get('model', '?')).strip()}",
         f"- database: {db.keys:,} items, {db.key_bytes}-byte keys, seed {db.seed}; one database per item size, "
         "built once, compacted, and read whole into the block cache before the first request",
-        f"- requests: {h.requests:,} per key count after {max(1, h.requests // 10):,} warm-up ones, from uniform random "
-        "start keys; each timed alone (no network, no queue)",
+        f"- requests: {per_round(h) * h.rounds:,} per key count, in {h.rounds} round(s) over the item sizes, each after "
+        f"{max(1, per_round(h) // 10):,} warm-up ones, from uniform random start keys; each timed alone (no network, "
+        "no queue)",
         (
             f"- each request held {h.dilation:g} x its run time, asleep, as a worker of a testbed dilated by k = "
             f"{h.dilation:g} holds it: the costs that testbed's workers see (timed by the thread's CPU time)"

@@ -39,7 +39,7 @@ def test_the_handler_alone_gives_a_table_plots_and_costs_a_spec_can_use(testbed,
     assert sorted(set(zip(df["op"], df["count"], df["item_bytes"]))) == sorted(
         (op, c, b) for b in (64, 512) for op, c in (("scan", 20), ("scan", 200), ("get", 10))
     )
-    assert (df["requests"] == 100).all() and (df["mean_us"] > 0).all()
+    assert (df["requests"] == 102).all() and (df["rounds"] == 3).all() and (df["mean_us"] > 0).all()
     scan = df[df["op"] == "scan"].set_index(["count", "item_bytes"])["mean_us"]
     assert scan[(200, 512)] > scan[(20, 512)] and scan[(200, 512)] > scan[(200, 64)]  # keys and item size cost
     assert (run_dir / "plots" / "scan_service_vs_item_size.png").exists()
