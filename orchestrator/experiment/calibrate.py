@@ -71,7 +71,8 @@ def calibration_point(first: Point, mean_service_us: float) -> Point:
         dilation=k,
         warmup_s=CAL_WARMUP_S,
         measure_s=measure_s,
-        handler=first.handler,
+        # constant tasks need a synthetic handler: a real one (rocksdb) takes requests of its own
+        handler=first.handler if first.handler in ("spin", "sleep") else "sleep",
         worker_threads=first.worker_threads,
         params={**first.params, "adaptive": False, "initial_quota": 1}
         if first.system == "rain"

@@ -59,6 +59,7 @@ REPORT_MD = "report.md"
 REPORT_HTML = "report.html"
 POINTS = "points"
 CALIBRATION = "calibration"  # the calibration point (calibrate.py), laid out as a point
+SERVICE_PROBE = "service-probe"  # a real handler's service times on this testbed (run.py), laid out as a point
 STALLED = "stalled"  # stalled/<point-id>/<attempt>/: attempts a stall of the host discarded (run.py)
 SEGMENTS = "segments"  # points/<point-id>/segments/<i>/: a long point's segments (segments.py)
 
@@ -381,6 +382,10 @@ class RunDir:
     @property
     def calibration(self) -> PointDir:
         return PointDir(self.path / CALIBRATION)
+
+    @property
+    def service_probe(self) -> PointDir:
+        return PointDir(self.path / SERVICE_PROBE)
 
     @property
     def plots(self) -> Path:

@@ -583,14 +583,19 @@ class Runner:
     def remote_dir(self, host: Host, p: Point, role: str) -> PurePosixPath:
         return PurePosixPath(host.deploy_root) / "run" / "points" / self.stamp / p.id / role
 
-    def run_point(self, p: Point, *, calibration: bool = False, segment: int | None = None) -> Verdict | None:
+    def run_point(
+        self, p: Point, *, calibration: bool = False, probe: bool = False, segment: int | None = None
+    ) -> Verdict | None:
         """Measure one point; a calibration point (calibrate.py) goes to calibration/
-        and has no model and no verdict. A segment (segments.py) goes to the point's
+        and a service probe (_probe_service) to service-probe/, and neither has a
+        model or a verdict. A segment (segments.py) goes to the point's
         segments/<segment>/ and is checked without the window's checks."""
         spec, inv = self.spec, self.inv
         rd = RunDir(self.run_dir)
         if calibration:
             pd = rd.calibration
+        elif probe:
+            pd = rd.service_probe
         elif segment is not None:
             pd = segments.segment_dir(rd.point(p.id), segment)
         else:
@@ -875,7 +880,7 @@ class Runner:
             raise PointFailed("; ".join(died))
         if coordinator is not None and coordinator.error:
             raise PointFailed(f"{p.id}: the coordinator could not move a worker: {coordinator.error}")
-        if calibration:
+        if calibration or probe:
             self.phase("done")
             return None
         self.phase("validity")
@@ -1253,6 +1258,99 @@ def _choose_dilation(runner: Runner, rd: RunDir, spec: Spec, shape: TestbedShape
     rd.write_manifest(m)
 
 
+PROBE_LOAD, PROBE_LOAD_MAX = 0.1, 0.5  # of the workers' capacity as the spec's costs give it
+PROBE_SAMPLES = 60  # of the rarest class: its mean service time to a few percent
+PROBE_MEASURE_S = (2.0, 60.0)
+
+
+def with_service(spec: Spec, service_us: dict[str, float]) -> Spec:
+    """The spec with each keys class's cost the measured mean service time (paper us)."""
+    from .spec import Keys
+
+    classes = []
+    for c in spec.workload.classes:
+        us = service_us.get(c.name)
+        if isinstance(c.service, Keys) and isinstance(us, (int, float)) and us > 0:
+            c = c.model_copy(update={"service": c.service.model_copy(update={"us_per_key": us / c.service.keys})})
+        classes.append(c)
+    return spec.model_copy(update={"workload": spec.workload.model_copy(update={"classes": classes})})
+
+
+def _probe_service(runner: Runner, rd: RunDir, spec: Spec, shape: TestbedShape, log) -> None:
+    """A real handler's service times are the testbed's, not the spec's: on the emulated
+    testbed an operation held k times its run time, asleep, then runs on cold caches
+    (docs/rocksdb.md), and a spec's costs may come from other hardware. One light point
+    of the spec's own classes measures each class's mean service time here; the loads
+    (capacity fractions), timeouts and windows are then planned from them, and the
+    manifest keeps both (`service`: planned and measured)."""
+    first = runner.points[0]
+    w = spec.workload
+    rarest = min(c.weight for c in w.classes) / sum(c.weight for c in w.classes)
+    k = first.dilation
+    # at the run's lightest load (within bounds): on a dilated testbed the idler a worker,
+    # the colder its caches and the longer its operations
+    fractions = [p.capacity_fraction for p in runner.points if p.capacity_fraction is not None]
+    load = min(PROBE_LOAD_MAX, max(PROBE_LOAD, min(fractions, default=PROBE_LOAD)))
+    rps = load * first.worker_threads / (w.mean_service_us * 1e-6 * k)
+    lo, hi = PROBE_MEASURE_S
+    measure_s = round(min(hi, max(lo, PROBE_SAMPLES / rarest / rps)), 3)
+    probe = replace(
+        first,
+        id="service-probe",
+        index=-1,
+        load_krps=round(rps * k / 1000, 6),
+        capacity_fraction=load,
+        offered_rps=round(rps, 3),
+        warmup_s=0.5,
+        measure_s=measure_s,
+        params={**first.params, "adaptive": False, "initial_quota": 1},  # the first point's program, unqueued
+        phase_at_s=(),
+    )
+    log(
+        f"measuring the {first.handler} handler's service times on this testbed: {measure_s:g} s at "
+        f"{load:g} of the capacity the spec's costs give"
+    )
+    saved_points = runner.points
+    try:
+        runner._clear_leftovers(probe, 1)
+        runner.run_point(probe, probe=True)
+    except (RainmakerError, OSError, TimeoutError, ValueError, KeyError) as e:
+        runner.stop_all()
+        log(f"the service probe failed: {_one_line(e)}; the loads stay planned from the spec's costs")
+        return
+    finally:
+        runner.points = saved_points
+    measured: dict[str, float] = {}
+    for h in rd.service_probe.client_hosts():
+        summ = json.loads((rd.service_probe.client(h) / "summary.json").read_text())
+        for name, c in summ.get("classes", {}).items():
+            if c.get("received", 0) > 0 and c.get("mean_service_ns", 0) > 0:
+                measured.setdefault(name, []).append((c["received"], c["mean_service_ns"] / 1000 / k))
+    service = {n: sum(r * us for r, us in v) / sum(r for r, _ in v) for n, v in measured.items()}
+    missing = [c.name for c in w.classes if c.name not in service]
+    if missing:
+        log(f"the service probe got no answers for {', '.join(missing)}; the loads stay planned from the spec's costs")
+        return
+    new = with_service(spec, service)
+    planned = {c.name: c.service.mean_us for c in w.classes}
+    log(
+        "service times here (paper us, planned -> measured): "
+        + ", ".join(f"{n} {planned[n]:,.1f} -> {service[n]:,.1f}" for n in planned)
+    )
+    points = plan(new, shape, k=k)
+    rd.sweep.unlink()
+    runner.spec, runner.points, runner.sweep = new, points, Sweep(rd.path, points, resume=False)
+    m = rd.read_manifest()
+    m["spec"] = new.model_dump(mode="json")
+    m["points"] = [asdict(p) for p in points]
+    m["service"] = {
+        "planned_us": planned,
+        "measured_us": {n: round(v, 3) for n, v in service.items()},
+        "probe": asdict(probe),
+    }
+    rd.write_manifest(m)
+
+
 def _size_windows(runner: Runner, rd: RunDir, spec: Spec, shape: TestbedShape, log) -> None:
     """`measure_max_s`: a point whose p99 the model predicts too uncertain at measure_s
     (model_beside.window_for) measures longer, up to measure_max_s. Near saturation the
@@ -1339,6 +1437,9 @@ def run(
             )
         # a resumed run keeps the k its calibration chose
         chosen = rd.read_manifest().get("dilation") if auto and rd.manifest.exists() else None
+        service = rd.read_manifest().get("service") if rd.manifest.exists() else None
+        if isinstance(service, dict) and isinstance(service.get("measured_us"), dict):
+            spec = with_service(spec, service["measured_us"])  # the service times its probe measured
         points = plan(spec, shape, k=chosen.get("k") if isinstance(chosen, dict) else None)
         if rd.manifest.exists():  # and the windows it sized
             points = with_windows(points, rd.read_manifest())
@@ -1398,6 +1499,9 @@ def run(
                 cal = runner.calibrate()
                 if auto and cal is not None:
                     _choose_dilation(runner, rd, spec, shape, cal, log)
+            if resume is None and points and points[0].handler == "rocksdb":
+                _probe_service(runner, rd, spec, shape, log)
+                spec = runner.spec
             if resume is None:
                 _size_windows(runner, rd, spec, shape, log)
             runner.sweep_all()

@@ -38,8 +38,8 @@ def spec(tmp_path):
             ]
         },
         "database": {"keys": 5000, "key_bytes": 64, "item_bytes": 256, "seed": 3},
-        "load": {"capacity_fraction": [0.1, 0.15]},
-        "emulated": {"warmup_s": 0, "measure_s": 3},
+        "load": {"capacity_fraction": [0.25, 0.35]},
+        "emulated": {"warmup_s": 0, "measure_s": 4},
         "dilation": {"emulated": 20},
         "rain": {"initial_quota": 2, "slices": [{"id": 0, "task_types": [1]}, {"id": 1, "task_types": [2]}]},
         "validity": {"min_samples_p99": 100, "remeasure_stalled": 0},
@@ -87,9 +87,22 @@ def test_get_and_scan_run_on_rocksdb_in_their_slices(testbed, tmp_path):
         counts = {n: c["received"] for n, c in summary["classes"].items()}
         assert by_slice == {0: counts["get"], 1: counts["scan"]}, (by_slice, counts)
 
-    # each worker server built its database at the first point, and the second point reused it
+    # a light probe measured the classes' service times here before the first point, and
+    # the loads were planned from them: the workers' answers, not the spec's guesses
+    m = json.loads(rd.manifest.read_text())
+    assert m["service"]["planned_us"] == {"get": 120, "scan": 240}
+    measured = m["service"]["measured_us"]
+    probe = json.loads((rd.service_probe.client("client0") / "summary.json").read_text())
+    assert measured["get"] == pytest.approx(probe["classes"]["get"]["mean_service_ns"] / 1000 / 20)
+    want = 0.8 * measured["get"] + 0.2 * measured["scan"]  # the mean the loads are planned from
+    for pd, f in ((first, 0.25), (second, 0.35)):
+        krps = json.loads(pd.point_file.read_text())["load_krps"]
+        assert krps == pytest.approx(f * 2 / want * 1000, rel=1e-3)  # fraction x 2 threads / mean
+    assert m["spec"]["workload"]["classes"][0]["service"]["us_per_key"] == pytest.approx(measured["get"] / 10)
+
+    # each worker server built its database at the probe, and the points reused it
     for h in first.worker_hosts():
-        assert "rocksdb: building" in (first.worker(h) / "worker.log").read_text()
-        assert "rocksdb: building" not in (second.worker(h) / "worker.log").read_text()
+        assert "rocksdb: building" in (rd.service_probe.worker(h) / "worker.log").read_text()
+        assert "rocksdb: building" not in (first.worker(h) / "worker.log").read_text()
     report = (run_dir / "report.md").read_text()
     assert "RocksDB: 5,000 items of 64 + 256 bytes" in report and "holds it until k times" in report
