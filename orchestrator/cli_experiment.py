@@ -267,8 +267,14 @@ def register(cli: click.Group, console) -> None:
     @click.option("--model", is_flag=True, help="simulate the model beside each measured point that has none")
     def analyze_cmd(run_dir: str, recheck: bool, model: bool) -> None:
         """Merge RUN_DIR's histograms into summary.parquet (one row per point and class)."""
+        from .experiment import handler_alone
         from .experiment.analyze import analyze
         from .experiment.layout import RunDir
+
+        if handler_alone.is_run(run_dir):  # the handler alone (fig2): its table, plots and report
+            for f in handler_alone.redraw(run_dir):
+                console.print(str(f))
+            return
 
         with interruptible(
             f"the analysis of {run_dir}",
@@ -283,7 +289,13 @@ def register(cli: click.Group, console) -> None:
     @click.option("--kind", "kinds", multiple=True, help="which figures (default: the spec's plots)")
     def plot_cmd(run_dir: str, kinds: tuple[str, ...]) -> None:
         """Draw RUN_DIR's figures (PNG and SVG in RUN_DIR/plots)."""
+        from .experiment import handler_alone
         from .experiment.plots import plot
+
+        if handler_alone.is_run(run_dir):  # the handler alone (fig2): its table, plots and report
+            for f in handler_alone.redraw(run_dir):
+                console.print(str(f))
+            return
 
         skipped: dict = {}
         with interruptible(
@@ -301,7 +313,13 @@ def register(cli: click.Group, console) -> None:
     @click.argument("run_dir")
     def report_cmd(run_dir: str) -> None:
         """Write RUN_DIR/report.md (and .html): figures, table, validity, provenance."""
+        from .experiment import handler_alone
         from .experiment.report import report
+
+        if handler_alone.is_run(run_dir):  # the handler alone (fig2): its table, plots and report
+            for f in handler_alone.redraw(run_dir):
+                console.print(str(f))
+            return
 
         with interruptible(
             f"the report of {run_dir}",

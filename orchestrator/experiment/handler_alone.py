@@ -23,13 +23,13 @@ import time
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from .. import yamlfile
-from ..errors import Problem, RainmakerError, UsageError
+from ..errors import RainmakerError, UsageError
 from ..inventory import Inventory
 from . import kv_costs
-from .spec import Database, SpecError, Strict, bad
+from .spec import Database, Strict, bad, load_model
 
 SECTION = "handler_alone"
 MAX_COUNT = 10_000  # RAIN_KV_MAX_COUNT
@@ -103,15 +103,7 @@ def is_handler_spec(path: str | os.PathLike) -> bool:
 
 
 def load(path: str | os.PathLike) -> HandlerSpec:
-    path = Path(path)
-    problems: list[Problem] = []
-    located = yamlfile.load(path, problems)
-    if located is None:
-        raise SpecError(str(path), problems)
-    try:
-        return HandlerSpec.model_validate(located.data)
-    except ValidationError as e:
-        raise SpecError(str(path), yamlfile.pydantic_problems(e, located, HandlerSpec)) from None
+    return load_model(path, HandlerSpec)
 
 
 class HandlerFailed(RainmakerError):
@@ -364,6 +356,30 @@ def write(
     (run_dir / "report.md").write_text(report(df, spec, host, facts, inv, run_dir))
 
 
+def is_run(run_dir: str | os.PathLike) -> bool:
+    """Whether run_dir holds a handler-alone run (its manifest says so)."""
+    try:
+        return json.loads((Path(run_dir) / "manifest.json").read_text()).get("kind") == "handler_alone"
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def redraw(run_dir: str | os.PathLike) -> list[Path]:
+    """The plots and report of a handler-alone run again, from its table and manifest
+    (what `rainmaker analyze|plot|report` do for such a run)."""
+    import pandas as pd
+
+    run_dir = Path(run_dir)
+    m = json.loads((run_dir / "manifest.json").read_text())
+    spec = HandlerSpec.model_validate(m["spec"])
+    df = pd.read_parquet(run_dir / "handler.parquet")
+    files = plot(df, run_dir / "plots", spec)
+    facts = m.get("host_facts") or {}
+    name, emulated = m.get("inventory", "?"), bool(m.get("emulated"))
+    (run_dir / "report.md").write_text(_report(df, spec, m.get("host", "?"), facts, name, emulated, run_dir))
+    return [*files, run_dir / "report.md"]
+
+
 def plot(df, out: Path, spec: HandlerSpec) -> list[Path]:
     """Per op, the mean service time against the item size, a line per key count (Figure 2)."""
     import matplotlib
@@ -398,6 +414,10 @@ def plot(df, out: Path, spec: HandlerSpec) -> list[Path]:
 
 
 def report(df, spec: HandlerSpec, host: str, facts: dict, inv: Inventory, run_dir: Path) -> str:
+    return _report(df, spec, host, facts, inv.name, inv.shared_system, run_dir)
+
+
+def _report(df, spec: HandlerSpec, host: str, facts: dict, testbed: str, emulated: bool, run_dir: Path) -> str:
     h, db = spec.handler_alone, spec.database
     lines = [f"# {spec.name}: the RocksDB handler alone", ""]
     if spec.description:
@@ -405,7 +425,7 @@ def report(df, spec: HandlerSpec, host: str, facts: dict, inv: Inventory, run_di
     lines += [
         "## Setup",
         "",
-        f"- host: {host} of testbed {inv.name} ({'emulated: it shares its cores' if inv.shared_system else 'hardware'}); "
+        f"- host: {host} of testbed {testbed} ({'emulated: it shares its cores' if emulated else 'hardware'}); "
         f"CPU {str(facts.get('model', '?')).strip()}",
         f"- database: {db.keys:,} items, {db.key_bytes}-byte keys, seed {db.seed}; one database per item size, "
         "built once, compacted, and read whole into the block cache before the first request",

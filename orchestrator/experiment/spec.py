@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -52,6 +52,7 @@ from .. import yamlfile
 from ..errors import InputFileError, Problem
 from . import kv_costs
 
+M = TypeVar("M", bound=BaseModel)
 SYSTEMS = ("rain", "r2p2", "racksched", "draconis", "pallas")
 PLOTS = (
     "p99_vs_load",
@@ -666,6 +667,29 @@ class Spec(Strict):
 
 
 def load(path: str | os.PathLike) -> Spec:
+    located = yamlfile.load(Path(path), [])
+    if located is not None and isinstance(located.data, dict) and "handler_alone" in located.data:
+        line = located.line_of("handler_alone") or 1
+        raise SpecError(
+            str(path),
+            [
+                Problem(
+                    "handler_alone",
+                    "this spec measures a worker's handler alone (no systems, loads or points)",
+                    "`rainmaker run` measures it and `rainmaker plan` lists it (orchestrator/experiment/handler_alone.py)",
+                    line,
+                )
+            ],
+        )
+    spec = load_model(path, Spec)
+    spec._path = str(path)
+    return spec
+
+
+def load_model(path: str | os.PathLike, model: type[M]) -> M:
+    """A spec file validated as `model` (Spec, or handler_alone.HandlerSpec); every
+    problem names the file, line and field. Relative paths inside it (database.costs)
+    are relative to the file."""
     path = Path(path)
     problems: list[Problem] = []
     located = yamlfile.load(path, problems)
@@ -684,11 +708,9 @@ def load(path: str | os.PathLike) -> Spec:
             ],
         )
     try:
-        spec = Spec.model_validate(located.data, context={"spec_dir": str(path.parent)})
+        return model.model_validate(located.data, context={"spec_dir": str(path.parent)})
     except ValidationError as e:
-        raise SpecError(str(path), yamlfile.pydantic_problems(e, located, Spec)) from None
-    spec._path = str(path)
-    return spec
+        raise SpecError(str(path), yamlfile.pydantic_problems(e, located, model)) from None
 
 
 def capacity_krps(spec: Spec, worker_threads: int) -> float:

@@ -47,6 +47,11 @@ def test_the_handler_alone_gives_a_table_plots_and_costs_a_spec_can_use(testbed,
     assert "SCAN, by key count" in report and "| 200 |" in report
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["kind"] == "handler_alone" and manifest["host"] == inv.workers[0].name
+    # `rainmaker analyze|plot|report` draw such a run again from its table, not as a sweep
+    assert handler_alone.is_run(run_dir) and not handler_alone.is_run(tmp_path)
+    (run_dir / "report.md").unlink()
+    assert run_dir / "report.md" in handler_alone.redraw(run_dir)
+    assert (run_dir / "report.md").read_text() == report
 
     # a spec whose keys classes leave us_per_key out takes them from this measurement
     spec = tmp_path / "uses.yaml"
