@@ -27,10 +27,13 @@ update, the table and the switch's code.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import json
 import logging
 import queue
 import threading
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -688,18 +691,72 @@ class Batch:
 # ---------------------------------------------------------------- the client
 
 
-class _Watchdog(threading.Timer):
-    """Runs `action` once `seconds` pass unless cancelled; `overdue` says it ran."""
+class _Armed:
+    """One call's deadline: `overdue` is set when it passed before `cancel()`."""
 
-    def __init__(self, seconds: float, action: Any):
+    __slots__ = ("at", "overdue", "cancelled")
+
+    def __init__(self, at: float):
+        self.at = at
         self.overdue = threading.Event()
+        self.cancelled = False
 
-        def fire() -> None:
-            self.overdue.set()
-            action()
+    def cancel(self) -> None:
+        self.cancelled = True
 
-        super().__init__(seconds, fire)
-        self.daemon = True
+
+class _Watchdog:
+    """Every call's deadline of one client, watched by one thread (started with the
+    first call): a thread per call cost a thread start on every Read and Write, the
+    queue sampler's periodic reads included. `action` runs, outside the lock, once for
+    each deadline that passes uncancelled."""
+
+    def __init__(self, action: Any):
+        self._action = action
+        self._cv = threading.Condition()
+        self._heap: list[tuple[float, int, _Armed]] = []
+        self._seq = itertools.count()
+        self._thread: threading.Thread | None = None
+        self._stopped = False
+
+    def arm(self, seconds: float) -> _Armed:
+        armed = _Armed(time.monotonic() + seconds)
+        with self._cv:
+            heapq.heappush(self._heap, (armed.at, next(self._seq), armed))
+            if self._thread is None and not self._stopped:
+                self._thread = threading.Thread(target=self._run, name="bfrt-watchdog", daemon=True)
+                self._thread.start()
+            self._cv.notify()
+        return armed
+
+    def stop(self) -> None:
+        with self._cv:
+            self._stopped = True
+            self._cv.notify()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                while True:
+                    if self._stopped:
+                        return
+                    while self._heap and self._heap[0][2].cancelled:
+                        heapq.heappop(self._heap)
+                    if not self._heap:
+                        self._cv.wait()
+                        continue
+                    wait = self._heap[0][0] - time.monotonic()
+                    if wait > 0:
+                        self._cv.wait(wait)
+                        continue
+                    _, _, armed = heapq.heappop(self._heap)
+                    armed.overdue.set()
+                    break
+            self._action()
 
 
 class Client:
@@ -752,6 +809,8 @@ class Client:
 
     def _open(self, connect_timeout: float, bind: bool, p4_name: str | None) -> None:
         """A fresh channel and session: subscribe, fetch bf-rt.json, bind if asked."""
+        if getattr(self, "_watchdog", None) is None or self._watchdog.stopped:  # first open, or after close()
+            self._watchdog = _Watchdog(self._abandon_channel)
         self._requests: queue.Queue = queue.Queue()
         self._subscribed: queue.Queue = queue.Queue()
         self._receiver: threading.Thread | None = None
@@ -972,6 +1031,7 @@ class Client:
     def close(self) -> None:
         """Half-close the stream, wait for the switch to end it, close the channel."""
         self._end_stream()
+        self._watchdog.stop()
         self._channel.close()
 
     def _end_stream(self) -> None:
@@ -1017,7 +1077,7 @@ class Client:
             atomicity=pb.WriteRequest.Atomicity.Value(atomicity),
             p4_name=self.p4_name or "",
         )
-        watchdog = self._watchdog()
+        watchdog = self._watchdog.arm(self.timeout + 1.0)
         try:
             self.stub.Write(request, timeout=self.timeout)
         except grpc.RpcError as e:
@@ -1040,7 +1100,7 @@ class Client:
     def _read(self, request: pb.ReadRequest, tables: Sequence[str | None]) -> list[pb.Entity]:
         what = f"read of {', '.join(t or '?' for t in tables) or 'entities'}"
         call = self.stub.Read(request, timeout=self.timeout)
-        watchdog = self._watchdog()
+        watchdog = self._watchdog.arm(self.timeout + 1.0)
         try:
             return [e for response in call for e in response.entities]
         except grpc.RpcError as e:
@@ -1051,16 +1111,12 @@ class Client:
         finally:
             watchdog.cancel()
 
-    def _watchdog(self) -> _Watchdog:
-        """gRPC core can miss a call's deadline, and ignore its cancel, when the
-        server's GOAWAY races the call's start (about one stop in thirty here). A
-        channel in that state is dead: past the deadline, close it; the call ends with
-        CANCELLED and the session is lost (reconnect opens a fresh channel)."""
-        watchdog = _Watchdog(self.timeout + 1.0, self._abandon_channel)
-        watchdog.start()
-        return watchdog
-
     def _abandon_channel(self) -> None:
+        """A call outlived its deadline by a second (self._watchdog). gRPC core can miss
+        a call's deadline, and ignore its cancel, when the server's GOAWAY races the
+        call's start (about one stop in thirty here). A channel in that state is dead:
+        close it; the call ends with CANCELLED and the session is lost (reconnect opens
+        a fresh channel)."""
         if not self._closing:
             self._lost.set()
         self._channel.close()
