@@ -13,8 +13,9 @@ tests under pytest 9: it rewrites a node id attribute pytest 9 no longer has.)
 
 A test marked `alone` measures timing on its testbed (an adaptation racing a load, the
 CPU an idle testbed uses): the other process would starve its testbed of this
-machine's two cores, so it runs while the other process waits between tests (a
-readers-writer lock on two files, shared by the processes of one run).
+machine's two cores. `make test` runs them afterwards in one process; under `pytest -n
+2` alone, one runs while the other process waits between tests (a readers-writer lock
+on two files, shared by the processes of one run).
 """
 
 from __future__ import annotations

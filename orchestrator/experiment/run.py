@@ -1303,7 +1303,9 @@ def _probe_service(runner: Runner, rd: RunDir, spec: Spec, shape: TestbedShape, 
         offered_rps=round(rps, 3),
         warmup_s=0.5,
         measure_s=measure_s,
-        params={**first.params, "adaptive": False, "initial_quota": 1},  # the first point's program, unqueued
+        # the first point's program and quota, without adaptation: at quota 1 a slice of one
+        # worker stops for good when a task to it is lost (its one token never comes back)
+        params={**first.params, "adaptive": False},
         phase_at_s=(),
     )
     log(
