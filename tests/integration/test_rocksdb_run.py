@@ -69,7 +69,10 @@ def test_get_and_scan_run_on_rocksdb_in_their_slices(testbed, tmp_path):
 
     summary = json.loads((pd.client("client0") / "summary.json").read_text())
     t = summary["totals"]
-    assert t["received"] == t["sent"] > 100 and t["lost"] == 0 and t.get("failed", 0) == 0, t
+    # every request answered once, in time or late: a busy machine (the other test process)
+    # stretches a real handler's operations, and then some answers come after the timeout
+    assert t["sent"] > 100 and t["lost"] == 0 and t.get("failed", 0) == 0, t
+    assert t["received"] + t["late_reply"] == t["sent"] and summary["run"]["unknown_reply"] == 0, t
     assert summary["run"]["kv_no_result"] == 0
     # service times are the workers' answers: a 200-item SCAN runs longer than 10 Gets,
     # and both are the dilated run time of a real operation (k = 20: a 5 us operation is 100 us)
@@ -78,11 +81,11 @@ def test_get_and_scan_run_on_rocksdb_in_their_slices(testbed, tmp_path):
     workers = []
     for h in pd.worker_hosts():
         workers += (pd.read_worker_stats(h) or {}).get("workers", [])
-    assert sum(w["tasks_done"] for w in workers) == t["received"]
+    assert sum(w["tasks_done"] for w in workers) == t["sent"]
     assert all(w.get("kv_bad", 0) == 0 for w in workers), workers
     # one worker per slice: each ran only its own op's requests
     by_slice = {w["slice"]: w["tasks_done"] for w in workers}
-    counts = {n: c["received"] for n, c in summary["classes"].items()}
+    counts = {n: c["received"] + c["late_reply"] for n, c in summary["classes"].items()}
     assert by_slice == {0: counts["get"], 1: counts["scan"]}, (by_slice, counts)
 
     # a light probe measured the classes' service times here before the first point, and
@@ -91,7 +94,7 @@ def test_get_and_scan_run_on_rocksdb_in_their_slices(testbed, tmp_path):
     assert m["service"]["planned_us"] == {"get": 120, "scan": 240}
     measured = m["service"]["measured_us"]
     probe = json.loads((rd.service_probe.client("client0") / "summary.json").read_text())
-    assert measured["get"] == pytest.approx(probe["classes"]["get"]["mean_service_ns"] / 1000 / 20)
+    assert measured["get"] == pytest.approx(probe["classes"]["get"]["mean_service_ns"] / 1000 / 20, abs=1e-3)
     want = 0.8 * measured["get"] + 0.2 * measured["scan"]  # the mean the loads are planned from
     krps = json.loads(pd.point_file.read_text())["load_krps"]
     assert krps == pytest.approx(0.3 * 2 / want * 1000, rel=1e-3)  # fraction x 2 threads / mean
