@@ -69,10 +69,11 @@ def test_get_and_scan_run_on_rocksdb_in_their_slices(testbed, tmp_path):
 
     summary = json.loads((pd.client("client0") / "summary.json").read_text())
     t = summary["totals"]
-    # every request answered once, in time or late: a busy machine (the other test process)
-    # stretches a real handler's operations, and then some answers come after the timeout
+    # every request run once by a worker (below) and answered in time, or timed out: a busy
+    # machine (the other test process) stretches a real handler's operations, and then an
+    # answer may come after the client's timeout, or after the client has stopped
     assert t["sent"] > 100 and t["lost"] == 0 and t.get("failed", 0) == 0, t
-    assert t["received"] + t["late_reply"] == t["sent"] and summary["run"]["unknown_reply"] == 0, t
+    assert t["received"] + t["timed_out"] == t["sent"] and summary["run"]["unknown_reply"] == 0, t
     assert summary["run"]["kv_no_result"] == 0
     # service times are the workers' answers: a 200-item SCAN runs longer than 10 Gets,
     # and both are the dilated run time of a real operation (k = 20: a 5 us operation is 100 us)
@@ -85,7 +86,7 @@ def test_get_and_scan_run_on_rocksdb_in_their_slices(testbed, tmp_path):
     assert all(w.get("kv_bad", 0) == 0 for w in workers), workers
     # one worker per slice: each ran only its own op's requests
     by_slice = {w["slice"]: w["tasks_done"] for w in workers}
-    counts = {n: c["received"] + c["late_reply"] for n, c in summary["classes"].items()}
+    counts = {n: c["received"] + c["timed_out"] for n, c in summary["classes"].items()}
     assert by_slice == {0: counts["get"], 1: counts["scan"]}, (by_slice, counts)
 
     # a light probe measured the classes' service times here before the first point, and
@@ -98,7 +99,7 @@ def test_get_and_scan_run_on_rocksdb_in_their_slices(testbed, tmp_path):
     want = 0.8 * measured["get"] + 0.2 * measured["scan"]  # the mean the loads are planned from
     krps = json.loads(pd.point_file.read_text())["load_krps"]
     assert krps == pytest.approx(0.3 * 2 / want * 1000, rel=1e-3)  # fraction x 2 threads / mean
-    assert m["spec"]["workload"]["classes"][0]["service"]["us_per_key"] == pytest.approx(measured["get"] / 10)
+    assert m["spec"]["workload"]["classes"][0]["service"]["us_per_key"] == pytest.approx(measured["get"] / 10, rel=1e-4)
 
     # each worker server built its database at the probe, and the points reused it
     for h in pd.worker_hosts():
