@@ -18,7 +18,11 @@ FORMAT = "rainmaker-kv-costs/1"
 
 
 class CostsError(ValueError):
-    """A costs file that cannot answer: the message names the file and the fix."""
+    """A costs file that cannot answer: the message names the file, `fix` says what to do."""
+
+    def __init__(self, message: str, fix: str):
+        super().__init__(message)
+        self.fix = fix
 
 
 def write(path: Path, rows: list[dict], *, database: dict, source: dict) -> None:
@@ -32,15 +36,15 @@ def read(path: Path) -> list[dict]:
         doc = json.loads(path.read_text())
     except OSError as e:
         raise CostsError(
-            f"{path}: cannot read it ({e.strerror}); fix: run experiments/fig2.yaml, or give the path "
-            "of its results' costs.json"
+            f"{path}: cannot read it ({e.strerror})",
+            "run experiments/fig2.yaml, or give the path of its results' costs.json",
         ) from None
     except json.JSONDecodeError as e:
         raise CostsError(
-            f"{path}: not JSON ({e.msg}, line {e.lineno}); fix: use a costs.json a handler run wrote"
+            f"{path}: not JSON ({e.msg}, line {e.lineno})", "use a costs.json a handler run wrote"
         ) from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT or not isinstance(doc.get("rows"), list):
-        raise CostsError(f"{path}: not a costs file (format {FORMAT}); fix: use a costs.json a handler run wrote")
+        raise CostsError(f"{path}: not a costs file (format {FORMAT})", "use a costs.json a handler run wrote")
     rows = []
     for i, r in enumerate(doc["rows"]):
         try:
@@ -51,11 +55,9 @@ def read(path: Path) -> list[dict]:
                 "mean_us": float(r["mean_us"]),
             }
         except (KeyError, TypeError, ValueError):
-            raise CostsError(f"{path}: row {i} lacks op, count, item_bytes or mean_us; fix: measure again") from None
+            raise CostsError(f"{path}: row {i} lacks op, count, item_bytes or mean_us", "measure again") from None
         if row["count"] < 1 or not (math.isfinite(row["mean_us"]) and row["mean_us"] > 0):
-            raise CostsError(
-                f"{path}: row {i} has count {row['count']} and mean {row['mean_us']} us; fix: measure again"
-            )
+            raise CostsError(f"{path}: row {i} has count {row['count']} and mean {row['mean_us']} us", "measure again")
         rows.append(row)
     return rows
 
@@ -71,8 +73,9 @@ def mean_us(rows: list[dict], op: str, item_bytes: int, keys: float, *, path: Pa
         have = sorted({(r["op"], r["item_bytes"]) for r in rows})
         listed = ", ".join(f"{o} at {b} B" for o, b in have) or "nothing"
         raise CostsError(
-            f"{path} has no {op} rows for {item_bytes}-byte items (it has {listed}); fix: add {item_bytes} to the "
-            f"handler run's item_bytes and {op} to its ops, or set database.item_bytes to a measured size"
+            f"{path} has no {op} rows for {item_bytes}-byte items (it has {listed})",
+            f"add {item_bytes} to the handler run's item_bytes and {op} to its ops, or set database.item_bytes to "
+            "a measured size",
         )
     if len(pts) == 1:
         ((c, m),) = pts

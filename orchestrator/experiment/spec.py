@@ -534,7 +534,7 @@ class Spec(Strict):
                 m = kv_costs.mean_us(rows, str(svc.get("op")), int(item_bytes), float(keys), path=path)
                 data["workload"]["classes"][i] = dict(classes[i], service=dict(svc, us_per_key=m / keys))
         except kv_costs.CostsError as e:
-            raise bad(f"database.costs: {e}", "see the message") from None
+            raise bad(f"database.costs: {e}", e.fix) from None
         return data
 
     @model_validator(mode="after")
