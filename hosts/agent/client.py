@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import signal
 import struct
-import time
 from pathlib import Path
 
 from .common import DONE, READY, AgentError, Child, Stop, eal_args, load_config, runtime_dir, say, write_json
@@ -123,7 +122,7 @@ def run(config_path: str) -> int:
     say(READY)
     try:
         while not stop.requested and child.proc.poll() is None:
-            time.sleep(0.05)
+            stop.wait(1.0, child)  # woken by the client's exit or a signal
         status = child.stop()
     finally:
         wake.release()

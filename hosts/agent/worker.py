@@ -21,6 +21,8 @@ from .adaptive import Controller, Params
 from .common import READY, AgentError, Child, Stop, eal_args, load_config, runtime_dir, say, write_json
 
 QP_TYPES = ("uc", "rc")
+QUIET_SAMPLES = 10  # samples with no task done or waiting before the agent samples slower
+QUIET_PERIOD_S = 0.25
 RDMA_MTUS = (1024, 2048, 4096)
 
 
@@ -216,9 +218,14 @@ def run(config_path: str) -> int:
     # global worker ids in its reports: the coordinator sums the agents' (adaptive.rebalance)
     controller = Controller(params, n, busy, base=int(cfg["worker"]["worker_base"])) if params is not None else None
     last_ctrl = t0
+    quiet, last_state = 0, None
     try:
         while not stop.requested and child.proc.poll() is None:
-            time.sleep(period)
+            # Nothing changed for QUIET_SAMPLES samples (before the load, after it):
+            # sample at QUIET_PERIOD_S until something does, so that an idle testbed
+            # does not pay for a time series of nothing. Algorithm 1 keeps its period.
+            slow = controller is None and quiet >= QUIET_SAMPLES
+            stop.wait(max(period, QUIET_PERIOD_S) if slow else period, child)
             now = time.monotonic()
             row = {"t": round(now - t0, 4), "workers": []}
             for i in range(n):
@@ -237,6 +244,9 @@ def run(config_path: str) -> int:
                 if controller is not None:
                     controller.add_samples(i, *block.new_samples(i))
             series.write(json.dumps(row) + "\n")
+            state = [(w["done"], w["fifo"], w["outstanding"], w["busy_ns"]) for w in row["workers"]]
+            quiet = quiet + 1 if state == last_state else 0
+            last_state = state
             if controller is not None and now - last_ctrl >= control_s:
                 ws = block.workers
                 changes, record = controller.step(

@@ -52,11 +52,13 @@ void rain_idle_wait(struct rain_idle *idle);                  /* call after an e
 #define RAIN_WAKE_NS 30000u
 /* A sleeping poller idle for long (LONG_NS of --idle, wall-clock time since its last
  * frame) naps RAIN_IDLE_LONG_NAP_NS at a time. The runner sets LONG_NS from the dilated
- * mean task (100 of them, at least 100 ms), so that no load meets the long nap. 10 ms:
- * an idle testbed's dozen sleeping threads then wake 100 times a second each, well
- * under 5% of one core in all (2 ms naps cost about 1% of a core per thread here). */
+ * mean task (100 of them, at least 100 ms), so that no load meets the long nap. 50 ms:
+ * a wake-up of a napping thread costs 30-50 us of CPU on a 2-vCPU VM, so an idle
+ * testbed's nine pollers at 10 ms naps took 3% of a core, half the idle testbed, and
+ * 20 wakes a second take 0.6%. The first frame after a long idle (a point's first,
+ * in its warm-up) waits up to one nap in the RX ring. */
 #define RAIN_IDLE_LONG_NS 100000000ull
-#define RAIN_IDLE_LONG_NAP_NS 10000000u
+#define RAIN_IDLE_LONG_NAP_NS 50000000u
 void rain_idle_wait_due(struct rain_idle *idle, uint64_t due_ns);
 
 static inline void rain_idle_reset(struct rain_idle *idle) { idle->empty = 0; }

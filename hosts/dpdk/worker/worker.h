@@ -359,7 +359,7 @@ uint64_t rw_report_load(const struct rw_thread *t);
 uint64_t rw_server_held(const struct rw_ctx *w);
 
 #define RW_PARK_NS 1000000 /* a parked thread looks at its knobs at least this often */
-#define RW_PARK_LONG_NS 10000000 /* ... and this often once idle for RAIN_IDLE_LONG_NS */
+#define RW_PARK_LONG_NS RAIN_IDLE_LONG_NAP_NS /* ... and this often once idle for RAIN_IDLE_LONG_NS */
 
 /* RX loop side of parking: after handing work to a thread, wake it if it sleeps. The
  * fence orders the FIFO enqueue before the `parked` load (the thread does the mirror:
