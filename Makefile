@@ -31,8 +31,8 @@ setup: $(STAMPS)/apt $(STAMPS)/venv build
 
 # The DPDK programs (hosts/dpdk): rain-client, rain-worker; the BFRuntime stubs.
 build: $(STAMPS)/apt $(BFRT_STUBS)
-	@$(MAKE) --no-print-directory -s -C orchestrator/simulate/core
-	@$(MAKE) --no-print-directory -s -C hosts/dpdk
+	@$(MAKE) --no-print-directory -s -j2 -C orchestrator/simulate/core
+	@$(MAKE) --no-print-directory -s -j2 -C hosts/dpdk
 
 # BFRuntime Python stubs (switch/bfrt/_gen, gitignored), generated with the venv's own
 # grpcio-tools so they always match its protobuf runtime (switch/bfrt/_stubs.py says why).

@@ -1,7 +1,12 @@
-"""The host roles (dpdk_host, roce, rainmaker_deploy) with real Ansible on the emulated
-testbed: converge, verify, converge again (nothing changes), check runs that report
-what broke without touching it, the same machines claimed as ConnectX hosts (every
-missing device reported, what would change still listed), and a build on the host.
+"""Provisioning with real Ansible on the emulated testbed: the whole site converged,
+verified and converged again (nothing changes); check runs that report what broke
+without touching it; the host roles (dpdk_host, roce, rainmaker_deploy) against the
+same machines claimed as ConnectX hosts (every missing device reported, what would
+change still listed) and a mock ConnectX; a build on the host; and `provision --check`
+on a testbed that claims a Tofino and ConnectX hosts.
+
+Every provisioning test lives in this file: one process runs it, and the testbed is
+converged from scratch once (`provisioned`), not once per process of `make test`.
 
 RAINMAKER_TEST_SLOT picks the testbed's slot (tests/conftest.py).
 """
@@ -16,13 +21,16 @@ from pathlib import Path
 import pytest
 import yaml
 
+from orchestrator import cli
+from orchestrator import provision as provision_mod
 from orchestrator.deploy import VERSION, bundle
 from orchestrator.errors import ProvisionError
 from orchestrator.experiment import run as run_mod
 from orchestrator.inventory import load
 from orchestrator.provision import VERIFY, provision
+from tests.cli import rainmaker
 
-from .hardware_view import FAKE_PCI, as_hardware
+from .hardware_view import FAKE_PCI, FAKE_SDE, as_hardware
 
 pytestmark = pytest.mark.integration
 
@@ -68,9 +76,12 @@ def converged(provisioned):
 
 
 def test_converge_verify_then_nothing_changes(converged):
-    inv, first = converged
-    assert {"client0", "worker0", "worker1"} <= set(first.hosts) and not first.missing
-    assert all(c.failed == 0 for c in first.hosts.values())
+    inv, first = converged  # the first converge of the whole site
+    assert set(first.hosts) == {"sw0", "client0", "worker0", "worker1"} and not first.missing
+    assert all(c.failed == 0 and c.unreachable == 0 for c in first.hosts.values())
+    for h in inv.hosts:  # the common role made each host's deploy root
+        for sub in ("bin", "agent", "run", "log"):
+            assert (h.deploy_root / sub).is_dir()
     assert deployed_as_bundled(inv) == {h.name: [] for h in inv.hosts}
     for h in inv.hosts:  # the roce role: emulated workers say so, clients record nothing
         facts = h.deploy_root / "facts" / "roce.json"
@@ -85,10 +96,23 @@ def test_converge_verify_then_nothing_changes(converged):
     verified = provision(inv, progress=False, limit="hosts", playbook=VERIFY)
     assert all(c.failed == 0 and c.ok > 0 for c in verified.hosts.values())
 
-    second = provision(inv, progress=False, limit="hosts")
+    second = provision(inv, progress=False)  # the whole site again, the switch's play too
+    assert set(second.hosts) == set(first.hosts)
     assert {n: c.changed for n, c in second.hosts.items()} == {n: 0 for n in second.hosts}, second.summary()
-    check = provision(inv, check=True, progress=False, limit="hosts")
+    check = provision(inv, check=True, progress=False)
     assert check.total_changed == 0 and not check.missing, check.summary()
+
+
+def test_check_reports_what_would_change_and_changes_nothing(converged):
+    inv, _ = converged
+    victim = inv.host("worker1").deploy_root / "log"  # the common role made it
+    victim.rmdir()
+    try:
+        report = provision(inv, check=True, progress=False, limit="worker1")
+        assert report.hosts["worker1"].changed >= 1
+        assert not victim.exists()
+    finally:
+        victim.mkdir(exist_ok=True)
 
 
 def test_run_after_provision_copies_nothing_and_records_the_facts(converged):
@@ -500,3 +524,79 @@ def test_a_nic_for_vfio_pci(converged, tmp_path):
         provision(hw, extra_vars=extra, **go)
     assert "would remove ens1f0, which carries the management address" in e.value.failures[0].message
     assert (root / f"sys/bus/pci/devices/{pci}/driver_override").read_text() == "(null)\n"  # untouched
+
+
+# -- a testbed that claims a Tofino and ConnectX hosts ------------------------------------
+
+SITE_ROLES = ["common", "hugepages", "dpdk_host", "roce", "rainmaker_deploy", "tofino_sde"]
+
+
+def tree_digest(*roots: Path) -> str:
+    """Everything under the deploy roots (names, modes, contents), and the page pool."""
+    h = hashlib.sha256()
+    for root in roots:
+        for p in sorted(root.rglob("*")):
+            st = p.lstat()
+            h.update(f"{p}:{st.st_mode}:{st.st_size}".encode())
+            if p.is_file() and not p.is_symlink():
+                h.update(p.read_bytes())
+    h.update(Path("/proc/sys/vm/nr_hugepages").read_bytes())
+    return h.hexdigest()
+
+
+def test_check_against_claimed_hardware_reports_what_is_missing_and_changes_nothing(
+    converged, tmp_path, monkeypatch, capsys
+):
+    """`rainmaker provision --check` with an inventory (hardware_view.py) that names real
+    hardware at the emulated machines' SSH addresses: every role of the site playbook
+    runs in check mode, says what each machine lacks (the Tofino, its SDE, the PCI NICs,
+    their RDMA devices) one item a line with its fix, still says what would change,
+    exits 1 because a real run would stop, and changes nothing."""
+    inv, _ = converged  # a provisioned emulated testbed: what is left to say is the hardware
+    victim = inv.host("worker1").deploy_root / "bin" / "rain-worker"
+    victim.unlink()  # and one thing a converge would change
+    hw = as_hardware(inv, tmp_path / "hw.yaml")
+    roots = [h.deploy_root for h in inv.hosts] + [inv.switch.deploy_root]
+    before = tree_digest(*roots)
+
+    # The command a person types, run in-process so that the report it printed can be
+    # held as data too (one Ansible run, not two).
+    reports = []
+
+    def keep(*args, **kw):
+        reports.append(real_provision(*args, **kw))
+        return reports[-1]
+
+    real_provision = provision_mod.provision
+    monkeypatch.setattr(provision_mod, "provision", keep)
+    monkeypatch.setattr(cli.console, "width", 200)
+    code, out, err = rainmaker(monkeypatch, capsys, "provision", "--check", "-i", str(tmp_path / "hw.yaml"))
+    out = out + err
+    assert code == 1, out  # a real run would stop: said by the exit status too
+    assert "check mode: nothing was changed" in out
+    assert "missing (a real run would stop here; hardware or vendor software):" in out
+    lines = out.splitlines()
+    for i, h in enumerate(hw.hosts):
+        assert (
+            f"  {h.name}: no PCI device {FAKE_PCI.format(i % 8)}; fix: `lspci -D` on the host, then hosts[].nic.pci"
+            in lines
+        ), out
+    for w in hw.workers:
+        assert any(line.startswith(f"  {w.name}: no RDMA device") and "fix:" in line for line in lines), out
+    sw = [line for line in lines if line.startswith(f"  {hw.switch.name}: ")]
+    assert any(FAKE_SDE in line and "fix:" in line for line in sw), out  # the SDE is not there
+    assert any("Tofino" in line and "1d1c" in line for line in sw), out  # nor the ASIC on PCI
+    assert "would change:" in out and "rainmaker_deploy : " in out  # the binary a converge would put back
+    assert before == tree_digest(*roots) and not victim.exists()  # nothing changed
+
+    # The same run as data: every role ran, and the report holds it all.
+    [report] = reports
+    assert report.roles == SITE_ROLES or set(report.roles) == set(SITE_ROLES), report.roles
+    assert set(report.missing) == {h.name for h in hw.hosts} | {hw.switch.name}
+    assert not report.failures and not report.ok
+    assert any(
+        c.host == "worker1" and c.role == "rainmaker_deploy" and "bin/rain-worker" in c.items for c in report.changed
+    ), report.changed
+
+    real_provision(inv, progress=False, limit="worker1", tags=["deploy"])  # put the testbed back
+    assert victim.is_file()
