@@ -200,7 +200,9 @@ def run(config_path: str) -> int:
 
     def enable_tokens(*_: object) -> None:
         # SIGUSR1 to this agent (not its group: rain-worker would die of it) turns the
-        # tokens on, once the orchestrator has programmed the switch.
+        # tokens on, once the orchestrator has programmed the switch. The signal also
+        # wakes the loop (Stop.wait), so the first sample with `enabled` set, which marks
+        # the load's start (docs/results.md), is taken at once even in a quiet spell.
         for i in range(block.header.n_workers):
             block.set_enabled(i, True)
 
@@ -218,7 +220,7 @@ def run(config_path: str) -> int:
     # global worker ids in its reports: the coordinator sums the agents' (adaptive.rebalance)
     controller = Controller(params, n, busy, base=int(cfg["worker"]["worker_base"])) if params is not None else None
     last_ctrl = t0
-    quiet, last_state = 0, None
+    quiet, last_state = 0, None  # samples in a row in which the workers did nothing
     try:
         while not stop.requested and child.proc.poll() is None:
             # Nothing changed for QUIET_SAMPLES samples (before the load, after it):
