@@ -6,10 +6,11 @@ has up (slot 0) is never touched.
 
 `make test` runs the suite in two processes (pytest-xdist, `-n 2 --dist loadfile`):
 each process gets its own slots (9-11 and 12-14) and so its own testbed, and a test
-file runs whole in one process (its tests share fixtures and namespace names). A
-process that runs a provisioning file converges its testbed once (`provisioned`).
-(`--dist loadgroup` would keep those files together, but xdist 3.8 cannot regroup
-tests under pytest 9: it rewrites a node id attribute pytest 9 no longer has.)
+file runs whole in one process (its tests share fixtures and namespace names). Every
+provisioning test is in tests/integration/test_provision_hosts.py, so one process
+converges its testbed from scratch, once (`provisioned`). (`--dist loadgroup` would
+keep several files together, but xdist 3.8 cannot regroup tests under pytest 9: it
+rewrites a node id attribute pytest 9 no longer has.)
 
 A test marked `alone` measures timing on its testbed (an adaptation racing a load, the
 CPU an idle testbed uses): the other process would starve its testbed of this

@@ -692,13 +692,14 @@ class Batch:
 
 
 class _Armed:
-    """One call's deadline: `overdue` is set when it passed before `cancel()`."""
+    """One call's deadline: `overdue` turns true when it passed before `cancel()` (a
+    plain flag: the caller reads it after its call ended, which the action causes)."""
 
     __slots__ = ("at", "overdue", "cancelled")
 
     def __init__(self, at: float):
         self.at = at
-        self.overdue = threading.Event()
+        self.overdue = False
         self.cancelled = False
 
     def cancel(self) -> None:
@@ -754,7 +755,7 @@ class _Watchdog:
                         self._cv.wait(wait)
                         continue
                     _, _, armed = heapq.heappop(self._heap)
-                    armed.overdue.set()
+                    armed.overdue = True
                     break
             self._action()
 
@@ -1081,7 +1082,7 @@ class Client:
         try:
             self.stub.Write(request, timeout=self.timeout)
         except grpc.RpcError as e:
-            if watchdog.overdue.is_set():
+            if watchdog.overdue:
                 raise self._overdue_error(f"write of {len(updates)} update(s)") from None
             self._note_unavailable(e)
             raise from_rpc_error(e, f"write of {len(updates)} update(s)", tables) from None
@@ -1104,7 +1105,7 @@ class Client:
         try:
             return [e for response in call for e in response.entities]
         except grpc.RpcError as e:
-            if watchdog.overdue.is_set():
+            if watchdog.overdue:
                 raise self._overdue_error(what) from None
             self._note_unavailable(e)
             raise from_rpc_error(e, what, tables) from None
