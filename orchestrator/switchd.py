@@ -123,9 +123,10 @@ def emulator_argv(inv: Inventory, program: str, log_path: str, extra: Sequence[s
                 fix="an emulated switch's ports name their interfaces: rebuild the testbed inventory",
             )
         argv += ["--port", f"{p.dev_port}={p.iface}:{p.port}"]  # the front-panel name for $PORT_STR_INFO
-    # The emulated switch shares this machine's cores with every host: its data plane
-    # runs at a real-time priority above the client's (10), so a frame is switched when
-    # it arrives, not when the scheduler gets round to it (docs/emulation.md).
+    # The emulated switch shares this machine's cores with every host: while frames flow
+    # its data plane runs at a real-time priority (below the client's 30, the measuring
+    # instrument), so a frame is switched when it arrives, not when the scheduler gets
+    # round to it; bounded so that it never holds a core (docs/emulation.md).
     argv += ["--grpc", sw.bfrt, "--log", log_path, "--realtime", str(EMULATOR_RT_PRIORITY)]
     delay = inv.emulation.link_delay_us if inv.emulation is not None else 0.0
     if delay:  # a slower testbed on purpose (docs/emulation.md)

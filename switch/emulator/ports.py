@@ -43,6 +43,7 @@ from typing import Protocol
 
 from switch.errors import SwitchError
 
+from .realtime import Realtime
 from .schema import PORT_FRAMES_DROPPED_DOWN, PORT_LINK_DOWN_EVENTS
 from .tables import TableStore
 
@@ -580,6 +581,7 @@ class PortSet:
         housekeeping: float = 0.25,
         on_housekeeping: Callable[[], None] | None = None,
         recirculation: Recirculation | None = None,
+        realtime: Realtime | None = None,
     ) -> None:
         """The hot loop: drain every port's RX ring (at most `budget` frames per port per
         round), flush TX, and sleep in epoll when nothing arrived. Every `housekeeping`
@@ -593,7 +595,11 @@ class PortSet:
 
         `recirculation`, for a program that recirculates (its pipeline has `recirculate`
         and `next_due`): each round, after the arrivals, the frames due in the pipe's
-        recirculation port run again, and an idle loop sleeps only until the next is due."""
+        recirculation port run again, and an idle loop sleeps only until the next is due.
+
+        `realtime` (realtime.py) is told of every round that moved frames and every
+        sleep: it runs the loop at its real-time priority only while frames flow, and
+        bounds how long the loop runs without sleeping."""
         ep = select.epoll()
         ports = list(self.ports.values())
         for p in ports:
@@ -633,13 +639,22 @@ class PortSet:
                     if alarm is not None and alarm.armed is not None and any(fd == alarm.fd for fd, _ in events):
                         alarm.clear()  # it fired: read it, or epoll reports it forever
                 now = monotonic()
+                if realtime is not None:
+                    if busy:
+                        realtime.busy(now)
+                    else:
+                        realtime.slept(now)
                 if now >= next_chores:
                     next_chores = now + housekeeping
+                    if realtime is not None:
+                        realtime.housekeeping(now)
                     self.collect_kernel_drops()
                     self.refresh_links()
                     if on_housekeeping:
                         on_housekeeping()
         finally:
+            if realtime is not None:
+                realtime.leave()
             ep.close()
             if alarm is not None:
                 alarm.close()
