@@ -44,7 +44,7 @@ def client_argv(cfg: dict, out: Path) -> list[str]:
         argv += ["--rate", str(c["rate"])]
     for cls in c["classes"]:
         argv += ["--class", cls]
-    for opt in ("large_fraction", "large_bytes", "max_outstanding", "timeout_us", "dilation", "seed", "idle"):
+    for opt in ("large_fraction", "large_bytes", "max_outstanding", "timeout_us", "dilation", "seed", "idle", "epoch"):
         if opt in c:
             argv += [f"--{opt.replace('_', '-')}", str(c[opt])]
     if c.get("resubmit"):
@@ -53,7 +53,56 @@ def client_argv(cfg: dict, out: Path) -> list[str]:
         argv += ["--trace", str(out / "trace.csv")]
     if c.get("wait_start"):
         argv.append("--wait-start")
+    if cfg.get("realtime"):
+        # On shared cores the load generator is the measuring instrument: a real-time
+        # priority lets it preempt the busy pollers when a send is due. rain-client takes
+        # it for its load only, and bounds how long it runs without sleeping (its
+        # --help); start-up, in the normal class, never competes with another
+        # testbed's load for the machine.
+        argv += ["--realtime", str(int(cfg["realtime"]))]
     return argv
+
+
+class NicCounters:
+    """The kernel's counters of the data interface behind a DPDK virtual port
+    (`iface=` of an af_packet or af_xdp vdev), from the load's start to the client's end:
+    with the switch's count of what it sent to this host's port and rain-client's of
+    what its port and its loop took, they say where a frame that never reached the
+    client was lost. None for a NIC the kernel does not see (a PCI device bound to DPDK)."""
+
+    FIELDS = ("rx_packets", "rx_dropped", "rx_errors", "tx_packets", "tx_dropped")
+
+    def __init__(self, eal: dict) -> None:
+        self.iface = next(
+            (
+                kv.split("=", 1)[1]
+                for dev in eal.get("devices", [])
+                for kv in str(dev).split(",")
+                if kv.startswith("iface=")
+            ),
+            None,
+        )
+        self.before: dict[str, int] | None = None
+
+    def _now(self) -> dict[str, int] | None:
+        if self.iface is None:
+            return None
+        out = {}
+        for f in self.FIELDS:
+            try:
+                out[f] = int(Path(f"/sys/class/net/{self.iface}/statistics/{f}").read_text())
+            except (OSError, ValueError):
+                return None
+        return out
+
+    def mark(self) -> None:
+        self.before = self._now()
+
+    def read(self) -> dict | None:
+        after = self._now()
+        if self.before is None or after is None:
+            return None
+        return {"iface": self.iface, **{f: after[f] - self.before[f] for f in self.FIELDS}}
 
 
 CPU_LATENCY = "/dev/cpu_dma_latency"  # the kernel's PM QoS CPU latency request (Documentation/power/pm_qos_interface)
@@ -102,17 +151,14 @@ def run(config_path: str) -> int:
     # which hands it on to rain-client.
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     argv = client_argv(cfg, out)
-    if cfg.get("realtime"):
-        # On shared cores the load generator is the measuring instrument: a real-time
-        # priority lets it preempt the busy pollers when a send is due (it sleeps
-        # between sends, so it takes little CPU). CFS alone stalls it for milliseconds.
-        argv = ["chrt", "--fifo", str(int(cfg["realtime"])), *argv]
+    nic = NicCounters(cfg["eal"])
     child = Child(argv, out / "client.log", runtime_dir(cfg["eal"]))
     child.ready("rain-client ready", cfg)
     wake = WakeLatency()
     held: list[str] = []
 
     def start(*_) -> None:
+        nic.mark()
         if cfg.get("cpu_wake_latency_us") is not None and not held:
             held.append(wake.hold(cfg["cpu_wake_latency_us"]))
             say(f"CPU wake-up latency request: {held[0]}")
@@ -132,6 +178,7 @@ def run(config_path: str) -> int:
             "client_exit": status,
             "stopped_by": "signal" if stop.requested else "client exit",
             "cpu_wake_latency": held[0] if held else None,
+            "nic": nic.read(),
         },
     )
     if status != 0 and not stop.requested:

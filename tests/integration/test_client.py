@@ -18,6 +18,7 @@ import signal
 import socket
 import struct
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from scipy import stats
 
 from hosts import proto
 from tests.netpeer import NetnsPair, RawPeer, frame, parse_udp
+from tests.poll import until
 
 pytestmark = pytest.mark.integration
 
@@ -91,13 +93,13 @@ class Peer:
         self._thread.join(5)
         self.raw.close()
 
-    def _reply(self, t: Task, kind: int, flags: int, body: bytes = b"") -> bytes:
+    def _reply(self, t: Task, kind: int, flags: int, body: bytes = b"", request_id: int | None = None) -> bytes:
         h = proto.Header(
             kind=kind,
             flags=flags,
             task_type=t.hdr.task_type,
             client_id=t.hdr.client_id,
-            request_id=t.hdr.request_id,
+            request_id=t.hdr.request_id if request_id is None else request_id,
             data=t.hdr.data,
         )
         return frame(self.pair.b, self.pair.a, h.pack() + body, proto.UDP_PORT, proto.UDP_PORT)
@@ -724,6 +726,79 @@ def test_two_lcores_share_the_rate(pair, tmp_path):
     assert abs(s["achieved_rps"] - 2000) / 2000 < 0.06
     for lc, n in zip(s["per_lcore"], ids):
         assert lc["sent"] == n
+
+
+def test_answers_of_another_point_are_counted_and_dropped(pair, tmp_path):
+    """Every request carries its point's epoch (--epoch) in its id's top byte. The peer
+    first answers each task as if from another point (the same sequence number, the
+    next epoch: what a switch still holding the last point's tasks would send), then
+    answers it for real 30 ms later: the stale answer must not pass for the real one."""
+
+    def policy(t):
+        return [(0.0, proto.Kind.RESPONSE, 0, b"", t.hdr.request_id + (1 << 24)), (0.03, proto.Kind.RESPONSE, 0)]
+
+    s, peer = run(pair, tmp_path, BASE + ["--rate", "300", "--duration", "1", "--epoch", "7"], policy)
+    t = s["totals"]
+    assert s["epoch"] == 7 and peer.tasks
+    assert {x.hdr.request_id >> 24 for x in peer.tasks} == {7}
+    assert sorted(x.hdr.request_id & 0xFFFFFF for x in peer.tasks) == list(range(len(peer.tasks)))
+    assert s["run"]["other_point"] == len(peer.tasks), "each stale answer counted"
+    assert t["received"] == t["sent"] and t["timed_out"] == t["lost"] == 0
+    assert s["run"]["unknown_reply"] == 0
+    # taken from the real answers only: none came back in under 30 ms
+    assert s["classes"]["task"]["latency_ns"]["p50"] >= 30e6 * 0.99
+
+
+def test_real_time_is_for_the_load_only_and_never_holds_a_core(client_bin, tmp_path):
+    """--realtime: the load lcores run at SCHED_FIFO while the load runs, not during
+    start-up; and a lcore that would run flat out (tx-only at 3 M requests/s on a null
+    port) sleeps after each slice. A normal-class process on the same CPU then waits
+    milliseconds, not the ~0.95 s per second the kernel's real-time throttling allows
+    an unbounded SCHED_FIFO thread (measured before the bound: 947 ms)."""
+    prefix = f"rmtc{os.getpid()}rt"
+    out = tmp_path / "out"
+    cmd = [
+        "taskset", "-c", "0", str(client_bin), "-l", "0", "--no-huge", "--no-pci", "--no-telemetry",
+        f"--file-prefix={prefix}", "--log-level=lib.eal:error", "--vdev=net_null0", "--",
+        "--src-ip", "10.0.0.1", "--dst-mac", "02:00:00:00:00:01", "--dst-ip", "10.0.0.2",
+        "--rate", "3000000", "--warmup", "0", "--duration", "1.5", "--tx-only", "--idle", "yield",
+        "--realtime", "30", "--wait-start", "--out", str(out),
+    ]  # fmt: skip
+    probe = (
+        "import os, time\n"
+        "os.sched_setaffinity(0, {0}); end = time.monotonic() + 1.2; worst = 0.0\n"
+        "while time.monotonic() < end:\n"
+        "    t = time.monotonic(); time.sleep(0.005); worst = max(worst, time.monotonic() - t - 0.005)\n"
+        "print(worst)\n"
+    )
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("rain-client ready"), (line, proc.stderr.read() if proc.poll() is not None else "")
+        tids = [int(t) for t in os.listdir(f"/proc/{proc.pid}/task")]
+        assert {os.sched_getscheduler(t) for t in tids} == {os.SCHED_OTHER}, "start-up: the normal class"
+        proc.send_signal(signal.SIGUSR1)
+        assert proc.stdout.readline().startswith("rain-client started")
+        p = subprocess.Popen([sys.executable, "-c", probe], stdout=subprocess.PIPE, text=True)
+        fifo = until(lambda: os.sched_getscheduler(proc.pid) == os.SCHED_FIFO, timeout=1.0)  # the main lcore
+        worst = float(p.communicate(timeout=30)[0])
+        proc.wait(20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+        proc.stdout.close()
+        proc.stderr.close()
+        shutil.rmtree(f"/var/run/dpdk/{prefix}", ignore_errors=True)
+    assert proc.returncode == 0
+    s = json.loads((out / "summary.json").read_text())
+    assert fifo, "the load ran at SCHED_FIFO"
+    rt = s["realtime"]
+    assert rt["priority"] == 30 and rt["lcores"] == 1 and rt["error"] is None
+    assert rt["rests"] >= 500, rt  # about one a millisecond: it never stopped being busy
+    assert s["achieved_rps"] > 1e6
+    print(f"a normal-class process on the client's CPU waited at most {worst * 1e3:.1f} ms")
+    assert worst < 0.3, f"a process on the client's CPU waited {worst:.3f} s"
 
 
 # --- the HdrHistogram encoder against hdrh ------------------------------------------------------------

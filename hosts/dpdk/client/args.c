@@ -81,6 +81,14 @@ void rc_usage(FILE *f, const char *prog)
 "  --tx-only                never read replies (generator benchmarks on net_null)\n"
 "  --wait-start             after \"rain-client ready\", wait for SIGUSR1 before starting\n"
 "                           (initialise while the switch is programmed)\n"
+"  --epoch N                the point's identity 0..255 (default 0), the top 8 bits of\n"
+"                           every request_id: an answer with another is a stale one from\n"
+"                           another point, counted (other_point) and dropped; at most\n"
+"                           2^24 requests per lcore per run\n"
+"  --realtime PRIO          run the load lcores at SCHED_FIFO PRIO (1-99; 0: no) while\n"
+"                           the load runs, not during start-up; a lcore that has run 1 ms\n"
+"                           without sleeping sleeps 0.25 ms (on shared cores: it preempts\n"
+"                           the pollers when a send is due, and never holds a core)\n"
 "  --help                   this text\n"
 "\n"
 "Lcores: every EAL lcore (-l) is a load lcore with its own RX/TX queue pair, so the\n"
@@ -245,7 +253,7 @@ static int parse_class(const char *s, struct rc_config *cfg)
 enum {
 	O_CLIENT_ID = 256, O_PORT, O_SRC_IP, O_DST_MAC, O_DST_IP, O_ARRIVAL, O_RATE, O_SCHEDULE, O_CLASS,
 	O_LARGE_FRACTION, O_LARGE_BYTES, O_DILATION, O_WARMUP, O_DURATION, O_MAX_OUT, O_TIMEOUT, O_RESUBMIT,
-	O_SEED, O_IDLE, O_OUT, O_TX_ONLY, O_WAIT_START, O_TRACE, O_HELP,
+	O_SEED, O_IDLE, O_OUT, O_TX_ONLY, O_WAIT_START, O_TRACE, O_EPOCH, O_REALTIME, O_HELP,
 };
 
 static const struct option longopts[] = {
@@ -272,6 +280,8 @@ static const struct option longopts[] = {
 	{"tx-only", no_argument, NULL, O_TX_ONLY},
 	{"wait-start", no_argument, NULL, O_WAIT_START},
 	{"trace", required_argument, NULL, O_TRACE},
+	{"epoch", required_argument, NULL, O_EPOCH},
+	{"realtime", required_argument, NULL, O_REALTIME},
 	{"help", no_argument, NULL, O_HELP},
 	{NULL, 0, NULL, 0},
 };
@@ -383,6 +393,14 @@ int rc_parse_args(int argc, char **argv, struct rc_config *cfg)
 			break;
 		case O_TRACE:
 			cfg->trace = optarg;
+			break;
+		case O_EPOCH:
+			rc = parse_u64("--epoch", optarg, 0, 255, &u);
+			cfg->epoch = (uint8_t)u;
+			break;
+		case O_REALTIME:
+			rc = parse_u64("--realtime", optarg, 0, 99, &u);
+			cfg->realtime = (int)u;
 			break;
 		case O_HELP:
 		case 'h':

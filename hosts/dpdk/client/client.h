@@ -30,6 +30,12 @@
 #define RC_BURST        32
 /* Largest large-task payload: header + payload + iCRC trailer within a 1500-byte MTU. */
 #define RC_MAX_PAYLOAD  (1500u - 20u - 8u - RAIN_HDR_LEN - ROCE_ICRC_LEN)
+/* A request_id is the point's epoch (--epoch, its top 8 bits) and a sequence number
+ * per lcore (the low 24): an answer that arrives from another point (one the switch or
+ * a worker still held when that point ended) carries another epoch, and is counted and
+ * dropped instead of passing for this point's request of the same sequence number. */
+#define RC_EPOCH_SHIFT  24
+#define RC_SEQ_MASK     ((1u << RC_EPOCH_SHIFT) - 1)
 
 /* One request class of the mix (--class). */
 struct rc_class {
@@ -68,6 +74,8 @@ struct rc_config {
 	bool resubmit;
 	bool tx_only;              /* generator benchmarks: never read replies */
 	bool wait_start;           /* after "ready", wait for SIGUSR1 before the schedule starts */
+	uint8_t epoch;             /* the point's identity, in every request_id (RC_EPOCH_SHIFT) */
+	int realtime;              /* SCHED_FIFO priority of the load lcores while the load runs (0: none) */
 	uint64_t seed;
 	struct rain_idle idle;
 	const char *out_dir;       /* NULL: summary on stdout, no histogram logs */
@@ -105,6 +113,7 @@ struct rc_run {
 	uint64_t handoff_out;      /* replies handed to the lcore owning their client_id */
 	uint64_t handoff_full;
 	uint64_t unknown_reply;    /* no such outstanding request (duplicate, or stale after reuse) */
+	uint64_t other_point;      /* answers (and FETCHes) for another point's request: another epoch */
 	uint64_t kv_no_result;     /* a kv request answered without its result (counted failed) */
 	uint64_t foreign;          /* replies for another client host, or an lcore that does not exist */
 	uint64_t unexpected_kind;  /* valid Rain frames that are not RESPONSE/REJECT/FETCH */
@@ -171,6 +180,7 @@ struct rc_lcore {
 	struct rte_ring *handoff;   /* replies for this lcore received by others */
 	struct rng rng;
 	struct rain_idle idle;
+	struct rain_rt rt;
 
 	/* the schedule (doubles: TSC cycles since t0) */
 	double next_rel;                       /* the next arrival */

@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
@@ -74,6 +75,9 @@ void rc_lcore_setup(struct rc_lcore *lc, unsigned idx, unsigned lcore_id, struct
 	lc->client_id = (uint16_t)(cfg->client_host << 8 | idx);
 	lc->mp = mp;
 	lc->idle = cfg->idle;
+	lc->rt.prio = cfg->realtime;
+	lc->idle.rt = &lc->rt;
+	lc->next_id = lc->tmo_id = (uint32_t)cfg->epoch << RC_EPOCH_SHIFT;
 	rng_seed(&lc->rng, cfg->seed + idx);
 
 	for (unsigned s = 0; s < cfg->nseg; s++) {
@@ -322,7 +326,7 @@ static __rte_always_inline bool send_new(struct rc_lcore *lc, const struct rc_wa
 	build(lc, m, w->cls, w->large, id, w->service_ns, 0);
 	lc->txb[lc->ntx++] = m;
 	if (unlikely(lc->trace != NULL)) {
-		if (lc->ntrace < lc->trace_cap)
+		if (lc->ntrace < lc->trace_cap) /* one entry per first send: the sequence number is its index */
 			lc->trace[lc->ntrace++] = (struct rc_trace){id, w->cls, w->large, w->intended, now,
 								    rc.cfg->cls[w->cls].svc.ops->kv ? 0 : w->service_ns, -1};
 		else
@@ -502,10 +506,20 @@ static uint64_t kv_service_ns(const struct rain_view *v)
 	return rain_get_u64(v->l4_payload + RAIN_HDR_LEN);
 }
 
+static inline bool this_point(struct rc_lcore *lc, uint32_t id)
+{
+	if (likely(id >> RC_EPOCH_SHIFT == rc.cfg->epoch))
+		return true;
+	lc->run.other_point++;
+	return false;
+}
+
 static void complete(struct rc_lcore *lc, const struct rain_view *v, uint64_t t)
 {
 	const struct rain_hdr *rh = v->rh;
 	uint32_t id = rte_be_to_cpu_32(rh->request_id);
+	if (!this_point(lc, id))
+		return;
 	struct rc_req *e = &lc->tab[id & lc->mask];
 	if (e->id != id || (e->state != RQ_SENT && e->state != RQ_RESENT)) {
 		if (e->id == id && e->state == RQ_TIMEDOUT && (e->flags & RQ_F_MEASURED))
@@ -534,12 +548,13 @@ static void complete(struct rc_lcore *lc, const struct rain_view *v, uint64_t t)
 		lc->run.kv_no_result++; /* answered without a result: not rain-worker --handler rocksdb */
 		failed = true;
 	}
-	/* Request ids are the trace's indices (one entry per first send, from id 0) until
+	/* Sequence numbers are the trace's indices (one entry per first send, from 0) until
 	 * the trace is full; the check keeps a full trace's later ids out. */
-	if (unlikely(lc->trace != NULL) && e->id < lc->ntrace && lc->trace[e->id].id == e->id && !failed) {
-		lc->trace[e->id].latency_ns = (int64_t)lat;
+	uint32_t seq = e->id & RC_SEQ_MASK;
+	if (unlikely(lc->trace != NULL) && seq < lc->ntrace && lc->trace[seq].id == e->id && !failed) {
+		lc->trace[seq].latency_ns = (int64_t)lat;
 		if (kv)
-			lc->trace[e->id].service_ns = service_ns;
+			lc->trace[seq].service_ns = service_ns;
 	}
 	if (!measured)
 		return;
@@ -566,6 +581,8 @@ static void complete(struct rc_lcore *lc, const struct rain_view *v, uint64_t t)
 static void answer_fetch(struct rc_lcore *lc, const struct rain_view *v)
 {
 	uint32_t id = rte_be_to_cpu_32(v->rh->request_id);
+	if (!this_point(lc, id))
+		return;
 	const struct rc_req *e = &lc->tab[id & lc->mask];
 	if (e->id != id || (e->state != RQ_SENT && e->state != RQ_RESENT) || !(e->flags & RQ_F_LARGE)) {
 		lc->run.fetch_unknown++; /* answered or timed out already, or never large */
@@ -692,8 +709,20 @@ int rc_lcore_main(void *arg)
 	const bool tx_only = rc.cfg->tx_only;
 
 	rain_idle_thread_init();
+	rain_rt_enter(&lc->rt); /* from here to the end of the load only (--realtime) */
+	/* Every lcore starts at t0: sleep until just before it, then stay on the CPU. */
+	uint64_t now0 = rte_rdtsc();
+	if (rc.t0 > now0) {
+		uint64_t ns = (uint64_t)((double)(rc.t0 - now0) * 1e9 / (double)rc.hz);
+		if (ns > 2 * RAIN_WAKE_NS) {
+			struct timespec ts = {(time_t)((ns - RAIN_WAKE_NS) / 1000000000ull),
+					      (long)((ns - RAIN_WAKE_NS) % 1000000000ull)};
+			nanosleep(&ts, NULL);
+		}
+	}
 	while (rte_rdtsc() < rc.t0 && !rc.quit)
 		rte_pause();
+	rain_rt_slept(&lc->rt);
 	schedule_first(lc);
 
 	for (;;) {
@@ -715,6 +744,7 @@ int rc_lcore_main(void *arg)
 			if (tx_only || idle || now >= rc.tdrain)
 				break;
 		}
+		rain_rt_breathe(&lc->rt);
 		if (work) {
 			rain_idle_reset(&lc->idle);
 		} else if (!lc->gen_done) {
@@ -731,11 +761,13 @@ int rc_lcore_main(void *arg)
 	__atomic_add_fetch(&rc.nfinished, 1, __ATOMIC_ACQ_REL);
 	while (!tx_only && !rc.quit && __atomic_load_n(&rc.nfinished, __ATOMIC_ACQUIRE) < rc.nlcores &&
 	       rte_rdtsc() < rc.tdrain) {
+		rain_rt_breathe(&lc->rt);
 		if (receive(lc))
 			rain_idle_reset(&lc->idle);
 		else
 			rain_idle_wait(&lc->idle);
 	}
+	rain_rt_leave(&lc->rt);
 	account_end(lc);
 	return 0;
 }

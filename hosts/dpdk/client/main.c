@@ -143,6 +143,15 @@ int main(int argc, char **argv)
 			 "port %u (%s) has %u rx / %u tx queues but there are %u lcores, each with its own queue pair: "
 			 "on af_packet add qpairs=%u to the vdev, or give fewer lcores (-l)\n",
 			 cfg.port_id, info.driver_name, info.max_rx_queues, info.max_tx_queues, rc.nlcores, rc.nlcores);
+	double peak = 0;
+	for (unsigned i = 0; i < cfg.nseg; i++)
+		peak = fmax(peak, cfg.seg[i].rps);
+	double per_lcore = peak / rc.nlcores * (cfg.warmup_s + cfg.duration_s);
+	if (per_lcore > (double)RC_SEQ_MASK)
+		rte_exit(EXIT_FAILURE,
+			 "up to %.0f requests per lcore in this run, more than the %u a request_id numbers under one "
+			 "--epoch: give more lcores (-l) or a shorter --warmup/--duration\n",
+			 per_lcore, RC_SEQ_MASK + 1);
 	if (cfg.max_outstanding && cfg.max_outstanding < rc.nlcores)
 		rte_exit(EXIT_FAILURE, "--max-outstanding %u is less than the %u lcores that share it\n",
 			 cfg.max_outstanding, rc.nlcores);

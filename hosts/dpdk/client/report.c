@@ -77,6 +77,41 @@ static void json_service(FILE *f, const struct service *s)
 }
 
 /* The schedule's mean rate over the measurement window. */
+/* The port's own counters (rte_eth_stats): with the switch's count of what it sent to
+ * this host's port and the kernel's of what the interface took, they say where frames
+ * that never reached the load loop were lost. */
+static void json_port(FILE *f, uint16_t port)
+{
+	struct rte_eth_stats st;
+	if (rte_eth_stats_get(port, &st) != 0) {
+		fprintf(f, "  \"port\": null,\n");
+		return;
+	}
+	fprintf(f, "  \"port\": {\"ipackets\": %" PRIu64 ", \"opackets\": %" PRIu64 ", \"imissed\": %" PRIu64
+		", \"ierrors\": %" PRIu64 ", \"oerrors\": %" PRIu64 ", \"rx_nombuf\": %" PRIu64 "},\n",
+		st.ipackets, st.opackets, st.imissed, st.ierrors, st.oerrors, st.rx_nombuf);
+}
+
+/* Whether the load lcores ran at their real-time priority, and how often a slice ran out. */
+static void json_realtime(FILE *f, const struct rc_config *cfg)
+{
+	unsigned granted = 0;
+	uint64_t rests = 0;
+	int error = 0;
+	for (unsigned i = 0; i < rc.nlcores; i++) {
+		granted += rc.lc[i]->rt.error == 0;
+		rests += rc.lc[i]->rt.rests;
+		if (rc.lc[i]->rt.error)
+			error = rc.lc[i]->rt.error;
+	}
+	fprintf(f, "  \"realtime\": {\"priority\": %d, \"lcores\": %u, \"rests\": %" PRIu64 ", \"error\": ",
+		cfg->realtime, cfg->realtime ? granted : 0, rests);
+	if (error)
+		fprintf(f, "\"%s\"},\n", strerror(error));
+	else
+		fprintf(f, "null},\n");
+}
+
 static double offered_rps(const struct rc_config *cfg)
 {
 	double a = cfg->warmup_s, b = cfg->warmup_s + cfg->duration_s, n = 0;
@@ -178,6 +213,7 @@ int rc_write_results(const struct rc_config *cfg, bool partial, uint64_t start_u
 		run.handoff_out += lc->run.handoff_out;
 		run.handoff_full += lc->run.handoff_full;
 		run.unknown_reply += lc->run.unknown_reply;
+		run.other_point += lc->run.other_point;
 		run.kv_no_result += lc->run.kv_no_result;
 		run.foreign += lc->run.foreign;
 		run.unexpected_kind += lc->run.unexpected_kind;
@@ -259,10 +295,10 @@ int rc_write_results(const struct rc_config *cfg, bool partial, uint64_t start_u
 	}
 	fprintf(f, "],\n  \"dilation\": %.6g, \"warmup_s\": %.6f, \"duration_s\": %.6f, \"timeout_us\": %llu, "
 		"\"resubmit\": %s, \"max_outstanding\": %u, \"large_fraction\": %.6f, \"large_bytes\": %u, "
-		"\"seed\": %llu, \"tx_only\": %s,\n",
+		"\"seed\": %llu, \"tx_only\": %s, \"epoch\": %u,\n",
 		cfg->dilation, cfg->warmup_s, cfg->duration_s, (unsigned long long)cfg->timeout_us,
 		cfg->resubmit ? "true" : "false", cfg->max_outstanding, cfg->large_fraction, cfg->large_bytes,
-		(unsigned long long)cfg->seed, cfg->tx_only ? "true" : "false");
+		(unsigned long long)cfg->seed, cfg->tx_only ? "true" : "false", cfg->epoch);
 	fprintf(f, "  \"start_unix_ns\": %llu, \"window_start_unix_ns\": %llu, \"elapsed_s\": %.6f, "
 		"\"tsc_hz\": %llu, \"intervals\": %u,\n",
 		(unsigned long long)start_unix_ns, (unsigned long long)window_unix_ns, elapsed_s,
@@ -293,7 +329,8 @@ int rc_write_results(const struct rc_config *cfg, bool partial, uint64_t start_u
 	fprintf(f, "  },\n  \"run\": {\"tx_frames\": %llu, \"rx_frames\": %llu, \"tx_retries\": %llu, "
 		"\"mbuf_failed\": %llu, \"handoff\": %llu, \"handoff_full\": %llu, \"unknown_reply\": %llu, "
 		"\"foreign\": %llu, \"unexpected_kind\": %llu, \"fetches\": %llu, \"fetch_unknown\": %llu, "
-		"\"fetch_dropped\": %llu, \"max_outstanding_seen\": %llu, \"trace_dropped\": %llu, \"kv_no_result\": %llu},\n",
+		"\"fetch_dropped\": %llu, \"max_outstanding_seen\": %llu, \"trace_dropped\": %llu, \"kv_no_result\": %llu, "
+		"\"other_point\": %llu},\n",
 		(unsigned long long)run.tx_frames, (unsigned long long)run.rx_frames,
 		(unsigned long long)run.tx_retries, (unsigned long long)run.mbuf_failed,
 		(unsigned long long)run.handoff_out, (unsigned long long)run.handoff_full,
@@ -301,7 +338,10 @@ int rc_write_results(const struct rc_config *cfg, bool partial, uint64_t start_u
 		(unsigned long long)run.unexpected_kind, (unsigned long long)run.fetches,
 		(unsigned long long)run.fetch_unknown, (unsigned long long)run.fetch_dropped,
 		(unsigned long long)run.max_outstanding_seen,
-		(unsigned long long)trace_dropped, (unsigned long long)run.kv_no_result);
+		(unsigned long long)trace_dropped, (unsigned long long)run.kv_no_result,
+		(unsigned long long)run.other_point);
+	json_port(f, cfg->port_id);
+	json_realtime(f, cfg);
 	fprintf(f, "  \"drops\": {");
 	for (int d = 1; d < RAIN_DROP_MAX; d++)
 		fprintf(f, "%s\"%s\": %llu", d > 1 ? ", " : "", rain_drop_names[d], (unsigned long long)run.drops[d]);

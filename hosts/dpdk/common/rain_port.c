@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include <errno.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,6 +115,7 @@ void rain_idle_wait(struct rain_idle *idle)
 												 : idle->sleep_ns;
 			struct timespec ts = {0, ns};
 			nanosleep(&ts, NULL);
+			rain_rt_slept(idle->rt);
 		}
 		break;
 	}
@@ -132,4 +134,37 @@ void rain_idle_wait_due(struct rain_idle *idle, uint64_t due_ns)
 	}
 	struct timespec ts = {0, (long)(due_ns - RAIN_WAKE_NS)};
 	nanosleep(&ts, NULL);
+	rain_rt_slept(idle->rt);
+}
+
+int rain_rt_enter(struct rain_rt *rt)
+{
+	if (rt->prio <= 0 || rt->on)
+		return 0;
+	struct sched_param sp = {.sched_priority = rt->prio};
+	if (sched_setscheduler(0, SCHED_FIFO, &sp) != 0) { /* 0: this thread */
+		rt->error = errno;
+		return rt->error;
+	}
+	rt->on = true;
+	rt->slice_tsc = RAIN_RT_SLICE_NS * rte_get_tsc_hz() / 1000000000ull;
+	rt->awake_tsc = rte_rdtsc();
+	return 0;
+}
+
+void rain_rt_leave(struct rain_rt *rt)
+{
+	if (!rt->on)
+		return;
+	struct sched_param sp = {.sched_priority = 0};
+	sched_setscheduler(0, SCHED_OTHER, &sp);
+	rt->on = false;
+}
+
+void rain_rt_rest(struct rain_rt *rt)
+{
+	struct timespec ts = {0, RAIN_RT_REST_NS};
+	nanosleep(&ts, NULL);
+	rt->rests++;
+	rt->awake_tsc = rte_rdtsc();
 }

@@ -6,8 +6,11 @@
 #ifndef RAIN_PORT_H
 #define RAIN_PORT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
+
+#include <rte_cycles.h>
 
 #include <rte_ethdev.h>
 #include <rte_mempool.h>
@@ -34,6 +37,7 @@ enum rain_idle_mode { RAIN_IDLE_SPIN, RAIN_IDLE_YIELD, RAIN_IDLE_SLEEP };
 
 struct rain_idle {
 	enum rain_idle_mode mode;
+	struct rain_rt *rt;    /* the thread's real-time state, told of every sleep (NULL: none) */
 	uint32_t empty;        /* consecutive empty polls */
 	uint32_t sleep_after;  /* empty polls before sleeping (RAIN_IDLE_SLEEP) */
 	uint32_t sleep_ns;
@@ -82,6 +86,47 @@ static inline void rain_idle_count(struct rain_idle *idle)
 static inline bool rain_idle_is_long(const struct rain_idle *idle)
 {
 	return idle->long_ns && rain_now_ns() - idle->since_ns >= idle->long_ns;
+}
+
+/* Real-time while measuring. On a testbed whose cores are shared (the emulated one) a
+ * measuring thread may run at SCHED_FIFO, so a send that is due preempts the busy
+ * pollers; but at SCHED_FIFO a sched_yield() yields to nothing of a lower class, and a
+ * thread that never sleeps holds its core against sshd, the agents and everything
+ * else (two testbeds' clients and switches once held both cores of a 2-core machine
+ * for seconds). So a thread is real-time only between rain_rt_enter() and
+ * rain_rt_leave() (the load, never start-up), and rain_rt_breathe() bounds how long it
+ * runs without sleeping: after RAIN_RT_SLICE_NS on the CPU it sleeps RAIN_RT_REST_NS
+ * whatever is due, at most 80% of a core. A send that rest delays is counted late, as
+ * any other. */
+#define RAIN_RT_SLICE_NS 1000000ull
+#define RAIN_RT_REST_NS 250000u
+
+struct rain_rt {
+	int prio;             /* the SCHED_FIFO priority asked for; 0: never real-time */
+	bool on;              /* the thread runs at it now */
+	int error;            /* errno of a refused rain_rt_enter (0: none) */
+	uint64_t slice_tsc;   /* RAIN_RT_SLICE_NS in TSC cycles */
+	uint64_t awake_tsc;   /* when the thread last came back from a sleep */
+	uint64_t rests;       /* times a slice ran out and the thread slept RAIN_RT_REST_NS */
+};
+
+/* This thread to SCHED_FIFO rt->prio (nothing if prio is 0); 0, or the errno of a
+ * refusal (kept in rt->error: the thread then goes on in its normal class). */
+int rain_rt_enter(struct rain_rt *rt);
+/* This thread back to SCHED_OTHER (nothing if it never entered). */
+void rain_rt_leave(struct rain_rt *rt);
+/* The thread just slept (a nap, a wait): its slice starts again. */
+static inline void rain_rt_slept(struct rain_rt *rt)
+{
+	if (rt != NULL && rt->on)
+		rt->awake_tsc = rte_rdtsc();
+}
+void rain_rt_rest(struct rain_rt *rt);
+/* Call once per round of a real-time loop: sleeps when the slice has run out. */
+static inline void rain_rt_breathe(struct rain_rt *rt)
+{
+	if (unlikely(rt->on) && rte_rdtsc() - rt->awake_tsc > rt->slice_tsc)
+		rain_rt_rest(rt);
 }
 
 static inline uint64_t rain_unix_ns(void)
