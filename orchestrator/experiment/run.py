@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import platform
 import subprocess
 import threading
 import time
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
@@ -34,6 +36,7 @@ from ..remote import Background, Remote, Target, targets
 from ..simulate.model import RING_SLOTS, client_timeout_us
 from ..simulate.policies import BASELINE_QUEUE
 from ..testbed.cpu import cores, mark, steal_s, used_s
+from ..testbed.measure_lock import measuring
 from . import layout, outcome, segments
 from .coordinator import AgentSite, Coordinator
 from .layout import PointDir, RunDir
@@ -458,6 +461,9 @@ class Runner:
         self.running: list[tuple[str, Background]] = []
         self.overheads: list[float] = []
         self._phases: list[tuple[str, float]] = []
+        # Each measurement's identity in its requests (rain-client --epoch): consecutive
+        # ones always differ, and a run starts where another is unlikely to have been.
+        self._epoch = int.from_bytes(os.urandom(1), "little")
 
     # -- set-up ----------------------------------------------------------------------
     def prepare(self) -> None:
@@ -601,7 +607,9 @@ class Runner:
         else:
             pd = rd.point(p.id)
         pd.fresh()  # an interrupted attempt's files are not trusted
-        pd.write_point(asdict(p) | ({"segment": segment} if segment is not None else {}))
+        self._epoch = self._epoch % 255 + 1  # 1..255
+        epoch = self._epoch
+        pd.write_point(asdict(p) | {"epoch": epoch} | ({"segment": segment} if segment is not None else {}))
         t0 = time.monotonic()
         self._phases = []
         self.phase("reset switch")
@@ -726,6 +734,7 @@ class Runner:
                 "trace": trace,
                 "idle": _idle(inv, k, mean_service_ns),
                 "wait_start": True,
+                "epoch": epoch,
             }
             if schedule:
                 del c["rate"]
@@ -778,63 +787,73 @@ class Runner:
             )
             return time.monotonic()  # delivered: the host has started
 
-        # Tokens first: the workers' tokens are on, and waiting in the switch, before the
-        # first task arrives. Started together, the clients' first tasks would wait for
-        # tokens still on their way and the point would open with a backlog that the
-        # warm-up must drain (large tasks beyond the rings rejected).
-        links_before, t_links = self.ctl.links(), time.monotonic()
-        self.tb.parallel(signal, list(bgs))
-        if p.system == "rain":  # the baselines' workers hold nothing in the switch before the load
-            self._await_tokens(quota * threads * len(inv.workers))
-        machine_cpu = calibration and inv.shared_system  # this machine's cores are the testbed's
-        if machine_cpu:
-            machines = {m.name: m.netns for m in [inv.switch, *inv.hosts] if m.netns}
-            idle = self._idle_cpu(machines, _long_idle_s(mean_service_ns))
-        # The switch queue is sampled from before the clients' start signals until they
-        # are done; the links are read just outside that (the sampler has the session meanwhile).
-        ctl_lock = threading.Lock()
-        sampler = QueueSampler(self.ctl, p.warmup_s + p.measure_s, ctl_lock)
-        coordinator = None
-        if adaptive is not None:  # Algorithm 1's slice moves, across the worker hosts
-            coordinator = Coordinator(
-                [
-                    AgentSite(
-                        host=n,
-                        remote=self.tb.remotes[n],
-                        out_dir=self.remote_dir(inv.host(n), p, "worker"),
-                        agent_dir=PurePosixPath(inv.host(n).deploy_root) / "agent",
-                        base=regs[n].worker_ids[0],
-                        threads=threads,
-                    )
-                    for n in bgs
-                ],
-                self.ctl,
-                ctl_lock,
-                adaptive["control_interval_s"],
-                REMOTE_PYTHON,
-                self.log,
-            )
-        coordination = None
+        # One load at a time on this machine's cores (testbed/measure_lock.py): from the
+        # tokens to the clients' end, never set-up or collection.
+        turn = ExitStack()
         try:
-            busy0, w0 = (mark(machines) if machine_cpu else None), time.monotonic()
-            steal0 = steal_s()  # this machine's: on a shared-core testbed, the testbed's
-            delivered = self.tb.parallel(signal, list(cbgs))
-            sampler.load_started(min(delivered[n] for n in cbgs))
-            if coordinator is not None:
-                coordinator.start(min(delivered[n] for n in cbgs))
-            setup_s = time.monotonic() - t0
-            self.phase(f"measure ({p.warmup_s:g} s warm-up + {p.measure_s:g} s)")
-            budget = p.warmup_s + p.measure_s + 2 * timeout_us / 1e6 + 30
-            self.tb.parallel(
-                lambda n: self.tb.remotes[n].wait_ready(
-                    cbgs[n], log_regex="rain-agent done", timeout=budget, quiet_s=p.warmup_s + p.measure_s
-                ),
-                list(cbgs),
-            )
+            if inv.shared_system:
+                waited = turn.enter_context(measuring(inv.emulation.slot if inv.emulation else None, p.id, self.log))
+                if waited >= 1:
+                    self.log(f"{p.id}: this machine's cores are free after {waited:.0f} s: measuring")
+            # Tokens first: the workers' tokens are on, and waiting in the switch, before the
+            # first task arrives. Started together, the clients' first tasks would wait for
+            # tokens still on their way and the point would open with a backlog that the
+            # warm-up must drain (large tasks beyond the rings rejected).
+            links_before, t_links = self.ctl.links(), time.monotonic()
+            self.tb.parallel(signal, list(bgs))
+            if p.system == "rain":  # the baselines' workers hold nothing in the switch before the load
+                self._await_tokens(quota * threads * len(inv.workers))
+            machine_cpu = calibration and inv.shared_system  # this machine's cores are the testbed's
+            if machine_cpu:
+                machines = {m.name: m.netns for m in [inv.switch, *inv.hosts] if m.netns}
+                idle = self._idle_cpu(machines, _long_idle_s(mean_service_ns))
+            # The switch queue is sampled from before the clients' start signals until they
+            # are done; the links are read just outside that (the sampler has the session meanwhile).
+            ctl_lock = threading.Lock()
+            sampler = QueueSampler(self.ctl, p.warmup_s + p.measure_s, ctl_lock)
+            coordinator = None
+            if adaptive is not None:  # Algorithm 1's slice moves, across the worker hosts
+                coordinator = Coordinator(
+                    [
+                        AgentSite(
+                            host=n,
+                            remote=self.tb.remotes[n],
+                            out_dir=self.remote_dir(inv.host(n), p, "worker"),
+                            agent_dir=PurePosixPath(inv.host(n).deploy_root) / "agent",
+                            base=regs[n].worker_ids[0],
+                            threads=threads,
+                        )
+                        for n in bgs
+                    ],
+                    self.ctl,
+                    ctl_lock,
+                    adaptive["control_interval_s"],
+                    REMOTE_PYTHON,
+                    self.log,
+                )
+            coordination = None
+            try:
+                busy0, w0 = (mark(machines) if machine_cpu else None), time.monotonic()
+                steal0 = steal_s()  # this machine's: on a shared-core testbed, the testbed's
+                delivered = self.tb.parallel(signal, list(cbgs))
+                sampler.load_started(min(delivered[n] for n in cbgs))
+                if coordinator is not None:
+                    coordinator.start(min(delivered[n] for n in cbgs))
+                setup_s = time.monotonic() - t0
+                self.phase(f"measure ({p.warmup_s:g} s warm-up + {p.measure_s:g} s)")
+                budget = p.warmup_s + p.measure_s + 2 * timeout_us / 1e6 + 30
+                self.tb.parallel(
+                    lambda n: self.tb.remotes[n].wait_ready(
+                        cbgs[n], log_regex="rain-agent done", timeout=budget, quiet_s=p.warmup_s + p.measure_s
+                    ),
+                    list(cbgs),
+                )
+            finally:
+                if coordinator is not None:
+                    coordination = coordinator.stop(pd)
+                queue_sampling = sampler.stop(pd)
         finally:
-            if coordinator is not None:
-                coordination = coordinator.stop(pd)
-            queue_sampling = sampler.stop(pd)
+            turn.close()
         t1 = time.monotonic()
         if inv.shared_system:
             # The hypervisor's share of this machine's cores during the load (a VM's steal

@@ -1,0 +1,153 @@
+"""Two emulated testbeds on this machine, their sweeps started at once: their loads take
+turns on the machine's cores (orchestrator/testbed/measure_lock.py), and while they run
+every sshd of both testbeds, their worker agents and a third process each answer within
+a second.
+
+Before the turns and the bounded real-time threads, two loads at 0.9 of capacity put
+four real-time threads (two clients, two switches' data planes) on the two cores: a
+third process waited up to 0.5 s to wake from a 10 ms sleep, an sshd up to 3 s to greet,
+and a client of the suite's other process once did not get through its start-up in 30 s.
+
+The second testbed takes the first of this process's spare slots (tests/conftest.py);
+tests/integration/test_testbed.py, which uses it too, runs in this same process, never
+at the same time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from orchestrator.experiment.layout import RunDir
+from orchestrator.inventory import load
+from orchestrator.testbed.emulated import EmulatedTestbed
+from tests.integration.test_sweep import RAINMAKER, spec_file
+
+pytestmark = pytest.mark.integration
+
+BASE = int(os.environ.get("RAINMAKER_TEST_SLOT", "9"))
+OTHER_SLOT = (BASE + 1) % 16
+ANSWER_S = 1.0
+
+# A process of the normal class: sleeps 10 ms at a time (on stdin, which the test closes
+# to end it) and prints the longest it waited beyond that.
+PROBE = """
+import select, sys, time
+worst = 0.0
+while True:
+    t = time.monotonic()
+    if select.select([sys.stdin], [], [], 0.01)[0]:
+        break
+    worst = max(worst, time.monotonic() - t - 0.01)
+print(worst)
+"""
+
+
+class SshProbe:
+    """Connects to each sshd every 0.25 s and reads its greeting; keeps the longest wait."""
+
+    def __init__(self, addresses: list[str]):
+        self.worst = dict.fromkeys(addresses, 0.0)
+        self.failed: list[str] = []
+        self.stop = threading.Event()
+        self.threads = [threading.Thread(target=self._run, args=(a,), daemon=True) for a in addresses]
+
+    def _run(self, address: str) -> None:
+        while not self.stop.is_set():
+            t = time.monotonic()
+            try:
+                with socket.create_connection((address, 22), timeout=10) as s:
+                    s.settimeout(10)
+                    if not s.recv(64).startswith(b"SSH-"):
+                        self.failed.append(f"{address}: no SSH greeting")
+            except OSError as e:
+                self.failed.append(f"{address}: {e}")
+            self.worst[address] = max(self.worst[address], time.monotonic() - t)
+            self.stop.wait(0.25)
+
+    def __enter__(self) -> SshProbe:
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(15)
+
+
+def _addresses(inv) -> list[str]:
+    return [m.mgmt.address for m in [inv.switch, *inv.hosts]]
+
+
+def _load_windows(run_dir: Path) -> list[tuple[float, float, str]]:
+    """Each point's load on its clients: (start, end) in Unix seconds, and the point."""
+    out = []
+    for pd in RunDir(run_dir).points():
+        for h in pd.client_hosts():
+            s = json.loads((pd.client(h) / "summary.json").read_text())
+            start = s["start_unix_ns"] / 1e9
+            out.append((start, start + s["elapsed_s"], pd.id))
+    return out
+
+
+def _agent_gaps(run_dir: Path) -> list[float]:
+    """The worker agents' longest waits between two samples, per point and host."""
+    gaps = []
+    for pd in RunDir(run_dir).points():
+        for f in (pd.path / "workers").glob("*/timeseries.jsonl"):
+            t = [json.loads(line)["t"] for line in f.read_text().splitlines() if line.strip()]
+            gaps.append(max(b - a for a, b in zip(t, t[1:])))
+    return gaps
+
+
+def test_two_testbeds_take_turns_and_the_machine_still_answers(testbed, tmp_path):
+    tb, inv = testbed
+    other = EmulatedTestbed(slot=OTHER_SLOT)
+    other.down(log=lambda m: None)  # leftovers of an interrupted earlier run
+    other_path = other.up(clients=1, workers=2, log=lambda m: None)
+    try:
+        other_inv = load(other_path)
+        runs = []
+        with SshProbe(_addresses(inv) + _addresses(other_inv)) as ssh:
+            probe = subprocess.Popen([sys.executable, "-c", PROBE], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            try:
+                for name, path in (("one", tb.inventory_path), ("two", other_path)):
+                    spec = spec_file(tmp_path, f"turns-{name}", [0.5, 0.9], measure=1.0)
+                    argv = [RAINMAKER, "run", str(spec), "-i", str(path), "--results", str(tmp_path / name)]
+                    runs.append(subprocess.Popen([*argv, "--no-calibrate"], stdout=subprocess.PIPE, text=True))
+                outs = [r.communicate(timeout=300)[0] for r in runs]
+            finally:
+                for r in runs:
+                    if r.poll() is None:
+                        r.kill()
+                        r.wait(10)
+                worst = float(probe.communicate(input=b"\n", timeout=30)[0])
+    finally:
+        other.down(log=lambda m: None)
+    assert [r.returncode for r in runs] == [0, 0], outs
+    run_dirs = [Path(o.strip().splitlines()[-1].removeprefix("results: ")) for o in outs]
+    print(f"a third process waited at most {worst * 1e3:.1f} ms; sshd greeted within {max(ssh.worst.values()):.3f} s")
+
+    # The loads took turns: no load of one testbed overlaps one of the other's.
+    a, b = (_load_windows(d) for d in run_dirs)
+    assert len(a) == len(b) == 2
+    overlaps = [(p, q) for (s1, e1, p) in a for (s2, e2, q) in b if s1 < e2 and s2 < e1]
+    assert not overlaps, f"loads measured at once: {overlaps}"
+    waits = sum(o.count("waiting for this machine's cores") for o in outs)
+    print(f"{waits} load(s) waited for the other testbed's")  # started together, they usually do
+
+    # ... and the machine answered all along.
+    assert not ssh.failed, ssh.failed[:5]
+    assert max(ssh.worst.values()) < ANSWER_S, ssh.worst
+    assert worst < ANSWER_S, f"a third process waited {worst:.3f} s"
+    gaps = [g for d in run_dirs for g in _agent_gaps(d)]
+    assert gaps and max(gaps) < 0.25 + ANSWER_S, gaps  # their period is at most 0.25 s
