@@ -549,6 +549,48 @@ def check_links_up(pd: PointDir) -> Check:
     return Check("links_up", True, 0, 0, msg)
 
 
+def check_frames_delivered(pd: PointDir) -> Check:
+    """A client whose program read no frame while the switch sent its port some: every
+    answer was lost between the switch and the client's load loop. The message counts
+    them at every hop (the switch's port, the kernel's interface, the DPDK port,
+    rain-client's loop), so it says where they went. (Seen once, in a suite run: a client
+    that read nothing while the switch forwarded 506 answers to it.)"""
+    links = pd.read_links()
+    if links is None:
+        return Check("frames_delivered", None, None, 0, "not run: no switch/links.json")
+    sent = {}
+    for row in links["ports"]:
+        if isinstance(row, dict) and isinstance(row.get("frames_to_host"), int):
+            for h in row.get("hosts") or []:
+                sent[str(h)] = (row["frames_to_host"], row.get("port"))
+    bad, per = [], {}
+    for h in pd.client_hosts():
+        if h not in sent:
+            continue
+        summary = layout.read_json(pd.client(h) / layout.CLIENT_SUMMARY) or {}
+        agent = layout.read_json(pd.client(h) / layout.AGENT_OUTCOME) or {}
+        n, port = sent[h]
+        hops = {
+            "switch_port_tx": n,
+            "interface_rx": (agent.get("nic") or {}).get("rx_packets"),
+            "dpdk_port_rx": (summary.get("port") or {}).get("ipackets"),
+            "client_rx": (summary.get("run") or {}).get("rx_frames"),
+        }
+        per[h] = hops
+        if n > 0 and hops["client_rx"] == 0:
+            bad.append(
+                f"{h} read no frame while the switch sent {n} to its port {port} (its interface took "
+                f"{hops['interface_rx']}, its DPDK port {hops['dpdk_port_rx']})"
+            )
+    if bad:
+        return Check("frames_delivered", False, len(bad), 0, "; ".join(bad), {"hosts": per})
+    if not per:
+        return Check("frames_delivered", None, None, 0, "not run: the switch counts no frames per port")
+    return Check(
+        "frames_delivered", True, 0, 0, f"{len(per)} client(s) read the frames the switch sent them", {"hosts": per}
+    )
+
+
 def check_model_agreement(data: PointData, tol: float) -> Check:
     """The testbed measured the scheduling system, not itself: its p99 is the model's
     (the same point simulated in paper time, with the testbed's delays) within `tol`.
@@ -696,6 +738,7 @@ def check_point(
             check_interarrival(data, arrival or data.arrival(), th["gof_alpha"], th),
             in_every_part(check_tasks_intact, pieces),
             in_every_part(check_links_up, pieces),
+            in_every_part(check_frames_delivered, pieces),
             check_model_agreement(data, th["model_tolerance"]),
         ]
     if segment:

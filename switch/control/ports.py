@@ -1,7 +1,7 @@
 """Front-panel ports ($PORT): added with the inventory's speed, FEC and autoneg,
 enabled, and waited for until $PORT_UP (probed, never slept for); and what their links
-did ($PORT_UP, and the link counters of $PORT_STAT) for a runner to compare a
-measurement's start and end."""
+did ($PORT_UP, and the link and frame counters of $PORT_STAT) for a runner to compare
+a measurement's start and end."""
 
 from __future__ import annotations
 
@@ -20,6 +20,9 @@ _AUTONEG = {"default": "default", "enable": True, "disable": False}
 # carrier losses of the link, and frames dropped at the port because it was down.
 LINK_DOWN_EVENTS = "$LinkDownEvents"
 FRAMES_DROPPED_DOWN = "$FramesDroppedPortDown"
+# ... and the frames both keep: what the port sent to its host and received from it.
+FRAMES_TX = "$FramesTransmittedAll"
+FRAMES_RX = "$FramesReceivedAll"
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,8 @@ class LinkState:
     up: bool
     link_down_events: int | None = None
     frames_dropped_down: int | None = None
+    frames_tx: int | None = None  # to the host on the port
+    frames_rx: int | None = None  # from it
 
 
 def link_changes(before: LinkState | None, after: LinkState | None) -> dict:
@@ -44,6 +49,8 @@ def link_changes(before: LinkState | None, after: LinkState | None) -> dict:
         "up_after": None if after is None else after.up,
         "link_down_events": delta("link_down_events"),
         "frames_dropped_port_down": delta("frames_dropped_down"),
+        "frames_to_host": delta("frames_tx"),
+        "frames_from_host": delta("frames_rx"),
     }
 
 
@@ -112,5 +119,11 @@ class Ports:
             if d not in state:
                 continue
             st = stats.get(d, {})
-            out[d] = LinkState(bool(state[d].get("$PORT_UP")), st.get(LINK_DOWN_EVENTS), st.get(FRAMES_DROPPED_DOWN))
+            out[d] = LinkState(
+                bool(state[d].get("$PORT_UP")),
+                st.get(LINK_DOWN_EVENTS),
+                st.get(FRAMES_DROPPED_DOWN),
+                st.get(FRAMES_TX),
+                st.get(FRAMES_RX),
+            )
         return out

@@ -33,7 +33,7 @@ from switch.control.events import NAMES as EVENT_NAMES
 from switch.control.pre import mgid_of, node_of
 from switch.emulator.bfrt_server import serve
 from switch.emulator.rain import make_store
-from switch.emulator.schema import PORT_FRAMES_DROPPED_DOWN, PORT_LINK_DOWN_EVENTS
+from switch.emulator.schema import PORT_FRAMES_DROPPED_DOWN, PORT_LINK_DOWN_EVENTS, PORT_STAT_FIELDS
 from switch.p4 import source
 from tests.bfrt_program import PROGRAM as OTHER_PROGRAM
 
@@ -362,6 +362,7 @@ def test_links_between_two_reads_name_the_port_its_hosts_and_what_its_link_did(c
     cells = store.ports.stat_cells(148)  # the data plane: worker0's link went down, 7 frames dropped
     cells[PORT_LINK_DOWN_EVENTS] += 1
     cells[PORT_FRAMES_DROPPED_DOWN] += 7
+    cells[PORT_STAT_FIELDS.index("$FramesTransmittedAll")] += 506  # and it was sent 506 frames
     up[156] = False
     rows = {r["port"]: r for r in ctl.links_between(before, ctl.links())}
     assert rows["3/0"] == {
@@ -372,6 +373,8 @@ def test_links_between_two_reads_name_the_port_its_hosts_and_what_its_link_did(c
         "up_after": True,
         "link_down_events": 1,
         "frames_dropped_port_down": 7,
+        "frames_to_host": 506,
+        "frames_from_host": 0,
     }
     assert rows["4/0"]["up_after"] is False and rows["4/0"]["link_down_events"] == 0
     assert rows["5/0"]["hosts"] == [] and rows["5/0"]["up_before"] is False
@@ -381,14 +384,19 @@ def test_links_between_two_reads_name_the_port_its_hosts_and_what_its_link_did(c
 def test_link_counters_a_switch_does_not_keep_are_none():
     from switch.control.ports import LinkState, link_changes
 
-    bf_switchd = LinkState(up=True)  # its $PORT_STAT has neither counter
+    bf_switchd = LinkState(up=True)  # its $PORT_STAT has neither link counter
     assert link_changes(bf_switchd, LinkState(up=False)) == {
         "up_before": True,
         "up_after": False,
         "link_down_events": None,
         "frames_dropped_port_down": None,
+        "frames_to_host": None,
+        "frames_from_host": None,
     }
     assert link_changes(None, LinkState(True, 3, 0))["link_down_events"] is None  # not read before
+    # the frames each way between two reads
+    moved = link_changes(LinkState(True, 0, 0, 10, 4), LinkState(True, 0, 0, 516, 9))
+    assert (moved["frames_to_host"], moved["frames_from_host"]) == (506, 5)
 
 
 # -- reset ---------------------------------------------------------------------------------

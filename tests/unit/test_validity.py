@@ -79,7 +79,7 @@ def test_a_good_point_passes_everything_that_runs(tmp_path):
     v = _verdict(_point(tmp_path, hosts=2))
     assert v.valid, v.to_dict()
     assert v.failed == []
-    assert v.not_run == ["interarrival", "tasks_intact", "links_up", "model_agreement"]
+    assert v.not_run == ["interarrival", "tasks_intact", "links_up", "frames_delivered", "model_agreement"]
     assert "no trace" in v.check("interarrival").message
     assert "no model beside this point" in v.check("model_agreement").message
     assert "no worker stats" in v.check("tasks_intact").message
@@ -97,6 +97,7 @@ def test_a_good_point_passes_everything_that_runs(tmp_path):
         "interarrival",
         "tasks_intact",
         "links_up",
+        "frames_delivered",
         "model_agreement",
     }
     assert v.check("load").value == pytest.approx(0.0)
@@ -406,6 +407,40 @@ def test_a_link_down_during_the_load_fails_the_point_and_names_it(tmp_path):
     _links(d, client0, {**spare, "frames_dropped_port_down": 3})
     c = _verdict(d).check("links_up")
     assert c.passed is False and "a port with no host (port 9/0, dev_port 8) dropped 3 frame(s)" in c.message
+
+
+def test_a_client_that_read_nothing_the_switch_sent_it_fails_the_point_hop_by_hop(tmp_path):
+    d = _point(tmp_path)
+    summary = json.loads((d / "clients" / "client0" / "summary.json").read_text())
+    summary["run"] = {**summary.get("run", {}), "rx_frames": 1200}
+    summary["port"] = {"ipackets": 1200}
+    (d / "clients" / "client0" / "summary.json").write_text(json.dumps(summary))
+    (d / "clients" / "client0" / "agent.json").write_text(json.dumps({"nic": {"rx_packets": 1200}}))
+    client0 = {"port": "1/0", "dev_port": 0, "hosts": ["client0"], "frames_to_host": 1200}
+    _links(d, client0)
+    c = _verdict(d).check("frames_delivered")
+    assert c.passed is True and "1 client(s) read the frames" in c.message
+    assert c.detail["hosts"]["client0"] == {
+        "switch_port_tx": 1200,
+        "interface_rx": 1200,
+        "dpdk_port_rx": 1200,
+        "client_rx": 1200,
+    }
+
+    summary["run"]["rx_frames"], summary["port"]["ipackets"] = 0, 0
+    (d / "clients" / "client0" / "summary.json").write_text(json.dumps(summary))
+    (d / "clients" / "client0" / "agent.json").write_text(json.dumps({"nic": {"rx_packets": 506}}))
+    _links(d, {**client0, "frames_to_host": 506})
+    v = _verdict(d)
+    c = v.check("frames_delivered")
+    assert "frames_delivered" in v.failed and c.value == 1
+    assert c.message == (
+        "client0 read no frame while the switch sent 506 to its port 1/0 (its interface took 506, its DPDK port 0)"
+    )
+
+    # bf_switchd's $PORT_STAT without the frame counters read: nothing to compare
+    _links(d, {k: v for k, v in client0.items() if k != "frames_to_host"})
+    assert _verdict(d).check("frames_delivered").passed is None
 
 
 def test_a_broken_schedule_names_the_hypervisors_steal_when_the_run_recorded_it(tmp_path):
