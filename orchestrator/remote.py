@@ -364,7 +364,10 @@ while :; do
   [ $up = 0 ] || { echo died; exit 3; }
   _t=$(_now)
   [ "$_t" -lt "$_end" ] || { echo "not ready"; exit 4; }
-  if [ "$_t" -lt "$_quiet" ]; then sleep 1; else sleep 0.05; fi
+  # quiet: once a second, and never past the quiet time's end by more than 50 ms
+  if [ $(( _quiet - _t )) -ge 100 ]; then sleep 1
+  elif [ "$_t" -lt "$_quiet" ]; then sleep "$(( (_quiet - _t) / 100 )).$(printf %02d $(( (_quiet - _t) % 100 )))"
+  else sleep 0.05; fi
 done
 """
 
