@@ -7,6 +7,7 @@ through the shared control block (hosts.ctl.ControlBlock). Every loop is bounded
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import selectors
@@ -505,29 +506,38 @@ def _counters(st: dict) -> dict:
     return {**st["drops"], **roce}
 
 
-def _drops(w: Worker, timeout: float = 3.0) -> dict:
-    """The drop counters once settled: two of the worker's statistics files in a row
-    (0.1 s apart) agree. Frames an earlier test left on their way (the ring worker
-    shares its link with the other tests' workers, and sees their frames too) are
-    then counted before the next test starts counting, not during it."""
-    st = w.stats()
+BARRIER_CLIENT = 0x0606
+_barrier_ids = itertools.count(1 << 20)
+
+
+def _drops(w: Worker, switch, timeout: float = 5.0) -> dict:
+    """The drop and RoCE counters once every frame sent to the worker before now is in
+    them. One RX loop takes the port's frames in order: a task dispatched last (the
+    barrier) comes back answered only after every frame before it was counted. The
+    counters then come from a statistics file whose counters were read after that: the
+    second file written after the answer came (the first may hold counters read just
+    before it). A count of frames that merely stopped changing is not enough: once, on
+    a busy machine, the ring worker's RX loop waited in the run queue while two files in
+    a row agreed, and the two dispatches of the test before (to a worker id out of the
+    ring worker's range: it shares the link) were counted in the next test's
+    (bad_worker 4 where it sent 2)."""
+    rid = next(_barrier_ids)
+    switch.dispatch(w.reg["worker_ids"][0], rid, client_id=BARRIER_CLIENT)
+    switch.wait_responses([(BARRIER_CLIENT, rid)], timeout=timeout)
+    seen, newer = w.stats_path.stat().st_mtime_ns, 0
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        time.sleep(0.05)
-        nxt = w.stats()
-        if nxt.get("uptime_s") != st.get("uptime_s"):  # a newer file
-            if _counters(nxt) == _counters(st):
-                return _counters(nxt)
-            st = nxt
-    return _counters(st)
+    while newer < 2:
+        assert time.monotonic() < deadline, "the worker wrote no statistics after the barrier"
+        time.sleep(0.02)
+        m = w.stats_path.stat().st_mtime_ns
+        if m != seen:
+            seen, newer = m, newer + 1
+    return _counters(w.stats())
 
 
-def _wait_drop(w: Worker, before: dict, expect: dict, timeout: float = 3.0) -> dict:
-    def ok(st):
-        d = _counters(st)
-        return all(d[k] - before[k] >= n for k, n in expect.items())
-
-    now = _counters(w.wait_stats(ok, timeout))
+def _wait_drop(w: Worker, switch, before: dict) -> dict:
+    """What the counters gained since `before`, every frame sent meanwhile counted."""
+    now = _drops(w, switch)
     return {k: now[k] - before[k] for k in now}
 
 
@@ -554,10 +564,10 @@ def test_rdma_writes_and_descriptors(pair, switch, ring_worker):
         )
         return data
 
-    before = _drops(w)
+    before = _drops(w, switch)
     write(3, 0x0202, 7001, psn=100)
     write(5, 0x0202, 7002, psn=101)
-    d = _wait_drop(w, before, {"roce_applied": 2})
+    d = _wait_drop(w, switch, before)
     assert d["roce_applied"] == 2 and d["roce_psn_gaps"] == 0
 
     # A matching descriptor runs; a mismatching one is refused (never run) but answered.
@@ -579,7 +589,7 @@ def test_rdma_writes_and_descriptors(pair, switch, ring_worker):
 
     # Invalid WRITEs are dropped per reason, and none of them touches the ring: slot 3
     # still holds request 7001 afterwards.
-    before = _drops(w)
+    before = _drops(w, switch)
     write(3, 0x0202, 6666, psn=102, qpn=0x2FF)  # unknown QP
     write(3, 0x0202, 6666, psn=102, rkey=0x123456)  # wrong rkey
     write(3, 0x0202, 6666, psn=102, va=ring["va"][0] + 3 * 256)  # thread 0's region via thread 1's QP
@@ -587,9 +597,7 @@ def test_rdma_writes_and_descriptors(pair, switch, ring_worker):
     write(3, 0x0202, 6666, psn=101)  # stale PSN (a duplicate)
     write(3, 0x0202, 6666, psn=102, opcode=0x06)  # RC WRITE FIRST: not supported
     write(3, 0x0202, 6666, psn=102, dma_len=119)  # RETH length != payload
-    d = _wait_drop(
-        w, before, {"roce_qpn": 1, "roce_rkey": 1, "roce_bounds": 2, "roce_psn": 1, "roce_opcode": 1, "truncated": 1}
-    )
+    d = _wait_drop(w, switch, before)
     assert (d["roce_qpn"], d["roce_rkey"], d["roce_bounds"], d["roce_psn"], d["roce_opcode"], d["truncated"]) == (
         1,
         1,
@@ -606,10 +614,10 @@ def test_rdma_writes_and_descriptors(pair, switch, ring_worker):
     assert w.ctl.workers[1].stats.tasks_done == 2 and w.ctl.workers[1].stats.desc_mismatch == 4
 
     # A PSN gap (103..104 lost) is counted, the WRITE applied, the QP resynchronised.
-    before = _drops(w)
+    before = _drops(w, switch)
     write(2, 0x0202, 7003, psn=105)
     write(4, 0x0202, 7004, psn=106)
-    d = _wait_drop(w, before, {"roce_applied": 2})
+    d = _wait_drop(w, switch, before)
     assert d["roce_applied"] == 2 and d["roce_psn_gaps"] == 1 and d["roce_psn_skipped"] == 3 and d["roce_psn"] == 0
     # A large task forwarded whole runs from the frame.
     payload = proto.large_payload(0x0202, 7005, 200)
@@ -646,15 +654,15 @@ def test_icrc_is_checked_when_the_nic_checks_it(pair, switch, tmp_path):
     w = Worker(pair, tmp_path, "icrc-on", [*args, "--icrc-check"])
     try:
         assert w.reg["ring"]["icrc_check"] is True
-        before = _drops(w)
+        before = _drops(w, switch)
         write(w, 1, 8001, psn=0, icrc=None)  # the right iCRC
         write(w, 2, 8002, psn=1, icrc=0)  # what the switch sends
         write(w, 3, 8003, psn=1, icrc=0xDEADBEEF)  # a wrong one
-        d = _wait_drop(w, before, {"roce_applied": 1, "roce_icrc": 2})
+        d = _wait_drop(w, switch, before)
         assert (d["roce_applied"], d["roce_icrc"], d["roce_icrc_bad"]) == (1, 2, 2), d
         # a dropped WRITE consumes no PSN: the next one, PSN 1, is in order
         write(w, 4, 8004, psn=1, icrc=None)
-        d = _wait_drop(w, before, {"roce_applied": 2})
+        d = _wait_drop(w, switch, before)
         assert (d["roce_applied"], d["roce_psn_gaps"], d["roce_psn"]) == (2, 0, 0), d
         assert run(w, 8001, 1) and run(w, 8004, 4)
         assert not run(w, 8002, 2) and not run(w, 8003, 3)  # never written: refused by the slot check
@@ -667,10 +675,10 @@ def test_icrc_is_checked_when_the_nic_checks_it(pair, switch, tmp_path):
     w = Worker(pair, tmp_path, "icrc-off", args)
     try:
         assert w.reg["ring"]["icrc_check"] is False
-        before = _drops(w)
+        before = _drops(w, switch)
         write(w, 1, 8101, psn=0, icrc=None)
         write(w, 2, 8102, psn=1, icrc=0)
-        d = _wait_drop(w, before, {"roce_applied": 2})
+        d = _wait_drop(w, switch, before)
         assert (d["roce_applied"], d["roce_icrc"]) == (2, 0), d
         assert run(w, 8101, 1) and run(w, 8102, 2)
     finally:
@@ -680,7 +688,7 @@ def test_icrc_is_checked_when_the_nic_checks_it(pair, switch, tmp_path):
 
 def test_malformed_frames_are_counted_and_dropped(pair, switch, ring_worker):
     w = ring_worker
-    before = _drops(w)
+    before = _drops(w, switch)
 
     def rain(h: proto.Header, extra: bytes = b"") -> None:
         switch.send_rain(h.pack() + extra)
@@ -715,7 +723,7 @@ def test_malformed_frames_are_counted_and_dropped(pair, switch, ring_worker):
     switch.raw.send(bytes(fr))
 
     expect = {"truncated": 3, "bad_version": 1, "bad_kind": 3, "bad_worker": 2, "bad_payload": 2, "not_ours": 1}
-    d = _wait_drop(w, before, expect)
+    d = _wait_drop(w, switch, before)
     for k, n in expect.items():
         assert d[k] == n, (k, d)
     assert d["not_ipv4"] >= 0 and d["no_room"] == 0
