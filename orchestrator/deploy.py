@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+import tarfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -133,14 +134,35 @@ def bundle(build: str = "local", *, repo: Path = REPO, stage: Path | None = None
     return Bundle(build=build, files=files, sources=sources, digest=digest_of(build, files + sources))
 
 
+ARCHIVE = "bundle.tar"
+
+
+def write_archive(b: Bundle, path: Path) -> Path:
+    """Every file of the bundle in one tar, each member named by its destination, with
+    its mode, owned by root: the rainmaker_deploy role sends it in one transfer and
+    extracts the members that differ. A loop of one copy per file cost about 1.8 s a
+    file (a stat, a transfer and a module run each): 20 s for a host's 11 files, over a
+    minute for a build on the host's sources. Uncompressed: the hosts need only tar."""
+    tmp = path.with_name(path.name + ".tmp")
+    with tarfile.open(tmp, "w", format=tarfile.GNU_FORMAT) as tar:
+        for f in sorted(b.all_files(), key=lambda f: f.dest):
+            info = tar.gettarinfo(str(f.src), arcname=f.dest)
+            info.mode, info.uid, info.gid, info.uname, info.gname = f.mode, 0, 0, "root", "root"
+            with open(f.src, "rb") as fh:
+                tar.addfile(info, fh)
+    tmp.replace(path)
+    return path
+
+
 def ansible_vars(build: str = "local", stage: Path | None = None) -> dict[str, Any]:
-    """Extra vars for the rainmaker_deploy role: the bundle (staged in `stage`), or why
-    there is none (the role fails with it only when it runs, so other tags work
-    without a build)."""
+    """Extra vars for the rainmaker_deploy role: the bundle (staged in `stage`, with its
+    archive; without a stage the role can inspect and verify, not copy), or why there is
+    none (the role fails with it only when it runs, so other tags work without a build)."""
     try:
         b = bundle(build, stage=stage)
     except UsageError as e:
         return {"rainmaker_bundle": {"error": e.render()}}
+    archive = str(write_archive(b, stage / ARCHIVE)) if stage is not None else None
     return {
         "rainmaker_bundle": {
             "build": b.build,
@@ -153,6 +175,7 @@ def ansible_vars(build: str = "local", stage: Path | None = None) -> dict[str, A
             "dirs": directories(b),
             "files": [f.as_var() for f in b.files],
             "sources": [f.as_var() for f in b.sources],
+            "archive": archive,
         }
     }
 
@@ -184,6 +207,7 @@ def differing(b: Bundle, have: dict[str, str], files: tuple[BundleFile, ...] | N
 
 __all__ = [
     "AGENT_FILES",
+    "ARCHIVE",
     "BINARIES",
     "BUILD",
     "Bundle",
@@ -198,4 +222,5 @@ __all__ = [
     "missing_binaries",
     "parse_sha256sum",
     "sha256_file",
+    "write_archive",
 ]

@@ -216,6 +216,9 @@ def _tail(text: Any, n: int = STDERR_TAIL) -> list[str]:
     return [_clip(line) for line in lines[-n:] if line.strip()]
 
 
+UNARCHIVE = ("ansible.builtin.unarchive", "unarchive")  # its changed items: the members (list_files)
+
+
 def _item_label(res: dict) -> str:
     label = res.get("_ansible_item_label", res.get("item"))
     if isinstance(label, dict):
@@ -378,6 +381,8 @@ class EventAggregator:
             if outcome == "changed":
                 c.changed += 1
                 items = tuple(self._changed_items.pop((host, data.get("task_uuid") or ""), ()))
+                if not items and data.get("task_action") in UNARCHIVE and isinstance(res.get("files"), list):
+                    items = tuple(_clip(str(f), 80) for f in res["files"])  # the members it extracted
                 self.changed.append(TaskChange(host, task, role, play, items))
         elif outcome == "ignored":
             c.ignored += 1

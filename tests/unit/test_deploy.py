@@ -113,6 +113,27 @@ def test_ansible_vars_list_every_folder_parents_first(repo, monkeypatch):
     assert set(f) == {"src", "dest", "mode", "sha256"} and f["mode"] in ("0644", "0755")
 
 
+def test_the_archive_holds_every_file_by_its_destination_with_its_mode(repo, tmp_path, monkeypatch):
+    """The role sends one tar and extracts the members that differ: each member is named
+    by its destination, has its mode, is root's, and holds what the bundle hashed."""
+    import tarfile
+
+    real = dep.bundle
+    monkeypatch.setattr(dep, "bundle", lambda build="local", *, stage=None: real(build, repo=repo, stage=stage))
+    stage = tmp_path / "stage"
+    v = dep.ansible_vars("host", stage=stage)["rainmaker_bundle"]
+    assert v["archive"] == str(stage / dep.ARCHIVE)
+    with tarfile.open(v["archive"]) as tar:
+        members = {m.name: m for m in tar.getmembers()}
+        expected = v["files"] + v["sources"]
+        assert set(members) == {f["dest"] for f in expected}
+        for f in expected:
+            m = members[f["dest"]]
+            assert m.isfile() and f"{m.mode:04o}" == f["mode"] and (m.uid, m.gid, m.uname) == (0, 0, "root")
+            assert hashlib.sha256(tar.extractfile(m).read()).hexdigest() == f["sha256"]
+    assert dep.ansible_vars("local")["rainmaker_bundle"]["archive"] is None  # no stage: nothing to send
+
+
 def test_parse_sha256sum_and_differing(repo):
     b = dep.bundle("local", repo=repo)
     good = {f.dest: f.sha256 for f in b.files}
