@@ -71,6 +71,39 @@ def _share_the_machine(request):
         yield
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--file-durations",
+        type=int,
+        default=0,
+        metavar="N",
+        help="after the run, the N test files that took longest, each file's total of its tests' set-up, "
+        "call and tear-down (0: none; make test shows them all)",
+    )
+
+
+_file_s: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    # In the xdist controller too: it replays every worker's reports.
+    if report.when in ("setup", "call", "teardown"):
+        f = report.nodeid.split("::")[0]
+        _file_s[f] = _file_s.get(f, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    n = config.getoption("file_durations")
+    if not n or not _file_s:
+        return
+    rows = sorted(_file_s.items(), key=lambda kv: -kv[1])
+    terminalreporter.write_sep("=", f"time per test file ({len(rows)} files, {sum(_file_s.values()):.0f} s in all)")
+    for f, s in rows[:n]:
+        terminalreporter.write_line(f"{s:8.1f}s {f}")
+    if len(rows) > n:
+        terminalreporter.write_line(f"{sum(s for _, s in rows[n:]):8.1f}s the other {len(rows) - n} files")
+
+
 def pytest_collection_modifyitems(config, items):
     if os.geteuid() == 0 and Path("/usr/sbin/sshd").exists():
         return
