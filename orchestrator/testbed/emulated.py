@@ -419,8 +419,15 @@ class EmulatedTestbed:
                         "AllowTcpForwarding no",
                         "PrintMotd no",
                         "Subsystem sftp internal-sftp",
-                        # Processes started over SSH see where their deploy root is.
-                        f"SetEnv RAINMAKER_HOST={m.name} RAINMAKER_DEPLOY_ROOT={self.deploy_root(m)}",
+                        # Processes started over SSH see where their deploy root is. SHLVL=1:
+                        # sshd runs every command through root's login shell, and Debian's
+                        # bash reads ~/.bashrc for a command sshd starts unless it is a nested
+                        # shell. This machine's root ~/.bashrc is a person's interactive set-up
+                        # (here `pyenv init`: 130 ms a command, and once a `pyenv rehash` race
+                        # that broke a probe's output), not the emulated host's: with it every
+                        # SSH command took 136 ms, without it 48 ms (a run's short point: 3.7 s
+                        # -> 2.1 s; every Ansible task on a host pays it too).
+                        f"SetEnv RAINMAKER_HOST={m.name} RAINMAKER_DEPLOY_ROOT={self.deploy_root(m)} SHLVL=1",
                         "MaxStartups 64:30:128",
                         "MaxSessions 64",
                         "",
