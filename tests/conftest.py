@@ -34,7 +34,18 @@ import switch  # noqa: F401 - before any test imports grpc: it keeps gRPC's fork
 
 REPO = Path(__file__).resolve().parent.parent
 SLOT = 9  # the first test slot; RAINMAKER_TEST_SLOT moves it
-SLOTS_PER_PROCESS = 3  # the shared testbed, and two more for tests/integration/test_testbed.py
+SLOTS_PER_PROCESS = 3  # the shared testbed, and two spares (test_testbed.py, test_two_testbeds.py)
+
+# The test files that take longest, longest first (`make test` prints every file's
+# time): they start first, so that no process is left with one of them at the end
+# while the others are idle (longest processing time first). The rest keep their order.
+LONGEST_FIRST = (
+    "tests/integration/test_provision_hosts.py",
+    "tests/integration/test_tofino_sde.py",
+    "tests/integration/test_points_back_to_back.py",
+    "tests/integration/test_sweep.py",
+    "tests/integration/test_two_testbeds.py",
+)
 
 
 def pytest_configure(config):
@@ -105,6 +116,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 
 
 def pytest_collection_modifyitems(config, items):
+    rank = {f: i for i, f in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda it: rank.get(it.nodeid.split("::")[0], len(rank)))  # stable: the rest keep their order
     if os.geteuid() == 0 and Path("/usr/sbin/sshd").exists():
         return
     skip = pytest.mark.skip(reason="integration tests need root and openssh-server (run `make test` as root)")
