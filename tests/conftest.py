@@ -50,9 +50,12 @@ LONGEST_FIRST = (
 
 def pytest_configure(config):
     # An xdist worker (gw0, gw1, ...) moves to its own slots before any test module reads them.
+    # The processes' slots end at 15, the last (SLOT, 9, alone; 10-15 for two processes,
+    # 7-15 for three), away from the low slots a person's testbeds take first.
     worker = getattr(config, "workerinput", {}).get("workerid")
     if worker is not None:
-        base = int(os.environ.get("RAINMAKER_TEST_SLOT", str(SLOT)))
+        count = int(config.workerinput.get("workercount", 1))
+        base = int(os.environ.get("RAINMAKER_TEST_SLOT", str(min(SLOT, 16 - SLOTS_PER_PROCESS * count))))
         os.environ["RAINMAKER_TEST_SLOT"] = str(base + SLOTS_PER_PROCESS * int(worker.removeprefix("gw")))
 
 
