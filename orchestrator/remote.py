@@ -65,6 +65,8 @@ class Target:
     known_hosts: Path | None
     role: Role
     deploy_root: Path
+    connect_timeout_s: float = 10.0  # inventory ssh.connect_timeout_s
+    dead_peer_s: float = 10.0  # inventory ssh.dead_peer_s: a silent host is lost after this long
 
     @property
     def run_dir(self) -> PurePosixPath:
@@ -82,6 +84,8 @@ def _target(inv: Inventory, name: str, role: Role, mgmt: Mgmt, deploy_root: Path
         known_hosts=inv.ssh.known_hosts,
         role=role,
         deploy_root=deploy_root,
+        connect_timeout_s=inv.ssh.connect_timeout_s,
+        dead_peer_s=inv.ssh.dead_peer_s,
     )
 
 
@@ -414,24 +418,22 @@ def _cs(seconds: float) -> str:
 
 
 # -- one host ----------------------------------------------------------------------------
-DEAD_PEER_S = 10  # a host that stops answering is declared lost after this long
-
-
-def _bound_dead_peers(conn: Any) -> None:
+def _bound_dead_peers(conn: Any, dead_peer_s: float) -> None:
     """A host that drops off the network must not hang us: paramiko waits up to an hour
     to open a channel on a silent connection. SSH keepalives keep data in flight, and
     TCP_USER_TIMEOUT makes the kernel drop the connection once that data goes
-    unacknowledged for DEAD_PEER_S; the transport then dies and every wait on it ends."""
+    unacknowledged for `dead_peer_s` (the inventory's ssh.dead_peer_s); the transport
+    then dies and every wait on it ends."""
     import socket
 
     transport = conn.client.get_transport()
     if transport is None:
         return
-    transport.set_keepalive(max(1, DEAD_PEER_S // 3))
-    transport.channel_timeout = 3 * DEAD_PEER_S
+    transport.set_keepalive(max(1, int(dead_peer_s // 3)))
+    transport.channel_timeout = 3 * dead_peer_s
     sock = transport.sock
     try:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, DEAD_PEER_S * 1000)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, int(dead_peer_s * 1000))
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
     except (OSError, AttributeError):  # not a TCP socket (a proxy command): keepalives still bound it
         pass
@@ -443,10 +445,11 @@ class Remote:
     Not thread-safe: use one Remote per thread (Group does).
     """
 
-    def __init__(self, target: Target, *, connect_timeout: float = 10.0, connection: Any = None):
-        """`connection`: an already made connection-like object (tests inject fakes)."""
+    def __init__(self, target: Target, *, connect_timeout: float | None = None, connection: Any = None):
+        """`connect_timeout`: the target's (the inventory's ssh.connect_timeout_s) unless
+        given; `connection`: an already made connection-like object (tests inject fakes)."""
         self.target = target
-        self.connect_timeout = connect_timeout
+        self.connect_timeout = target.connect_timeout_s if connect_timeout is None else connect_timeout
         self._conn: Any = connection
 
     def __repr__(self) -> str:
@@ -475,7 +478,7 @@ class Remote:
             except Exception as e:  # paramiko raises many unrelated types here
                 conn.close()
                 raise _Unreachable(_explain(self.target, e)) from None
-            _bound_dead_peers(conn)
+            _bound_dead_peers(conn, self.target.dead_peer_s)
             self._conn = conn
         return self._conn
 
@@ -847,7 +850,7 @@ class Group:
         self,
         targets: Sequence[Target],
         *,
-        connect_timeout: float = 10.0,
+        connect_timeout: float | None = None,
         max_workers: int = 32,
         remote_factory: Callable[[Target], Remote] | None = None,
     ):

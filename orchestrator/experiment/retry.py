@@ -105,7 +105,7 @@ def testbed_answers(inv: Inventory, timeout: float = PROBE_TIMEOUT_S) -> dict[st
     from ..remote import Remote, targets
 
     def host(t) -> str | None:
-        with Remote(t, connect_timeout=timeout) as r:
+        with Remote(t, connect_timeout=min(timeout, t.connect_timeout_s)) as r:
             res = r.run(["true"], timeout=timeout, check=False)
         return None if res.ok else (res.error or f"`true` exited with status {res.exit_code}")
 

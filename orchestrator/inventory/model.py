@@ -453,6 +453,12 @@ class Ssh(Strict):
 
     key: Path | None = None  # default private key for every mgmt block
     known_hosts: Path | None = None  # pinned host keys; unknown hosts are refused
+    # How long a machine may take to answer a new connection, and how long one that goes
+    # silent on an open connection is waited for before it is lost (its point fails; a
+    # retry waits for it): a testbed on one LAN may shorten them, one across the
+    # Internet lengthen them.
+    connect_timeout_s: float = Field(10.0, ge=1, le=600)
+    dead_peer_s: float = Field(10.0, ge=1, le=600)
 
 
 LINK_DELAY_US_MAX = 1e6  # the emulator's bound (switch/emulator/ports.py): one second

@@ -17,6 +17,7 @@ import yaml
 
 from orchestrator.experiment.run import Progress, run
 from orchestrator.experiment.sweep import Sweep
+from orchestrator.inventory import load
 
 pytestmark = pytest.mark.integration
 RAINMAKER = str(Path(sys.executable).parent / "rainmaker")
@@ -212,7 +213,15 @@ def test_resume_after_kill_mid_point(testbed, tmp_path):
 
 
 def test_a_lost_host_fails_its_point_and_the_run_goes_on(testbed, tmp_path, monkeypatch):
-    tb, inv = testbed
+    tb, _ = testbed
+    # The same testbed, with the waits for a silent host made short (the inventory's
+    # ssh.connect_timeout_s and ssh.dead_peer_s, 10 s by default): this test waits for
+    # each of them at least once.
+    data = yaml.safe_load(tb.inventory_path.read_text())
+    data.setdefault("ssh", {}).update(connect_timeout_s=3, dead_peer_s=3)
+    inv_path = tmp_path / "short-waits.yaml"
+    inv_path.write_text(yaml.safe_dump(data, sort_keys=False))
+    inv = load(inv_path)
     ns = inv.host("worker1").netns
     calls = {"n": 0}
     real_phase, real_point = Progress.phase, Progress.point
@@ -236,7 +245,7 @@ def test_a_lost_host_fails_its_point_and_the_run_goes_on(testbed, tmp_path, monk
         run_dir = run(
             spec_file(tmp_path, "lost", [0.3, 0.4], measure=1.0),
             inv,
-            tb.inventory_path,
+            inv_path,
             results_root=tmp_path / "results",
             progress=False,
             retries=1,

@@ -256,6 +256,13 @@ CASES = [
     ),
     ("gid-out-of-range", lambda d: d["hosts"][1]["nic"].update(gid_index=300), "hosts[1].nic.gid_index", "255"),
     ("bad-roce-mtu", lambda d: d.update(roce={"mtu": 9000}), "roce.mtu", "4096"),
+    ("dead-peer-zero", lambda d: d.setdefault("ssh", {}).update(dead_peer_s=0), "ssh.dead_peer_s", "1"),
+    (
+        "connect-timeout-text",
+        lambda d: d.setdefault("ssh", {}).update(connect_timeout_s="soon"),
+        "ssh.connect_timeout_s",
+        "number",
+    ),
     ("bad-roce-priority", lambda d: d.update(roce={"priority": 8}), "roce.priority", "7"),
     ("bad-qp-type", lambda d: d.update(roce={"qp_type": "ud"}), "roce.qp_type", "uc"),
     ("roce-typo", lambda d: d.update(roce={"pfcs": True}), "roce.pfcs", "unknown field"),

@@ -154,6 +154,11 @@ def test_targets_default_and_roles() -> None:
         Path("/srv/client0"),
     )
     assert str(c0.run_dir) == "/srv/client0/run"
+    # the waits for a silent machine: the inventory's (10 s by default), each Remote's own
+    assert (c0.connect_timeout_s, c0.dead_peer_s) == (10.0, 10.0)
+    short = targets(_inventory(connect_timeout_s=3, dead_peer_s=4))[1]
+    assert (short.connect_timeout_s, short.dead_peer_s) == (3.0, 4.0)
+    assert Remote(short).connect_timeout == 3.0 and Remote(short, connect_timeout=1).connect_timeout == 1
 
 
 def test_targets_unknown_names_list_the_valid_ones() -> None:
