@@ -64,7 +64,8 @@ def test_the_hog_is_stopped_while_the_command_runs_and_continued_after(tmp_path)
             timeout=60,
         )
         assert r.returncode == 0, r.stderr  # stopped (T) while the command ran
-        assert f"pausing pid {hog} (nice 19" in r.stderr and "continued 1 paused process" in r.stderr
+        # (any other niced CPU-bound process of this machine is paused and continued too)
+        assert f"pausing pid {hog} (nice 19" in r.stderr and "quiet machine: continued " in r.stderr
         assert until(lambda: _state(hog) in "RS", timeout=5)
         # a failing command's status is passed on
         r = subprocess.run([sys.executable, "-m", "tests.quiet_machine", "--", "false"], timeout=60)
