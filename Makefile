@@ -79,12 +79,13 @@ demo: setup
 	{ $(RM_CLI) provision -i "$$inv" && $(RM_CLI) run experiments/demo.yaml -i "$$inv" --results results; \
 	  rc=$$?; $(RM_CLI) switch stop -i "$$inv" >/dev/null 2>&1; $(RM_CLI) testbed down -i "$$inv"; exit $$rc; }
 
-# Two processes, then the tests marked `alone` (they measure timing) by themselves, on a
-# quiet machine: a niced CPU-bound process someone left running is paused meanwhile
-# (tests/quiet_machine.py; RAINMAKER_TEST_PAUSE=0 leaves it be). Where the time went:
-# the 15 slowest tests, and every test file's total.
+# Three processes (the tests wait on SSH, Ansible and sweeps more than they compute: two
+# kept two cores half busy), then the tests marked `alone` (they measure timing) by
+# themselves, on a quiet machine: a niced CPU-bound process someone left running is
+# paused meanwhile (tests/quiet_machine.py; RAINMAKER_TEST_PAUSE=0 leaves it be). Where
+# the time went: the 15 slowest tests, and every test file's total.
 test: setup
-	$(BIN)/python -m pytest -n 2 --dist loadfile -m "not alone" --durations=15 --file-durations=1000
+	$(BIN)/python -m pytest -n 3 --dist loadfile -m "not alone" --durations=15 --file-durations=1000
 	$(BIN)/python -m tests.quiet_machine -- $(BIN)/python -m pytest -m alone
 
 # The paper's figures on the simulated testbed, every system each spec lists (Rain and

@@ -1,22 +1,23 @@
 """Shared test set-up.
 
 Integration tests (marked `integration`) build emulated testbeds: they need root and
-run only then. They use their own state folder and slots 9-14, so a testbed a person
-has up (slot 0) is never touched.
+run only then. They use their own state folder and the highest slots (7-15 under `make
+test`), so a testbed a person has up (slot 0, then the lowest free) is never touched.
 
-`make test` runs the suite in two processes (pytest-xdist, `-n 2 --dist loadfile`):
-each process gets its own slots (9-11 and 12-14) and so its own testbed, and a test
-file runs whole in one process (its tests share fixtures and namespace names). Every
+`make test` runs the suite in three processes (pytest-xdist, `-n 3 --dist loadfile`):
+each process gets its own three slots (7-9, 10-12, 13-15) and so its own testbed, and a
+test file runs whole in one process (its tests share fixtures and namespace names). Every
 provisioning test is in tests/integration/test_provision_hosts.py, so one process
 converges its testbed from scratch, once (`provisioned`). (`--dist loadgroup` would
 keep several files together, but xdist 3.8 cannot regroup tests under pytest 9: it
 rewrites a node id attribute pytest 9 no longer has.)
 
 A test marked `alone` measures timing on its testbed (an adaptation racing a load, the
-CPU an idle testbed uses): the other process would starve its testbed of this
-machine's two cores. `make test` runs them afterwards in one process; under `pytest -n
-2` alone, one runs while the other process waits between tests (a readers-writer lock
-on two files, shared by the processes of one run).
+CPU an idle testbed uses): the other processes would starve its testbed of this
+machine's two cores. `make test` runs them afterwards in one process, on a quiet
+machine (tests/quiet_machine.py); under a plain `pytest -n 3`, one runs while the
+other processes wait between tests (a readers-writer lock on two files, shared by the
+processes of one run).
 """
 
 from __future__ import annotations
