@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import ctypes
 import os
+import socket
 import struct
+import sys
 import threading
 import time
 
@@ -56,6 +58,11 @@ class EchoSwitch:
             self.ready.set()
 
     def __enter__(self) -> EchoSwitch:
+        # As the emulator does (switch/emulator/__main__.py): the loop takes the GIL back
+        # from another thread of this process (the test's sender and reader, a client an
+        # earlier test left) within 0.5 ms rather than 5.
+        self._switch_interval = sys.getswitchinterval()
+        sys.setswitchinterval(0.0005)
         self.thread.start()
         assert self.ready.wait(10) and self.error is None, self.error
         return self
@@ -63,27 +70,40 @@ class EchoSwitch:
     def __exit__(self, *exc) -> None:
         self.stop.set()
         self.thread.join(5)
+        sys.setswitchinterval(self._switch_interval)
         if self.ports is not None:
             self.ports.close()
         assert self.error is None, self.error
 
 
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux; also the SCM type of the timestamp
+
+
 def round_trips(pair: NetnsPair, count: int, gap_s: float, wait_s: float = 0.0) -> list[tuple[int, float]]:
     """Send `count` numbered frames `gap_s` apart; (number, seconds until it came back)
-    of each frame that did, in the order they came back (timed by a thread that reads
-    them as they come, while the frames are still being sent)."""
+    of each frame that did, in the order they came back (read by a thread as they come,
+    while the frames are still being sent). A frame's return is the kernel's receive
+    timestamp, not the reading thread's: on a busy machine that thread's wake-up, and
+    the GIL it shares with the sender and an echo switch in this process, would be
+    measured too."""
     peer = RawPeer(pair.b)
+    peer.sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     mine = bytes.fromhex(pair.b.mac.replace(":", ""))
     sent: dict[int, int] = {}
     got: list[tuple[int, float]] = []
 
     def receive() -> None:
         deadline = time.monotonic() + count * gap_s + 2 + 2 * wait_s
+        peer.sock.settimeout(0.2)
         while len(got) < count and time.monotonic() < deadline:
-            r = peer.recv(0.2)
-            if r is None:
+            try:
+                fr, anc, _, addr = peer.sock.recvmsg(65535, 256)
+            except (TimeoutError, BlockingIOError):
                 continue
-            t, fr = r
+            if addr[2] == socket.PACKET_OUTGOING:
+                continue
+            stamps = [struct.unpack("qq", blob[:16]) for lvl, typ, blob in anc if typ == SO_TIMESTAMPNS]
+            t = stamps[0][0] * 1_000_000_000 + stamps[0][1] if stamps else time.time_ns()
             u = parse_udp(fr)
             if u is None or u[1] != PORT or fr[0:6] != mine:
                 continue
@@ -94,7 +114,7 @@ def round_trips(pair: NetnsPair, count: int, gap_s: float, wait_s: float = 0.0) 
     try:
         reader.start()
         for i in range(count):
-            sent[i] = time.monotonic_ns()
+            sent[i] = time.time_ns()  # CLOCK_REALTIME, the kernel's timestamps' clock
             peer.send(frame(pair.b, pair.a, struct.pack("!I", i) + bytes(28), PORT, PORT))
             time.sleep(gap_s)
         reader.join()
