@@ -244,10 +244,15 @@ class LocalPool:
     """Points on this machine's cores, one process each (concurrent.futures)."""
 
     def __init__(self, jobs: int):
+        import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
+        # Workers come from a fork server, never forked from this process: a fork copies
+        # locks that this process's other threads (gRPC's, an import under way) hold at
+        # that instant, and the worker would wait on them forever.
+        ctx = multiprocessing.get_context("forkserver")
         self.jobs = jobs
-        self.ex = ProcessPoolExecutor(max_workers=jobs, initializer=_quiet_sigint)
+        self.ex = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_quiet_sigint)
         self.where = f"{jobs} local process(es)"
 
     def run(self, tasks: list[tuple[str, Any, dict]], started: Callable[[str], None]) -> Iterator[Result]:

@@ -264,17 +264,26 @@ def test_system_durations_and_repetitions_can_be_narrowed(tiny, tmp_path, monkey
     assert len(set(m["seeds"].values())) == 4  # each repetition its own seed
 
 
-def test_a_point_the_model_refuses_is_failed_and_the_others_go_on(tiny, tmp_path, monkeypatch, capsys):
-    from orchestrator.simulate import engine
+def _simulate_refusing_the_higher_load(sp, point):
+    """simulate_point as a pool worker runs it, with the model refusing rain-f0.6-r1."""
+    from orchestrator.simulate import engine, runner
+
+    def refuse(sp):
+        raise engine.SimError(f"simulated point {sp.point_id}: too many events", fix="lower the load")
 
     real = engine.run
+    engine.run = refuse if sp.point_id == "rain-f0.6-r1" else real
+    try:
+        return runner.simulate_point(sp, point)
+    finally:
+        engine.run = real
 
-    def refuse_the_higher_load(sp):
-        if sp.point_id == "rain-f0.6-r1":
-            raise engine.SimError(f"simulated point {sp.point_id}: too many events", fix="lower the load")
-        return real(sp)
 
-    monkeypatch.setattr(engine, "run", refuse_the_higher_load)  # the pool's processes fork after this
+def test_a_point_the_model_refuses_is_failed_and_the_others_go_on(tiny, tmp_path, monkeypatch, capsys):
+    from orchestrator.simulate import runner
+
+    # The pool's workers start clean (a fork server), so what they run is patched by name.
+    monkeypatch.setattr(runner, "simulate_point", _simulate_refusing_the_higher_load)
     code, out, err = rainmaker(
         monkeypatch, capsys, "simulate", str(tiny), "--results", str(tmp_path / "r"), "--no-analysis", "-j", "1"
     )
@@ -361,3 +370,75 @@ def test_a_time_varying_point_is_reported_per_phase(tmp_path):
     assert adaptive[0]["slices"][0][0] == 4 and adaptive[2]["slices"][0][0] > 4
     md = (run / "report.md").read_text()
     assert "## Per phase" in md and "### `rain.adaptive-f1-r1`" in md and "slice 0: " in md
+
+
+_HELD_IMPORT = """
+import importlib.abc, importlib.machinery, sys, threading
+from pathlib import Path
+from orchestrator.simulate import runner
+
+# Another thread of this process is half-way through importing a module that a worker
+# imports too when the pool starts it: a worker forked from here inherits that import's
+# lock, held by a thread the worker does not have, and waits for it forever.
+release, held = threading.Event(), threading.Event()
+MODULE = "held_probe"  # an empty module beside this script
+
+
+class Slow(importlib.machinery.PathFinder):
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        spec = super().find_spec(name, path, target) if name == MODULE else None
+        if spec is not None:
+            real = spec.loader
+
+            class Held(importlib.abc.Loader):
+                def create_module(self, spec):
+                    return None
+
+                def exec_module(self, module):  # under the module's own lock, not the global one
+                    held.set()
+                    release.wait()
+                    real.exec_module(module)
+
+            spec.loader = Held()
+        return spec
+
+
+def simulate_point(sp, point):
+    __import__(MODULE)
+    return real_simulate_point(sp, point)
+
+
+real_simulate_point = runner.simulate_point
+if __name__ == "__main__":
+    sys.meta_path.insert(0, Slow())
+    threading.Thread(target=lambda: __import__(MODULE), daemon=True).start()
+    assert held.wait(10), MODULE + " was imported already"
+    runner.simulate_point = simulate_point
+    run = runner.simulate(Path(sys.argv[1]), results_root=Path(sys.argv[2]), seed=7, progress=False,
+                          analyze_after=False, jobs=1)
+    release.set()
+    print("simulated", run)
+"""
+
+
+def test_the_pool_starts_its_workers_clean_of_this_process_threads(tiny, tmp_path):
+    # A pytest worker that ran in-process gRPC servers before hung here for 600 s.
+    import subprocess
+    import sys
+
+    script = tmp_path / "held_import.py"
+    script.write_text(_HELD_IMPORT)
+    (tmp_path / "held_probe.py").write_text("")
+    try:
+        out = subprocess.run(
+            [sys.executable, str(script), str(tiny), str(tmp_path / "r")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=Path(__file__).resolve().parents[2],
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("simulate's worker hung on a lock another thread of the parent held when it started")
+    assert out.returncode == 0, out.stderr
+    assert "simulated" in out.stdout
