@@ -251,6 +251,9 @@ class LocalPool:
         # locks that this process's other threads (gRPC's, an import under way) hold at
         # that instant, and the worker would wait on them forever.
         ctx = multiprocessing.get_context("forkserver")
+        # The server imports the simulator once; each worker is then a fork of it, not a
+        # fresh interpreter importing numpy and the model again (seconds per pool).
+        ctx.set_forkserver_preload(["orchestrator.simulate.runner", "orchestrator.simulate.writer"])
         self.jobs = jobs
         self.ex = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_quiet_sigint)
         self.where = f"{jobs} local process(es)"
