@@ -39,7 +39,7 @@ class Problem:
 
 
 # The stop signal (SIGTERM, SIGHUP) the CLI turned into a KeyboardInterrupt, if any
-# (orchestrator/cli.py): an interrupted command exits with the shell's status for it.
+# (orchestrator/cli/app.py): an interrupted command exits with the shell's status for it.
 stopped_by: list[int] = []
 
 
@@ -174,3 +174,9 @@ class SwitchdError(RainmakerError):
     def __init__(self, message: str, *, switch: str, fix: str | None = None):
         self.switch = switch
         super().__init__(message, fix=fix)
+
+
+def one_line(e: BaseException) -> str:
+    """An error as one line of a log or of sweep.json (its lines joined, at most 500 characters)."""
+    msg = getattr(e, "message", None) or str(e) or type(e).__name__
+    return " | ".join(line.strip() for line in msg.splitlines() if line.strip())[:500]
