@@ -615,7 +615,7 @@ def provision(
     if limit:
         kwargs["limit"] = limit
     # The bundle the rainmaker_deploy role copies (orchestrator/deploy.py: defined once,
-    # shared with run.py's deploy()), staged only for runs that include that role (not
+    # shared with experiment/machines.py's deploy()), staged only for runs that include that role (not
     # `switch start`, `--tags switchd`, ...); the caller's extra vars win.
     deploy_runs = (tags is None or DEPLOY_TAG in tags) and DEPLOY_TAG not in (skip_tags or [])
     bundle = deploy_vars(inv.deploy.build, stage=run_dir / "bundle") if deploy_runs else {}

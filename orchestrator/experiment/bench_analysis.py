@@ -144,8 +144,8 @@ def pandas_baseline(raw: Path, fmt: str):
 def histogram_core(run: Path) -> dict:
     """What the pandas baseline computes, from the histograms: p50/p99/p99.9 of
     latency and slowdown per point and class and per point."""
-    from .analyze import load_point
     from .layout import RunDir
+    from .points import load_point
 
     out = {}
     for d in RunDir(run).points():

@@ -225,7 +225,7 @@ def run(
     from rich.console import Console
 
     from .layout import RunDir
-    from .run import Testbed, deploy, host_facts
+    from .machines import Testbed, deploy, host_facts
 
     spec_path = Path(spec_path)
     spec = load(spec_path)

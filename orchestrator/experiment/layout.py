@@ -548,3 +548,6 @@ def atomic_replace(path: Path, text: str) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+SIMULATED_TOOL = "rainmaker simulate"  # summary.json's "tool" of a simulated point (orchestrator/simulate)

@@ -6,7 +6,7 @@ of the figures and the report's "Measured against the model" read it.
 
     info = write(point_dir, point, manifest)   # run.py, in the point's validity phase
     added = ensure(run_dir)                    # `rainmaker analyze --model`: older runs
-    info = read_info(point_dir)                # model.json, or None
+    info = points.read_model_info(point_dir)                # model.json, or None
     data = load(point_dir)                     # the model's PointData, or None
 
 The model point is the measured point as `rainmaker simulate --like RUN_DIR` simulates
@@ -40,7 +40,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from . import layout
+from . import layout, points
 from .layout import PointDir, RunDir
 
 MODEL_SEED = 1  # the run seed of every model point (simulate's default): point seed = hash(1, point id)
@@ -126,9 +126,9 @@ def _build(point: dict, manifest: dict, spec, drawn_rps: float | None = None) ->
     window draws its Poisson arrivals a few percent off the planned rate (1.8% at one
     standard deviation for 3,000 requests), and near saturation the p99 moves several
     times as much as the load: the model is offered the load the testbed was offered."""
+    from ..simulate.engine import core_hash
     from ..simulate.like import network_of, paper_point
     from ..simulate.model import build, seed_of
-    from ..simulate.runner import core_hash
 
     k = float(point.get("dilation") or 1.0)
     pp = paper_point(point)
@@ -296,7 +296,7 @@ def window_for(point: dict, manifest: dict, spec, max_width: float, longest_s: f
 def _drawn_rps(pd: PointDir, point: dict) -> float | None:
     """The rate the clients' schedule drew for the window, all clients together
     (rain-client's `scheduled_rps`), or None when the point has no client results."""
-    from .analyze import ALL, load_point
+    from .points import ALL, load_point
 
     try:
         rps = load_point(pd.path, point).counters(ALL).get("scheduled_rps")
@@ -313,7 +313,7 @@ def write(point_dir: PointDir | Path, point: dict, manifest: dict, spec=None) ->
     model.json's content."""
     from ..errors import RainmakerError, UsageError
     from ..simulate.like import paper_point
-    from .analyze import spec_of
+    from .points import spec_of
 
     pd = point_dir if isinstance(point_dir, PointDir) else PointDir(Path(point_dir))
     t0 = time.perf_counter()
@@ -370,49 +370,20 @@ def _write_tree(dest: Path, files: dict[str, bytes]) -> None:
     tmp.replace(dest)
 
 
-def read_info(point_dir: PointDir | Path) -> dict | None:
-    """model/model.json, or None when the point has no model (a run before the model
-    was added beside every point, or a simulated run)."""
-    pd = point_dir if isinstance(point_dir, PointDir) else PointDir(Path(point_dir))
-    info = layout.read_json(pd.model / layout.MODEL_INFO)
-    return info if isinstance(info, dict) else None
-
-
-def load(point_dir: PointDir | Path):
-    """The model point's data (analyze.PointData, paper time, dilation 1), or None
-    when there is no model or it could not be computed."""
-    from .analyze import load_point
-
-    pd = point_dir if isinstance(point_dir, PointDir) else PointDir(Path(point_dir))
-    info = read_info(pd)
-    if info is None or info.get("error"):
-        return None
-    data = load_point(PointDir(pd.model))
-    return data if data.latency else None
-
-
-def measured(manifest: dict) -> bool:
-    """The run was measured on a testbed (emulated, tofino-model or hardware): only
-    such runs get a model beside their points (a simulated run is the model)."""
-    from .analyze import testbed_kind
-
-    return testbed_kind(manifest) != "simulated"
-
-
 def ensure(run_dir: str | Path, log=None) -> list[str]:
     """Simulate the model beside every point of a measured run that has none (or whose
     model failed before): runs measured before the model was added. Returns the ids
     of the points modelled now."""
     rd = RunDir(run_dir)
     manifest = rd.read_manifest()
-    if not measured(manifest):
+    if not points.is_measured(manifest):
         return []
-    from .analyze import spec_of
+    from .points import spec_of
 
     spec = spec_of(manifest)
     done = []
     for pd in rd.points():
-        info = read_info(pd)
+        info = points.read_model_info(pd)
         point = pd.read_point()
         if point is None or (info is not None and not info.get("error")):
             continue

@@ -32,18 +32,9 @@ from matplotlib.lines import Line2D
 
 from ..errors import UsageError
 from . import layout
-from .analyze import (
-    ALL,
-    TIMESERIES_COLUMNS,
-    aggregate,
-    experiment_name,
-    read_summary,
-    read_table,
-    spec_of,
-    switch_queue_series,
-    testbed_kind,
-)
+from .analyze import TIMESERIES_COLUMNS, aggregate, read_summary, read_table, switch_queue_series
 from .layout import RunDir
+from .points import ALL, experiment_name, spec_of, testbed_kind
 from .spec import PLOTS
 
 KINDS = PLOTS

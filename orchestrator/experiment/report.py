@@ -18,18 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import interruptible
-from .analyze import (
-    ALL,
-    aggregate,
-    experiment_name,
-    load_point,
-    phase_rows,
-    read_summary,
-    spec_of,
-    testbed_kind,
-    throughput_under_slo,
-)
+from . import points
+from .analyze import aggregate, phase_rows, read_summary, throughput_under_slo
 from .layout import PLOTS, RunDir, atomic_replace
+from .points import ALL, experiment_name, load_point, spec_of, testbed_kind
 
 
 def _fmt(x: Any, digits: int = 4) -> str:
@@ -206,12 +198,12 @@ def _model_section(run_dir: Path, df, spec, manifest: dict) -> list[str]:
     it is within the spec's tolerance, and the network the model used."""
     from . import model_beside
 
-    if df.empty or not model_beside.measured(manifest):
+    if df.empty or not points.is_measured(manifest):
         return []
     tol = spec.validity.model_tolerance if spec is not None else None
     lines = ["## Measured against the model", ""]
     rd = RunDir(run_dir)
-    infos = {d.id: model_beside.read_info(d) for d in rd.points()}
+    infos = {d.id: points.read_model_info(d) for d in rd.points()}
     if not any(infos.values()):
         return lines + [
             f"No model beside the points (`points/<id>/model/`): `rainmaker analyze --model {run_dir}` simulates them.",

@@ -20,27 +20,36 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import platform
-import subprocess
 import threading
 import time
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from ..deploy import AGENT_FILES, BUILD, VERSION, bundle, differing, parse_sha256sum
-from ..errors import RainmakerError, UsageError
+from ..errors import RainmakerError, UsageError, one_line
 from ..inventory import Host, Inventory
-from ..remote import Background, Remote, Target, targets
+from ..remote import Background
 from ..simulate.model import RING_SLOTS, client_timeout_us
 from ..simulate.policies import BASELINE_QUEUE
 from ..testbed.cpu import cores, mark, steal_s, used_s
 from ..testbed.measure_lock import measuring
 from . import layout, outcome, segments
 from .coordinator import AgentSite, Coordinator
+from .dilation import (
+    CAL_IDLE_S,
+    CAL_REST_MAX_S,
+    choose_dilation,
+    probe_service,
+    size_windows,
+    with_service,
+    with_windows,
+)
 from .layout import PointDir, RunDir
+from .machines import Testbed, deploy, host_facts
 from .plan import Point, TestbedShape, phase_schedule, plan, worker_slices
+from .progress import Progress
+from .provenance import manifest
 from .retry import DEFAULT_BUDGET_S, Backoff, Waiter, testbed_answers
 from .spec import Spec
 from .spec import load as load_spec
@@ -118,199 +127,7 @@ def shape_of(inv: Inventory) -> TestbedShape:
 # -- provenance ------------------------------------------------------------------------
 
 
-def git_state() -> dict:
-    """The checkout's revision and uncommitted files, for a run's provenance (any testbed)."""
-    status = _git("status", "--porcelain")
-    return {"revision": _git("rev-parse", "HEAD"), "dirty": bool(status), "dirty_files": status.splitlines()[:50]}
-
-
-def _git(*args: str) -> str:
-    try:
-        return subprocess.run(
-            ["git", "-C", str(REPO), *args], capture_output=True, text=True, timeout=10
-        ).stdout.strip()
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-
-
-def _sha256(paths: list[Path]) -> str:
-    h = hashlib.sha256()
-    for p in sorted(paths):
-        h.update(p.name.encode())
-        h.update(p.read_bytes())
-    return h.hexdigest()
-
-
-def _versions() -> dict:
-    import importlib.metadata as md
-
-    out = {"python": platform.python_version(), "platform": platform.platform()}
-    for pkg in ("rainmaker", "ansible-core", "grpcio", "protobuf", "fabric", "paramiko", "pandas", "hdrhistogram"):
-        try:
-            out[pkg] = md.version(pkg)
-        except md.PackageNotFoundError:
-            pass
-    try:
-        out["dpdk"] = subprocess.run(
-            ["pkg-config", "--modversion", "libdpdk"], capture_output=True, text=True
-        ).stdout.strip()
-    except OSError:
-        pass
-    return out
-
-
-def manifest(
-    spec_path: Path,
-    spec: Spec,
-    inv: Inventory,
-    inv_path: Path | None,
-    points: list[Point],
-    host_facts: dict,
-    bfrt_json_sha: str | None,
-) -> dict:
-    return {
-        "experiment": spec.name,
-        "created_unix": time.time(),
-        "git": git_state(),
-        "spec_file": str(spec_path),
-        "spec": spec.model_dump(mode="json"),
-        "inventory_file": str(inv_path) if inv_path else None,
-        # Key *paths* only: an inventory never holds key material.
-        "inventory": inv.model_dump(mode="json"),
-        "testbed": {
-            "kind": "emulated" if inv.is_emulated else ("tofino-model" if inv.switch.target == "model" else "hardware"),
-            "switch": inv.switch.kind,
-            "switch_target": inv.switch.target,
-            "workers": len(inv.workers),
-            "clients": len(inv.clients),
-        },
-        "points": [asdict(p) for p in points],
-        "host_facts": host_facts,
-        "versions": _versions(),
-        "hashes": {
-            "p4_program": _sha256(list((REPO / "switch" / "p4").glob("*.p4"))),
-            "bfrt_json": bfrt_json_sha,
-            "rain-client": _sha256([BUILD / "rain-client"]) if (BUILD / "rain-client").exists() else None,
-            "rain-worker": _sha256([BUILD / "rain-worker"]) if (BUILD / "rain-worker").exists() else None,
-            "agents": _sha256([REPO / f for f in AGENT_FILES]),
-        },
-    }
-
-
 # -- the run ---------------------------------------------------------------------------
-
-
-@dataclass
-class Testbed:
-    """Open connections to every machine of the testbed, for the whole run."""
-
-    inv: Inventory
-    remotes: dict[str, Remote] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        for t in targets(self.inv):
-            self.remotes[t.name] = Remote(t)
-
-    def target(self, name: str) -> Target:
-        return self.remotes[name].target
-
-    def parallel(self, fn, names: list[str]) -> dict:
-        """Run fn(name) for each name in threads; raise the first error after all ended."""
-        results: dict = {}
-        errors: list[BaseException] = []
-
-        def one(n: str) -> None:
-            try:
-                results[n] = fn(n)
-            except BaseException as e:  # noqa: BLE001 - re-raised below
-                errors.append(e)
-
-        threads = [threading.Thread(target=one, args=(n,)) for n in names]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        if errors:
-            raise errors[0]
-        return results
-
-    def close(self) -> None:
-        for r in self.remotes.values():
-            r.close()
-
-
-_SH_HASHES = (  # $1: the deploy root, then the files: their sha256sum lines, then VERSION
-    'cd "$1" 2>/dev/null && shift && sha256sum -- "$@" 2>/dev/null; '
-    'printf "version=%s\\n" "$(cat agent/VERSION 2>/dev/null)"; exit 0'
-)
-
-
-def deploy(tb: Testbed, log) -> None:
-    """The bundle (orchestrator/deploy.py: binaries and agents) into every host's deploy
-    root. One command per host hashes what is there; only files that differ are copied,
-    and VERSION is written last. deploy.build: host builds on the hosts, which only
-    `rainmaker provision` does: here stale binaries are an error naming it."""
-    import tempfile
-
-    with tempfile.TemporaryDirectory(prefix="rainmaker-bundle-") as stage:
-        b = bundle(tb.inv.deploy.build, stage=Path(stage))  # staged: what is hashed is what is copied
-        version_file = Path(stage) / "VERSION"
-        version_file.write_text(b.digest + "\n")
-
-        def one(name: str) -> int:
-            r = tb.remotes[name]
-            dests = [f.dest for f in b.all_files()] + ([] if b.build == "local" else list(b.binaries))
-            out = r.run(["sh", "-c", _SH_HASHES, "sh", str(r.target.deploy_root), *dests], timeout=30).stdout
-            have = parse_sha256sum(out)
-            version = next((line[len("version=") :] for line in out.splitlines() if line.startswith("version=")), "")
-            if b.build == "host" and (differing(b, have, b.sources) or any(d not in have for d in b.binaries)):
-                raise UsageError(
-                    f"{name}: rain-client and rain-worker are built on the host (deploy.build: host) "
-                    f"and were not built from these sources",
-                    fix="run `rainmaker provision --tags deploy`: it copies the sources and builds them there",
-                )
-            todo = differing(b, have)
-            for f in todo:
-                r.put(f.src, f.dest, mode=f.mode)
-            if todo or version != b.digest:
-                r.put(version_file, VERSION, mode=0o644)
-            return len(todo)
-
-        hosts = [h.name for h in tb.inv.hosts]
-        copied = tb.parallel(one, hosts)
-    n = sum(copied.values())
-    if n:
-        log(
-            f"deployed {n} file(s) of bundle {b.digest} (rain-client, rain-worker, agents) to "
-            f"{sum(1 for c in copied.values() if c)} of {len(hosts)} hosts"
-        )
-    else:
-        log(f"bundle {b.digest} already on all {len(hosts)} hosts")
-
-
-def host_facts(tb: Testbed) -> dict:
-    """Per machine: kernel, CPUs, DPDK, hugepages, CPU model, and what the roce role
-    recorded (<deploy_root>/facts/roce.json: RDMA device, GID index, MTUs, ...)."""
-    cmd = (
-        "echo kernel=$(uname -r); echo cpus=$(nproc); echo python=$(python3 -V 2>&1); "
-        "echo dpdk=$(dpkg-query -W -f='${Version}' dpdk 2>/dev/null); "
-        "echo hugepages=$(cat /proc/sys/vm/nr_hugepages); echo model=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2); "
-        'printf "roce=%s\\n" "$(tr -d "\\n" < "$1/facts/roce.json" 2>/dev/null)"'
-    )
-
-    def one(n: str) -> dict:
-        r = tb.remotes[n]
-        res = r.run(["sh", "-c", cmd, "sh", str(r.target.deploy_root)], timeout=20, check=False)
-        facts: dict = dict(line.split("=", 1) for line in res.stdout.splitlines() if "=" in line)
-        roce = facts.pop("roce", "").strip()
-        if roce:
-            try:
-                facts["roce"] = json.loads(roce)
-            except ValueError:
-                facts["roce"] = {"error": f"unreadable facts/roce.json: {roce[:200]}"}
-        return facts
-
-    return tb.parallel(one, list(tb.remotes))
 
 
 def _eal(inv: Inventory, host: Host, role: str, lcores: str) -> dict:
@@ -407,7 +224,7 @@ class QueueSampler:
                 # a period from this read's start, never less: a slow read is not caught up
                 self._stop.wait(max(0.0, t + self.period_s - time.monotonic()))
         except Exception as e:  # noqa: BLE001 - the point goes on without the series; timing.json says why
-            self.error = _one_line(e)
+            self.error = one_line(e)
 
     def load_started(self, when: float) -> None:
         """The load's start (time.monotonic()): time 0 of the series."""
@@ -593,7 +410,7 @@ class Runner:
         self, p: Point, *, calibration: bool = False, probe: bool = False, segment: int | None = None
     ) -> Verdict | None:
         """Measure one point; a calibration point (calibrate.py) goes to calibration/
-        and a service probe (_probe_service) to service-probe/, and neither has a
+        and a service probe (dilation.probe_service) to service-probe/, and neither has a
         model or a verdict. A segment (segments.py) goes to the point's
         segments/<segment>/ and is checked without the window's checks."""
         spec, inv = self.spec, self.inv
@@ -959,7 +776,7 @@ class Runner:
             result = cal.summarise(RunDir(self.run_dir).calibration, point, spec.workload.mean_service_us)
         except (RainmakerError, OSError, TimeoutError, ValueError, KeyError) as e:
             self.stop_all()
-            self.log(f"calibration failed: {_one_line(e)}; the model uses the testbed kind's defaults")
+            self.log(f"calibration failed: {one_line(e)}; the model uses the testbed kind's defaults")
             return None
         finally:
             self.spec = spec
@@ -1030,7 +847,7 @@ class Runner:
                     self.sweep.requeue(p.id, "interrupted")
                     raise
                 except (RainmakerError, OSError, TimeoutError) as e:  # a switch's errors included
-                    last = _one_line(e)
+                    last = one_line(e)
                     self.sweep.attempt_failed(p.id, last)
                     self.stop_all()
                     self.log(f"{p.id}: attempt {attempt} failed: {last}")
@@ -1060,7 +877,7 @@ class Runner:
         try:
             self._clear_leftovers(None, 0)  # the last point's DPDK runtime folders
         except RainmakerError as e:
-            self.log(f"clean-up after the sweep: {_one_line(e)}")
+            self.log(f"clean-up after the sweep: {one_line(e)}")
 
     def _segments(self, p: Point) -> list[float]:
         """The lengths of the segments p's window is measured in (segments.py): the
@@ -1144,7 +961,7 @@ class Runner:
             program, self.program, self.ctl, self.bfrt = self.program, None, None, None
             self._use_program(program or "rain")
         except Exception as e:  # noqa: BLE001 - the next attempt reports it
-            self.log(f"recovery: {_one_line(e)}")
+            self.log(f"recovery: {one_line(e)}")
 
 
 def switch_session(inv: Inventory, log, program: str = "rain"):
@@ -1174,245 +991,6 @@ def invalid_reason(verdict) -> str:
     failed check with its message (what to do about it is in the message)."""
     failed = [c for c in verdict.checks if c.passed is False]
     return ("validity: " + "; ".join(f"{c.name}: {c.message}" for c in failed))[:1000]
-
-
-def _one_line(e: BaseException) -> str:
-    msg = getattr(e, "message", None) or str(e) or type(e).__name__
-    return " | ".join(line.strip() for line in msg.splitlines() if line.strip())[:500]
-
-
-class Progress:
-    """Point, phase and ETA on the terminal (rich), or plain lines when not a TTY."""
-
-    def __init__(self, console=None, enabled: bool = True):
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-        from rich.progress import Progress as RP
-
-        self.console = console or Console()
-        self.enabled = enabled
-        self.rp = RP(
-            TextColumn("[bold]{task.fields[pid]}[/]"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[phase]}"),
-            TimeElapsedColumn(),
-            TextColumn("ETA"),
-            TimeRemainingColumn(),
-            console=self.console,
-            transient=False,
-            disable=not enabled,
-        )
-        self.task = None
-
-    def __enter__(self):
-        self.rp.__enter__()
-        return self
-
-    def __exit__(self, *exc):
-        self.rp.__exit__(*exc)
-
-    def start(self, total: int, done: int) -> None:
-        self.task = self.rp.add_task("sweep", total=total, completed=done, pid="", phase="")
-
-    def point(self, p: Point) -> None:
-        if self.task is not None:
-            self.rp.update(self.task, pid=p.id, phase="")
-
-    def phase(self, name: str) -> None:
-        if self.task is not None:
-            self.rp.update(self.task, phase=name)
-
-    def advance(self) -> None:
-        if self.task is not None:
-            self.rp.advance(self.task)
-
-
-# Calibration: how busy the testbed keeps this machine's cores with no load; the
-# load's own share is what the run's highest load needs more of (calibrate.choose_k).
-CAL_IDLE_S = 1.0
-CAL_REST_MAX_S = 3.0  # the longest the calibration waits for the pollers' long naps (k <= 3,000 at 10 us)
-MAX_CALIBRATIONS = 3  # auto dilation: the first at the planned k, then at most two raises
-
-
-def _choose_dilation(runner: Runner, rd: RunDir, spec: Spec, shape: TestbedShape, cal: dict, log) -> None:
-    """`dilation.emulated: auto`: the k the calibration asks for (calibrate.choose_k).
-    When it is not the k planned with, the points are planned again at it, the sweep
-    starts over (nothing was measured yet) and the testbed is calibrated again at the
-    new k. The overheads do not stay what they were in testbed time (a larger k means a
-    lower rate, at which each hop more often wakes a sleeping process: measured 443 us
-    of round trip at k = 100, 797 at 2000), so that calibration is asked again: a k whose own overheads still
-    ask for more is raised, up to MAX_CALIBRATIONS calibrations in all, never lowered
-    (a smaller k was found wanting). The model beside each point takes the last one."""
-    from . import calibrate as cal_mod
-
-    whys: list[str] = []
-    for i in range(MAX_CALIBRATIONS):
-        k, why = cal_mod.choose_k(cal, spec, shape)
-        planned = runner.points[0].dilation
-        if k == planned or (i > 0 and k < planned):
-            whys.append(why if k == planned else f"{why}; k stays {planned:g}: a smaller k was found wanting")
-            break
-        if i == MAX_CALIBRATIONS - 1:
-            whys.append(f"{why}; k stays {planned:g}: a run calibrates at most {MAX_CALIBRATIONS} times")
-            break
-        whys.append(why)
-        log(f"dilation: {why}; planning the points again at k = {k:g}")
-        points = plan(spec, shape, k=k)
-        rd.sweep.unlink()
-        runner.points, runner.sweep = points, Sweep(rd.path, points, resume=False)
-        m = rd.read_manifest()
-        m["points"] = [asdict(p) for p in points]
-        rd.write_manifest(m)
-        again = runner.calibrate()
-        if again is None:  # logged; the model beside each point takes the defaults
-            break
-        # The CPU a request costs stands out best at the first calibration's rate (the
-        # highest: k grows, the calibration's rate falls); it is the same at every k.
-        cal = {**again, "cpu": cal["cpu"]} if "cpu" in cal else again
-    k = runner.points[0].dilation
-    log(f"dilation: k = {k:g}, after {len(whys)} calibration{'s' if len(whys) > 1 else ''}")
-    m = rd.read_manifest()
-    m["dilation"] = {"k": k, "auto": True, "why": " | at that k: ".join(whys)}
-    rd.write_manifest(m)
-
-
-PROBE_LOAD, PROBE_LOAD_MAX = 0.1, 0.5  # of the workers' capacity as the spec's costs give it
-PROBE_SAMPLES = 60  # of the rarest class: its mean service time to a few percent
-PROBE_MEASURE_S = (2.0, 60.0)
-
-
-def with_service(spec: Spec, service_us: dict[str, float]) -> Spec:
-    """The spec with each keys class's cost the measured mean service time (paper us)."""
-    from .spec import Keys
-
-    classes = []
-    for c in spec.workload.classes:
-        us = service_us.get(c.name)
-        if isinstance(c.service, Keys) and isinstance(us, (int, float)) and us > 0:
-            c = c.model_copy(update={"service": c.service.model_copy(update={"us_per_key": us / c.service.keys})})
-        classes.append(c)
-    return spec.model_copy(update={"workload": spec.workload.model_copy(update={"classes": classes})})
-
-
-def _probe_service(runner: Runner, rd: RunDir, spec: Spec, shape: TestbedShape, log) -> None:
-    """A real handler's service times are the testbed's, not the spec's: on the emulated
-    testbed an operation held k times its run time, asleep, then runs on cold caches
-    (docs/rocksdb.md), and a spec's costs may come from other hardware. One light point
-    of the spec's own classes measures each class's mean service time here; the loads
-    (capacity fractions), timeouts and windows are then planned from them, and the
-    manifest keeps both (`service`: planned and measured)."""
-    first = runner.points[0]
-    w = spec.workload
-    rarest = min(c.weight for c in w.classes) / sum(c.weight for c in w.classes)
-    k = first.dilation
-    # at the run's lightest load (within bounds): on a dilated testbed the idler a worker,
-    # the colder its caches and the longer its operations
-    fractions = [p.capacity_fraction for p in runner.points if p.capacity_fraction is not None]
-    load = min(PROBE_LOAD_MAX, max(PROBE_LOAD, min(fractions, default=PROBE_LOAD)))
-    rps = load * first.worker_threads / (w.mean_service_us * 1e-6 * k)
-    lo, hi = PROBE_MEASURE_S
-    measure_s = round(min(hi, max(lo, PROBE_SAMPLES / rarest / rps)), 3)
-    probe = replace(
-        first,
-        id="service-probe",
-        index=-1,
-        load_krps=round(rps * k / 1000, 6),
-        capacity_fraction=load,
-        offered_rps=round(rps, 3),
-        warmup_s=0.5,
-        measure_s=measure_s,
-        # the first point's program and quota, without adaptation: at quota 1 a slice of one
-        # worker stops for good when a task to it is lost (its one token never comes back)
-        params={**first.params, "adaptive": False},
-        phase_at_s=(),
-    )
-    log(
-        f"measuring the {first.handler} handler's service times on this testbed: {measure_s:g} s at "
-        f"{load:g} of the capacity the spec's costs give"
-    )
-    saved_points = runner.points
-    try:
-        runner._clear_leftovers(probe, 1)
-        runner.run_point(probe, probe=True)
-    except (RainmakerError, OSError, TimeoutError, ValueError, KeyError) as e:
-        runner.stop_all()
-        log(f"the service probe failed: {_one_line(e)}; the loads stay planned from the spec's costs")
-        return
-    finally:
-        runner.points = saved_points
-    measured: dict[str, float] = {}
-    for h in rd.service_probe.client_hosts():
-        summ = json.loads((rd.service_probe.client(h) / "summary.json").read_text())
-        for name, c in summ.get("classes", {}).items():
-            if c.get("received", 0) > 0 and c.get("mean_service_ns", 0) > 0:
-                measured.setdefault(name, []).append((c["received"], c["mean_service_ns"] / 1000 / k))
-    service = {n: sum(r * us for r, us in v) / sum(r for r, _ in v) for n, v in measured.items()}
-    missing = [c.name for c in w.classes if c.name not in service]
-    if missing:
-        log(f"the service probe got no answers for {', '.join(missing)}; the loads stay planned from the spec's costs")
-        return
-    new = with_service(spec, service)
-    planned = {c.name: c.service.mean_us for c in w.classes}
-    log(
-        "service times here (paper us, planned -> measured): "
-        + ", ".join(f"{n} {planned[n]:,.1f} -> {service[n]:,.1f}" for n in planned)
-    )
-    points = plan(new, shape, k=k)
-    rd.sweep.unlink()
-    runner.spec, runner.points, runner.sweep = new, points, Sweep(rd.path, points, resume=False)
-    m = rd.read_manifest()
-    m["spec"] = new.model_dump(mode="json")
-    m["points"] = [asdict(p) for p in points]
-    m["service"] = {
-        "planned_us": planned,
-        "measured_us": {n: round(v, 3) for n, v in service.items()},
-        "probe": asdict(probe),
-    }
-    rd.write_manifest(m)
-
-
-def _size_windows(runner: Runner, rd: RunDir, spec: Spec, shape: TestbedShape, log) -> None:
-    """`measure_max_s`: a point whose p99 the model predicts too uncertain at measure_s
-    (model_beside.window_for) measures longer, up to measure_max_s. Near saturation the
-    p99 of a short window varies far more than its order statistics say (0.85 of
-    capacity, 20 s at k = 1000: 19% from draw to draw), and the p99_ci check says so
-    after the fact; here the run asks for the window before it measures. The sweep is
-    planned again (nothing was measured yet) and the manifest keeps each point's window
-    and why (`windows`), which a resumed run applies again."""
-    from . import model_beside
-    from .validity import thresholds_of
-
-    longest = spec.durations(shape.emulated).measure_max_s
-    if longest is None:
-        return
-    th = thresholds_of(spec.validity)
-    m = rd.read_manifest()
-    windows, points = {}, []
-    for p in runner.points:
-        seconds, why = model_beside.window_for(asdict(p), m, spec, th["max_p99_ci_width"], longest, th["ci_confidence"])
-        windows[p.id] = {"measure_s": seconds, "why": why}
-        if seconds != p.measure_s:
-            log(f"{p.id}: measures {seconds:g} s instead of {p.measure_s:g}: {why}")
-        points.append(replace(p, measure_s=seconds))
-    m["windows"] = windows
-    if points != runner.points:
-        rd.sweep.unlink()
-        runner.points, runner.sweep = points, Sweep(rd.path, points, resume=False)
-        m["points"] = [asdict(p) for p in points]
-    rd.write_manifest(m)
-
-
-def with_windows(points: list[Point], manifest: dict) -> list[Point]:
-    """The points with the windows a run sized for them (_size_windows), on resume."""
-    w = manifest.get("windows")
-    if not isinstance(w, dict):
-        return points
-    out = []
-    for p in points:
-        s = (w.get(p.id) or {}).get("measure_s") if isinstance(w.get(p.id), dict) else None
-        out.append(replace(p, measure_s=float(s)) if isinstance(s, (int, float)) and s > 0 else p)
-    return out
 
 
 def run(
@@ -1514,17 +1092,17 @@ def run(
                         fix="check the testbed with `rainmaker provision --verify` and `rainmaker switch status`",
                     )
                 if auto:
-                    _choose_dilation(runner, rd, spec, shape, cal, log)
+                    choose_dilation(runner, rd, spec, shape, cal, log)
                 return run_dir
             if inv.shared_system and calibrate and resume is None:  # a resumed run keeps its own
                 cal = runner.calibrate()
                 if auto and cal is not None:
-                    _choose_dilation(runner, rd, spec, shape, cal, log)
+                    choose_dilation(runner, rd, spec, shape, cal, log)
             if resume is None and points and points[0].handler == "rocksdb":
-                _probe_service(runner, rd, spec, shape, log)
+                probe_service(runner, rd, spec, shape, log)
                 spec = runner.spec
             if resume is None:
-                _size_windows(runner, rd, spec, shape, log)
+                size_windows(runner, rd, spec, shape, log)
             runner.sweep_all()
         except KeyboardInterrupt:
             log(f"interrupted: done points are kept; continue with `rainmaker run {spec_path} --resume {run_dir}`")

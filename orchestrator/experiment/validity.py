@@ -48,9 +48,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import layout
-from .analyze import ALL, PointData, load_point, p99_interval
+from . import layout, points
 from .layout import PointDir
+from .points import ALL, PointData, load_point, p99_interval
 
 # Thresholds the spec's `validity:` section does not carry (the spec's defaults and
 # fields come first: orchestrator/experiment/spec.py, Validity).
@@ -320,7 +320,7 @@ def check_samples(data: PointData, min_n: int) -> Check:
 
 
 def check_p99_ci(data: PointData, max_width: float, confidence: float) -> Check:
-    """The p99's confidence interval (analyze.p99_interval): the wider of the order
+    """The p99's confidence interval (points.p99_interval): the wider of the order
     statistics' and the draw-to-draw spread the model beside a measured point gives."""
     if not data.latency:
         return Check("p99_ci", False, None, max_width, "no latency histograms")
@@ -599,7 +599,7 @@ def check_model_agreement(data: PointData, tol: float) -> Check:
     from . import model_beside
 
     name = "model_agreement"
-    info = model_beside.read_info(data.dir)
+    info = points.read_model_info(data.dir)
     if info is None:
         return Check(
             name,
@@ -611,7 +611,7 @@ def check_model_agreement(data: PointData, tol: float) -> Check:
         )
     if info.get("error"):
         return Check(name, None, None, tol, f"not run: the model could not be computed: {info['error']}")
-    model = model_beside.load(data.dir)
+    model = points.load_model(data.dir)
     lat = data.latency.get(ALL)
     mlat = model.latency.get(ALL) if model is not None else None
     if mlat is None or not mlat.total:
@@ -648,12 +648,9 @@ def check_model_agreement(data: PointData, tol: float) -> Check:
     return Check(name, ok, ratio, tol, msg, detail)
 
 
-SIMULATED_TOOL = "rainmaker simulate"  # summary.json's "tool" of a simulated point (orchestrator/simulate)
-
-
 def simulated(data: PointData) -> bool:
     """The point ran on the simulated testbed: every client summary says so."""
-    return bool(data.summaries) and all(s.get("tool") == SIMULATED_TOOL for s in data.summaries.values())
+    return bool(data.summaries) and all(s.get("tool") == layout.SIMULATED_TOOL for s in data.summaries.values())
 
 
 def simulated_checks(data: PointData, arrival: str | None, alpha: float, tol: float) -> list[Check]:

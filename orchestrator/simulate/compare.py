@@ -20,9 +20,10 @@ from matplotlib import rc_context
 from matplotlib.figure import Figure
 
 from ..errors import UsageError
-from ..experiment.analyze import ALL, aggregate, experiment_name, read_summary, spec_of, testbed_kind
+from ..experiment.analyze import aggregate, read_summary
 from ..experiment.layout import RunDir
 from ..experiment.plots import MARKERS, _curves, _legend, _scale, _slo_line
+from ..experiment.points import ALL, experiment_name, spec_of, testbed_kind
 
 KINDS = ("p99_vs_load", "p99_slowdown_vs_load", "p99_per_class", "queue_depth")
 

@@ -11,6 +11,7 @@ testbed where one agent runs per host, and its decisions are applied in the core
 from __future__ import annotations
 
 import ctypes as C
+import hashlib
 import math
 import time
 from dataclasses import dataclass, field
@@ -505,3 +506,15 @@ def run(sp: SimPoint, controllers: list[Controller] | None = None) -> SimResult:
         return sim.result(decisions)
     finally:
         sim.close()
+
+
+def core_hash() -> str:
+    """sha256 of what decides a simulated point: the C core and the Python model."""
+    h = hashlib.sha256()
+    here = Path(__file__).resolve().parent
+    files = sorted((here / "core").glob("*.[ch]")) + sorted((here / "core").glob("Makefile"))
+    files += [here / n for n in ("model.py", "engine.py", "policies.py") if (here / n).exists()]
+    for p in files:
+        h.update(str(p.relative_to(here)).encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()

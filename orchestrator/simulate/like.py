@@ -23,9 +23,9 @@ import dataclasses
 from pathlib import Path
 
 from ..errors import UsageError
-from ..experiment.analyze import spec_of, testbed_kind
 from ..experiment.layout import RunDir
 from ..experiment.plan import Point
+from ..experiment.points import spec_of, testbed_kind
 from ..experiment.spec import Dilation, Spec
 
 VETH_HOP_NS = 2_000  # testbed time: half a DPDK ping-pong's p50 over one veth (docs/emulation.md, Limits)
@@ -102,9 +102,8 @@ def paper_point(p: dict) -> Point:
 
 
 def plan_like(spec: Spec | None, run_dir: Path, *, ideal: bool = False):
-    """The Plan (runner.Plan) of a measured run's points on the simulated testbed."""
-    from .model import Network
-    from .runner import Plan
+    """The Plan (model.Plan) of a measured run's points on the simulated testbed."""
+    from .model import Network, Plan
 
     rd = RunDir(run_dir).check()
     m = rd.read_manifest()

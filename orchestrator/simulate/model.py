@@ -266,3 +266,16 @@ def build(
         # or held: ring slots - the largest registered quota (switch/control/controller.py)
         policy_params={**point.params, "large_cap": RING_SLOTS - quota} if rain else dict(point.params),
     )
+
+
+@dataclass
+class Plan:
+    """The points of a simulated run and what builds their SimPoints."""
+
+    spec: Spec
+    points: list[Point]
+    worker_hosts: int
+    threads_per_host: int
+    network: Network
+    like: dict | None = None  # like.py: the measured run's identity
+    extra: dict = field(default_factory=dict)

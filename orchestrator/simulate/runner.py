@@ -24,25 +24,26 @@ ones: `rainmaker simulate SPEC --resume RUN_DIR` continues (exit status 130).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import platform
 import signal
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import RainmakerError, UsageError
 from ..experiment import layout
 from ..experiment.layout import RunDir
-from ..experiment.plan import Point, TestbedShape, plan
-from ..experiment.run import git_state
+from ..experiment.plan import TestbedShape, plan
+from ..experiment.provenance import git_state
 from ..experiment.spec import Dilation, Spec
 from ..experiment.spec import load as load_spec
 from ..experiment.sweep import DONE, FAILED, Sweep
+from .engine import core_hash
+from .model import Plan
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -66,19 +67,6 @@ class Options:
 
     def as_dict(self) -> dict:
         return asdict(self)
-
-
-@dataclass
-class Plan:
-    """The points of a simulated run and what builds their SimPoints."""
-
-    spec: Spec
-    points: list[Point]
-    worker_hosts: int
-    threads_per_host: int
-    network: Any  # model.Network
-    like: dict | None = None  # like.py: the measured run's identity
-    extra: dict = field(default_factory=dict)
 
 
 def supported_or_explain(spec: Spec) -> None:
@@ -157,17 +145,6 @@ def plan_points(spec: Spec, opts: Options) -> Plan:
 # -- provenance ----------------------------------------------------------------------------
 
 
-def core_hash() -> str:
-    """sha256 of what decides a simulated point: the C core and the Python model."""
-    h = hashlib.sha256()
-    files = sorted((HERE / "core").glob("*.[ch]")) + sorted((HERE / "core").glob("Makefile"))
-    files += [HERE / n for n in ("model.py", "engine.py", "policies.py") if (HERE / n).exists()]
-    for p in files:
-        h.update(str(p.relative_to(HERE)).encode())
-        h.update(p.read_bytes())
-    return h.hexdigest()
-
-
 def _versions() -> dict:
     import importlib.metadata as md
 
@@ -229,9 +206,9 @@ def simulate_point(sp, point: dict) -> dict[str, bytes]:
 
 def _quiet_sigint() -> None:
     # Ctrl-C reaches the whole foreground process group: the parent handles it and
-    # stops the workers; a worker dying of it first would only break the pool. A forked
-    # worker also inherits the CLI's SIGTERM/SIGHUP handler (cli.py), which would turn
-    # the pool's own terminate() into a KeyboardInterrupt inside a point: they kill.
+    # stops the workers; a worker dying of it first would only break the pool. The
+    # pool's own terminate() must kill a worker, never become a KeyboardInterrupt
+    # inside a point, whatever handlers the worker's process started with.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
@@ -519,7 +496,8 @@ def invalid_reason(verdict) -> str:
 
 def _collect(pool, tasks, rd: RunDir, sweep: Sweep, spec: Spec, log: Callable[[str], None]) -> None:
     """Write each point as its result arrives, then its verdict and its sweep state."""
-    from .writer import write
+    from ..experiment.validity import check_point
+    from . import writer
 
     n, done = len(tasks), 0
     for pid, files in pool.run(tasks, sweep.start):
@@ -529,7 +507,8 @@ def _collect(pool, tasks, rd: RunDir, sweep: Sweep, spec: Spec, log: Callable[[s
             sweep.finish(pid, FAILED, why[:1000])
             log(f"[{done}/{n}] {pid}: failed: {why}")
             continue
-        verdict = write(rd.point(pid), files, spec.validity)
+        point = writer.write(rd.point(pid), files)
+        verdict = check_point(rd.point(pid).path, point | {"status": "done"}, spec.validity)
         timing = json.loads(files[layout.TIMING])
         sweep.finish(pid, DONE, None if verdict.valid else invalid_reason(verdict), valid=verdict.valid)
         p99 = timing.get("p99_us")

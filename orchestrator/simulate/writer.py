@@ -39,8 +39,8 @@ import numpy as np
 
 from ..experiment import layout
 from ..experiment.histograms import DEFAULT, HIGHEST, Hist
+from ..experiment.layout import SIMULATED_TOOL as TOOL  # how validity tells a simulated point
 from ..experiment.layout import PointDir
-from ..experiment.validity import SIMULATED_TOOL as TOOL  # how validity tells a simulated point
 
 if TYPE_CHECKING:
     from .engine import SimResult
@@ -363,11 +363,9 @@ def _worker_row(w: dict) -> dict:
     return {k: int(w[k]) if isinstance(w.get(k), (bool, int, np.integer, float)) else w.get(k) for k in keys}
 
 
-def write(pd: PointDir, files: dict[str, bytes], spec_validity=None):
-    """Write the rendered files into an empty point folder, then its verdict
-    (validity.json, the same checks as a measured point's). Returns the Verdict."""
-    from ..experiment.validity import check_point
-
+def write(pd: PointDir, files: dict[str, bytes]) -> dict:
+    """Write the rendered files into an empty point folder; return its point.json. Its
+    verdict is the caller's (validity.check_point, as for a measured point)."""
     pd.fresh()
     for rel, content in files.items():
         p = pd.path / rel
@@ -375,8 +373,7 @@ def write(pd: PointDir, files: dict[str, bytes], spec_validity=None):
         tmp = p.with_name(f".{p.name}.tmp")
         tmp.write_bytes(content)
         tmp.replace(p)
-    point = json.loads(files[layout.POINT])
-    return check_point(pd.path, point | {"status": "done"}, spec_validity)
+    return json.loads(files[layout.POINT])
 
 
 def point_files(path: Path) -> list[str]:

@@ -9,7 +9,8 @@ import json
 import pytest
 
 from orchestrator.experiment.layout import RunDir
-from orchestrator.experiment.run import Progress, run
+from orchestrator.experiment.progress import Progress
+from orchestrator.experiment.run import run
 from tests.faults import Faults
 from tests.integration.test_sweep import spec_file
 

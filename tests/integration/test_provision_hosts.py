@@ -25,7 +25,7 @@ from orchestrator import cli
 from orchestrator import provision as provision_mod
 from orchestrator.deploy import VERSION, bundle
 from orchestrator.errors import ProvisionError
-from orchestrator.experiment import run as run_mod
+from orchestrator.experiment import machines
 from orchestrator.inventory import load
 from orchestrator.provision import VERIFY, provision
 from tests.cli import rainmaker
@@ -118,10 +118,10 @@ def test_check_reports_what_would_change_and_changes_nothing(converged):
 def test_run_after_provision_copies_nothing_and_records_the_facts(converged):
     inv, _ = converged
     logs: list[str] = []
-    tb = run_mod.Testbed(inv)
+    tb = machines.Testbed(inv)
     try:
-        run_mod.deploy(tb, logs.append)
-        facts = run_mod.host_facts(tb)
+        machines.deploy(tb, logs.append)
+        facts = machines.host_facts(tb)
     finally:
         tb.close()
     assert logs == [f"bundle {bundle().digest} already on all {len(inv.hosts)} hosts"]

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orchestrator.experiment.run import Progress, run
+from orchestrator.experiment.progress import Progress
+from orchestrator.experiment.run import run
 from orchestrator.experiment.sweep import Sweep
 from orchestrator.inventory import load
 

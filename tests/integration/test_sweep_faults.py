@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator import switchd
-from orchestrator.experiment.run import Progress, run
+from orchestrator.experiment.progress import Progress
+from orchestrator.experiment.run import run
 from orchestrator.experiment.sweep import Sweep
 from tests.faults import Faults
 from tests.integration.test_sweep import spec_file

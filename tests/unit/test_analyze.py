@@ -18,7 +18,6 @@ from orchestrator.experiment.analyze import (
     EVENTS_COUNTER,
     aggregate,
     analyze,
-    load_point,
     mean_quota,
     queue_depths,
     queuing_ratio,
@@ -27,6 +26,7 @@ from orchestrator.experiment.analyze import (
 )
 from orchestrator.experiment.histograms import DEFAULT, Hist, _tables, read_hlog
 from orchestrator.experiment.layout import PointDir
+from orchestrator.experiment.points import load_point
 
 from .results_fixture import (
     counters,

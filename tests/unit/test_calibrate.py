@@ -216,9 +216,9 @@ class _Runner:
     ],
 )
 def test_auto_dilation_checks_its_k_at_that_k(tmp_path, overhead_at, ks, k_final):
+    from orchestrator.experiment.dilation import MAX_CALIBRATIONS, choose_dilation
     from orchestrator.experiment.layout import RunDir
     from orchestrator.experiment.plan import TestbedShape, plan
-    from orchestrator.experiment.run import MAX_CALIBRATIONS, _choose_dilation
     from orchestrator.experiment.sweep import Sweep
 
     spec = _spec(emulated={"warmup_s": 1, "measure_s": 200})  # a window that holds k = 10,000
@@ -230,7 +230,7 @@ def test_auto_dilation_checks_its_k_at_that_k(tmp_path, overhead_at, ks, k_final
     runner.sweep = Sweep(tmp_path, points, resume=False)
     rd.sweep.write_text("{}")  # the sweep file a run has by then: planning again replaces it
     log = []
-    _choose_dilation(runner, rd, spec, shape, _cal(overhead_at(100.0)), log.append)
+    choose_dilation(runner, rd, spec, shape, _cal(overhead_at(100.0)), log.append)
     assert runner.calibrated == ks
     assert len(runner.calibrated) <= MAX_CALIBRATIONS - 1  # the first calibration was the run's own
     m = rd.read_manifest()

@@ -15,7 +15,7 @@ import pytest
 
 from orchestrator import deploy as dep
 from orchestrator.errors import UsageError
-from orchestrator.experiment import run as run_mod
+from orchestrator.experiment import machines
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -157,7 +157,7 @@ class FakeHost:
         self.puts: list[str] = []
 
     def run(self, argv, *, timeout, check=True):
-        assert argv[:2] == ["sh", "-c"] and argv[2] == run_mod._SH_HASHES
+        assert argv[:2] == ["sh", "-c"] and argv[2] == machines._SH_HASHES
         root, dests = argv[4], argv[5:]
         assert root == str(self.target.deploy_root)
         lines = [f"{hashlib.sha256(self.files[d]).hexdigest()}  {d}" for d in dests if d in self.files]
@@ -180,7 +180,7 @@ class FakeTestbed:
 @pytest.fixture
 def fake_tb(repo, monkeypatch):
     real = dep.bundle
-    monkeypatch.setattr(run_mod, "bundle", lambda build="local", *, stage=None: real(build, repo=repo, stage=stage))
+    monkeypatch.setattr(machines, "bundle", lambda build="local", *, stage=None: real(build, repo=repo, stage=stage))
     hosts = {"client0": FakeHost("client0", "/opt/rm/client0"), "worker0": FakeHost("worker0", "/opt/rm/worker0")}
     inv = SimpleNamespace(deploy=SimpleNamespace(build="local"), hosts=[SimpleNamespace(name=n) for n in hosts])
     return FakeTestbed(inv, hosts)
@@ -188,26 +188,26 @@ def fake_tb(repo, monkeypatch):
 
 def test_deploy_copies_everything_once_then_nothing(fake_tb, repo):
     logs: list[str] = []
-    run_mod.deploy(fake_tb, logs.append)
+    machines.deploy(fake_tb, logs.append)
     b = dep.bundle("local", repo=repo)
     for h in fake_tb.remotes.values():
         assert set(h.puts) == {f.dest for f in b.files} | {"agent/VERSION"}
         assert h.puts[-1] == "agent/VERSION"  # written last, once the files are in place
         assert h.files["agent/VERSION"] == (b.digest + "\n").encode()
         h.puts.clear()
-    run_mod.deploy(fake_tb, logs.append)
+    machines.deploy(fake_tb, logs.append)
     assert all(h.puts == [] for h in fake_tb.remotes.values())
     assert logs[-1] == f"bundle {b.digest} already on all 2 hosts"
 
 
 def test_deploy_replaces_a_changed_file_even_when_version_matches(fake_tb):
-    run_mod.deploy(fake_tb, lambda m: None)
+    machines.deploy(fake_tb, lambda m: None)
     for h in fake_tb.remotes.values():
         h.puts.clear()
     w = fake_tb.remotes["worker0"]
     w.files["agent/hosts/agent/common.py"] += b"# changed on the host\n"
     del w.files["bin/rain-worker"]
-    run_mod.deploy(fake_tb, lambda m: None)
+    machines.deploy(fake_tb, lambda m: None)
     assert w.puts == ["bin/rain-worker", "agent/hosts/agent/common.py", "agent/VERSION"]
     assert w.files["agent/hosts/agent/common.py"] == (REPO / "hosts/agent/common.py").read_bytes()
     assert fake_tb.remotes["client0"].puts == []
@@ -216,7 +216,7 @@ def test_deploy_replaces_a_changed_file_even_when_version_matches(fake_tb):
 def test_deploy_with_a_build_on_the_host_refuses_stale_binaries(fake_tb):
     fake_tb.inv.deploy.build = "host"
     with pytest.raises(UsageError) as e:
-        run_mod.deploy(fake_tb, lambda m: None)
+        machines.deploy(fake_tb, lambda m: None)
     assert "provision --tags deploy" in e.value.fix
     assert all(h.puts == [] for h in fake_tb.remotes.values())
 
@@ -229,14 +229,14 @@ def test_the_hashing_command_reports_sums_and_version_and_never_fails(tmp_path):
     (root / "agent/VERSION").write_text("abc123\n")
     (root / "bin").mkdir()
     (root / "bin/rain-client").write_bytes(b"x")
-    argv = ["sh", "-c", run_mod._SH_HASHES, "sh", str(root), "bin/rain-client", "bin/rain-worker", "agent/a b.py"]
+    argv = ["sh", "-c", machines._SH_HASHES, "sh", str(root), "bin/rain-client", "bin/rain-worker", "agent/a b.py"]
     r = subprocess.run(argv, capture_output=True, text=True)
     assert r.returncode == 0
     assert dep.parse_sha256sum(r.stdout) == {"bin/rain-client": hashlib.sha256(b"x").hexdigest()}
     assert r.stdout.splitlines()[-1] == "version=abc123"
     # No deploy root yet: no sums, an empty version, still status 0.
     r = subprocess.run(
-        ["sh", "-c", run_mod._SH_HASHES, "sh", str(tmp_path / "nothing"), "bin/rain-client"],
+        ["sh", "-c", machines._SH_HASHES, "sh", str(tmp_path / "nothing"), "bin/rain-client"],
         capture_output=True,
         text=True,
     )

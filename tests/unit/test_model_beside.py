@@ -15,9 +15,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from orchestrator.experiment import layout, model_beside
-from orchestrator.experiment.analyze import MODEL_COLUMNS, analyze, load_point
+from orchestrator.experiment import layout, model_beside, points
+from orchestrator.experiment.analyze import MODEL_COLUMNS, analyze
 from orchestrator.experiment.layout import RunDir
+from orchestrator.experiment.points import load_point
 from orchestrator.experiment.report import render_markdown
 from orchestrator.experiment.spec import Spec, SpecError, load
 from orchestrator.experiment.validity import check_point
@@ -93,7 +94,7 @@ def measure(run: Path, pid: str, p99_paper_us: float, n: int = 20_000) -> None:
 
 
 def model_p99(run: Path, pid: str) -> float:
-    return model_beside.load(RunDir(run).point(pid)).latency["all"].percentile(99.0) / 1000.0
+    return points.load_model(RunDir(run).point(pid)).latency["all"].percentile(99.0) / 1000.0
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +124,7 @@ def test_the_model_is_written_beside_the_measurement_in_a_simulated_points_layou
         f"{layout.SWITCH}/{layout.SNAPSHOT}",
     ):
         assert (m / rel).is_file(), rel
-    info = model_beside.read_info(pd_)
+    info = points.read_model_info(pd_)
     assert "error" not in info
     # the emulated testbed's network at k = 100 (like.py): a hop of 2 us + half a 50 us nap, / k
     assert info["network"]["client_switch_ns"] == 270 and "k = 100" in info["network_from"]
@@ -258,7 +259,7 @@ def test_a_model_that_cannot_be_computed_says_why_and_the_check_does_not_run(tmp
     run = measured_run(tmp_path / "a", fracs=(0.3,), system="pallas")
     pd_ = RunDir(run).point("pallas-f0.3-r1")
     info = model_beside.write(pd_, pd_.read_point(), RunDir(run).read_manifest())
-    assert "pallas" in info["error"] and model_beside.load(pd_) is None
+    assert "pallas" in info["error"] and points.load_model(pd_) is None
     measure(run, "pallas-f0.3-r1", 40.0)
     c = check_point(pd_.path, None, SPEC["validity"], write=False).check("model_agreement")
     assert c.passed is None and "could not be computed" in c.message and "pallas" in c.message
@@ -387,7 +388,7 @@ def test_the_model_replays_the_requests_the_clients_drew(tmp_path):
     assert info["requests"] == 5000 and info["requests_from"].startswith("the 5,000 requests the clients drew")
     # the measured window itself (1 s + 4 s of testbed time at k = 100), not a stretched one
     assert info["warmup_s"] == pytest.approx(0.01) and info["measure_s"] == pytest.approx(0.04)
-    data = model_beside.load(pd_)
+    data = points.load_model(pd_)
     # 4,000 requests in the window, 2% of them 300 us long: the p99 is theirs (an exponential
     # 10 us draw would put it near 50 us); no request shorter than its 5 us service
     assert data.latency["all"].total == 4000

@@ -13,8 +13,9 @@ import pandas as pd
 import pytest
 
 from orchestrator.experiment import segments
-from orchestrator.experiment.analyze import load_point, queue_depths, queuing_ratio
+from orchestrator.experiment.analyze import queue_depths, queuing_ratio
 from orchestrator.experiment.layout import PointDir, RunDir
+from orchestrator.experiment.points import load_point
 from orchestrator.experiment.validity import WINDOW_CHECKS, check_point
 from tests.unit.results_fixture import (
     counters,

@@ -354,7 +354,8 @@ def test_a_time_varying_adaptive_spec_is_simulated_with_its_moves_and_drawn(tmp_
 def test_a_time_varying_point_is_reported_per_phase(tmp_path):
     """Each phase's requests on their own: the static point's tail grows with the
     overloaded slice's load, the adaptive one's slice 0 ends larger, and report.md says so."""
-    from orchestrator.experiment.analyze import load_point, phase_rows
+    from orchestrator.experiment.analyze import phase_rows
+    from orchestrator.experiment.points import load_point
     from orchestrator.simulate.runner import simulate
 
     spec = tmp_path / "phases.yaml"

@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 
 from orchestrator.experiment import layout
-from orchestrator.experiment.analyze import analyze, load_point
+from orchestrator.experiment.analyze import analyze
 from orchestrator.experiment.histograms import Hist
 from orchestrator.experiment.layout import RunDir
+from orchestrator.experiment.points import load_point
 from orchestrator.experiment.validity import check_point
 from orchestrator.simulate import writer
 
@@ -140,7 +141,9 @@ def run_folder(tmp_path, r: NS):
     )
     pid = r.point.point_id
     (run / "sweep.json").write_text(json.dumps({"points": {pid: {"status": "done", "digest": "0" * 16}}}))
-    verdict = writer.write(RunDir(run).point(pid), writer.render(r, point_dict(r)), {"max_p99_ci_width": 0.5})
+    pd = RunDir(run).point(pid)
+    point = writer.write(pd, writer.render(r, point_dict(r)))  # as the runner does: write, then judge
+    verdict = check_point(pd.path, point | {"status": "done"}, {"max_p99_ci_width": 0.5})
     return run, verdict
 
 

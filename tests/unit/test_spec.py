@@ -324,7 +324,7 @@ def test_needs_names_features(tmp_path):
 
 
 def test_a_runs_sized_windows_are_applied_again_on_resume(tmp_path):
-    from orchestrator.experiment.run import with_windows
+    from orchestrator.experiment.dilation import with_windows
 
     spec = load(write(tmp_path, base()))
     pts = plan(spec, TestbedShape(worker_hosts=2, client_hosts=1, emulated=True))

@@ -95,3 +95,68 @@ def test_the_import_reader_sees_a_forbidden_import(tmp_path, monkeypatch):
     f.write_text("from ...orchestrator import cli\nfrom .. import ctl\nimport grpc\n")
     monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
     assert imports(f) == ["orchestrator", "hosts", "grpc"]
+
+
+def _module_graph(folder: str) -> dict[str, set[str]]:
+    """Module -> the modules of `folder` it imports, anywhere in it (in a function too, or
+    for type checking only): `from . import x` names the module x where there is one."""
+    mods = {}
+    for p in sources(folder):
+        parts = list(p.relative_to(REPO).with_suffix("").parts)
+        mods[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = p
+    graph: dict[str, set[str]] = {m: set() for m in mods}
+    for m, p in mods.items():
+        package = m if p.name == "__init__.py" else m.rpartition(".")[0]
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, ast.Import):
+                named = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+                mod = ".".join(base + ([node.module] if node.module else []))
+                named = [f"{mod}.{a.name}" if f"{mod}.{a.name}" in mods else mod for a in node.names]
+            else:
+                continue
+            graph[m] |= {n for n in named if n in mods and n != m}
+    return graph
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while (w := stack.pop()) != v:
+                comp.append(w)
+            if comp:
+                out.append(sorted([v, *comp]))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_circle_in_the_orchestrator():
+    # Results are read (points), modelled (model_beside, using the simulator), judged
+    # (validity), analysed, drawn and reported, each depending one way; the simulator
+    # never imports what reads its own output back.
+    circles = _circles(_module_graph("orchestrator"))
+    assert not circles, "\n".join(" <-> ".join(c) for c in circles)
+
+
+def test_the_circle_finder_finds_one():
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _circles({"a": {"b"}, "b": set()}) == []

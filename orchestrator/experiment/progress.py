@@ -1,0 +1,52 @@
+"""The progress display of a sweep: points done and to do, the current point and phase."""
+
+from __future__ import annotations
+
+from .plan import Point
+
+
+class Progress:
+    """Point, phase and ETA on the terminal (rich), or plain lines when not a TTY."""
+
+    def __init__(self, console=None, enabled: bool = True):
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+        from rich.progress import Progress as RP
+
+        self.console = console or Console()
+        self.enabled = enabled
+        self.rp = RP(
+            TextColumn("[bold]{task.fields[pid]}[/]"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[phase]}"),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=self.console,
+            transient=False,
+            disable=not enabled,
+        )
+        self.task = None
+
+    def __enter__(self):
+        self.rp.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self.rp.__exit__(*exc)
+
+    def start(self, total: int, done: int) -> None:
+        self.task = self.rp.add_task("sweep", total=total, completed=done, pid="", phase="")
+
+    def point(self, p: Point) -> None:
+        if self.task is not None:
+            self.rp.update(self.task, pid=p.id, phase="")
+
+    def phase(self, name: str) -> None:
+        if self.task is not None:
+            self.rp.update(self.task, phase=name)
+
+    def advance(self) -> None:
+        if self.task is not None:
+            self.rp.advance(self.task)
