@@ -112,7 +112,9 @@ struct rc_run {
 	uint64_t mbuf_failed;      /* no mbuf: the send is retried later */
 	uint64_t handoff_out;      /* replies handed to the lcore owning their client_id */
 	uint64_t handoff_full;
-	uint64_t unknown_reply;    /* no such outstanding request (duplicate, or stale after reuse) */
+	uint64_t unknown_reply;    /* no such request: its table entry reused by a later one (stale) */
+	uint64_t dup_reply;        /* a second answer to a request already answered */
+	uint64_t warmup_late_reply; /* an answer after its warm-up request timed out (not measured) */
 	uint64_t other_point;      /* answers (and FETCHes) for another point's request: another epoch */
 	uint64_t kv_no_result;     /* a kv request answered without its result (counted failed) */
 	uint64_t foreign;          /* replies for another client host, or an lcore that does not exist */

@@ -522,10 +522,18 @@ static void complete(struct rc_lcore *lc, const struct rain_view *v, uint64_t t)
 		return;
 	struct rc_req *e = &lc->tab[id & lc->mask];
 	if (e->id != id || (e->state != RQ_SENT && e->state != RQ_RESENT)) {
-		if (e->id == id && e->state == RQ_TIMEDOUT && (e->flags & RQ_F_MEASURED))
+		/* Each case apart, so that a run folder says which it was (a lost task's answer
+		 * arriving late is benign; a second answer means a task ran twice). */
+		if (e->id != id)
+			lc->run.unknown_reply++; /* the entry is a later request's now */
+		else if (e->state == RQ_TIMEDOUT && (e->flags & RQ_F_MEASURED))
 			lc->cnt[e->cls].late_reply++;
+		else if (e->state == RQ_TIMEDOUT)
+			lc->run.warmup_late_reply++;
+		else if (e->state == RQ_DONE)
+			lc->run.dup_reply++;
 		else
-			lc->run.unknown_reply++; /* a duplicate, or an entry reused long ago */
+			lc->run.unknown_reply++;
 		return;
 	}
 	struct rc_counters *k = &lc->cnt[e->cls];

@@ -213,6 +213,8 @@ int rc_write_results(const struct rc_config *cfg, bool partial, uint64_t start_u
 		run.handoff_out += lc->run.handoff_out;
 		run.handoff_full += lc->run.handoff_full;
 		run.unknown_reply += lc->run.unknown_reply;
+		run.dup_reply += lc->run.dup_reply;
+		run.warmup_late_reply += lc->run.warmup_late_reply;
 		run.other_point += lc->run.other_point;
 		run.kv_no_result += lc->run.kv_no_result;
 		run.foreign += lc->run.foreign;
@@ -330,7 +332,7 @@ int rc_write_results(const struct rc_config *cfg, bool partial, uint64_t start_u
 		"\"mbuf_failed\": %llu, \"handoff\": %llu, \"handoff_full\": %llu, \"unknown_reply\": %llu, "
 		"\"foreign\": %llu, \"unexpected_kind\": %llu, \"fetches\": %llu, \"fetch_unknown\": %llu, "
 		"\"fetch_dropped\": %llu, \"max_outstanding_seen\": %llu, \"trace_dropped\": %llu, \"kv_no_result\": %llu, "
-		"\"other_point\": %llu},\n",
+		"\"other_point\": %llu, \"dup_reply\": %llu, \"warmup_late_reply\": %llu},\n",
 		(unsigned long long)run.tx_frames, (unsigned long long)run.rx_frames,
 		(unsigned long long)run.tx_retries, (unsigned long long)run.mbuf_failed,
 		(unsigned long long)run.handoff_out, (unsigned long long)run.handoff_full,
@@ -339,7 +341,8 @@ int rc_write_results(const struct rc_config *cfg, bool partial, uint64_t start_u
 		(unsigned long long)run.fetch_unknown, (unsigned long long)run.fetch_dropped,
 		(unsigned long long)run.max_outstanding_seen,
 		(unsigned long long)trace_dropped, (unsigned long long)run.kv_no_result,
-		(unsigned long long)run.other_point);
+		(unsigned long long)run.other_point, (unsigned long long)run.dup_reply,
+		(unsigned long long)run.warmup_late_reply);
 	json_port(f, cfg->port_id);
 	json_realtime(f, cfg);
 	fprintf(f, "  \"drops\": {");
