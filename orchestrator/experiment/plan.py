@@ -12,6 +12,7 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 
 from ..errors import Problem
+from ..systems import get as get_system
 from .spec import Spec, SpecError, capacity_krps, fmt_load
 
 # What one client host can send, in testbed requests/s: a DPDK client core on a real
@@ -108,7 +109,7 @@ def plan(spec: Spec, shape: TestbedShape, *, k: float | None = None) -> list[Poi
                         measure_s=d.measure_s,
                         handler=handler,
                         worker_threads=threads,
-                        params=(rain if system == "rain" else baseline).model_dump(),
+                        params=(rain if get_system(system).params_block == "rain" else baseline).model_dump(),
                         phase_at_s=at,
                     )
                     if at:  # the load is what the clients send: the phases' mean rate over the window

@@ -31,7 +31,7 @@ from ..errors import RainmakerError, UsageError, one_line
 from ..inventory import Host, Inventory
 from ..remote import Background
 from ..simulate.model import RING_SLOTS, client_timeout_us
-from ..simulate.policies import BASELINE_QUEUE
+from ..systems import get as get_system
 from ..testbed.cpu import cores, mark, steal_s, used_s
 from ..testbed.measure_lock import measuring
 from . import layout, outcome, segments
@@ -65,12 +65,6 @@ NOT_YET = {
     "run with systems: [rain]",
 }
 REMOTE_PYTHON = "python3"  # the host's own Python runs the agents (standard library only)
-# What each system's workers do (rain-worker --mode): tokens, reports of their depth,
-# pulls when idle, or nothing but run what is pushed (the Rain paper, section 5.2).
-WORKER_MODE = {"rain": "rain", "r2p2": "report", "racksched": "report", "draconis": "pull", "pallas": "push"}
-# One recirculation pass of a Tofino pipe, paper time: the emulated R2P2-SW switch holds a
-# recirculated task this long, dilated (without it, a task at its bound spins the switch).
-RECIRC_PASS_US = 1.0
 
 
 def kv_path(spec: Spec, h: Host) -> str:
@@ -324,52 +318,21 @@ class Runner:
             self.log(f"switch {self.inv.switch.name}: starting the {system} program")
             switchd.start(self.inv, system, restart=True, log=self.log, emulator_args=args)
             self.bfrt = switchd.connect(self.inv, program=system, bind=True, client_id=1)
-        if system == "rain":
-            self.ctl = self._rain_controller()
-        else:
-            first = next(p for p in self.points if p.system == system)
-            self.ctl = controller_class(system)(self.bfrt, self.inv, self._baseline_settings(first))
+        first = next((p for p in self.points if p.system == system), None)
+        self.ctl = controller_class(get_system(system).program)(self.bfrt, self.inv, self._settings(system, first))
         waited = self.ctl.bring_up_ports()
         self.program, self.emulator_args = system, args
         self.log(f"switch runs {system}; ports up ({waited:.1f} s)")
 
     def _emulator_args(self, system: str) -> list[str]:
-        if system != "r2p2" or self.inv.switch.kind != "emulated":
+        if self.inv.switch.kind != "emulated":
             return []
         k = next((p.dilation for p in self.points if p.system == system), 1.0)
-        return ["--recirc-delay-us", f"{RECIRC_PASS_US * k:g}"]
+        return get_system(system).emulator_args(k)
 
-    def _baseline_settings(self, p: Point):
-        """A baseline point's controller settings: the spec's baseline block (its
-        variant's) and, for Pallas-SW, the slices as pools (one pool of every task type
-        without slices)."""
-        from switch.control.registry import settings_from
-
-        if p.system == "r2p2":
-            return settings_from("r2p2", {"jbsq_n": p.params.get("jbsq_n", 1)})
-        if p.system == "racksched":
-            return settings_from("racksched", {"k": p.params.get("k", 2)})
-        if p.system == "draconis":  # JBSQ(1) by design: a pulling worker holds one task
-            return settings_from("draconis", {"queue_capacity": BASELINE_QUEUE})
-        types = sorted({c.task_type for c in self.spec.workload.classes})
-        pools = {s.id: {"task_types": list(s.task_types)} for s in self.spec.rain.slices or []}
-        return settings_from(p.system, {"pools": pools or {0: {"task_types": types}}})
-
-    def _rain_controller(self):
-        from switch.control.controller import RainController
-        from switch.control.settings import Settings, SliceSettings
-
-        slices = {s.id: SliceSettings(task_types=tuple(s.task_types)) for s in self.spec.rain.slices or []}
-        if not slices:
-            types = sorted({c.task_type for c in self.spec.workload.classes})
-            slices = {0: SliceSettings(task_types=tuple(types))}
-        settings = Settings(
-            slices=slices,
-            int_enabled=self.spec.rain.int_enabled,
-            service_mac=self.inv.switch.service_mac,
-            service_ip=self.inv.switch.service_ip,
-        )
-        return RainController(self.bfrt, self.inv, settings)
+    def _settings(self, system: str, p: Point | None):
+        """The controller's settings for a point of `system` (its variant's parameters)."""
+        return get_system(system).settings(self.spec, p.params if p is not None else {}, self.inv)
 
     def _await_tokens(self, expected: int, timeout: float = 15.0) -> None:
         """Wait until the switch holds `expected` tokens over its slices: every worker
@@ -430,9 +393,10 @@ class Runner:
         t0 = time.monotonic()
         self._phases = []
         self.phase("reset switch")
+        system = get_system(p.system)
         self._use_program(p.system)
-        if p.system != "rain":
-            self.ctl.configure(self._baseline_settings(p))  # this point's variant, written by reset()
+        if system.variant_settings:
+            self.ctl.configure(self._settings(p.system, p))  # this point's variant, written by reset()
         took = self.ctl.ensure_session()
         if took is not None:
             self.log(f"{p.id}: the switch had restarted: new BFRuntime session, ports up again ({took:.1f} s)")
@@ -472,7 +436,7 @@ class Runner:
                     "src_ip": h.nic.ip,
                     "threads": threads,
                     "worker_base": i * threads,
-                    "mode": WORKER_MODE[p.system],
+                    "mode": system.worker_mode,
                     "handler": p.handler,
                     "quota": quota,
                     "slice": slices[i * threads],
@@ -504,18 +468,15 @@ class Runner:
             cfg["worker"]["rdma"] = rdma
             # a large task's payload fetched from its client (Draconis-SW's pulls; Rain's
             # descriptors of a slot pre-written before a move): a few round trips' wait
-            if p.system in ("draconis", "rain"):
+            if system.fetches_payloads:
                 cfg["worker"]["fetch_timeout_ns"] = int(min(6e10, max(1e6, 20 * mean_service_ns)))
             return self._start_agent(name, "worker", cfg, out)
 
         # Clients: the load profile; latency from intended send times.
         # Admission control (paper 4): Q_max = switch queue capacity + the workers' quotas,
         # shared by the clients; a client at its cap holds new requests back.
-        if p.system == "rain":
-            q_max = sum(r.size for r in self.ctl.settings.regions().values()) + quota * threads * len(inv.workers)
-        else:  # the same switch queue's worth, and each worker thread's bound (JBSQ(n)) or a task each
-            n = int(p.params.get("jbsq_n", 1)) if p.system == "r2p2" else 1
-            q_max = BASELINE_QUEUE + n * threads * len(inv.workers)
+        own_queue = sum(r.size for r in self.ctl.settings.regions().values()) if system.own_queue else 0
+        q_max = system.admission_cap(own_queue, threads * len(inv.workers), p.params)
         n_clients = len(inv.clients)
         timeout_us = int(client_timeout_us(mean_service_ns / 1000))
         large = [c.payload for c in spec.workload.classes]
@@ -618,7 +579,7 @@ class Runner:
             # warm-up must drain (large tasks beyond the rings rejected).
             links_before, t_links = self.ctl.links(), time.monotonic()
             self.tb.parallel(signal, list(bgs))
-            if p.system == "rain":  # the baselines' workers hold nothing in the switch before the load
+            if system.tokens_first:  # the baselines' workers hold nothing in the switch before the load
                 self._await_tokens(quota * threads * len(inv.workers))
             machine_cpu = calibration and inv.shared_system  # this machine's cores are the testbed's
             if machine_cpu:

@@ -50,10 +50,12 @@ from pydantic_core import PydanticCustomError
 
 from .. import yamlfile
 from ..errors import InputFileError, Problem
+from ..systems import NAMES
+from ..systems import get as get_system
 from . import kv_costs
 
 M = TypeVar("M", bound=BaseModel)
-SYSTEMS = ("rain", "r2p2", "racksched", "draconis", "pallas")
+SYSTEMS = NAMES  # orchestrator/systems: one declaration each
 PLOTS = (
     "p99_vs_load",
     "p99_per_class",
@@ -659,7 +661,7 @@ class Spec(Strict):
             out.add("rocksdb")
         if "rain" in self.systems and any(r.adaptive for _, _, r, _ in self.variant_params()):
             out.add("adaptive")
-        if set(self.systems) - {"rain"}:
+        if any(get_system(s).params_block == "baseline" for s in self.systems):
             out.add("baselines")
         if self.workload.phases:
             out.add("time_varying")

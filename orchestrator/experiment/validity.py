@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..systems import SYSTEMS
 from . import layout, points
 from .layout import PointDir
 from .points import ALL, PointData, load_point, p99_interval
@@ -742,6 +743,14 @@ def check_point(
         checks = [
             Check(c.name, None, None, c.threshold, "not run: a segment; the point's merged window is checked")
             if c.name in WINDOW_CHECKS
+            else c
+            for c in checks
+        ]
+    system = SYSTEMS.get(str((data.point or {}).get("system")))
+    if system is not None and system.not_applicable:  # the system's declaration says why
+        checks = [
+            Check(c.name, None, None, c.threshold, f"not run: {system.not_applicable[c.name]}")
+            if c.name in system.not_applicable
             else c
             for c in checks
         ]

@@ -10,7 +10,8 @@ time (nanoseconds); a compiled core (core/, a C library) does the event loop.
 
     model.py     the model's parameters: Network, SimPoint, build() from a spec's point
     engine.py    run(SimPoint) -> SimResult, through the C core
-    policies.py  the scheduling policies the core has (one C file each)
+    policies.py  the scheduling policies the core has (one C file each; each system's
+                 declared in orchestrator/systems)
     writer.py    a SimResult as the files of a measured point
     runner.py    `rainmaker simulate`: a spec's points in parallel, then analyse and plot
 """

@@ -514,7 +514,8 @@ def core_hash() -> str:
     here = Path(__file__).resolve().parent
     files = sorted((here / "core").glob("*.[ch]")) + sorted((here / "core").glob("Makefile"))
     files += [here / n for n in ("model.py", "engine.py", "policies.py") if (here / n).exists()]
+    files += sorted((here.parent / "systems").glob("*.py"))  # each system's policy and its parameters
     for p in files:
-        h.update(str(p.relative_to(here)).encode())
+        h.update(str(p.relative_to(here.parent)).encode())
         h.update(p.read_bytes())
     return h.hexdigest()

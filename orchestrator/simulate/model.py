@@ -119,7 +119,7 @@ class SimPoint:
     adaptive: dict | None  # s_th, r_th, n_max, sample_interval_us, k_samples (paper) or None
     interval_ns: int = 10_000_000  # histogram interval (10 ms: the paper samples p99 every 10 ms)
     sample_period_ns: int = 0  # queue/worker time series period (0: measure_ns / 50)
-    policy_params: dict = field(default_factory=dict)  # the system's parameters (policies.py reads them)
+    policy_params: dict = field(default_factory=dict)  # the system's parameters (its Policy.params reads them)
     # (intended ns, service ns, class index) arrays: requests replayed instead of drawn
     # (model_beside.py replays what a testbed's clients drew); None: drawn
     replay: tuple | None = None
@@ -198,7 +198,7 @@ def build(
     testbed). `dilation`: the k of the testbed a measured point ran on (the point itself
     is in paper time), for what the testbed sets in its own time: the timeout."""
     from ..experiment.plan import phase_schedule, worker_slices
-    from .policies import BASELINE_QUEUE
+    from ..systems import get as get_system
 
     threads = point.worker_threads
     per_host = max(1, threads // max(1, worker_hosts))
@@ -228,16 +228,13 @@ def build(
         )
     else:
         phases = (PhaseModel(0, point.load_krps * 1000.0, tuple(range(len(classes)))),)
-    rain = point.system == "rain"
-    quota = int(point.params.get("initial_quota", 1)) if rain else 1
+    system = get_system(point.system)
+    rain = system.name == "rain"
+    quota = int(point.params.get("initial_quota", 1)) if system.tokens_first else 1
     cap, entries = queue_capacity_of(spec)
-    if rain:  # admission control (paper 4): Q_max = switch queue capacity + the workers' quotas
-        q_max = entries + quota * threads
-    else:  # as run.py caps a baseline's clients: a switch queue's worth and each worker's bound
-        n = int(point.params.get("jbsq_n", 1)) if point.system == "r2p2" else 1
-        q_max = BASELINE_QUEUE + n * threads
-        if point.system == "draconis":
-            cap = BASELINE_QUEUE
+    # admission control (paper 4): Q_max = the switch queue's capacity + the workers' bounds, as run.py caps them
+    q_max = system.admission_cap(entries, threads, point.params)
+    cap = system.queue_capacity or cap
     k_tb = dilation or 1.0
     timeout_ns = round(client_timeout_us(spec.workload.mean_service_us * k_tb) / k_tb * 1000)
     adaptive = None

@@ -77,7 +77,7 @@ def supported_or_explain(spec: Spec) -> None:
     modelled = [s for s in spec.systems if s in POLICIES]
     if missing:
         lines = [f"{spec.name}: the simulated testbed cannot model {', '.join(missing)} yet"]
-        lines += [f"  - {s}: no policy in orchestrator/simulate/policies.py" for s in missing]
+        lines += [f"  - {s}: its declaration (orchestrator/systems) has no simulator policy" for s in missing]
         lines.append(f"  (modelled now: {', '.join(sorted(POLICIES))})")
         raise UsageError(
             "\n".join(lines),

@@ -388,6 +388,7 @@ def test_the_r2p2_emulator_restarts_when_the_chosen_dilation_changes_its_pass_ti
     r.inv = SimpleNamespace(switch=SimpleNamespace(kind="emulated", name="sw0"))
     r.points = [replace(_point(1), system="r2p2", dilation=100.0)]
     r.program, r.ctl, r.bfrt, r.emulator_args, r.log = None, None, None, [], lambda m: None
+    r.spec = None  # R2P2-SW's settings need none of it
     r._use_program("r2p2")
     r._use_program("r2p2")  # nothing changed: kept
     r.points = [replace(p, dilation=2000.0) for p in r.points]  # the calibration chose k = 2000

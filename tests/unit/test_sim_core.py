@@ -28,7 +28,7 @@ from orchestrator.simulate.model import (
     build,
     seed_of,
 )
-from orchestrator.simulate.policies import BASELINE_QUEUE
+from orchestrator.systems import BASELINE_QUEUE
 
 EXP10 = ClassModel("exp", 1.0, 0, 0, ServiceModel("exp", 10_000), 8, 0.0, 64)
 

@@ -1,0 +1,8 @@
+"""Switch counters every program of switch/p4 has (events.p4), as analysis reads them."""
+
+from __future__ import annotations
+
+EVENTS = {
+    "pipe.SwitchIngress.events.events": "one packets-and-bytes count per outcome (EV_* of switch/p4/types.p4): "
+    "EV_DISPATCH_DIRECT and EV_DISPATCH_QUEUED give the queuing ratio; rejections and drops",
+}

@@ -1,0 +1,106 @@
+"""The systems' registry (orchestrator/systems) agrees with every place a system lives:
+its P4 program, the emulator and the controller for it, the simulator's C policy, the
+worker's mode and its packet test (docs/adding-a-system.md). And what the run, the
+planner and the simulator read from a declaration is what they did before it existed."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from orchestrator.errors import UsageError
+from orchestrator.experiment.spec import SYSTEMS as SPEC_SYSTEMS
+from orchestrator.experiment.spec import Spec
+from orchestrator.simulate.policies import POLICIES
+from orchestrator.systems import BASELINE_QUEUE, SYSTEMS, get
+from switch.control.registry import controller_class
+from switch.emulator.programs import NAMES as EMULATED
+
+REPO = Path(__file__).resolve().parents[2]
+WORKER_MODES = set(re.findall(r'\.name = "([a-z]+)"', (REPO / "hosts/dpdk/worker/modes.c").read_text()))
+
+
+def _spec(systems: list[str]) -> Spec:
+    return Spec.model_validate(
+        {
+            "name": "registry",
+            "systems": systems,
+            "workload": {"classes": [{"name": "t", "service": {"dist": "exponential", "mean_us": 10}}]},
+            "load": {"capacity_fraction": [0.5]},
+        }
+    )
+
+
+INV = SimpleNamespace(switch=SimpleNamespace(service_mac="02:00:00:00:00:fe", service_ip="10.0.0.254"))
+
+
+@pytest.mark.parametrize("name", list(SYSTEMS))
+def test_every_system_has_its_program_controller_policy_mode_and_packet_test(name):
+    s = SYSTEMS[name]
+    p4 = REPO / "switch" / "p4" / f"{s.program}.p4"
+    assert p4.exists() and re.search(r"^\s*Switch\s*\(", p4.read_text(), re.M), f"{p4}: a TNA program"
+    assert s.program in EMULATED, "the emulator serves it (switch/emulator/programs.py)"
+    assert controller_class(s.program).PROGRAM == s.program
+    assert s.policy.name in POLICIES
+    from orchestrator.simulate.engine import core_policies
+
+    assert s.policy.name in core_policies(), "the C core registers its policy (simulate/core/sim.c)"
+    assert s.worker_mode in WORKER_MODES, f"rain-worker --mode {s.worker_mode} (hosts/dpdk/worker/modes.c)"
+    assert (REPO / "tests" / "switch" / f"test_{s.program}.py").exists(), "its packet tests"
+    assert s.params_block in ("rain", "baseline")
+    settings = s.settings(_spec([name]), {}, INV)
+    assert type(settings).__name__ == ("Settings" if s.params_block == "rain" else "BaselineSettings")
+
+
+def test_the_spec_accepts_exactly_the_registered_systems():
+    assert tuple(SPEC_SYSTEMS) == tuple(SYSTEMS)
+    with pytest.raises(UsageError) as e:
+        get("kcm")
+    assert "no system 'kcm'" in e.value.render() and "use one of rain, r2p2" in e.value.render()
+
+
+def test_the_admission_caps_are_the_papers():
+    # Rain (section 4): its own switch queue and each worker thread's quota; a baseline: a
+    # switch queue of BASELINE_QUEUE and its bound per worker thread (JBSQ(n) for R2P2-SW).
+    assert get("rain").admission_cap(300, 8, {"initial_quota": 3}) == 300 + 24
+    assert get("r2p2").admission_cap(300, 8, {"jbsq_n": 2}) == BASELINE_QUEUE + 16
+    for name in ("racksched", "draconis", "pallas"):
+        assert get(name).admission_cap(300, 8, {}) == BASELINE_QUEUE + 8
+    assert get("draconis").queue_capacity == BASELINE_QUEUE and get("rain").queue_capacity is None
+
+
+def test_what_a_run_reads_of_each_system():
+    assert {n: s.worker_mode for n, s in SYSTEMS.items()} == {
+        "rain": "rain", "r2p2": "report", "racksched": "report", "draconis": "pull", "pallas": "push",
+    }  # fmt: skip
+    assert [n for n, s in SYSTEMS.items() if s.fetches_payloads] == ["rain", "draconis"]
+    assert [n for n, s in SYSTEMS.items() if s.tokens_first] == ["rain"]
+    assert get("r2p2").emulator_args(100.0) == ["--recirc-delay-us", "100"]
+    assert all(not s.emulator_args(100.0) for n, s in SYSTEMS.items() if n != "r2p2")
+    r2p2 = get("r2p2").settings(_spec(["r2p2"]), {"jbsq_n": 3}, INV)
+    assert r2p2.jbsq_n == 3
+    pallas = get("pallas").settings(_spec(["pallas"]), {}, INV)
+    assert [list(p.task_types) for p in pallas.pools.values()] == [[0]]
+
+
+def test_a_check_a_system_declares_not_applicable_is_not_run_and_says_why(tmp_path, monkeypatch):
+    from dataclasses import replace
+
+    from orchestrator import systems
+    from orchestrator.experiment.layout import RunDir
+    from orchestrator.experiment.validity import check_point
+    from tests.unit.results_fixture import synthetic_run
+
+    pd = next(iter(RunDir(synthetic_run(tmp_path)).points()))
+    point = pd.read_point() | {"status": "done"}
+    before = {c.name: c for c in check_point(pd.path, point, write=False).checks}
+    ran = next(n for n, c in before.items() if c.passed is not None)
+    monkeypatch.setitem(
+        systems.SYSTEMS, point["system"], replace(SYSTEMS[point["system"]], not_applicable={ran: "why"})
+    )
+    after = {c.name: c for c in check_point(pd.path, point, write=False).checks}
+    assert after[ran].passed is None and after[ran].message == "not run: why"
+    assert {n: c for n, c in after.items() if n != ran} == {n: c for n, c in before.items() if n != ran}
