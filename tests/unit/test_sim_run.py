@@ -425,21 +425,26 @@ if __name__ == "__main__":
 
 def test_the_pool_starts_its_workers_clean_of_this_process_threads(tiny, tmp_path):
     # A pytest worker that ran in-process gRPC servers before hung here for 600 s.
+    import os
+    import signal
     import subprocess
     import sys
 
     script = tmp_path / "held_import.py"
     script.write_text(_HELD_IMPORT)
     (tmp_path / "held_probe.py").write_text("")
+    # Its own session: a hung pool worker (a grandchild) is killed with it, not left behind.
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(tiny), str(tmp_path / "r")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=Path(__file__).resolve().parents[2], start_new_session=True,
+    )  # fmt: skip
     try:
-        out = subprocess.run(
-            [sys.executable, str(script), str(tiny), str(tmp_path / "r")],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            cwd=Path(__file__).resolve().parents[2],
-        )
+        stdout, stderr = proc.communicate(timeout=60)
     except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
         pytest.fail("simulate's worker hung on a lock another thread of the parent held when it started")
+    out = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
     assert out.returncode == 0, out.stderr
     assert "simulated" in out.stdout
