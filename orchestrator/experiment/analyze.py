@@ -23,12 +23,12 @@ import math
 from pathlib import Path
 
 from ..errors import UsageError
+from ..systems.counters import EVENTS_COUNTER
 from . import points
 from .histograms import Hist
 from .layout import PointDir, RunDir
 from .points import ALL, PointData, curve_of, experiment_name, load_point, number, p99_interval, spec_of
 
-EVENTS_COUNTER = "pipe.SwitchIngress.events.events"  # switch/control/events.py: Events.COUNTER
 PCTS = (50.0, 99.0, 99.9)
 
 

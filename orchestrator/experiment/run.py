@@ -780,6 +780,8 @@ class Runner:
 
     # -- the sweep -------------------------------------------------------------------
     def sweep_all(self) -> None:
+        from .validity import invalid_reason
+
         pending = self.sweep.pending()
         self.progress.start(len(self.points), len(self.points) - len(pending))
         failed_before = False  # the last attempt failed: the next one waits for the testbed
@@ -945,13 +947,6 @@ def _dpdk_runtime_dir(inv: Inventory, host: Host, role: str) -> str:
     """Where DPDK keeps a program's runtime files (per --file-prefix): /var/run/dpdk for
     root, which the agents run as."""
     return f"/var/run/dpdk/{_eal(inv, host, role, '')['file_prefix']}"
-
-
-def invalid_reason(verdict) -> str:
-    """sweep.json's reason for a measured point that failed validity checks: each
-    failed check with its message (what to do about it is in the message)."""
-    failed = [c for c in verdict.checks if c.passed is False]
-    return ("validity: " + "; ".join(f"{c.name}: {c.message}" for c in failed))[:1000]
 
 
 def run(

@@ -699,6 +699,13 @@ def in_every_part(check, parts: list[PointDir]) -> Check:
     return Check(ran[0].name, True, 0, 0, f"in each of {len(ran)} segments: {ran[0].message}")
 
 
+def invalid_reason(verdict: Verdict) -> str:
+    """sweep.json's reason for a point that failed validity checks: each failed check
+    with its message (what to do about it is in the message); a measured or simulated point."""
+    failed = [c for c in verdict.checks if c.passed is False]
+    return ("validity: " + "; ".join(f"{c.name}: {c.message}" for c in failed))[:1000]
+
+
 def check_point(
     point_dir: str | Path,
     point: dict | None,

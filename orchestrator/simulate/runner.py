@@ -488,15 +488,9 @@ def simulate(
     return rd.path
 
 
-def invalid_reason(verdict) -> str:
-    """sweep.json's reason for a point that failed validity checks (as run.py's)."""
-    failed = [c for c in verdict.checks if c.passed is False]
-    return ("validity: " + "; ".join(f"{c.name}: {c.message}" for c in failed))[:1000]
-
-
 def _collect(pool, tasks, rd: RunDir, sweep: Sweep, spec: Spec, log: Callable[[str], None]) -> None:
     """Write each point as its result arrives, then its verdict and its sweep state."""
-    from ..experiment.validity import check_point
+    from ..experiment.validity import check_point, invalid_reason
     from . import writer
 
     n, done = len(tasks), 0

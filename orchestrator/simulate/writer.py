@@ -41,12 +41,12 @@ from ..experiment import layout
 from ..experiment.histograms import DEFAULT, HIGHEST, Hist
 from ..experiment.layout import SIMULATED_TOOL as TOOL  # how validity tells a simulated point
 from ..experiment.layout import PointDir
+from ..systems.counters import EVENTS_COUNTER  # the switch's event counters, as analysis reads them
 
 if TYPE_CHECKING:
     from .engine import SimResult
 
 CLIENT = "client0"
-EVENTS_COUNTER = "pipe.SwitchIngress.events.events"  # analyze.EVENTS_COUNTER: the switch's event counters
 ANSWERED, REJECTED, TIMED_OUT, NOT_SENT = 0, 1, 2, 3  # SimResult.outcome
 
 LATENCY_COMMENT = (
