@@ -45,8 +45,9 @@ def register(cli: click.Group, console) -> None:
         worker threads and the workload's mean service time; on an emulated testbed
         times are dilated (see the spec's `dilation`)."""
         from ..experiment import handler_alone
+        from ..experiment.machines import shape_of
         from ..experiment.plan import TestbedShape, plan
-        from ..experiment.run import NOT_YET, SUPPORTED, shape_of
+        from ..experiment.run import SUPPORTED
         from ..experiment.spec import load
 
         if handler_alone.is_handler_spec(spec):
@@ -121,7 +122,7 @@ def register(cli: click.Group, console) -> None:
             )
         missing = sorted(s.needs() - SUPPORTED)
         for m in missing:
-            console.print(Text(f"not runnable yet: {m}: {NOT_YET.get(m, 'not supported')}", style="yellow"))
+            console.print(Text(f"not runnable yet: {m}: not supported", style="yellow"))
 
     @cli.command("run")
     @click.argument("spec")  # the loader explains a folder or a binary, with a fix

@@ -214,7 +214,7 @@ def choose_k(cal: dict, spec: Spec, shape, target: float = OVERHEAD_TARGET) -> t
     mean tasks in it, plan.py, and twice min_samples_p99 at the lowest load); at least
     what its clients need to send the highest load, and what fits that load's CPU in
     CPU_SHARE of the cores (with the calibration's `cpu`); at most 10,000. Returns k and
-    why, for the log and the manifest (run.py asks again at the chosen k)."""
+    why, for the log and the manifest (dilation.py asks again at the chosen k)."""
     from .plan import CLIENT_RPS_MAX, TASKS_PER_WINDOW_MIN
     from .spec import KRPS_MAX
 

@@ -21,7 +21,7 @@ testbed runs) and carries each move out without losing or repeating a task:
 Every interval it acted on is a row of the point's coordinator.jsonl: when (testbed
 seconds since the load started), the summed view (labels, overload, idleness), each
 host's report time, and each move with its reason, its steps' durations or its error.
-A move that fails stops the coordinator and fails the point (run.py).
+A move that fails stops the coordinator and fails the point (point.py).
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ class Coordinator:
                 reports = self._fresh_reports()
                 if reports is not None:
                     self._act(reports)
-        except Exception as e:  # noqa: BLE001 - the point fails with this (run.py), the run goes on
+        except Exception as e:  # noqa: BLE001 - the point fails with this (point.py), the run goes on
             self.error = (str(e).splitlines() or [type(e).__name__])[0]
             self.log(f"coordinator stopped: {self.error}")
 

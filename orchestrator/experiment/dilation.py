@@ -16,17 +16,16 @@ from .sweep import Sweep
 
 
 class Measures(Protocol):
-    """What these phases need of the run's runner (run.Runner): its points and sweep,
-    which they re-plan, and its calibration and point measurement."""
+    """What these phases need of the run's sweeper (sweeper.Sweeper): its points and
+    sweep, which they re-plan, and its calibration and point measurement."""
 
     spec: Spec
     points: list[Point]
     sweep: Sweep
 
     def calibrate(self) -> dict | None: ...
-    def run_point(self, p: Point, *, probe: bool = False) -> object: ...
+    def attempt(self, p: Point, attempt: int = 1, *, probe: bool = False) -> object: ...
     def stop_all(self) -> None: ...
-    def _clear_leftovers(self, p: Point | None, attempt: int) -> None: ...
 
 
 PROBE_LOAD, PROBE_LOAD_MAX = 0.1, 0.5  # of the workers' capacity as the spec's costs give it
@@ -142,8 +141,7 @@ def probe_service(runner: Measures, rd: RunDir, spec: Spec, shape: TestbedShape,
     )
     saved_points = runner.points
     try:
-        runner._clear_leftovers(probe, 1)
-        runner.run_point(probe, probe=True)
+        runner.attempt(probe, probe=True)
     except (RainmakerError, OSError, TimeoutError, ValueError, KeyError) as e:
         runner.stop_all()
         log(f"the service probe failed: {one_line(e)}; the loads stay planned from the spec's costs")

@@ -9,14 +9,14 @@
       plots/<kind>.png|svg  the figures                     plots.py    -> report
       report.md, .html      the report                      report.py   -> people
       points/<point-id>/    PointDir
-        point.json          the plan's Point                run.py      -> analysis
-        timing.json         seconds per phase of the point  run.py      -> people
+        point.json          the plan's Point                point.py    -> analysis
+        timing.json         seconds per phase of the point  point.py    -> people
         validity.json       the verdict                     validity.py -> analysis, report
-        switch/snapshot.json   registers and counters after the load    run.py -> analysis
+        switch/snapshot.json   registers and counters after the load  point.py -> analysis
         switch/queue.jsonl     the switch's queues sampled during the load
-                                                            run.py      -> analysis, plots
+                                                            queue_sampler.py -> analysis, plots
         switch/links.json      what each port's link did during the load
-                                                            run.py      -> validity (links_up)
+                                                            point.py    -> validity (links_up)
         coordinator.jsonl   adaptive points: Algorithm 1's slice moves, each with its inputs
                             and how it was carried out       coordinator.py -> plots, report
         clients/<host>/     the client host's output folder, collected over SFTP (CLIENT_FILES)
@@ -26,9 +26,9 @@
                                                             model_beside.py -> validity, analysis, report
         segments/<i>/       a point measured in segments: each a point folder of its own; the
                             point's clients/ and switch/queue.jsonl are then their merged window
-                                                            run.py, segments.py -> validity, analysis
+                                                            sweeper.py, segments.py -> validity, analysis
       stalled/<point-id>/<attempt>/, s<segment>-<attempt>/  measurements the host's stalls discarded
-                                                            run.py      -> report
+                                                            sweeper.py  -> report
 
 Files under clients/ and workers/ are named by the programs that write them on the
 hosts (rain-client, rain-worker, the agents), which cannot import this module; the
@@ -59,8 +59,8 @@ REPORT_MD = "report.md"
 REPORT_HTML = "report.html"
 POINTS = "points"
 CALIBRATION = "calibration"  # the calibration point (calibrate.py), laid out as a point
-SERVICE_PROBE = "service-probe"  # a real handler's service times on this testbed (run.py), laid out as a point
-STALLED = "stalled"  # stalled/<point-id>/<attempt>/: attempts a stall of the host discarded (run.py)
+SERVICE_PROBE = "service-probe"  # a real handler's service times on this testbed (dilation.py), laid out as a point
+STALLED = "stalled"  # stalled/<point-id>/<attempt>/: attempts a stall of the host discarded (sweeper.py)
 SEGMENTS = "segments"  # points/<point-id>/segments/<i>/: a long point's segments (segments.py)
 
 # -- one point ------------------------------------------------------------------------
@@ -94,8 +94,8 @@ CLIENT_FILES = {
     TRACE: "rain-client --trace (when the point has at most 2 M sends) -> validity (interarrival)",
     "client.log": "rain-client's output (the client agent) -> people",
     AGENT_OUTCOME: "the client agent: rain-client's exit status -> outcome.py (the point's acceptance), people",
-    AGENT_LOG: "the client agent's log (run.py copies it in) -> outcome.py, people",
-    "agent-config.json": "run.py: the agent's configuration -> the client agent, people",
+    AGENT_LOG: "the client agent's log (point.py copies it in) -> outcome.py, people",
+    "agent-config.json": "agent_config.py: the agent's configuration -> the client agent, people",
 }
 
 # workers/<host>/: rain-worker and the worker agent
@@ -104,7 +104,7 @@ WORKER_SAMPLES = "timeseries.jsonl"  # the worker agent, every sample period
 DECISIONS = "decisions.jsonl"  # the worker agent's Algorithm 1, adaptive points only
 WORKER_STATS = "stats.json"
 WORKER_FILES = {
-    REGISTRATION: "rain-worker (--registration) -> run.py: programs the switch",
+    REGISTRATION: "rain-worker (--registration) -> point.py: programs the switch",
     WORKER_SAMPLES: "the worker agent: per sample period and worker fifo, outstanding, quota, "
     "slice, enabled -> analysis (worker queue depth, quota)",
     DECISIONS: "the worker agent (adaptive points): each control interval's quotas -> analysis (quota)",
@@ -114,8 +114,8 @@ WORKER_FILES = {
     "worker.ctl": "the shared-memory control block rain-worker and its agent share -> people",
     AGENT_OUTCOME: "the worker agent: rain-worker's exit status, lost samples -> outcome.py (the point's "
     "acceptance), people",
-    AGENT_LOG: "the worker agent's log (run.py copies it in) -> outcome.py (its exit status), people",
-    "agent-config.json": "run.py: the agent's configuration -> the worker agent, people",
+    AGENT_LOG: "the worker agent's log (point.py copies it in) -> outcome.py (its exit status), people",
+    "agent-config.json": "agent_config.py: the agent's configuration -> the worker agent, people",
 }
 
 
@@ -215,7 +215,7 @@ class PointDir:
     def worker_hosts(self) -> list[str]:
         return self._hosts(WORKERS)
 
-    # -- writers (run.py, validity.py) ---------------------------------------------------
+    # -- writers (point.py, validity.py) ---------------------------------------------------
     def fresh(self) -> PointDir:
         """An empty folder: an interrupted attempt's files are not trusted."""
         if self.path.exists():

@@ -12,6 +12,14 @@ from ..deploy import VERSION, bundle, differing, parse_sha256sum
 from ..errors import UsageError
 from ..inventory import Inventory
 from ..remote import Remote, Target, targets
+from .plan import TestbedShape
+
+
+def shape_of(inv: Inventory) -> TestbedShape:
+    """What the planner needs of the inventory. Time is dilated wherever the machines
+    share this one (an emulated switch, or tofino-model with namespace hosts), not only
+    with the software switch."""
+    return TestbedShape(worker_hosts=len(inv.workers), client_hosts=len(inv.clients), emulated=inv.shared_system)
 
 
 @dataclass

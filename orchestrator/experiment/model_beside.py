@@ -4,7 +4,7 @@ measurement and what the model of the same system predicts, side by side. The
 validity check `model_agreement`, the analysis' `model_*` columns, the dashed curves
 of the figures and the report's "Measured against the model" read it.
 
-    info = write(point_dir, point, manifest)   # run.py, in the point's validity phase
+    info = write(point_dir, point, manifest)   # point.py, in the point's judge step
     added = ensure(run_dir)                    # `rainmaker analyze --model`: older runs
     info = points.read_model_info(point_dir)                # model.json, or None
     data = load(point_dir)                     # the model's PointData, or None

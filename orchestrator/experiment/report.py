@@ -329,7 +329,7 @@ def _validity_section(run_dir: Path) -> list[str]:
 
 
 def _stalled_lines(rd: RunDir, ids: list[str]) -> list[str]:
-    """The measurements discarded because the host stalled the client (run.py measured
+    """The measurements discarded because the host stalled the client (sweeper.py measured
     those points again): how many, and what each stall was, so none is hidden."""
     out = []
     for pid in ids:

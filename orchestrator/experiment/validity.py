@@ -63,7 +63,7 @@ EXTRA_DEFAULTS = {
 MEASURED = "done"  # sweep.py's status of a point whose attempt ran to the end
 # The checks that fail when the client could not keep its schedule: the host stalled it
 # (a busy machine, a hypervisor's steal), which says nothing of the system under test.
-# run.py measures such a point again (the spec's validity.remeasure_stalled).
+# sweeper.py measures such a point again (the spec's validity.remeasure_stalled).
 STALL_CHECKS = ("schedule_lag", "late_sends")
 
 

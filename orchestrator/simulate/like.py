@@ -34,7 +34,7 @@ WORKER_PKT_NS = 1_000  # testbed time: an af_packet receive or send by a DPDK po
 
 
 def nap_ns(k: float) -> float:
-    """An idle polling loop's nap on the emulated testbed, testbed ns (run.py's _idle)."""
+    """An idle polling loop's nap on the emulated testbed, testbed ns (experiment/agent_config.idle)."""
     return min(100_000.0, max(1_000.0, 500.0 * k))
 
 

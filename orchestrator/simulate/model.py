@@ -134,7 +134,7 @@ class SimPoint:
         return self.warmup_ns + self.measure_ns
 
 
-# The RDMA ring each worker thread registers (run.py gives rain-worker --ring-slots this).
+# The RDMA ring each worker thread registers (agent_config.py gives rain-worker --ring-slots this).
 # A large task waits only while fewer than RING_SLOTS - quota tasks wait in its slice
 # (docs/p4-program.md, the ring), so the ring bounds the switch queue of large tasks:
 # 64 slots rejected 0.25% of requests at paper scale (fig6b, 0.95 of capacity, 32
@@ -185,7 +185,7 @@ def interval_of(measure_ns: int) -> int:
 
 
 def client_timeout_us(mean_service_us: float) -> float:
-    """rain-client's timeout (run.py), in the testbed's microseconds for a workload whose
+    """rain-client's timeout (experiment/agent_config.py), in the testbed's microseconds for a workload whose
     mean service time is `mean_service_us` there: 200 ms, or 200 mean tasks when longer."""
     return max(200_000.0, 200.0 * mean_service_us)
 
@@ -194,7 +194,7 @@ def build(
     spec: Spec, point: Point, *, worker_hosts: int, network: Network, seed: int, dilation: float = 1.0
 ) -> SimPoint:
     """A plan.Point of `spec` as a SimPoint (threads, slices, classes, phases, quota,
-    queue capacity, Q_max and the clients' timeout as run.py computes them for a
+    queue capacity, Q_max and the clients' timeout as the run computes them (experiment/point.py) for a
     testbed). `dilation`: the k of the testbed a measured point ran on (the point itself
     is in paper time), for what the testbed sets in its own time: the timeout."""
     from ..experiment.plan import phase_schedule, worker_slices
@@ -232,7 +232,7 @@ def build(
     rain = system.name == "rain"
     quota = int(point.params.get("initial_quota", 1)) if system.tokens_first else 1
     cap, entries = queue_capacity_of(spec)
-    # admission control (paper 4): Q_max = the switch queue's capacity + the workers' bounds, as run.py caps them
+    # admission control (paper 4): Q_max = the switch queue's capacity + the workers' bounds, as the run caps them (experiment/point.py)
     q_max = system.admission_cap(entries, threads, point.params)
     cap = system.queue_capacity or cap
     k_tb = dilation or 1.0

@@ -27,7 +27,8 @@ import yaml
 from orchestrator import switchd
 from orchestrator.experiment.calibrate import choose_k
 from orchestrator.experiment.layout import RunDir
-from orchestrator.experiment.run import run, shape_of
+from orchestrator.experiment.machines import shape_of
+from orchestrator.experiment.run import run
 from orchestrator.experiment.spec import AUTO_K
 from orchestrator.experiment.spec import load as load_spec
 from orchestrator.inventory import load

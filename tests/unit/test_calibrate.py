@@ -241,8 +241,8 @@ def test_auto_dilation_checks_its_k_at_that_k(tmp_path, overhead_at, ks, k_final
 
 
 def test_each_point_and_client_draws_its_own_arrivals_the_same_in_every_run():
+    from orchestrator.experiment.agent_config import client_seed
     from orchestrator.experiment.plan import TestbedShape, plan
-    from orchestrator.experiment.run import client_seed
 
     points = plan(_spec(repetitions=2), TestbedShape(worker_hosts=2, client_hosts=2, emulated=True))
     seeds = [client_seed(p, i) for p in points for i in range(2)]

@@ -18,7 +18,7 @@ from hosts.agent.worker import worker_argv
 from orchestrator.experiment import layout
 from orchestrator.experiment.analyze import queue_depths, switch_queue_series
 from orchestrator.experiment.layout import PointDir, RunDir
-from orchestrator.experiment.run import QueueSampler
+from orchestrator.experiment.queue_sampler import QueueSampler
 from switch.bfrt.errors import BfrtError
 from switch.control import RainController
 

@@ -1,4 +1,4 @@
-"""The runner's sweep loop without a testbed: what sweep.json records for a point that
+"""The sweeper without a testbed (its point pipeline replaced): what sweep.json records for a point that
 was measured but failed its validity checks, and how an error of the switch (outside
 orchestrator/) is retried like any other; the one exception root that makes it so.
 Retries wait (on a fake clock) until the testbed answers, leftovers are cleared before
@@ -16,9 +16,9 @@ from orchestrator.experiment.layout import RunDir
 from orchestrator.experiment.plan import Point
 from orchestrator.experiment.report import _stalled_lines
 from orchestrator.experiment.retry import Backoff, Waiter
-from orchestrator.experiment.run import Runner
 from orchestrator.experiment.spec import Validity
 from orchestrator.experiment.sweep import Sweep
+from orchestrator.experiment.sweeper import Sweeper
 from orchestrator.experiment.validity import Check, Verdict
 from switch.bfrt.errors import BfrtError
 from switch.control.errors import ControllerError
@@ -49,6 +49,24 @@ class FakeTime:
         self.now += s
 
 
+class _Bench:
+    """What the sweeper uses of the bench (bench.py), recording in `events`."""
+
+    def __init__(self, tmp_path, remeasure: int, logs: list[str], events: list[str]):
+        self.spec = SimpleNamespace(validity=Validity(remeasure_stalled=remeasure))
+        self.run_dir, self.log, self.progress, self.events = tmp_path, logs.append, _Progress(), events
+        self.inv = None
+
+    def stop_all(self):
+        pass
+
+    def clear_leftovers(self, p, attempt):
+        self.events.append(f"clear {p.id if p else None} {attempt}")
+
+    def phase(self, name):
+        pass
+
+
 def _runner(
     tmp_path,
     outcomes: dict[str, list],
@@ -56,23 +74,21 @@ def _runner(
     answers: list[dict] | None = None,
     budget: float = 120,
     remeasure: int = 2,
-) -> tuple[Runner, list[str]]:
-    """A Runner whose run_point returns or raises the next outcome of each point; the
-    testbed's answers to the probes between attempts are `answers` in turn (then all
-    answer). r.events lists what happened in order: clear, point, recover."""
+) -> tuple[Sweeper, list[str]]:
+    """A Sweeper whose point pipeline returns or raises the next outcome of each point
+    (after clearing the leftovers, as point.prepare_hosts does); the testbed's answers to
+    the probes between attempts are `answers` in turn (then all answer). r.events lists
+    what happened in order: clear, point, probe, recover."""
     points = [_point(1), _point(2)]
     sweep = Sweep(tmp_path, points, resume=False)
-    r = Runner.__new__(Runner)  # no testbed: only the sweep loop runs
     logs: list[str] = []
-    r.points, r.sweep, r.retries, r.log, r.progress = points, sweep, retries, logs.append, _Progress()
-    r.spec, r.run_dir = SimpleNamespace(validity=Validity(remeasure_stalled=remeasure)), tmp_path
-    r.backoff = Backoff(budget_s=budget)
-    r.time = FakeTime()
-    r.events = []
+    events: list[str] = []
+    bench = _Bench(tmp_path, remeasure, logs, events)
     answers = list(answers or [])
 
-    def run_point(p):
-        r.events.append(f"point {p.id}")
+    def measure(b, p, attempt=1, **where):
+        b.clear_leftovers(p, attempt)
+        events.append(f"point {p.id}")
         out = outcomes[p.id].pop(0)
         if isinstance(out, BaseException):
             raise out
@@ -80,14 +96,14 @@ def _runner(
         return out
 
     def probe():
-        r.events.append("probe")
+        events.append("probe")
         return answers.pop(0) if answers else {}
 
-    r.run_point = run_point
-    r._segments = lambda p: [p.measure_s]  # measured whole (test_segments.py: in segments)
-    r.stop_all = lambda: None
-    r._recover = lambda: r.events.append("recover")
-    r._clear_leftovers = lambda p, attempt: r.events.append(f"clear {p.id if p else None} {attempt}")
+    r = Sweeper(bench, points, sweep, retries=retries, backoff=Backoff(budget_s=budget), measure=measure)
+    r.time = FakeTime()
+    r.events = events
+    r.segments_of = lambda p: [p.measure_s]  # measured whole (test_segments.py: in segments)
+    r._recover = lambda: events.append("recover")
     r._answers = probe
     r._waiter = lambda: Waiter(r.backoff, clock=r.time.clock, sleep=r.time.sleep)
     return r, logs
@@ -245,7 +261,7 @@ def test_a_failed_clean_up_is_a_failed_attempt(tmp_path):
         if len(calls) == 1:
             raise _lost()
 
-    r._clear_leftovers = clear
+    r.bench.clear_leftovers = clear
     r.sweep_all()
     st = _state(tmp_path)
     assert st["rain-f0.1-r1"]["status"] == "done" and st["rain-f0.1-r1"]["attempts"] == 2
@@ -337,7 +353,8 @@ def test_a_long_point_is_measured_in_segments_and_a_stalled_segment_again(tmp_pa
     r, logs = _runner(tmp_path, {pid: [], "rain-f0.2-r1": []}, remeasure=2)
     seen = []
 
-    def run_point(p, segment=None):
+    def measure(b, p, attempt=1, segment=None):
+        b.clear_leftovers(p, attempt)
         seen.append((segment, p.measure_s))
         out = plan[segment].pop(0)
         d = segments.segment_dir(RunDir(tmp_path).point(p.id), segment).fresh()
@@ -349,8 +366,7 @@ def test_a_long_point_is_measured_in_segments_and_a_stalled_segment_again(tmp_pa
     monkeypatch.setattr(segments, "merge", lambda pd: [])
     monkeypatch.setattr(model_beside, "write", lambda *a, **k: {})
     monkeypatch.setattr(validity, "check_point", lambda *a, **k: merged)
-    r.run_point = run_point
-    r.phase = lambda name: None
+    r.measure = measure
     got = r.run_segments(_point(1), [10.0, 10.0, 5.0])
     assert got is merged
     assert seen == [(1, 10.0), (2, 10.0), (2, 10.0), (2, 10.0), (3, 5.0)]
@@ -359,7 +375,8 @@ def test_a_long_point_is_measured_in_segments_and_a_stalled_segment_again(tmp_pa
     assert [d.id for d in segments.parts(rd.point(pid))] == ["1", "2", "3"]
     assert rd.point(pid).read_point()["segments"] == [10.0, 10.0, 5.0]
     assert any("segment 3 kept, not valid: lost" in line for line in logs)
-    assert r.events.count(f"clear {pid} 1") == 2 and f"clear {pid} 2" in r.events  # before segments 2, 3 and each again
+    # before each segment, its re-measures named by their attempt
+    assert r.events == [f"clear {pid} {n}" for n in (1, 1, 2, 3, 1)]
     lines = _stalled_lines(rd, [pid])
     assert any("segment 2, attempt 1, discarded" in line for line in lines)
 
@@ -367,8 +384,6 @@ def test_a_long_point_is_measured_in_segments_and_a_stalled_segment_again(tmp_pa
 def test_the_r2p2_emulator_restarts_when_the_chosen_dilation_changes_its_pass_time(monkeypatch):
     """An automatic dilation chooses k after the set-up started the first point's
     program: R2P2's emulated pass (1 us x k) must follow it, not keep the set-up's."""
-    from dataclasses import replace
-
     from orchestrator import switchd
     from switch.control import registry
 
@@ -384,13 +399,10 @@ def test_the_r2p2_emulator_restarts_when_the_chosen_dilation_changes_its_pass_ti
             return 0.0
 
     monkeypatch.setattr(registry, "controller_class", lambda system: Ctl)
-    r = Runner.__new__(Runner)
-    r.inv = SimpleNamespace(switch=SimpleNamespace(kind="emulated", name="sw0"))
-    r.points = [replace(_point(1), system="r2p2", dilation=100.0)]
-    r.program, r.ctl, r.bfrt, r.emulator_args, r.log = None, None, None, [], lambda m: None
-    r.spec = None  # R2P2-SW's settings need none of it
-    r._use_program("r2p2")
-    r._use_program("r2p2")  # nothing changed: kept
-    r.points = [replace(p, dilation=2000.0) for p in r.points]  # the calibration chose k = 2000
-    r._use_program("r2p2")
+    from orchestrator.experiment.switch_side import SwitchSide
+
+    side = SwitchSide(SimpleNamespace(switch=SimpleNamespace(kind="emulated", name="sw0")), lambda m: None)
+    side.use("r2p2", 100.0, None)  # R2P2-SW's settings need none of it
+    side.use("r2p2", 100.0, None)  # nothing changed: kept
+    side.use("r2p2", 2000.0, None)  # the calibration chose k = 2000
     assert started == [["--recirc-delay-us", "100"], ["--recirc-delay-us", "2000"]]

@@ -166,8 +166,8 @@ def test_a_damaged_sweep_json_is_a_usage_error_naming_file_point_and_fix(tmp_pat
 
 
 def test_the_cli_answers_a_damaged_sweep_json_with_status_2_and_no_traceback(tmp_path, monkeypatch, capsys):
+    from orchestrator.experiment.machines import shape_of
     from orchestrator.experiment.plan import plan
-    from orchestrator.experiment.run import shape_of
     from orchestrator.experiment.spec import load as load_spec
     from orchestrator.inventory import load as load_inv
 

@@ -12,7 +12,7 @@ import pytest
 
 from orchestrator import switchd
 from orchestrator.errors import HostResult, RemoteError
-from orchestrator.experiment import run as run_mod
+from orchestrator.experiment import switch_side
 from orchestrator.inventory import Inventory
 from switch.bfrt.client import Client
 from switch.emulator.bfrt_server import serve
@@ -98,7 +98,7 @@ def test_a_run_restarts_the_switch_only_when_it_is_down(monkeypatch, state):
     monkeypatch.setattr(switchd, "liveness", lambda inv: (state, "why: because"))
     monkeypatch.setattr(switchd, "start", lambda inv, program, **kw: started.append((program, kw.get("restart"))))
     monkeypatch.setattr(switchd, "connect", lambda inv, **kw: ("session", kw["client_id"], kw["bind"]))
-    assert run_mod.switch_session(inv, logs.append) == ("session", 1, True)
+    assert switch_side.switch_session(inv, logs.append) == ("session", 1, True)
     if state == switchd.DOWN:
         assert started == [("rain", True)]
         assert logs == ["switch sw0 is down (why: because): (re)starting its software"]
