@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import interruptible
+from ..systems import get as get_system
 from . import points
 from .analyze import aggregate, phase_rows, read_summary, throughput_under_slo
 from .layout import PLOTS, RunDir, atomic_replace
@@ -65,6 +66,7 @@ def _spec_section(spec, manifest: dict, df) -> list[str]:
     if spec.figure:
         lines.append(f"- paper figure: {spec.figure}")
     lines.append(f"- systems: {', '.join(spec.systems)}")
+    lines += _systems_lines(spec.systems)
     if spec.variants:
         lines.append(
             "- variants: "
@@ -521,3 +523,14 @@ def finish(run_dir: str | Path, kinds: Sequence[str], log) -> Path:
             raise
     log(f"report: {rep} (and {rep.with_suffix('.html').name})")
     return rep
+
+
+def _systems_lines(names: Sequence[str]) -> list[str]:
+    """Each system as the paper names it, and the switch counters read from its points
+    (their declaration, orchestrator/systems/)."""
+    lines = []
+    for name in names:
+        system = get_system(name)
+        lines.append(f"  - `{name}`: {system.title}")
+        lines += [f"    - counter `{c}`: {meaning}" for c, meaning in system.counters.items()]
+    return lines

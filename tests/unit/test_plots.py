@@ -75,6 +75,8 @@ def test_report(run, drawn):
     assert md.startswith("# demo: run 20260101-000000")
     # the spec summary and the results table
     assert "- systems: rain, pallas" in md and "time dilation k = 100" in md
+    # each system as its declaration names it, with the counters read from its points
+    assert "  - `pallas`: Pallas-SW" in md and "    - counter `pipe.SwitchEgress.rdma_writer.writes`" in md
     assert "| curve | load (kRPS) | achieved (kRPS) | p50 (us) | p99 (us) mean |" in md
     assert "| rain | 1,000 | 990 |" in md
     assert "### Class `get`" in md and "### Class `scan`" in md
