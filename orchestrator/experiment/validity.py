@@ -44,14 +44,17 @@ measured send time, NIC or link whose faults they look for, and the point is the
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ..systems import SYSTEMS
 from . import layout, points
+from .arrivals import check_interarrival
+from .data_path_checks import check_frames_delivered, check_links_up, check_tasks_intact
 from .layout import PointDir
 from .points import ALL, PointData, load_point, p99_interval
+from .verdict import STALL_CHECKS, Check, Verdict, pct
+
+__all__ = ["STALL_CHECKS", "Check", "Verdict", "check_point", "invalid_reason", "thresholds_of"]
 
 # Thresholds the spec's `validity:` section does not carry (the spec's defaults and
 # fields come first: orchestrator/experiment/spec.py, Validity).
@@ -61,97 +64,6 @@ EXTRA_DEFAULTS = {
     "constant_max_cv": 0.10,  # constant arrivals: std / mean of the gaps
 }
 MEASURED = "done"  # sweep.py's status of a point whose attempt ran to the end
-# The checks that fail when the client could not keep its schedule: the host stalled it
-# (a busy machine, a hypervisor's steal), which says nothing of the system under test.
-# sweeper.py measures such a point again (the spec's validity.remeasure_stalled).
-STALL_CHECKS = ("schedule_lag", "late_sends")
-
-
-@dataclass
-class Check:
-    name: str
-    passed: bool | None  # None: not run
-    value: Any
-    threshold: Any
-    message: str
-    detail: dict = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if self.passed is not None:
-            self.passed = bool(self.passed)  # not numpy's bool
-
-    @property
-    def status(self) -> str:
-        return "not run" if self.passed is None else ("passed" if self.passed else "failed")
-
-
-@dataclass
-class Verdict:
-    point_id: str
-    checks: list[Check]
-    thresholds: dict = field(default_factory=dict)
-
-    @property
-    def valid(self) -> bool:
-        return all(c.passed is not False for c in self.checks)
-
-    @property
-    def stalled(self) -> bool:
-        """The client was stalled: a measurement of the host, worth taking again."""
-        return any(name in STALL_CHECKS for name in self.failed)
-
-    @property
-    def failed(self) -> list[str]:
-        return [c.name for c in self.checks if c.passed is False]
-
-    @property
-    def not_run(self) -> list[str]:
-        return [c.name for c in self.checks if c.passed is None]
-
-    def check(self, name: str) -> Check:
-        for c in self.checks:
-            if c.name == name:
-                return c
-        raise KeyError(name)
-
-    def to_dict(self) -> dict:
-        return _finite(
-            {
-                "point_id": self.point_id,
-                "valid": self.valid,
-                "failed": self.failed,
-                "not_run": self.not_run,
-                "checks": [
-                    {
-                        "name": c.name,
-                        "passed": c.passed,
-                        "status": c.status,
-                        "value": c.value,
-                        "threshold": c.threshold,
-                        "message": c.message,
-                        "detail": c.detail,
-                    }
-                    for c in self.checks
-                ],
-                "thresholds": self.thresholds,
-            }
-        )
-
-    def write(self, point_dir: str | Path, as_dict: dict | None = None) -> Path:
-        return PointDir(Path(point_dir)).write_verdict(as_dict or self.to_dict())
-
-
-def _finite(x: Any) -> Any:
-    """Plain JSON: numpy scalars become Python numbers, NaN/Infinity become null."""
-    if hasattr(x, "item") and not isinstance(x, (list, dict)):  # numpy scalars
-        x = x.item()
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, dict):
-        return {k: _finite(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_finite(v) for v in x]
-    return x
 
 
 def thresholds_of(spec_validity) -> dict:
@@ -170,10 +82,6 @@ def thresholds_of(spec_validity) -> dict:
     for k, default in EXTRA_DEFAULTS.items():
         v.setdefault(k, default)
     return v
-
-
-def _pct(x: float) -> str:
-    return f"{100 * x:.3g}%"
 
 
 # -- the checks ----------------------------------------------------------------------------
@@ -211,8 +119,8 @@ def check_load(data: PointData, tol: float) -> Check:
     ok = err <= tol and draw_err <= draw_tol
     msg = (
         f"achieved {achieved:,.0f} rps vs scheduled {scheduled:,.0f} rps ({(achieved - scheduled) / scheduled:+.2%}; "
-        f"tolerance {_pct(tol)}); the schedule drew {scheduled:,.0f} of the {configured:,.0f} rps asked "
-        f"({(scheduled - configured) / configured:+.2%}; Poisson noise allows {_pct(draw_tol)})"
+        f"tolerance {pct(tol)}); the schedule drew {scheduled:,.0f} of the {configured:,.0f} rps asked "
+        f"({(scheduled - configured) / configured:+.2%}; Poisson noise allows {pct(draw_tol)})"
     )
     if planned and abs(configured - float(planned)) / float(planned) > tol:
         msg += f"; note: the plan asked for {float(planned):,.0f} rps"
@@ -251,7 +159,7 @@ def _steal(data: PointData) -> str:
     if share <= 0:
         return "; the hypervisor took none of this machine's cores during the load (steal 0)"
     return (
-        f"; the hypervisor gave {_pct(share)} of this machine's cores to others during the load "
+        f"; the hypervisor gave {pct(share)} of this machine's cores to others during the load "
         "(steal time): a stalled virtual CPU holds every thread, real-time ones too"
     )
 
@@ -268,7 +176,7 @@ def check_late(data: PointData, max_frac: float) -> Check:
         ok,
         frac,
         max_frac,
-        f"{int(c.get('late_sends', 0)):,} of {int(sent):,} sends late ({_pct(frac)}; limit {_pct(max_frac)})"
+        f"{int(c.get('late_sends', 0)):,} of {int(sent):,} sends late ({pct(frac)}; limit {pct(max_frac)})"
         + ("" if ok else _steal(data)),
     )
 
@@ -288,7 +196,7 @@ def check_losses(data: PointData, max_frac: float) -> list[Check]:
             max_frac,
             f"{int(lost):,} of {int(offered):,} requests lost ({int(c.get('lost', 0)):,} unanswered at the end, "
             f"{int(c.get('failed', 0)):,} failed by a worker, {int(c.get('not_sent', 0)):,} never sent); "
-            f"limit {_pct(max_frac)}",
+            f"limit {pct(max_frac)}",
         )
     ]
     for name, what in (("timed_out", "timed out"), ("rejected", "rejected by the switch")):
@@ -299,7 +207,7 @@ def check_losses(data: PointData, max_frac: float) -> list[Check]:
                 n / offered <= max_frac,
                 n / offered,
                 max_frac,
-                f"{int(n):,} of {int(offered):,} requests {what} ({_pct(n / offered)}; limit {_pct(max_frac)})",
+                f"{int(n):,} of {int(offered):,} requests {what} ({pct(n / offered)}; limit {pct(max_frac)})",
             )
         )
     return out
@@ -356,240 +264,7 @@ def check_p99_ci(data: PointData, max_width: float, confidence: float) -> Check:
     return Check("p99_ci", worst_w <= max_width, worst_w, max_width, msg, detail)
 
 
-# -- inter-arrival goodness of fit --------------------------------------------------------
-
-
-def _cum_intensity(schedule: list, lcores: int):
-    """Breakpoints (ns) and the cumulative per-lcore intensity at them, for np.interp:
-    the schedule is [[t_s, rps(, classes)], ...], piecewise constant from t_s on."""
-    import numpy as np
-
-    ts = [float(row[0]) for row in schedule]
-    rates = [float(row[1]) / max(lcores, 1) for row in schedule]
-    ts.append(ts[-1] + 1e6)  # far past the end
-    bp = np.array(ts) * 1e9
-    cum = np.concatenate([[0.0], np.cumsum(np.diff(bp) / 1e9 * np.array(rates))])
-    return bp, cum
-
-
-def rescaled_gaps(trace: Path, summary: dict, column: str = "sent_ns"):
-    """Inter-send gaps of each lcore within the measurement window, rescaled by the
-    schedule's intensity (time-rescaling theorem): Exp(1) for a Poisson process of the
-    scheduled rate, 1 for a constant one. Returns a numpy array."""
-    import numpy as np
-    import pandas as pd
-
-    try:
-        df = pd.read_csv(trace, usecols=["lcore", column], engine="pyarrow")
-    except Exception:
-        df = pd.read_csv(trace, usecols=["lcore", column])
-    schedule = summary.get("schedule") or []
-    if not schedule:
-        return np.array([])
-    lcores = int(summary.get("lcores") or df["lcore"].nunique() or 1)
-    w0 = float(summary.get("warmup_s", 0.0)) * 1e9
-    w1 = w0 + float(summary.get("duration_s", math.inf)) * 1e9
-    bp, cum = _cum_intensity(schedule, lcores)
-    out = []
-    for _, g in df.groupby("lcore", sort=False):
-        t = np.sort(g[column].to_numpy(dtype=np.float64))
-        t = t[(t >= w0) & (t < w1)]
-        if len(t) > 1:
-            out.append(np.diff(np.interp(t, bp, cum)))
-    return np.concatenate(out) if out else np.array([])
-
-
-def check_interarrival(data: PointData, arrival: str | None, alpha: float, th: dict, seed: int = 1) -> Check:
-    import numpy as np
-    from scipy import stats
-
-    if not data.traces:
-        return Check(
-            "interarrival",
-            None,
-            None,
-            alpha,
-            "not run: no trace (clients/<host>/trace.csv; run rain-client with --trace)",
-        )
-    if arrival not in ("poisson", "constant"):
-        return Check("interarrival", None, None, alpha, f"not run: no test for arrival process '{arrival}'")
-    gaps = {"sent_ns": [], "intended_ns": []}
-    for host, path in data.traces.items():
-        summary = data.summaries.get(host)
-        if summary is None:
-            continue
-        for col in gaps:
-            try:
-                gaps[col].append(rescaled_gaps(path, summary, col))
-            except Exception as e:
-                return Check("interarrival", None, None, alpha, f"not run: unreadable trace of {host}: {e}")
-    g = {k: np.concatenate(v) if v else np.array([]) for k, v in gaps.items()}
-    if len(g["sent_ns"]) < 20:
-        return Check(
-            "interarrival", None, None, alpha, f"not run: only {len(g['sent_ns'])} inter-send gaps in the window"
-        )
-    rng = np.random.default_rng(seed)
-    m = int(th["gof_max_samples"])
-    if arrival == "poisson":
-        res = {}
-        for col, x in g.items():
-            if len(x) < 20:
-                continue
-            if len(x) > m:
-                x = rng.choice(x, m, replace=False)
-            ks = stats.kstest(x, "expon")
-            res[col] = (float(ks.statistic), float(ks.pvalue), len(x))
-        p_sent = res["sent_ns"][1]
-        p_int = res.get("intended_ns", (math.nan, math.nan, 0))[1]
-        p = min(p_sent, p_int) if not math.isnan(p_int) else p_sent
-        msg = (
-            f"KS vs exponential of the scheduled rate: actual sends D={res['sent_ns'][0]:.4f} p={p_sent:.3g} "
-            f"(n={res['sent_ns'][2]:,})"
-            + (f", intended p={p_int:.3g}" if not math.isnan(p_int) else "")
-            + f"; reject below {alpha:g}"
-        )
-        if p < alpha:
-            msg += (
-                ": the sends are not Poisson at the scheduled rate"
-                if p_sent < alpha
-                else ": the generator's schedule is not Poisson"
-            )
-        return Check(
-            "interarrival", p >= alpha, p, alpha, msg, {k: {"D": v[0], "p": v[1], "n": v[2]} for k, v in res.items()}
-        )
-    x = g["sent_ns"]
-    mean = float(np.mean(x))
-    cv = float(np.std(x) / mean) if mean > 0 else math.inf
-    lim = float(th["constant_max_cv"])
-    tol = float(th["load_tolerance"])
-    ok = cv <= lim and abs(mean - 1.0) <= tol
-    msg = (
-        f"constant arrivals: gap CV {cv:.3g} (limit {lim:g}), mean gap {mean:.4g} x scheduled "
-        f"(tolerance {_pct(tol)}), n={len(x):,}"
-    )
-    return Check("interarrival", ok, cv, lim, msg, {"cv": cv, "mean": mean, "n": len(x)})
-
-
 # -- the verdict ---------------------------------------------------------------------------
-
-
-def check_tasks_intact(pd: PointDir) -> Check:
-    """Large tasks are pre-written into the workers' rings: a WRITE a NIC dropped (a
-    zero iCRC to a NIC that checks it) or a slot overwritten before its descriptor came
-    (desc_mismatch) loses tasks silently at the worker. Any of them fails the point."""
-    hosts = pd.worker_hosts()
-    stats = {h: pd.read_worker_stats(h) for h in hosts}
-    missing = sorted(h for h, s in stats.items() if s is None)
-    if not hosts or len(missing) == len(hosts):
-        return Check("tasks_intact", None, None, 0, "not run: no worker stats (workers/<host>/stats.json)")
-    per: dict[str, dict[str, int]] = {}
-    for h, s in stats.items():
-        if s is None:
-            continue
-        roce = s.get("roce") or {}
-        per[h] = {
-            "icrc_drops": int((s.get("drops") or {}).get("roce_icrc") or 0) + int(roce.get("nic_icrc_drops") or 0),
-            "desc_mismatch": sum(int(w.get("desc_mismatch") or 0) for w in s.get("workers") or []),
-        }
-    icrc = sum(v["icrc_drops"] for v in per.values())
-    mismatch = sum(v["desc_mismatch"] for v in per.values())
-    bad = icrc + mismatch
-    if not bad:
-        msg = f"no WRITE dropped for its iCRC, no descriptor refused on {len(per)} worker host(s)"
-        if missing:
-            msg += f" (no stats from {', '.join(missing)})"
-        return Check("tasks_intact", True, 0, 0, msg, {"hosts": per})
-    parts = []
-    if icrc:
-        parts.append(
-            f"{icrc} RoCEv2 WRITEs dropped for a bad iCRC (the switch sends a zero iCRC: turn the NICs' "
-            "check off, roce.icrc_disable_command, or set roce.icrc_check to what they do)"
-        )
-    if mismatch:
-        parts.append(
-            f"{mismatch} dispatched descriptors refused because their ring slot held another task "
-            "(a pre-written slot was reused before its task ran)"
-        )
-    return Check("tasks_intact", False, bad, 0, "; ".join(parts), {"hosts": per})
-
-
-def check_links_up(pd: PointDir) -> Check:
-    """A link that went down during the load took its host off the testbed for a while:
-    what the point measured is not what the plan asked, whatever the clients saw."""
-    links = pd.read_links()
-    if links is None:
-        return Check("links_up", None, None, 0, "not run: no switch/links.json")
-    bad, per, uncounted = [], {}, False
-    for row in links["ports"]:
-        if not isinstance(row, dict):
-            continue
-        hosts = [str(h) for h in row.get("hosts") or []]
-        events, dropped = row.get("link_down_events"), row.get("frames_dropped_port_down")
-        if not hosts and not dropped:
-            continue  # a spare port: whatever its link did, nothing of the point went through it
-        uncounted |= hosts != [] and events is None
-        what = []
-        if hosts and row.get("up_before") is False:
-            what.append("was down when the load started")
-        if events:
-            what.append(f"went down {events} time(s)")
-        if hosts and row.get("up_after") is False:
-            what.append("was down when the load ended")
-        if dropped:
-            what.append(f"dropped {dropped} frame(s) because it was down")
-        if what:
-            name = f"{', '.join(hosts)}'s link" if hosts else "a port with no host"
-            bad.append(f"{name} (port {row.get('port')}, dev_port {row.get('dev_port')}) " + " and ".join(what))
-            per[str(row.get("port"))] = row
-    n = sum(1 for r in links["ports"] if isinstance(r, dict) and r.get("hosts"))
-    if bad:
-        return Check("links_up", False, len(bad), 0, "; ".join(bad) + " during the load", {"ports": per})
-    msg = f"the links of {n} host port(s) stayed up through the load"
-    if uncounted:
-        msg += " ($PORT_UP at both ends only: the switch counts no link losses)"
-    return Check("links_up", True, 0, 0, msg)
-
-
-def check_frames_delivered(pd: PointDir) -> Check:
-    """A client whose program read no frame while the switch sent its port some: every
-    answer was lost between the switch and the client's load loop. The message counts
-    them at every hop (the switch's port, the kernel's interface, the DPDK port,
-    rain-client's loop), so it says where they went. (Seen once, in a suite run: a client
-    that read nothing while the switch forwarded 506 answers to it.)"""
-    links = pd.read_links()
-    if links is None:
-        return Check("frames_delivered", None, None, 0, "not run: no switch/links.json")
-    sent = {}
-    for row in links["ports"]:
-        if isinstance(row, dict) and isinstance(row.get("frames_to_host"), int):
-            for h in row.get("hosts") or []:
-                sent[str(h)] = (row["frames_to_host"], row.get("port"))
-    bad, per = [], {}
-    for h in pd.client_hosts():
-        if h not in sent:
-            continue
-        summary = layout.read_json(pd.client(h) / layout.CLIENT_SUMMARY) or {}
-        agent = layout.read_json(pd.client(h) / layout.AGENT_OUTCOME) or {}
-        n, port = sent[h]
-        hops = {
-            "switch_port_tx": n,
-            "interface_rx": (agent.get("nic") or {}).get("rx_packets"),
-            "dpdk_port_rx": (summary.get("port") or {}).get("ipackets"),
-            "client_rx": (summary.get("run") or {}).get("rx_frames"),
-        }
-        per[h] = hops
-        if n > 0 and hops["client_rx"] == 0:
-            bad.append(
-                f"{h} read no frame while the switch sent {n} to its port {port} (its interface took "
-                f"{hops['interface_rx']}, its DPDK port {hops['dpdk_port_rx']})"
-            )
-    if bad:
-        return Check("frames_delivered", False, len(bad), 0, "; ".join(bad), {"hosts": per})
-    if not per:
-        return Check("frames_delivered", None, None, 0, "not run: the switch counts no frames per port")
-    return Check(
-        "frames_delivered", True, 0, 0, f"{len(per)} client(s) read the frames the switch sent them", {"hosts": per}
-    )
 
 
 def check_model_agreement(data: PointData, tol: float) -> Check:
@@ -626,7 +301,7 @@ def check_model_agreement(data: PointData, tol: float) -> Check:
     net = model_beside.network_text(info)
     msg = (
         f"measured p99 {measured:,.2f} us vs the model's {modelled:,.2f} us (paper time, all classes): "
-        f"ratio {ratio:.3f} (tolerance {_pct(tol)}); the model's network: {net}"
+        f"ratio {ratio:.3f} (tolerance {pct(tol)}); the model's network: {net}"
     )
     if not ok:
         msg += (
