@@ -344,20 +344,9 @@ def _queue_depth(ctx: _Ctx) -> list[Path]:
     quota; the switch queue), and below it the switch's queue over the time of each
     load's first repetition, as small multiples on one scale: tasks waiting in the
     switch upwards, tokens waiting for tasks downwards (the bidirectional queue)."""
-    from matplotlib.ticker import FuncFormatter, MaxNLocator
-
     agg = ctx.agg[ctx.agg["class"] == ALL]
     firsts = _first_rep(ctx)
-    rd = RunDir(ctx.run_dir)
-    series = {}
-    points: dict = {}  # (curve, load) -> point.json: a workload's phases are marked
-    for _, r in firsts.iterrows():
-        warm, measure = float(r["warmup_s"]), float(r["measure_s"])
-        # up to the window's end: after it the clients stop sending and wait out their replies
-        s = [x for x in switch_queue_series(rd.point(r["point_id"])) if x[0] <= warm + measure]
-        if s:
-            series[(r["curve"], r["load_krps"])] = (s, float(r["dilation"]) or 1.0, warm, measure, bool(r["valid"]))
-            points[(r["curve"], r["load_krps"])] = rd.point(r["point_id"]).read_point()
+    series, points = _switch_queue_of(ctx, firsts)
     has_worker = agg["worker_queue_mean_mean"].notna().any() or agg["mean_quota_mean"].notna().any()
     if not series and not has_worker:
         ctx.skipped["queue_depth"] = (
@@ -383,16 +372,39 @@ def _queue_depth(ctx: _Ctx) -> list[Path]:
         top=1 - 0.45 / h,
     )
     top = outer[0].subgridspec(1, 2, wspace=0.3)
-    ax_w, ax_s = fig.add_subplot(top[0]), fig.add_subplot(top[1])
-    integer = MaxNLocator(integer=True, min_n_ticks=2)
+    _worker_queue_panel(ctx, fig.add_subplot(top[0]), agg)
+    _switch_queue_panel(ctx, fig.add_subplot(top[1]), agg, bool(series))
+    if rows:
+        grid = outer[1].subgridspec(len(rows), ncols, wspace=0.12, hspace=0.6)
+        _switch_queue_over_time(fig, grid, rows, loads, series, points)
+    return ctx.save(fig, "queue_depth")
 
-    # (a) a worker's local queue against load, and its bound
+
+def _switch_queue_of(ctx: _Ctx, firsts) -> tuple[dict, dict]:
+    """(curve, load) -> the switch queue's samples of its first repetition, up to the
+    window's end (after it the clients stop sending and wait out their replies), with k,
+    warm-up, window and validity; and -> its point.json (a workload's phases are marked)."""
+    rd = RunDir(ctx.run_dir)
+    series, points = {}, {}
+    for _, r in firsts.iterrows():
+        warm, measure = float(r["warmup_s"]), float(r["measure_s"])
+        s = [x for x in switch_queue_series(rd.point(r["point_id"])) if x[0] <= warm + measure]
+        if s:
+            series[(r["curve"], r["load_krps"])] = (s, float(r["dilation"]) or 1.0, warm, measure, bool(r["valid"]))
+            points[(r["curve"], r["load_krps"])] = rd.point(r["point_id"]).read_point()
+    return series, points
+
+
+def _worker_queue_panel(ctx: _Ctx, ax, agg) -> None:
+    """A worker's local queue against load, and its bound (the token quota, dashed)."""
+    from matplotlib.ticker import MaxNLocator
+
     for curve, g in agg.groupby("curve", sort=True):
         g = g.sort_values("load_krps")
         color, marker = ctx.style.get(curve, ("C0", "o"))
         q = g[g["mean_quota_mean"].notna()]
         if not q.empty:
-            ax_w.plot(
+            ax.plot(
                 q["load_krps"],
                 q["mean_quota_mean"],
                 color=color,
@@ -400,100 +412,111 @@ def _queue_depth(ctx: _Ctx) -> list[Path]:
                 lw=1.2,
                 label=f"{curve}: token quota (bound)",
             )
-    _curves(ctx, ax_w, agg, "worker_queue_mean_mean", "worker_queue_mean_min", "worker_queue_mean_max")
-    ax_w.set_ylim(bottom=0)
-    ax_w.yaxis.set_major_locator(integer)
-    ax_w.set_xlabel(_load_label(ctx))
-    ax_w.set_ylabel("tasks in a worker's queue")
-    ax_w.set_title("worker queue depth vs load (dashed: its bound)", fontsize=9)
-    ax_w.grid(alpha=0.3)
-    _legend(ax_w, ctx)
+    _curves(ctx, ax, agg, "worker_queue_mean_mean", "worker_queue_mean_min", "worker_queue_mean_max")
+    ax.set_ylim(bottom=0)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=2))
+    ax.set_xlabel(_load_label(ctx))
+    ax.set_ylabel("tasks in a worker's queue")
+    ax.set_title("worker queue depth vs load (dashed: its bound)", fontsize=9)
+    ax.grid(alpha=0.3)
+    _legend(ax, ctx)
 
-    # (b) the switch queue against load
-    _curves(ctx, ax_s, agg, "switch_queue_mean_mean", "switch_queue_mean_min", "switch_queue_mean_max")
+
+def _switch_queue_panel(ctx: _Ctx, ax, agg, sampled: bool) -> None:
+    """The switch queue against load: its mean, and its max dotted."""
+    from matplotlib.ticker import MaxNLocator
+
+    _curves(ctx, ax, agg, "switch_queue_mean_mean", "switch_queue_mean_min", "switch_queue_mean_max")
     for curve, g in agg.groupby("curve", sort=True):
         g = g[g["switch_queue_max_mean"].notna()].sort_values("load_krps")
         if not g.empty:
             color, _ = ctx.style.get(curve, ("C0", "o"))
-            ax_s.plot(g["load_krps"], g["switch_queue_max_mean"], color=color, ls=":", lw=1.2, label=f"{curve}: max")
-    ax_s.set_ylim(bottom=0)
-    ax_s.yaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=2))
-    ax_s.set_xlabel(_load_label(ctx))
-    ax_s.set_ylabel("tasks in the switch queue")
-    ax_s.set_title("switch queue depth vs load (dotted: max)", fontsize=9)
-    ax_s.grid(alpha=0.3)
-    if series:
-        _legend(ax_s, ctx)
+            ax.plot(g["load_krps"], g["switch_queue_max_mean"], color=color, ls=":", lw=1.2, label=f"{curve}: max")
+    ax.set_ylim(bottom=0)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=2))
+    ax.set_xlabel(_load_label(ctx))
+    ax.set_ylabel("tasks in the switch queue")
+    ax.set_title("switch queue depth vs load (dotted: max)", fontsize=9)
+    ax.grid(alpha=0.3)
+    if sampled:
+        _legend(ax, ctx)
     else:
-        ax_s.text(0.5, 0.5, "no switch queue samples", transform=ax_s.transAxes, ha="center", color="0.4")
+        ax.text(0.5, 0.5, "no switch queue samples", transform=ax.transAxes, ha="center", color="0.4")
 
-    # below: the switch's queue over time, one small panel per load (a row per curve)
-    if rows:
-        grid = outer[1].subgridspec(len(rows), ncols, wspace=0.12, hspace=0.6)
-        hi = max(max(t for _, t, _ in s) for s, *_ in series.values())
-        lo = max(max(k for _, _, k in s) for s, *_ in series.values())
-        first = None
-        for i, curve in enumerate(rows):
-            for j, load in enumerate(loads):
-                ax = fig.add_subplot(grid[i, j], sharey=first, sharex=None)
-                first = first or ax
-                got = series.get((curve, load))
-                ax.set_title(f"{load:g} kRPS" + (f", {curve}" if len(rows) > 1 else ""), fontsize=8)
-                ax.tick_params(labelsize=7)
-                if got is None:
-                    ax.text(0.5, 0.5, "no samples", transform=ax.transAxes, ha="center", fontsize=7, color="0.4")
-                    continue
-                s, k, warm, measure, valid = got
-                t = [x / k * 1000.0 for x, _, _ in s]
-                end = (warm + measure) / k * 1000.0
-                ax.fill_between(
-                    t, [v for _, v, _ in s], step="post", color="C3", alpha=0.75, lw=0, label="tasks waiting"
-                )
-                ax.fill_between(
-                    t, [-v for _, _, v in s], step="post", color="C0", alpha=0.45, lw=0, label="tokens waiting"
-                )
-                ax.axvspan(0, warm / k * 1000.0, color="0.9", lw=0, label="warm-up", zorder=0)
-                _phase_marks(ax, points.get((curve, load)), from_window=False)
-                ax.axhline(0, color="0.2", lw=0.6)
-                ax.set_xlim(max(min(t[0], 0.0), -0.25 * end), end)  # a little of before the start
-                in_window = [v for x, v, _ in s if x >= warm]
-                if in_window:
-                    ax.text(
-                        0.98,
-                        0.95,
-                        f"window max: {max(in_window)} task{'s' if max(in_window) != 1 else ''}",
-                        transform=ax.transAxes,
-                        ha="right",
-                        va="top",
-                        fontsize=7,
-                        color="0.25",
-                    )
-                if not valid:
-                    ax.set_title(ax.get_title() + " (invalid)", fontsize=8, color="0.4")
-                if j == 0:
-                    ax.set_ylabel(
-                        "switch queue\n(tasks up, tokens down" + (", log)" if max(hi, lo) > 50 else ")"), fontsize=7
-                    )
-                else:
-                    ax.tick_params(labelleft=False)
-                if i == len(rows) - 1:
-                    ax.set_xlabel("ms since the load started (paper time)", fontsize=7)
-                ax.grid(alpha=0.25)
-        if max(hi, lo) > 50:
-            # a queue of thousands next to a few tokens: log beyond 1, so both stay readable
-            from matplotlib.ticker import FixedLocator
 
-            first.set_yscale("symlog", linthresh=1.0, linscale=0.5)
-            first.set_ylim(-max(lo, 1) * 1.5, hi * 4)
-            ticks = [-t for t in (lo, 1) if t >= 1] + [0] + [10**i for i in range(len(str(int(hi))) + 1)]
-            first.yaxis.set_major_locator(FixedLocator(sorted(set(ticks))))
-            first.yaxis.set_minor_locator(FixedLocator([]))
-        else:
-            first.set_ylim(-max(lo, 1) * 1.1, max(hi, 1) * 1.35)  # room for the window max
-            first.yaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=3))
-        first.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{abs(v):g}"))
-        first.legend(fontsize=6, frameon=False, loc="upper left")
-    return ctx.save(fig, "queue_depth")
+def _switch_queue_over_time(fig, grid, rows: list, loads: list, series: dict, points: dict) -> None:
+    """The switch's queue over time, one small panel per load (a row per curve), all on
+    the first panel's scale."""
+    hi = max(max(t for _, t, _ in s) for s, *_ in series.values())
+    lo = max(max(k for _, _, k in s) for s, *_ in series.values())
+    log = max(hi, lo) > 50
+    first = None
+    for i, curve in enumerate(rows):
+        for j, load in enumerate(loads):
+            ax = fig.add_subplot(grid[i, j], sharey=first, sharex=None)
+            first = first or ax
+            ax.set_title(f"{load:g} kRPS" + (f", {curve}" if len(rows) > 1 else ""), fontsize=8)
+            ax.tick_params(labelsize=7)
+            got = series.get((curve, load))
+            if got is None:
+                ax.text(0.5, 0.5, "no samples", transform=ax.transAxes, ha="center", fontsize=7, color="0.4")
+                continue
+            _switch_queue_cell(ax, got, points.get((curve, load)))
+            if j == 0:
+                ax.set_ylabel("switch queue\n(tasks up, tokens down" + (", log)" if log else ")"), fontsize=7)
+            else:
+                ax.tick_params(labelleft=False)
+            if i == len(rows) - 1:
+                ax.set_xlabel("ms since the load started (paper time)", fontsize=7)
+            ax.grid(alpha=0.25)
+    _switch_queue_scale(first, hi, lo)
+
+
+def _switch_queue_cell(ax, got: tuple, point: dict | None) -> None:
+    """One load's switch queue over time: tasks waiting up, tokens waiting down, the
+    warm-up shaded and the window's largest queue written."""
+    s, k, warm, measure, valid = got
+    t = [x / k * 1000.0 for x, _, _ in s]
+    end = (warm + measure) / k * 1000.0
+    ax.fill_between(t, [v for _, v, _ in s], step="post", color="C3", alpha=0.75, lw=0, label="tasks waiting")
+    ax.fill_between(t, [-v for _, _, v in s], step="post", color="C0", alpha=0.45, lw=0, label="tokens waiting")
+    ax.axvspan(0, warm / k * 1000.0, color="0.9", lw=0, label="warm-up", zorder=0)
+    _phase_marks(ax, point, from_window=False)
+    ax.axhline(0, color="0.2", lw=0.6)
+    ax.set_xlim(max(min(t[0], 0.0), -0.25 * end), end)  # a little of before the start
+    in_window = [v for x, v, _ in s if x >= warm]
+    if in_window:
+        most = max(in_window)
+        ax.text(
+            0.98,
+            0.95,
+            f"window max: {most} task{'s' if most != 1 else ''}",
+            transform=ax.transAxes,
+            ha="right",
+            va="top",
+            fontsize=7,
+            color="0.25",
+        )
+    if not valid:
+        ax.set_title(ax.get_title() + " (invalid)", fontsize=8, color="0.4")
+
+
+def _switch_queue_scale(first, hi: float, lo: float) -> None:
+    """The shared scale: tasks up to `hi`, tokens down to `lo`; log beyond 1 when a queue
+    of thousands sits next to a few tokens, so both stay readable."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator
+
+    if max(hi, lo) > 50:
+        first.set_yscale("symlog", linthresh=1.0, linscale=0.5)
+        first.set_ylim(-max(lo, 1) * 1.5, hi * 4)
+        ticks = [-t for t in (lo, 1) if t >= 1] + [0] + [10**i for i in range(len(str(int(hi))) + 1)]
+        first.yaxis.set_major_locator(FixedLocator(sorted(set(ticks))))
+        first.yaxis.set_minor_locator(FixedLocator([]))
+    else:
+        first.set_ylim(-max(lo, 1) * 1.1, max(hi, 1) * 1.35)  # room for the window max
+        first.yaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=3))
+    first.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{abs(v):g}"))
+    first.legend(fontsize=6, frameon=False, loc="upper left")
 
 
 def _per_point_metric(ctx: _Ctx, kind: str, col: str, ylabel: str, title: str, missing: str) -> list[Path]:
