@@ -205,33 +205,62 @@ def _counters(m: np.ndarray, r: SimResult, dur_s: float) -> dict:
 
 def render(result: SimResult, point: dict, *, wall_s: float | None = None) -> dict[str, bytes]:
     """Every file of the point's folder (relative path -> content) from one SimResult;
-    `point` is the plan's Point as a dict (point.json)."""
-    r, sp = result, result.point
+    `point` is the plan's Point as a dict (point.json): the client's, the workers', the
+    switch's and the point's timing, as a measured point lays them out (layout.py)."""
+    w = _Window(result)
     files: dict[str, bytes] = {layout.POINT: _json(point)}
-    w0, w1 = sp.warmup_ns, sp.warmup_ns + sp.measure_ns
-    dur_s = sp.measure_ns / 1e9
-    iv = max(1, int(sp.interval_ns))
-    nint = max(1, -(-sp.measure_ns // iv))
-    intended = np.asarray(r.intended_ns, dtype=np.int64)
-    in_win = (intended >= w0) & (intended < w1)
-    answered = in_win & (r.outcome == ANSWERED)
-    k_all = np.minimum((intended - w0) // iv, nint - 1)
+    per_class_lat = _client_files(result, w, files)
+    _worker_files(result, files)
+    _switch_files(result, files)
+    timing = {
+        "simulated": True,
+        "core_wall_s": round(float(result.wall_s), 3),
+        "events": int(result.events),
+        "end_ns": int(result.end_ns),
+        "requests": int(w.intended.size),
+        "answered": int(w.answered.sum()),
+        "p99_us": round(Hist.merge(h for hs in per_class_lat for h in hs).percentile(99.0) / 1000, 3)
+        if w.answered.any()
+        else None,
+        "seed": result.point.seed,
+    }
+    if wall_s is not None:
+        timing["point_wall_s"] = round(wall_s, 3)
+    files[layout.TIMING] = _json(timing, indent=None)
+    return files
 
+
+class _Window:
+    """The measurement window of a SimResult: its requests by intended time, which were
+    answered, and the interval each falls in."""
+
+    def __init__(self, r: SimResult):
+        sp = r.point
+        self.w0, self.w1 = sp.warmup_ns, sp.warmup_ns + sp.measure_ns
+        self.dur_s = sp.measure_ns / 1e9
+        self.iv = max(1, int(sp.interval_ns))
+        self.nint = max(1, -(-sp.measure_ns // self.iv))
+        self.intended = np.asarray(r.intended_ns, dtype=np.int64)
+        self.in_win = (self.intended >= self.w0) & (self.intended < self.w1)
+        self.answered = self.in_win & (r.outcome == ANSWERED)
+        self.interval = np.minimum((self.intended - self.w0) // self.iv, self.nint - 1)
+
+
+def _client_files(r: SimResult, w: _Window, files: dict[str, bytes]) -> list:
+    """The client's interval logs (latency, slowdown), summary and exit; each class's
+    latency histograms per interval, returned."""
+    sp = r.point
     client = f"{layout.CLIENTS}/{CLIENT}/"
-    lat_rows: list[tuple[str, float, float, Hist]] = []
-    sd_rows: list[tuple[str, float, float, Hist]] = []
     per_class_lat, per_class_sd, classes = [], [], {}
     for c, cm in enumerate(sp.classes):
-        m = answered & (r.cls == c)
-        lat = r.latency_ns[m]
-        svc = r.service_ns[m]
-        k = k_all[m]
+        m = w.answered & (r.cls == c)
+        lat, svc, k = r.latency_ns[m], r.service_ns[m], w.interval[m]
         pos = svc > 0
         sd = (lat[pos].astype(np.float64) * 1000.0 / svc[pos].astype(np.float64)).astype(np.int64)
-        per_class_lat.append(interval_hists(lat, k, nint))
-        per_class_sd.append(interval_hists(sd, k[pos], nint))
+        per_class_lat.append(interval_hists(lat, k, w.nint))
+        per_class_sd.append(interval_hists(sd, k[pos], w.nint))
         arg, mean_ns = service_arg(cm.service)
-        counters = _counters(in_win & (r.cls == c), r, dur_s)
+        counters = _counters(w.in_win & (r.cls == c), r, w.dur_s)
         if cm.service.kind.startswith("keys"):
             counters["mean_keys"] = float(cm.service.keys)
         classes[cm.name] = {
@@ -244,21 +273,30 @@ def render(result: SimResult, point: dict, *, wall_s: float | None = None) -> di
             "latency_ns": _hist_summary(Hist.merge(per_class_lat[-1]), 1.0),
             "slowdown": _hist_summary(Hist.merge(per_class_sd[-1]), 1000.0),
         }
-    last = (sp.measure_ns - (nint - 1) * iv) / 1e9
-    for k in range(nint):
-        length = last if k + 1 == nint else iv / 1e9
+    lat_rows: list[tuple[str, float, float, Hist]] = []
+    sd_rows: list[tuple[str, float, float, Hist]] = []
+    last = (sp.measure_ns - (w.nint - 1) * w.iv) / 1e9
+    for k in range(w.nint):
+        length = last if k + 1 == w.nint else w.iv / 1e9
         for c, cm in enumerate(sp.classes):
-            lat_rows.append((cm.name, k * iv / 1e9, length, per_class_lat[c][k]))
-            sd_rows.append((cm.name, k * iv / 1e9, length, per_class_sd[c][k]))
-    iv_text = f"{iv / 1e6:g} ms" if iv < 1_000_000_000 else f"{iv / 1e9:g} s"
+            lat_rows.append((cm.name, k * w.iv / 1e9, length, per_class_lat[c][k]))
+            sd_rows.append((cm.name, k * w.iv / 1e9, length, per_class_sd[c][k]))
+    iv_text = f"{w.iv / 1e6:g} ms" if w.iv < 1_000_000_000 else f"{w.iv / 1e9:g} s"
     files[client + layout.LATENCY_HLOG] = _hlog(lat_rows, LATENCY_COMMENT.format(iv=iv_text), 1e6)
     files[client + layout.SLOWDOWN_HLOG] = _hlog(sd_rows, SLOWDOWN_COMMENT, 1e3)
+    files[client + layout.CLIENT_SUMMARY] = _json(_client_summary(r, w, classes))
+    files[client + layout.AGENT_OUTCOME] = _json({"client_exit": 0, "stopped_by": "client exit"})
+    return per_class_lat
 
-    totals = _counters(in_win, r, dur_s)
+
+def _client_summary(r: SimResult, w: _Window, classes: dict) -> dict:
+    """summary.json as rain-client writes it, for the simulated client."""
+    sp = r.point
+    totals = _counters(w.in_win, r, w.dur_s)
     totals["mean_keys"] = 0.0
     offered = window_rate(sp)
     large = next((c for c in sp.classes if c.large_fraction > 0), None)
-    summary = {
+    return {
         "tool": TOOL,
         "format": 1,
         "partial": False,
@@ -269,7 +307,7 @@ def render(result: SimResult, point: dict, *, wall_s: float | None = None) -> di
         "schedule": schedule(sp),
         "dilation": 1,
         "warmup_s": sp.warmup_ns / 1e9,
-        "duration_s": dur_s,
+        "duration_s": w.dur_s,
         "timeout_us": sp.timeout_ns // 1000,
         "resubmit": False,
         "max_outstanding": sp.max_outstanding,
@@ -281,22 +319,23 @@ def render(result: SimResult, point: dict, *, wall_s: float | None = None) -> di
         "window_start_unix_ns": sp.warmup_ns,
         "elapsed_s": r.end_ns / 1e9,
         "tsc_hz": 1_000_000_000,
-        "intervals": nint,
-        "interval_s": iv / 1e9,
+        "intervals": w.nint,
+        "interval_s": w.iv / 1e9,
         "offered_rps": round(offered, 3),
         "achieved_rps": totals["achieved_rps"],
         "schedule_error": round(abs(totals["achieved_rps"] - offered) / offered, 6) if offered else 0.0,
         "late_threshold_ns": [0 for _ in sp.phases],
         "totals": totals,
         "classes": classes,
-        "run": {"requests": int(intended.size), "events": int(r.events)},
+        "run": {"requests": int(w.intended.size), "events": int(r.events)},
         "drops": {},
         "per_lcore": [],
     }
-    files[client + layout.CLIENT_SUMMARY] = _json(summary)
-    files[client + layout.AGENT_OUTCOME] = _json({"client_exit": 0, "stopped_by": "client exit"})
 
-    # workers: the series per host, decisions per host (adaptive), a clean exit
+
+def _worker_files(r: SimResult, files: dict[str, bytes]) -> None:
+    """The workers: the series per host, decisions per host (adaptive), a clean exit."""
+    sp = r.point
     t = sp.threads_per_host
     per_host: list[list[str]] = [[] for _ in range(sp.worker_hosts)]
     for t_s, ws in r.worker_series:
@@ -321,7 +360,10 @@ def render(result: SimResult, point: dict, *, wall_s: float | None = None) -> di
     if sp.adaptive:
         files[layout.COORDINATOR] = "".join(line + "\n" for line in coordinator).encode()
 
-    # the switch: its queue over time and its event counters
+
+def _switch_files(r: SimResult, files: dict[str, bytes]) -> None:
+    """The switch: its queue over time and its event counters."""
+    sp = r.point
     rows = [
         {"t_s": round(float(t_s), 4), "balance": {str(s): int(v) for s, v in sorted(b.items())}}
         for t_s, b in r.switch_queue
@@ -340,22 +382,6 @@ def render(result: SimResult, point: dict, *, wall_s: float | None = None) -> di
             "simulation": other,
         }
     )
-    timing = {
-        "simulated": True,
-        "core_wall_s": round(float(r.wall_s), 3),
-        "events": int(r.events),
-        "end_ns": int(r.end_ns),
-        "requests": int(intended.size),
-        "answered": int(answered.sum()),
-        "p99_us": round(Hist.merge(h for hs in per_class_lat for h in hs).percentile(99.0) / 1000, 3)
-        if answered.any()
-        else None,
-        "seed": sp.seed,
-    }
-    if wall_s is not None:
-        timing["point_wall_s"] = round(wall_s, 3)
-    files[layout.TIMING] = _json(timing, indent=None)
-    return files
 
 
 def _worker_row(w: dict) -> dict:
