@@ -355,6 +355,14 @@ class RunDir:
         d.path.mkdir(parents=True, exist_ok=False)
         return d
 
+    @classmethod
+    def to_resume(cls, path: str | Path) -> RunDir:
+        """An existing run's folder, to continue (`--resume`): refused unless it has a sweep."""
+        d = cls(path)
+        if not d.sweep.exists():
+            raise UsageError(f"{d.path} is not a run directory (no {SWEEP})", fix="pass the folder a run printed")
+        return d
+
     @property
     def name(self) -> str:
         return self.path.name

@@ -1,8 +1,31 @@
-"""The progress display of a sweep: points done and to do, the current point and phase."""
+"""What a run tells the person running it: its log (run.log and the console) and the
+progress display of its sweep (points done and to do, the current point and phase)."""
 
 from __future__ import annotations
 
+import time
+
+from .layout import RunDir
 from .plan import Point
+
+
+class RunLog:
+    """The run's log: timestamped lines in run.log, and on the console unless quiet."""
+
+    def __init__(self, rd: RunDir, console=None, *, echo: bool = True):
+        from rich.console import Console
+
+        self.console = console or Console(highlight=False, soft_wrap=True)
+        self.file, self.echo = open(rd.log, "a"), echo
+
+    def __call__(self, msg: str) -> None:
+        self.file.write(time.strftime("%H:%M:%S ") + msg + "\n")
+        self.file.flush()
+        if self.echo:
+            self.console.print(f"[dim]·[/] {msg}", markup=True, highlight=False)
+
+    def close(self) -> None:
+        self.file.close()
 
 
 class Progress:

@@ -16,13 +16,12 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..inventory import Inventory
-from . import layout
 from .bench import Bench
 from .dilation import choose_dilation, probe_service, size_windows, with_service, with_windows
 from .layout import RunDir
 from .machines import host_facts, shape_of
 from .plan import Point, TestbedShape, plan
-from .progress import Progress
+from .progress import Progress, RunLog
 from .provenance import manifest
 from .retry import DEFAULT_BUDGET_S, Backoff
 from .spec import Spec
@@ -58,8 +57,6 @@ def agents_can_run(inv: Inventory) -> None:
 def resumed(rd: RunDir, spec: Spec, shape: TestbedShape, auto: bool) -> tuple[Spec, list[Point]]:
     """A resumed run's points as it planned them: at the k its calibration chose, with
     the service times its probe measured and the windows it sized."""
-    if not rd.sweep.exists():
-        raise UsageError(f"{rd.path} is not a run directory (no {layout.SWEEP})", fix="pass the folder a run printed")
     m = rd.read_manifest() if rd.manifest.exists() else {}
     chosen = m.get("dilation") if auto else None
     service = m.get("service")
@@ -67,21 +64,6 @@ def resumed(rd: RunDir, spec: Spec, shape: TestbedShape, auto: bool) -> tuple[Sp
         spec = with_service(spec, service["measured_us"])
     points = plan(spec, shape, k=chosen.get("k") if isinstance(chosen, dict) else None)
     return spec, with_windows(points, m) if m else points
-
-
-class RunLog:
-    """The run's log: run.log in its folder, and the console."""
-
-    def __init__(self, rd: RunDir, console):
-        self.file, self.console = open(rd.log, "a"), console
-
-    def __call__(self, msg: str) -> None:
-        self.file.write(time.strftime("%H:%M:%S ") + msg + "\n")
-        self.file.flush()
-        self.console.print(f"[dim]·[/] {msg}", markup=True, highlight=False)
-
-    def close(self) -> None:
-        self.file.close()
 
 
 def before_sweep(s: Sweeper, rd: RunDir, shape: TestbedShape, *, auto: bool, calibrate: bool, fresh: bool) -> None:
@@ -137,15 +119,13 @@ def run(
     shape = shape_of(inv)
     auto = shape.emulated and spec.dilation.emulated == "auto"
     if resume is not None:
-        rd = RunDir(resume)
+        rd = RunDir.to_resume(resume)
         spec, points = resumed(rd, spec, shape, auto)
     else:
         points = plan(spec, shape)
         rd = RunDir.new(results_root, spec.name, time.strftime("%Y%m%d-%H%M%S"))
     sweep = Sweep(rd.path, points, resume=resume is not None)
-    from rich.console import Console
-
-    log = RunLog(rd, console or Console(highlight=False, soft_wrap=True))
+    log = RunLog(rd, console)
     log(
         f"{'resuming' if resume else 'run'} {spec.name}: {len(points)} points, {sweep.counts()['done']} done; "
         f"results in {rd.path}"

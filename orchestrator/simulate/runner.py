@@ -38,6 +38,7 @@ from ..errors import RainmakerError, UsageError
 from ..experiment import layout
 from ..experiment.layout import RunDir
 from ..experiment.plan import TestbedShape, plan
+from ..experiment.progress import RunLog
 from ..experiment.provenance import git_state
 from ..experiment.spec import Dilation, Spec
 from ..experiment.spec import load as load_spec
@@ -380,15 +381,7 @@ def simulate(
     `resume`, the run's own options (manifest.json) plan the same points and only the
     points not done are simulated."""
     spec_path = Path(spec_path)
-    from ..experiment.handler_alone import is_handler_spec
-
-    if is_handler_spec(spec_path):
-        raise UsageError(
-            f"{spec_path} measures a worker's handler alone on a testbed: there is nothing to simulate",
-            fix=f"run it with `rainmaker run {spec_path}`; its costs.json gives the simulator measured service "
-            "times (a spec's database.costs)",
-        )
-    spec = load_spec(spec_path)
+    _not_a_handler_spec(spec_path)
     opts = Options(
         worker_hosts,
         threads,
@@ -401,91 +394,94 @@ def simulate(
         repetitions,
     )
     if resume is not None:
-        rd = RunDir(resume)
-        if not rd.sweep.exists():
-            raise UsageError(
-                f"{rd.path} is not a run directory (no {layout.SWEEP})", fix="pass the folder a run printed"
-            )
+        rd = RunDir.to_resume(resume)
         opts = _options_of(rd.read_manifest(), rd.path)
     if opts.like and (opts.warmup_s is not None or opts.measure_s is not None or opts.repetitions is not None):
         raise UsageError(
             "--like simulates the measured run's own points: its durations and repetitions",
             fix="drop --warmup, --measure and --repetitions, or simulate the spec without --like",
         )
-    spec = only_systems(spec, opts.systems)
-    supported_or_explain(spec)
-    p = plan_points(spec, opts)
-    supported_or_explain(p.spec)  # --like: the measured run's own spec
-    from .model import build, seed_of
-
-    seeds = {x.id: seed_of(opts.seed, x.id) for x in p.points}
     # Everything that can refuse the run does so before its folder exists.
-    k = float((p.like or {}).get("dilation") or 1.0)  # --like: the measured testbed's (its timeout)
-    sims = {
-        x.id: build(p.spec, x, worker_hosts=p.worker_hosts, network=p.network, seed=seeds[x.id], dilation=k)
-        for x in p.points
-    }
+    p, seeds, sims = _prepared(load_spec(spec_path), opts)
     remote = DaskPool(cluster) if cluster else None
     if resume is None:
         rd = RunDir.new(results_root, p.spec.name, time.strftime("%Y%m%d-%H%M%S"))
     sweep = Sweep(rd.path, p.points, resume=resume is not None)
     if resume is None or not rd.manifest.exists():
         rd.write_manifest(manifest(spec_path, p, opts, seeds, cluster))
-    from rich.console import Console
-
-    console = console or Console(highlight=False, soft_wrap=True)
-    logf = open(rd.log, "a")
-
-    def log(msg: str) -> None:
-        logf.write(time.strftime("%H:%M:%S ") + msg + "\n")
-        logf.flush()
-        if progress:
-            console.print(f"[dim]·[/] {msg}", markup=True, highlight=False)
-
-    pending = sweep.pending()
+    log = RunLog(rd, console, echo=progress)
     kind = "ideal (no network)" if opts.ideal else ("like " + str(opts.like) if opts.like else "the paper's testbed")
     log(
         f"{'resuming' if resume else 'simulating'} {p.spec.name} on a simulated testbed ({kind}: "
         f"{p.worker_hosts} worker hosts x {p.threads_per_host} threads, 1 client): {len(p.points)} points, "
         f"{sweep.counts()['done']} done; results in {rd.path}"
     )
-    by_id = {x.id: x for x in p.points}
-    tasks = [(x.id, sims[x.id], asdict(x)) for x in pending]
+    tasks = [(x.id, sims[x.id], asdict(x)) for x in sweep.pending()]
+    try:
+        _run_tasks(tasks, remote, jobs, rd, sweep, p.spec, log)
+    except KeyboardInterrupt:
+        log(f"interrupted: done points are kept; continue with `rainmaker simulate {spec_path} --resume {rd.path}`")
+        log.close()
+        raise
+    log(sweep.summary())
+    if analyze_after and sweep.counts()["done"]:
+        from ..experiment.report import finish
+
+        finish(rd.path, p.spec.plots, log)
+    log.close()
+    return rd.path
+
+
+def _not_a_handler_spec(spec_path: Path) -> None:
+    from ..experiment.handler_alone import is_handler_spec
+
+    if is_handler_spec(spec_path):
+        raise UsageError(
+            f"{spec_path} measures a worker's handler alone on a testbed: there is nothing to simulate",
+            fix=f"run it with `rainmaker run {spec_path}`; its costs.json gives the simulator measured service "
+            "times (a spec's database.costs)",
+        )
+
+
+def _prepared(spec: Spec, opts: Options) -> tuple[Plan, dict[str, int], dict]:
+    """The run's points, each point's seed, and each point's model (SimPoint): built
+    before anything is written, so that whatever the model refuses stops the run first."""
+    from .model import build, seed_of
+
+    spec = only_systems(spec, opts.systems)
+    supported_or_explain(spec)
+    p = plan_points(spec, opts)
+    supported_or_explain(p.spec)  # --like: the measured run's own spec
+    seeds = {x.id: seed_of(opts.seed, x.id) for x in p.points}
+    k = float((p.like or {}).get("dilation") or 1.0)  # --like: the measured testbed's (its timeout)
+    sims = {
+        x.id: build(p.spec, x, worker_hosts=p.worker_hosts, network=p.network, seed=seeds[x.id], dilation=k)
+        for x in p.points
+    }
+    return p, seeds, sims
+
+
+def _run_tasks(tasks: list, remote, jobs: int | None, rd: RunDir, sweep: Sweep, spec: Spec, log) -> None:
+    """The pending points on the cluster or this machine's cores. On Ctrl-C or an error
+    the pool is stopped and the points it was running go back to todo."""
     pool = remote
     try:
         if tasks:
             pool = remote or LocalPool(max(1, min(jobs or os.cpu_count() or 1, len(tasks))))
             log(f"{len(tasks)} point(s) on {pool.where}")
-            _collect(pool, tasks, rd, sweep, p.spec, log)
-    except KeyboardInterrupt:
+            _collect(pool, tasks, rd, sweep, spec, log)
+    except BaseException as e:
         if pool is not None:
             pool.stop()
             pool = None
-        for pid in by_id:
+        why = "interrupted" if isinstance(e, KeyboardInterrupt) else "the run stopped on an error"
+        for pid, _, _ in tasks:
             if sweep.state[pid].status == "running":
-                sweep.requeue(pid, "interrupted")
-        log(f"interrupted: done points are kept; continue with `rainmaker simulate {spec_path} --resume {rd.path}`")
-        logf.close()
-        raise
-    except BaseException:
-        if pool is not None:
-            pool.stop()
-            pool = None
-        for pid in by_id:
-            if sweep.state[pid].status == "running":
-                sweep.requeue(pid, "the run stopped on an error")
+                sweep.requeue(pid, why)
         raise
     finally:
         if pool is not None:
             pool.close()
-    counts = sweep.counts()
-    log(sweep.summary())
-    if analyze_after and counts["done"]:
-        from ..experiment.report import finish
-
-        finish(rd.path, p.spec.plots, log)
-    logf.close()
-    return rd.path
 
 
 def _collect(pool, tasks, rd: RunDir, sweep: Sweep, spec: Spec, log: Callable[[str], None]) -> None:
