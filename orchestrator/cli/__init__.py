@@ -17,14 +17,7 @@ failures; RAINMAKER_DEBUG=1 shows the traceback too.
 
 from __future__ import annotations
 
-from . import cloudlab as _cloudlab
-from . import experiment as _experiment
-from . import hosts, switch, testbed  # noqa: F401  (their verbs join the group on import)
-from . import simulate as _simulate
+from . import cloudlab, experiment, hosts, simulate, switch, testbed  # noqa: F401  (their verbs join the group on import)
 from .app import cli, console, err_console, main
-
-_experiment.register(cli, console)
-_simulate.register(cli, console)
-_cloudlab.register(cli, console, err_console)
 
 __all__ = ["cli", "console", "err_console", "main"]

@@ -11,8 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..errors import interrupted_status, interruptible
-
-INVENTORY_HELP = "testbed inventory (YAML). Default: $RAINMAKER_INVENTORY, else the emulated testbed that is up"
+from .app import INVENTORY_HELP, cli, console
 
 
 def check_results_folder(results: str, resume: str | None) -> None:
@@ -28,304 +27,306 @@ def check_results_folder(results: str, resume: str | None) -> None:
         )
 
 
-def register(cli: click.Group, console) -> None:
-    @cli.command("plan")
-    @click.argument("spec")  # the loader explains a folder or a binary, with a fix
-    @click.option(
-        "-i",
-        "--inventory",
-        "inv_path",
-        help=INVENTORY_HELP + "; without one, a nominal emulated testbed of 2 workers and 1 client is assumed",
+@cli.command("plan")
+@click.argument("spec")  # the loader explains a folder or a binary, with a fix
+@click.option(
+    "-i",
+    "--inventory",
+    "inv_path",
+    help=INVENTORY_HELP + "; without one, a nominal emulated testbed of 2 workers and 1 client is assumed",
+)
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+def plan_cmd(spec: str, inv_path: str | None, as_json: bool) -> None:
+    """Print the points SPEC expands into on a testbed (pure: touches nothing).
+
+    Loads given as capacity fractions become request rates from the testbed's
+    worker threads and the workload's mean service time; on an emulated testbed
+    times are dilated (see the spec's `dilation`)."""
+    from ..experiment import handler_alone
+    from ..experiment.machines import shape_of
+    from ..experiment.plan import TestbedShape, plan
+    from ..experiment.run import SUPPORTED
+    from ..experiment.spec import load
+
+    if handler_alone.is_handler_spec(spec):
+        hs = handler_alone.load(spec)
+        h = hs.handler_alone
+        click.echo(f"{hs.name}: the RocksDB handler alone on one worker host, no switch or client")
+        for item in h.item_bytes:
+            for o in h.ops:
+                click.echo(f"  {item:>6} B items  {o.op:<4} of {', '.join(f'{k:,}' for k in o.keys)} keys")
+        click.echo(
+            f"  {h.requests:,} requests per key count; held {h.dilation:g} x each run time"
+            if h.dilation > 1
+            else f"  {h.requests:,} requests per key count, back to back"
+        )
+        return
+    s = load(spec)
+    shape = TestbedShape(2, 1, True)
+    where = "a nominal emulated testbed (2 worker hosts, 1 client host)"
+    from ..errors import UsageError
+    from ..inventory import AmbiguousInventory, resolve_path
+    from ..inventory import load as load_inv
+
+    try:
+        path = resolve_path(inv_path)
+    except AmbiguousInventory:
+        raise  # several testbeds up: which one is the user's to say, as for every command
+    except UsageError:
+        path = None  # none named and none up: plan on the nominal testbed
+    if path is not None:
+        inv = load_inv(path)
+        shape, where = shape_of(inv), f"testbed {inv.name}"
+    points = plan(s, shape)
+    if as_json:
+        from dataclasses import asdict
+
+        click.echo(json.dumps([asdict(p) for p in points], indent=1))
+        return
+    t = Table(title=f"{s.name}: {len(points)} points on {where}")
+    for col in (
+        "#",
+        "id",
+        "system",
+        "load (paper kRPS)",
+        "capacity",
+        "offered (testbed rps)",
+        "warm-up + measure",
+        "handler",
+    ):
+        t.add_column(col, justify="right" if col[0] in "#lco" else "left", no_wrap=col == "id")
+    for p in points:
+        t.add_row(
+            str(p.index),
+            p.id,
+            p.curve,
+            f"{p.load_krps:,.1f}",
+            f"{p.capacity_fraction:.2f}",
+            f"{p.offered_rps:,.1f}",
+            f"{p.warmup_s:g} + {p.measure_s:g} s",
+            p.handler,
+        )
+    console.print(t)
+    per = points[0].warmup_s + points[0].measure_s if points else 0
+    console.print(
+        f"about {len(points) * (per + 3) / 60:.1f} min of testbed time (dilation x{points[0].dilation:g})"
+        if points
+        else "no points"
     )
-    @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
-    def plan_cmd(spec: str, inv_path: str | None, as_json: bool) -> None:
-        """Print the points SPEC expands into on a testbed (pure: touches nothing).
+    if points and s.dilation.emulated == "auto" and points[0].dilation != 1:
+        console.print(
+            f"dilation: auto: planned at x{points[0].dilation:g}; `run` calibrates the testbed and plans again "
+            "at the k its overheads ask for (the log says which and why)"
+        )
+    missing = sorted(s.needs() - SUPPORTED)
+    for m in missing:
+        console.print(Text(f"not runnable yet: {m}: not supported", style="yellow"))
 
-        Loads given as capacity fractions become request rates from the testbed's
-        worker threads and the workload's mean service time; on an emulated testbed
-        times are dilated (see the spec's `dilation`)."""
-        from ..experiment import handler_alone
-        from ..experiment.machines import shape_of
-        from ..experiment.plan import TestbedShape, plan
-        from ..experiment.run import SUPPORTED
-        from ..experiment.spec import load
 
-        if handler_alone.is_handler_spec(spec):
-            hs = handler_alone.load(spec)
-            h = hs.handler_alone
-            click.echo(f"{hs.name}: the RocksDB handler alone on one worker host, no switch or client")
-            for item in h.item_bytes:
-                for o in h.ops:
-                    click.echo(f"  {item:>6} B items  {o.op:<4} of {', '.join(f'{k:,}' for k in o.keys)} keys")
-            click.echo(
-                f"  {h.requests:,} requests per key count; held {h.dilation:g} x each run time"
-                if h.dilation > 1
-                else f"  {h.requests:,} requests per key count, back to back"
-            )
-            return
-        s = load(spec)
-        shape = TestbedShape(2, 1, True)
-        where = "a nominal emulated testbed (2 worker hosts, 1 client host)"
+@cli.command("run")
+@click.argument("spec")  # the loader explains a folder or a binary, with a fix
+@click.option("-i", "--inventory", "inv_path", help=INVENTORY_HELP)
+@click.option(
+    "--resume",
+    "resume",
+    metavar="RUN_DIR",  # run() says what is wrong with a folder that is not a run, with a fix
+    help="continue the run in RUN_DIR: measure its todo, interrupted and failed points (done ones are kept)",
+)
+@click.option("--results", "results", default="results", show_default=True, help="where new runs go")
+@click.option(
+    "--retries",
+    type=click.IntRange(0, 10),
+    default=2,
+    show_default=True,
+    help="attempts after an infrastructure failure before a point is marked failed",
+)
+@click.option(
+    "--retry-wait",
+    type=click.FloatRange(0, 3600),
+    default=120.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="before a retry, wait (growing pauses) until every host answers SSH and the switch BFRuntime; "
+    "at most this long in all per point",
+)
+@click.option("--no-analysis", is_flag=True, help="skip analysis, plots and report at the end")
+@click.option(
+    "--no-calibrate",
+    is_flag=True,
+    help="on an emulated testbed, skip measuring the testbed before the first point (the model "
+    "beside each point then uses the testbed kind's default delays)",
+)
+def run_cmd(
+    spec: str,
+    inv_path: str | None,
+    resume: str | None,
+    results: str,
+    retries: int,
+    retry_wait: float,
+    no_analysis: bool,
+    no_calibrate: bool,
+) -> None:
+    """Run SPEC on the testbed as a resumable sweep, then analyze, plot and report.
+
+    \b
+    Results go to RESULTS/<experiment>/<timestamp>/: manifest.json (provenance),
+    sweep.json (each point todo/running/done/failed, valid or why not), points/<id>/
+    (every file of the point), summary.parquet, plots/, report.md (docs/results.md
+    lists them all). On an emulated testbed one light point first measures the
+    testbed (round trip, the handler's error: calibration/, manifest.json), and the
+    model beside each point takes them. Ctrl-C keeps the done points:
+      rainmaker run experiments/demo.yaml --resume results/demo/<timestamp>"""
+    from ..experiment import handler_alone
+    from ..experiment.run import run
+    from ..inventory import load as load_inv
+    from ..inventory import resolve_path
+
+    check_results_folder(results, resume)
+    p = resolve_path(inv_path)
+    inv = load_inv(p)
+    if handler_alone.is_handler_spec(spec):  # a worker's handler measured alone (Figure 2)
         from ..errors import UsageError
-        from ..inventory import AmbiguousInventory, resolve_path
-        from ..inventory import load as load_inv
 
+        if resume:
+            raise UsageError("a handler-alone run is not resumable", fix="run it again without --resume")
         try:
-            path = resolve_path(inv_path)
-        except AmbiguousInventory:
-            raise  # several testbeds up: which one is the user's to say, as for every command
-        except UsageError:
-            path = None  # none named and none up: plan on the nominal testbed
-        if path is not None:
-            inv = load_inv(path)
-            shape, where = shape_of(inv), f"testbed {inv.name}"
-        points = plan(s, shape)
-        if as_json:
-            from dataclasses import asdict
-
-            click.echo(json.dumps([asdict(p) for p in points], indent=1))
-            return
-        t = Table(title=f"{s.name}: {len(points)} points on {where}")
-        for col in (
-            "#",
-            "id",
-            "system",
-            "load (paper kRPS)",
-            "capacity",
-            "offered (testbed rps)",
-            "warm-up + measure",
-            "handler",
-        ):
-            t.add_column(col, justify="right" if col[0] in "#lco" else "left", no_wrap=col == "id")
-        for p in points:
-            t.add_row(
-                str(p.index),
-                p.id,
-                p.curve,
-                f"{p.load_krps:,.1f}",
-                f"{p.capacity_fraction:.2f}",
-                f"{p.offered_rps:,.1f}",
-                f"{p.warmup_s:g} + {p.measure_s:g} s",
-                p.handler,
-            )
-        console.print(t)
-        per = points[0].warmup_s + points[0].measure_s if points else 0
-        console.print(
-            f"about {len(points) * (per + 3) / 60:.1f} min of testbed time (dilation x{points[0].dilation:g})"
-            if points
-            else "no points"
-        )
-        if points and s.dilation.emulated == "auto" and points[0].dilation != 1:
-            console.print(
-                f"dilation: auto: planned at x{points[0].dilation:g}; `run` calibrates the testbed and plans again "
-                "at the k its overheads ask for (the log says which and why)"
-            )
-        missing = sorted(s.needs() - SUPPORTED)
-        for m in missing:
-            console.print(Text(f"not runnable yet: {m}: not supported", style="yellow"))
-
-    @cli.command("run")
-    @click.argument("spec")  # the loader explains a folder or a binary, with a fix
-    @click.option("-i", "--inventory", "inv_path", help=INVENTORY_HELP)
-    @click.option(
-        "--resume",
-        "resume",
-        metavar="RUN_DIR",  # run() says what is wrong with a folder that is not a run, with a fix
-        help="continue the run in RUN_DIR: measure its todo, interrupted and failed points (done ones are kept)",
-    )
-    @click.option("--results", "results", default="results", show_default=True, help="where new runs go")
-    @click.option(
-        "--retries",
-        type=click.IntRange(0, 10),
-        default=2,
-        show_default=True,
-        help="attempts after an infrastructure failure before a point is marked failed",
-    )
-    @click.option(
-        "--retry-wait",
-        type=click.FloatRange(0, 3600),
-        default=120.0,
-        show_default=True,
-        metavar="SECONDS",
-        help="before a retry, wait (growing pauses) until every host answers SSH and the switch BFRuntime; "
-        "at most this long in all per point",
-    )
-    @click.option("--no-analysis", is_flag=True, help="skip analysis, plots and report at the end")
-    @click.option(
-        "--no-calibrate",
-        is_flag=True,
-        help="on an emulated testbed, skip measuring the testbed before the first point (the model "
-        "beside each point then uses the testbed kind's default delays)",
-    )
-    def run_cmd(
-        spec: str,
-        inv_path: str | None,
-        resume: str | None,
-        results: str,
-        retries: int,
-        retry_wait: float,
-        no_analysis: bool,
-        no_calibrate: bool,
-    ) -> None:
-        """Run SPEC on the testbed as a resumable sweep, then analyze, plot and report.
-
-        \b
-        Results go to RESULTS/<experiment>/<timestamp>/: manifest.json (provenance),
-        sweep.json (each point todo/running/done/failed, valid or why not), points/<id>/
-        (every file of the point), summary.parquet, plots/, report.md (docs/results.md
-        lists them all). On an emulated testbed one light point first measures the
-        testbed (round trip, the handler's error: calibration/, manifest.json), and the
-        model beside each point takes them. Ctrl-C keeps the done points:
-          rainmaker run experiments/demo.yaml --resume results/demo/<timestamp>"""
-        from ..experiment import handler_alone
-        from ..experiment.run import run
-        from ..inventory import load as load_inv
-        from ..inventory import resolve_path
-
-        check_results_folder(results, resume)
-        p = resolve_path(inv_path)
-        inv = load_inv(p)
-        if handler_alone.is_handler_spec(spec):  # a worker's handler measured alone (Figure 2)
-            from ..errors import UsageError
-
-            if resume:
-                raise UsageError("a handler-alone run is not resumable", fix="run it again without --resume")
-            try:
-                run_dir = handler_alone.run(spec, inv, p, results_root=Path(results), console=console)
-            except KeyboardInterrupt:
-                sys.exit(interrupted_status())
-            console.print(f"results: [bold]{run_dir}[/] (report.md, costs.json)")
-            return
-        try:
-            run_dir = run(
-                spec,
-                inv,
-                p,
-                resume=Path(resume) if resume else None,
-                results_root=Path(results),
-                retries=retries,
-                retry_wait=retry_wait,
-                console=console,
-                progress=sys.stdout.isatty(),
-                analyze_after=not no_analysis,
-                calibrate=not no_calibrate,
-            )
+            run_dir = handler_alone.run(spec, inv, p, results_root=Path(results), console=console)
         except KeyboardInterrupt:
             sys.exit(interrupted_status())
-        console.print(f"results: [bold]{run_dir}[/]")
-
-    @cli.command("calibrate")
-    @click.argument("spec", type=click.Path(exists=True, dir_okay=False))
-    @click.option("-i", "--inventory", "inv_path", help=INVENTORY_HELP)
-    @click.option("--results", "results", default="results", show_default=True, help="where the run goes")
-    def calibrate_cmd(spec: str, inv_path: str | None, results: str) -> None:
-        """Measure the testbed itself, as `run` does before a spec's first point, and
-        print it: the round trip through the switch, the workers' timing error, the
-        client's lag, the idle testbed's CPU and the CPU a request costs, at the spec's
-        dilation and mean service time, in testbed and paper time, with the delays the
-        model takes from them. With `dilation: {emulated: auto}` it also chooses k, as
-        `run` would, and says why.
-
-        \b
-        It leaves a run of SPEC whose points are all todo, with the calibration in its
-        manifest: measure them with
-          rainmaker run SPEC --resume RESULTS/<experiment>/<timestamp>"""
-        import json
-
-        from ..experiment.calibrate import describe
-        from ..experiment.layout import RunDir
-        from ..experiment.run import run
-        from ..inventory import load as load_inv
-        from ..inventory import resolve_path
-
-        p = resolve_path(inv_path)
-        inv = load_inv(p)
-        try:
-            run_dir = run(
-                spec,
-                inv,
-                p,
-                results_root=Path(results),
-                retries=0,
-                console=console,
-                progress=False,
-                analyze_after=False,
-                calibrate_only=True,
-            )
-        except KeyboardInterrupt:
-            sys.exit(interrupted_status())
-        cal = RunDir(run_dir).read_manifest()["calibration"]
-        console.print(describe(cal))
-        click.echo(json.dumps({k: v for k, v in cal.items() if k != "point"}, indent=1))
-        console.print(
-            f"run (points todo): [bold]{run_dir}[/]; measure them with `rainmaker run {spec} --resume {run_dir}`"
+        console.print(f"results: [bold]{run_dir}[/] (report.md, costs.json)")
+        return
+    try:
+        run_dir = run(
+            spec,
+            inv,
+            p,
+            resume=Path(resume) if resume else None,
+            results_root=Path(results),
+            retries=retries,
+            retry_wait=retry_wait,
+            console=console,
+            progress=sys.stdout.isatty(),
+            analyze_after=not no_analysis,
+            calibrate=not no_calibrate,
         )
+    except KeyboardInterrupt:
+        sys.exit(interrupted_status())
+    console.print(f"results: [bold]{run_dir}[/]")
 
-    # RUN_DIR is checked by the analysis (RunDir.check), which names what is wrong with a fix.
-    @cli.command("analyze")
-    @click.argument("run_dir")
-    @click.option("--recheck", is_flag=True, help="run the validity checks again and rewrite each validity.json")
-    @click.option("--model", is_flag=True, help="simulate the model beside each measured point that has none")
-    def analyze_cmd(run_dir: str, recheck: bool, model: bool) -> None:
-        """Merge RUN_DIR's histograms into summary.parquet (one row per point and class)."""
-        from ..experiment import handler_alone
-        from ..experiment.analyze import analyze
-        from ..experiment.layout import RunDir
 
-        if handler_alone.is_run(run_dir):  # the handler alone (fig2): its table, plots and report
-            for f in handler_alone.redraw(run_dir):
-                console.print(str(f))
-            return
+@cli.command("calibrate")
+@click.argument("spec", type=click.Path(exists=True, dir_okay=False))
+@click.option("-i", "--inventory", "inv_path", help=INVENTORY_HELP)
+@click.option("--results", "results", default="results", show_default=True, help="where the run goes")
+def calibrate_cmd(spec: str, inv_path: str | None, results: str) -> None:
+    """Measure the testbed itself, as `run` does before a spec's first point, and
+    print it: the round trip through the switch, the workers' timing error, the
+    client's lag, the idle testbed's CPU and the CPU a request costs, at the spec's
+    dilation and mean service time, in testbed and paper time, with the delays the
+    model takes from them. With `dilation: {emulated: auto}` it also chooses k, as
+    `run` would, and says why.
 
-        with interruptible(
-            f"the analysis of {run_dir}",
-            "the points' measurements are untouched; summary.parquet is the previous one, if any",
-            f"rainmaker analyze {run_dir}" + (" --recheck" if recheck else "") + (" --model" if model else ""),
-        ):
-            df = analyze(Path(run_dir), recheck=recheck, model=model)
-        console.print(f"{RunDir(run_dir).summary}: {len(df)} rows")
+    \b
+    It leaves a run of SPEC whose points are all todo, with the calibration in its
+    manifest: measure them with
+      rainmaker run SPEC --resume RESULTS/<experiment>/<timestamp>"""
+    import json
 
-    @cli.command("plot")
-    @click.argument("run_dir")
-    @click.option("--kind", "kinds", multiple=True, help="which figures (default: the spec's plots)")
-    def plot_cmd(run_dir: str, kinds: tuple[str, ...]) -> None:
-        """Draw RUN_DIR's figures (PNG and SVG in RUN_DIR/plots)."""
-        from ..experiment import handler_alone
-        from ..experiment.plots import plot
+    from ..experiment.calibrate import describe
+    from ..experiment.layout import RunDir
+    from ..experiment.run import run
+    from ..inventory import load as load_inv
+    from ..inventory import resolve_path
 
-        if handler_alone.is_run(run_dir):  # the handler alone (fig2): its table, plots and report
-            for f in handler_alone.redraw(run_dir):
-                console.print(str(f))
-            return
+    p = resolve_path(inv_path)
+    inv = load_inv(p)
+    try:
+        run_dir = run(
+            spec,
+            inv,
+            p,
+            results_root=Path(results),
+            retries=0,
+            console=console,
+            progress=False,
+            analyze_after=False,
+            calibrate_only=True,
+        )
+    except KeyboardInterrupt:
+        sys.exit(interrupted_status())
+    cal = RunDir(run_dir).read_manifest()["calibration"]
+    console.print(describe(cal))
+    click.echo(json.dumps({k: v for k, v in cal.items() if k != "point"}, indent=1))
+    console.print(f"run (points todo): [bold]{run_dir}[/]; measure them with `rainmaker run {spec} --resume {run_dir}`")
 
-        skipped: dict = {}
-        with interruptible(
-            f"drawing the figures of {run_dir}",
-            "the points' measurements and the tables are untouched; the figures drawn so far are whole",
-            f"rainmaker plot {run_dir}" + "".join(f" --kind {k}" for k in kinds),
-        ):
-            files = plot(Path(run_dir), list(kinds) or None, skipped=skipped)
-        for f in files:
+
+# RUN_DIR is checked by the analysis (RunDir.check), which names what is wrong with a fix.
+@cli.command("analyze")
+@click.argument("run_dir")
+@click.option("--recheck", is_flag=True, help="run the validity checks again and rewrite each validity.json")
+@click.option("--model", is_flag=True, help="simulate the model beside each measured point that has none")
+def analyze_cmd(run_dir: str, recheck: bool, model: bool) -> None:
+    """Merge RUN_DIR's histograms into summary.parquet (one row per point and class)."""
+    from ..experiment import handler_alone
+    from ..experiment.analyze import analyze
+    from ..experiment.layout import RunDir
+
+    if handler_alone.is_run(run_dir):  # the handler alone (fig2): its table, plots and report
+        for f in handler_alone.redraw(run_dir):
             console.print(str(f))
-        for kind, why in skipped.items():
-            console.print(Text(f"skipped {kind}: {why}", style="yellow"))
+        return
 
-    @cli.command("report")
-    @click.argument("run_dir")
-    def report_cmd(run_dir: str) -> None:
-        """Write RUN_DIR/report.md (and .html): figures, table, validity, provenance."""
-        from ..experiment import handler_alone
-        from ..experiment.report import report
+    with interruptible(
+        f"the analysis of {run_dir}",
+        "the points' measurements are untouched; summary.parquet is the previous one, if any",
+        f"rainmaker analyze {run_dir}" + (" --recheck" if recheck else "") + (" --model" if model else ""),
+    ):
+        df = analyze(Path(run_dir), recheck=recheck, model=model)
+    console.print(f"{RunDir(run_dir).summary}: {len(df)} rows")
 
-        if handler_alone.is_run(run_dir):  # the handler alone (fig2): its table, plots and report
-            for f in handler_alone.redraw(run_dir):
-                console.print(str(f))
-            return
 
-        with interruptible(
-            f"the report of {run_dir}",
-            "the points' measurements are untouched; the tables, figures and report written so far are whole",
-            f"rainmaker report {run_dir}",
-        ):
-            md = report(Path(run_dir))
-        console.print(str(md))
+@cli.command("plot")
+@click.argument("run_dir")
+@click.option("--kind", "kinds", multiple=True, help="which figures (default: the spec's plots)")
+def plot_cmd(run_dir: str, kinds: tuple[str, ...]) -> None:
+    """Draw RUN_DIR's figures (PNG and SVG in RUN_DIR/plots)."""
+    from ..experiment import handler_alone
+    from ..experiment.plots import plot
+
+    if handler_alone.is_run(run_dir):  # the handler alone (fig2): its table, plots and report
+        for f in handler_alone.redraw(run_dir):
+            console.print(str(f))
+        return
+
+    skipped: dict = {}
+    with interruptible(
+        f"drawing the figures of {run_dir}",
+        "the points' measurements and the tables are untouched; the figures drawn so far are whole",
+        f"rainmaker plot {run_dir}" + "".join(f" --kind {k}" for k in kinds),
+    ):
+        files = plot(Path(run_dir), list(kinds) or None, skipped=skipped)
+    for f in files:
+        console.print(str(f))
+    for kind, why in skipped.items():
+        console.print(Text(f"skipped {kind}: {why}", style="yellow"))
+
+
+@cli.command("report")
+@click.argument("run_dir")
+def report_cmd(run_dir: str) -> None:
+    """Write RUN_DIR/report.md (and .html): figures, table, validity, provenance."""
+    from ..experiment import handler_alone
+    from ..experiment.report import report
+
+    if handler_alone.is_run(run_dir):  # the handler alone (fig2): its table, plots and report
+        for f in handler_alone.redraw(run_dir):
+            console.print(str(f))
+        return
+
+    with interruptible(
+        f"the report of {run_dir}",
+        "the points' measurements are untouched; the tables, figures and report written so far are whole",
+        f"rainmaker report {run_dir}",
+    ):
+        md = report(Path(run_dir))
+    console.print(str(md))
