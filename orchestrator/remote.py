@@ -15,6 +15,11 @@ hardware and on the emulated testbed alike. Three rules shape the module:
 Remote scripts are POSIX sh and need only coreutils, grep, awk, util-linux `setsid`
 (2.31 or later, for -f) and /proc, which every Linux host we target has (servers, the
 Tofino switch's OS, namespaces).
+
+It is one module of about 900 lines on purpose: each rule above is kept by a few
+pieces that must agree (the host-key policy and the connection; `compose` and the sh
+scripts whose arguments it quotes; the pidfiles the scripts write and the methods that
+stop by group), and a reader checking a rule finds all of it here.
 """
 
 from __future__ import annotations

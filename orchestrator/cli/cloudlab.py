@@ -239,7 +239,6 @@ def import_cmd(
     from ..cloudlab import importer, mapping
     from ..cloudlab import manifest as manifest_mod
     from ..errors import CloudlabError, UsageError
-    from ..inventory import warnings
 
     out = Path(output)
     if out.exists() and not force:
@@ -282,8 +281,17 @@ def import_cmd(
     )
     inv = importer.write(inv_data, out, importer.header(plan, out, argv))
 
+    _print_imported(inv, plan, out, len(man.nodes), answers)
+
+
+def _print_imported(inv, plan, out: Path, nodes: int, answers: dict) -> None:
+    """What the import made of each node, its notes and warnings, and the answers to
+    keep in the map file."""
+    from ..cloudlab import importer
+    from ..inventory import warnings
+
     sw = inv.switch
-    console.print(f"{out}: inventory [bold]{inv.name}[/] from {len(man.nodes)} nodes")
+    console.print(f"{out}: inventory [bold]{inv.name}[/] from {nodes} nodes")
 
     def node(name: str, cid: str) -> str:
         return name if name == cid else f"{name} (node {cid})"

@@ -7,6 +7,11 @@ are hosts, each host's role and data interface) and refuses contradictions;
 for the map file); `build()` makes the inventory once nothing is missing, and
 `write()` writes it with a header saying where it came from and loads it back, so
 a file that would not validate is never left behind as the inventory.
+
+One module of about 850 lines, and plan(), needs() and build() of 110 to 185 lines
+each: the steps read the same manifest and map shapes, and each is a flat list of
+rules in the order a user meets them (one refusal or question each), kept flat so
+that every rule reads alone beside its message and fix.
 """
 
 from __future__ import annotations
@@ -352,6 +357,8 @@ def chosen_user(p: Plan) -> str | None:
 
 
 def needs(p: Plan) -> list[Need]:
+    """What neither the manifest nor the map file says, each with the question to ask
+    and an example for the map file (a flat list of rules: the module says why)."""
     m = p.mapfile.map
     out: list[Need] = []
     user = chosen_user(p)

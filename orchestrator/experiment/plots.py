@@ -305,38 +305,46 @@ def _p99_over_time(ctx: _Ctx) -> list[Path]:
         ax.legend(fontsize=6, frameon=False)
         row = 1
         if adapt:
-            ax_n = grid[row][col]
-            slices = sorted({s for _, st in sl for s in st})
-            for j, s in enumerate(slices):
-                xs = [t * 1000.0 for t, st in sl if s in st]
-                for k, lw, ls, what in ((0, 1.2, "-", "workers"), (1, 1.0, "--", "mean quota")):
-                    ax_n.step(
-                        xs,
-                        [st[s][k] for _, st in sl if s in st],
-                        where="post",
-                        color=f"C{j}",
-                        lw=lw,
-                        ls=ls,
-                        label=f"slice {s}: {what}",
-                    )
-            _phase_marks(ax_n, point)
-            ax_n.set_ylabel("workers / quota")
-            ax_n.grid(alpha=0.3)
-            if slices:
-                ax_n.legend(fontsize=6, frameon=False)
-            else:
-                ax_n.text(0.5, 0.5, "static: no decisions", transform=ax_n.transAxes, ha="center", fontsize=7)
+            _slices_panel(grid[row][col], point, sl)
             row += 1
         if queue:
-            ax_q = grid[row][col]
-            if q:
-                ax_q.plot([t * 1000.0 for t, _ in q], [n for _, n in q], color="0.3", lw=1.0)
-            _phase_marks(ax_q, point)
-            ax_q.set_ylabel("tasks in the switch")
-            ax_q.grid(alpha=0.3)
+            _switch_queue_panel_over_time(grid[row][col], point, q)
         grid[nrows - 1][col].set_xlabel("time in the measurement window (ms, paper time)")
     _slo_line(grid[0][0], ctx.slo("p99_us"), "SLO p99")
     return ctx.save(fig, "p99_over_time")
+
+
+def _slices_panel(ax, point: dict, sl: list) -> None:
+    """Each slice's workers and mean token quota after every control interval."""
+    slices = sorted({s for _, st in sl for s in st})
+    for j, s in enumerate(slices):
+        xs = [t * 1000.0 for t, st in sl if s in st]
+        for k, lw, ls, what in ((0, 1.2, "-", "workers"), (1, 1.0, "--", "mean quota")):
+            ax.step(
+                xs,
+                [st[s][k] for _, st in sl if s in st],
+                where="post",
+                color=f"C{j}",
+                lw=lw,
+                ls=ls,
+                label=f"slice {s}: {what}",
+            )
+    _phase_marks(ax, point)
+    ax.set_ylabel("workers / quota")
+    ax.grid(alpha=0.3)
+    if slices:
+        ax.legend(fontsize=6, frameon=False)
+    else:
+        ax.text(0.5, 0.5, "static: no decisions", transform=ax.transAxes, ha="center", fontsize=7)
+
+
+def _switch_queue_panel_over_time(ax, point: dict, q: list) -> None:
+    """The tasks waiting in the switch over the measurement window."""
+    if q:
+        ax.plot([t * 1000.0 for t, _ in q], [n for _, n in q], color="0.3", lw=1.0)
+    _phase_marks(ax, point)
+    ax.set_ylabel("tasks in the switch")
+    ax.grid(alpha=0.3)
 
 
 def _queue_depth(ctx: _Ctx) -> list[Path]:

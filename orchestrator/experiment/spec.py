@@ -26,6 +26,10 @@ NaN and infinity are refused everywhere. In paper time:
     validity.model_tolerance            0 < x <= 1        |measured p99 / model p99 - 1|
 `plan` then checks what this testbed makes of them (plan.py): dilated tasks shorter
 than the measurement, and an offered rate its clients can send.
+
+One module of about 700 lines: the schema is one tree of pydantic models, and the
+whole spec's cross-field checks (Spec's validators) read every branch of it; the
+ranges above are kept beside the fields they bound, so one file is the schema.
 """
 
 from __future__ import annotations

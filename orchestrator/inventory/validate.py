@@ -21,6 +21,9 @@ def _dups(items: list[tuple[str, str]], what: str, fix: str) -> list[Problem]:
 
 
 def check(inv: Inventory) -> list[Problem]:
+    """Every cross-field problem of `inv`, each with its field and fix, in the order a
+    reader meets the fields. A flat list of rules (about 120 lines) on purpose: each is
+    a line or two with its own message, and reads alone."""
     p: list[Problem] = []
     sw = inv.switch
 

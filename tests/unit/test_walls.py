@@ -160,3 +160,38 @@ def test_no_import_circle_in_the_orchestrator():
 def test_the_circle_finder_finds_one():
     assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _circles({"a": {"b"}, "b": set()}) == []
+
+
+MODULE_LINES, FUNCTION_LINES = 650, 100  # "about 600" and "about 80", with the slack "about" gives
+
+
+def _oversized(root: Path) -> list[str]:
+    """Modules and functions over the bounds that do not say why: a module's docstring
+    names its size ("... lines"); a function's docstring, or its module's naming it,
+    does the same."""
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        text = path.read_text()
+        tree = ast.parse(text)
+        mod_doc = ast.get_docstring(tree) or ""
+        if len(text.splitlines()) > MODULE_LINES and "lines" not in mod_doc:
+            out.append(f"{path.relative_to(root.parent)}: {len(text.splitlines())} lines")
+        for f in ast.walk(tree):
+            if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.end_lineno - f.lineno + 1 > FUNCTION_LINES:
+                own = ast.get_docstring(f) or ""
+                if "lines" not in own and not (f"{f.name}()" in mod_doc and "lines" in mod_doc):
+                    out.append(f"{path.relative_to(root.parent)}: {f.name}, {f.end_lineno - f.lineno + 1} lines")
+    return out
+
+
+def test_no_module_or_function_of_the_orchestrator_is_oversized_without_saying_why():
+    assert _oversized(REPO / "orchestrator") == []
+
+
+def test_the_size_check_sees_an_unexplained_giant(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    body = "".join(f"    x{i} = {i}\n" for i in range(FUNCTION_LINES + 1))
+    (pkg / "big.py").write_text('"""A module."""\n\n\ndef giant():\n' + body)
+    (pkg / "said.py").write_text('"""A module."""\n\n\ndef giant():\n    """A flat list (about 100 lines)."""\n' + body)
+    assert _oversized(pkg) == [f"pkg/big.py: giant, {FUNCTION_LINES + 2} lines"]
