@@ -45,7 +45,7 @@ def plan_cmd(spec: str, inv_path: str | None, as_json: bool) -> None:
     from ..experiment import handler_alone
     from ..experiment.machines import shape_of
     from ..experiment.plan import TestbedShape, plan
-    from ..experiment.run import SUPPORTED
+    from ..experiment.run import NOT_YET, SUPPORTED
     from ..experiment.spec import load
 
     if handler_alone.is_handler_spec(spec):
@@ -120,7 +120,7 @@ def plan_cmd(spec: str, inv_path: str | None, as_json: bool) -> None:
         )
     missing = sorted(s.needs() - SUPPORTED)
     for m in missing:
-        console.print(Text(f"not runnable yet: {m}: not supported", style="yellow"))
+        console.print(Text(f"not runnable yet: {m}: {NOT_YET.get(m, 'not supported')}", style="yellow"))
 
 
 @cli.command("run")

@@ -90,7 +90,8 @@ def plan(spec: Spec, shape: TestbedShape, *, k: float | None = None) -> list[Poi
     at = tuple(spec.phase_times(shape.emulated))
     for rep in range(1, spec.repetitions + 1):
         for system in spec.systems:
-            for variant, vlabel, rain, baseline in spec.variant_params():
+            for v in spec.variant_params():
+                variant, vlabel = v.name, v.label
                 for krps, frac in loads:
                     label = fmt_load(krps) if tag == "k" else fmt_load(frac)
                     name = f"{system}.{variant}" if variant else system
@@ -109,7 +110,7 @@ def plan(spec: Spec, shape: TestbedShape, *, k: float | None = None) -> list[Poi
                         measure_s=d.measure_s,
                         handler=handler,
                         worker_threads=threads,
-                        params=(rain if get_system(system).params_block == "rain" else baseline).model_dump(),
+                        params=v.block(get_system(system).params_block).model_dump(),
                         phase_at_s=at,
                     )
                     if at:  # the load is what the clients send: the phases' mean rate over the window

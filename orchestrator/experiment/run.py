@@ -31,13 +31,17 @@ from .sweeper import Sweeper
 from .switch_side import PointFailed
 
 SUPPORTED = {"adaptive", "baselines", "time_varying", "rocksdb"}
+NOT_YET = {
+    "rpc": "one-server RPC scheduling (Rakaia's CP, CS, MS, Rakaia, KCM-like) runs on the simulated testbed "
+    "only, until its measured layer (TCP RPC over real sockets) is built: `rainmaker simulate SPEC`",
+}
 
 
 def supported_or_explain(spec: Spec) -> None:
     missing = sorted(spec.needs() - SUPPORTED)
     if missing:
         lines = [f"{spec.name} needs what this version of rainmaker cannot run yet:"]
-        lines += [f"  - {m}: not supported" for m in missing]
+        lines += [f"  - {m}: {NOT_YET.get(m, 'not supported')}" for m in missing]
         raise UsageError("\n".join(lines), fix="`rainmaker plan` shows its points; trim the spec to run part of it now")
 
 

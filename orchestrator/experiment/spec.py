@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Annotated, Literal, TypeVar
+from typing import Annotated, Literal, NamedTuple, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -62,6 +62,7 @@ M = TypeVar("M", bound=BaseModel)
 SYSTEMS = NAMES  # orchestrator/systems: one declaration each
 PLOTS = (
     "p99_vs_load",
+    "p99_vs_load_by_variant",
     "p99_per_class",
     "p99_slowdown_vs_load",
     "queue_depth",
@@ -354,6 +355,16 @@ class Baseline(Strict):
     k: int = Field(2, ge=2, le=8, description="RackSched: power-of-k choices")
 
 
+class Rpc(Strict):
+    """One-server RPC scheduling (Rakaia): the clients' connections to the server."""
+
+    connections: int = Field(20, ge=1, le=1_000_000, description="client connections (the paper: 20, 80, 5,000)")
+    spread: Literal["uniform", "zipf"] = Field(
+        "uniform", description="how requests spread over connections: uniform, or Zipf (inter-connection imbalance)"
+    )
+    zipf_s: float = Field(1.0, gt=0, le=10, description="the Zipf exponent, with spread: zipf")
+
+
 class Slo(Strict):
     p99_us: ranged(0, 1e8, " us", "an SLO up to 100 s", lo_open=True, example="200") | None = None
     p99_slowdown: ranged(1, 1e6, "", "a slowdown SLO above 1", lo_open=True, example="10") | None = None
@@ -457,6 +468,20 @@ class Variant(Strict):
     label: str | None = None
     rain: dict = Field(default_factory=dict)
     baseline: dict = Field(default_factory=dict)
+    rpc: dict = Field(default_factory=dict)
+
+
+class VariantParams(NamedTuple):
+    """One variant's parameters: each system reads the block its declaration names."""
+
+    name: str | None
+    label: str | None
+    rain: Rain
+    baseline: Baseline
+    rpc: Rpc
+
+    def block(self, params_block: str) -> Strict:
+        return getattr(self, params_block)
 
 
 class Spec(Strict):
@@ -488,11 +513,12 @@ class Spec(Strict):
     database: Database = Database()
     rain: Rain = Rain()
     baseline: Baseline = Baseline()
+    rpc: Rpc = Rpc()
     variants: list[Variant] | None = None
     slo: Slo | None = None
     plots: list[Literal[PLOTS]] = Field(default_factory=lambda: ["p99_vs_load"])  # type: ignore[valid-type]
     validity: Validity = Validity()
-    requires: list[Literal["rocksdb", "adaptive", "baselines", "time_varying"]] = Field(
+    requires: list[Literal["rocksdb", "adaptive", "baselines", "time_varying", "rpc"]] = Field(
         default_factory=list, description="features beyond the static Rain path (checked by `run`)"
     )
     _path: str | None = PrivateAttr(None)  # the file it came from, for errors found by `plan`
@@ -574,6 +600,15 @@ class Spec(Strict):
     def _unique(cls, v: list[str]) -> list[str]:
         if len(set(v)) != len(v):
             raise bad("a system is listed twice", "list each system once")
+        server = [x for x in v if x in SYSTEMS and get_system(x).server_side]
+        if server and len(server) != len(v):
+            other = next(x for x in v if x not in server)
+            raise bad(
+                f"{other} schedules in the switch, {server[0]} inside one server: one spec runs one kind",
+                "put the server-side systems ("
+                + ", ".join(s.name for s in _server_systems())
+                + ") in a spec of their own",
+            )
         return v
 
     @model_validator(mode="after")
@@ -603,16 +638,17 @@ class Spec(Strict):
                 ) from None
         return self
 
-    def variant_params(self) -> list[tuple[str | None, str | None, Rain, Baseline]]:
-        """(variant name, label, rain parameters, baseline parameters); one (None...) without variants."""
+    def variant_params(self) -> list[VariantParams]:
+        """Each variant's parameters; one (None, None, ...) without variants."""
         if not self.variants:
-            return [(None, None, self.rain, self.baseline)]
+            return [VariantParams(None, None, self.rain, self.baseline, self.rpc)]
         return [
-            (
+            VariantParams(
                 v.name,
                 v.label or v.name,
                 Rain.model_validate(self.rain.model_dump() | v.rain),
                 Baseline.model_validate(self.baseline.model_dump() | v.baseline),
+                Rpc.model_validate(self.rpc.model_dump() | v.rpc),
             )
             for v in self.variants
         ]
@@ -663,10 +699,12 @@ class Spec(Strict):
         out = set(self.requires)
         if any(isinstance(c.service, Keys) for c in self.workload.classes):
             out.add("rocksdb")
-        if "rain" in self.systems and any(r.adaptive for _, _, r, _ in self.variant_params()):
+        if "rain" in self.systems and any(v.rain.adaptive for v in self.variant_params()):
             out.add("adaptive")
         if any(get_system(s).params_block == "baseline" for s in self.systems):
             out.add("baselines")
+        if any(get_system(s).server_side for s in self.systems):
+            out.add("rpc")
         if self.workload.phases:
             out.add("time_varying")
         return out
@@ -717,6 +755,12 @@ def load_model(path: str | os.PathLike, model: type[M]) -> M:
         return model.model_validate(located.data, context={"spec_dir": str(path.parent)})
     except ValidationError as e:
         raise SpecError(str(path), yamlfile.pydantic_problems(e, located, model)) from None
+
+
+def _server_systems():
+    from ..systems import SYSTEMS as ALL
+
+    return [x for x in ALL.values() if x.server_side]
 
 
 def capacity_krps(spec: Spec, worker_threads: int) -> float:

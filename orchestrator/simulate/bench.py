@@ -158,10 +158,12 @@ def core_point(
     large_fraction: float = 0.0,
     policy: str = "rain",
     point_id: str = "bench",
+    params: dict | None = None,
 ):
     """A SimPoint of one class with mean-10-us service ("exp" or "const"), Poisson
     arrivals at rate_rps, `workers` threads over `hosts` hosts, one slice, no
-    admission cap, a queue that never fills and a timeout no request reaches."""
+    admission cap, a queue that never fills and a timeout no request reaches. `params`:
+    the policy's parameters, as a point's (its Policy.params reads them)."""
     from .model import ClassModel, Network, PhaseModel, ServiceModel, SimPoint
 
     if workers % hosts:
@@ -195,6 +197,7 @@ def core_point(
         network=network if network is not None else Network.ideal(),
         seed=seed,
         adaptive=None,
+        policy_params=params or {},
     )
 
 

@@ -43,6 +43,7 @@ from ..experiment.provenance import git_state
 from ..experiment.spec import Dilation, Spec
 from ..experiment.spec import load as load_spec
 from ..experiment.sweep import DONE, FAILED, Sweep
+from ..systems import get as get_system
 from .engine import core_hash
 from .model import Plan
 
@@ -133,13 +134,17 @@ def plan_points(spec: Spec, opts: Options) -> Plan:
             p.points = [x for x in p.points if x.system in opts.systems]
         return p
     s = simulated_spec(spec, opts)
-    points = plan(s, TestbedShape(worker_hosts=opts.worker_hosts, client_hosts=1, emulated=False))
+    # A server-side system (Rakaia's family) is one server whose cores are its worker
+    # threads, with zero system overheads: the paper's simulation.
+    server = bool(s.systems) and all(get_system(x).server_side for x in s.systems)
+    hosts = 1 if server else opts.worker_hosts
+    points = plan(s, TestbedShape(worker_hosts=hosts, client_hosts=1, emulated=False))
     return Plan(
         spec=s,
         points=points,
-        worker_hosts=opts.worker_hosts,
+        worker_hosts=hosts,
         threads_per_host=s.workers.per_host_threads,
-        network=Network.ideal() if opts.ideal else Network.paper(),
+        network=Network.ideal() if opts.ideal or server else Network.paper(),
     )
 
 

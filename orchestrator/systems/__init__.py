@@ -1,5 +1,5 @@
-"""The systems rainmaker runs, one declaration each (base.System): Rain (rain.py) and the
-paper's baselines (baselines.py). The run, the simulator, the planner, analysis and
+"""The systems rainmaker runs, one declaration each (base.System): Rain (rain.py), the
+paper's baselines (baselines.py), and Rakaia's one-server RPC scheduling (rpc.py). The run, the simulator, the planner, analysis and
 validity look a system up here and nowhere else; docs/adding-a-system.md lists what a
 new one adds.
 
@@ -13,8 +13,9 @@ from ..errors import UsageError
 from .base import BASELINE_QUEUE, Policy, System
 from .baselines import DRACONIS, PALLAS, R2P2, RACKSCHED
 from .rain import RAIN
+from .rpc import SERVER_SIDE
 
-SYSTEMS: dict[str, System] = {s.name: s for s in (RAIN, R2P2, RACKSCHED, DRACONIS, PALLAS)}
+SYSTEMS: dict[str, System] = {s.name: s for s in (RAIN, R2P2, RACKSCHED, DRACONIS, PALLAS, *SERVER_SIDE)}
 NAMES = tuple(SYSTEMS)
 
 

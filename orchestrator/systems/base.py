@@ -37,15 +37,18 @@ class System:
     `worker_bound(params)` tasks per worker thread. `tokens_first`: the workers' tokens
     must be in the switch before the load starts. The simulator runs `policy`.
     `counters` names the switch counters analysis reads, with what they mean; a
-    validity check in `not_applicable` is reported "not run", with the reason."""
+    validity check in `not_applicable` is reported "not run", with the reason.
+
+    A server-side system (Rakaia's family, systems/rpc.py) has no program, controller
+    or worker mode: its policy schedules a server's messages over its cores."""
 
     name: str  # the spec's `systems:` entry and the plan's Point.system
     title: str  # as the paper names it
-    program: str
-    params_block: str  # the spec's block its points' parameters come from: `rain` or `baseline`
-    worker_mode: str  # rain-worker --mode (hosts/dpdk/worker/modes.c)
+    program: str | None  # None: a server-side system (no switch program)
+    params_block: str  # the spec's block its points' parameters come from: `rain`, `baseline` or `rpc`
+    worker_mode: str | None  # rain-worker --mode (hosts/dpdk/worker/modes.c); None: server-side
     policy: Policy
-    settings: Callable[[Any, dict, Any], Any]  # (spec, point params, inventory) -> controller settings
+    settings: Callable[[Any, dict, Any], Any] | None  # (spec, point params, inventory) -> controller settings
     worker_bound: Callable[[dict], int] = field(default=lambda _: 1)
     own_queue: bool = False  # the switch queue is the system's own (its size from the spec)
     queue_capacity: int | None = None  # a switch queue of fixed size (Draconis-SW's FIFO); None: the spec's
@@ -58,6 +61,13 @@ class System:
     emulator_args: Callable[[float], list[str]] = field(default=lambda _k: [])
     counters: dict[str, str] = field(default_factory=dict)
     not_applicable: dict[str, str] = field(default_factory=dict)  # validity check -> why
+    paper: str = "Rain"  # the paper whose system (or baseline) it is
+
+    @property
+    def server_side(self) -> bool:
+        """Scheduling inside one server (Rakaia's family): its cores are the worker
+        threads of one host, with no switch program between the clients and them."""
+        return self.program is None
 
     def admission_cap(self, own_queue_entries: int, worker_threads: int, params: dict) -> int:
         """The clients' Q_max (paper 4): what the switch queue holds (the system's own,

@@ -37,7 +37,11 @@ def _spec(systems: list[str]) -> Spec:
 INV = SimpleNamespace(switch=SimpleNamespace(service_mac="02:00:00:00:00:fe", service_ip="10.0.0.254"))
 
 
-@pytest.mark.parametrize("name", list(SYSTEMS))
+SWITCH = [n for n, s in SYSTEMS.items() if not s.server_side]
+SERVER = [n for n, s in SYSTEMS.items() if s.server_side]
+
+
+@pytest.mark.parametrize("name", SWITCH)
 def test_every_system_has_its_program_controller_policy_mode_and_packet_test(name):
     s = SYSTEMS[name]
     p4 = REPO / "switch" / "p4" / f"{s.program}.p4"
@@ -55,11 +59,42 @@ def test_every_system_has_its_program_controller_policy_mode_and_packet_test(nam
     assert type(settings).__name__ == ("Settings" if s.params_block == "rain" else "BaselineSettings")
 
 
+@pytest.mark.parametrize("name", SERVER)
+def test_every_server_side_system_has_its_c_policy_and_reads_the_rpc_block(name):
+    """Rakaia's family: no switch program, controller or worker mode; a C policy of the
+    core (in rpc.h's family of files) whose numbers come from the spec's `rpc:` block."""
+    from orchestrator.simulate.engine import core_policies
+
+    s = SYSTEMS[name]
+    assert s.program is None and s.worker_mode is None and s.settings is None
+    assert s.policy.name in POLICIES and s.policy.name in core_policies()
+    sources = (REPO / "orchestrator/simulate/core").glob("policy_*.c")
+    assert any(f'.name = "{name}"' in f.read_text() and '#include "rpc.h"' in f.read_text() for f in sources)
+    assert s.params_block == "rpc" and s.paper == "Rakaia"
+    assert s.policy.params({"connections": 80, "spread": "zipf", "zipf_s": 1.2}) == [80.0, 1.2]
+    assert s.policy.params({"connections": 5000, "spread": "uniform"}) == [5000.0, 0.0]
+
+
+def test_a_spec_runs_one_kind_of_system(tmp_path):
+    from orchestrator.experiment.spec import load
+
+    f = tmp_path / "mixed.yaml"
+    f.write_text(
+        "name: mixed\nsystems: [rain, ms]\nload: {capacity_fraction: [0.5]}\n"
+        "workload: {classes: [{name: t, service: {dist: exponential, mean_us: 10}}]}\n"
+    )
+    with pytest.raises(UsageError) as e:
+        load(f)
+    text = e.value.render()
+    assert "rain schedules in the switch, ms inside one server" in text and "mixed.yaml" in text
+    assert _spec(["ms", "rakaia"]).needs() == {"rpc"}
+
+
 def test_the_spec_accepts_exactly_the_registered_systems():
     assert tuple(SPEC_SYSTEMS) == tuple(SYSTEMS)
     with pytest.raises(UsageError) as e:
-        get("kcm")
-    assert "no system 'kcm'" in e.value.render() and "use one of rain, r2p2" in e.value.render()
+        get("shinjuku")
+    assert "no system 'shinjuku'" in e.value.render() and "use one of rain, r2p2" in e.value.render()
 
 
 def test_the_admission_caps_are_the_papers():
@@ -73,7 +108,7 @@ def test_the_admission_caps_are_the_papers():
 
 
 def test_what_a_run_reads_of_each_system():
-    assert {n: s.worker_mode for n, s in SYSTEMS.items()} == {
+    assert {n: s.worker_mode for n, s in SYSTEMS.items() if not s.server_side} == {
         "rain": "rain", "r2p2": "report", "racksched": "report", "draconis": "pull", "pallas": "push",
     }  # fmt: skip
     assert [n for n, s in SYSTEMS.items() if s.fetches_payloads] == ["rain", "draconis"]

@@ -131,5 +131,11 @@ extern const struct rs_policy rs_policy_r2p2;
 extern const struct rs_policy rs_policy_racksched;
 extern const struct rs_policy rs_policy_draconis;
 extern const struct rs_policy rs_policy_pallas;
+/* one-server RPC scheduling (Rakaia): rpc.h */
+extern const struct rs_policy rs_policy_ms;
+extern const struct rs_policy rs_policy_cp;
+extern const struct rs_policy rs_policy_kcm;
+extern const struct rs_policy rs_policy_cs;
+extern const struct rs_policy rs_policy_rakaia;
 
 #endif /* RS_POLICY_H */

@@ -25,6 +25,11 @@ static const struct rs_policy *const policies[] = {
 	&rs_policy_racksched,
 	&rs_policy_draconis,
 	&rs_policy_pallas,
+	&rs_policy_ms,
+	&rs_policy_cp,
+	&rs_policy_kcm,
+	&rs_policy_cs,
+	&rs_policy_rakaia,
 };
 #define N_POLICIES (sizeof policies / sizeof policies[0])
 

@@ -1,0 +1,53 @@
+"""One-server RPC scheduling (Rakaia, OSDI 2026): TCP RPCs from many client
+connections, scheduled over one server's cores by the server itself. The paper's
+simulation compares three queueing models (CP, CS, MS), and Rakaia's own policy; KCM-
+like is how the paper explains KCM's result. Each is a C policy of the simulated
+testbed (simulate/core/policy_<name>.c, rpc.h); the spec's `rpc:` block gives the
+connections (simulate/core/rpc.h draws each request's connection)."""
+
+from __future__ import annotations
+
+from .base import Policy, System
+
+
+def _params(p: dict) -> list[float]:
+    """[connections, Zipf exponent (0: uniform)], as rpc.h reads them."""
+    zipf = float(p.get("zipf_s", 1.0)) if p.get("spread") == "zipf" else 0.0
+    return [float(p.get("connections", 20)), zipf]
+
+
+def _server_side(name: str, title: str, description: str) -> System:
+    return System(
+        name=name,
+        title=title,
+        program=None,
+        params_block="rpc",
+        worker_mode=None,
+        policy=Policy(name, description, params=_params),
+        settings=None,
+        paper="Rakaia",
+        not_applicable={
+            "tasks_intact": "a server-side system: no RDMA ring",
+            "links_up": "a server-side system: no switch ports",
+            "frames_delivered": "a server-side system: no switch ports",
+        },
+    )
+
+
+MS = _server_side("ms", "MS", "message-shared FIFO: one queue of messages, any idle core takes the oldest (M/G/c)")
+CP = _server_side(
+    "cp", "CP", "connection-partitioned FIFO: each connection bound to one core, which serves it in order"
+)
+CS = _server_side(
+    "cs",
+    "CS",
+    "connection-shared FIFO: any idle core takes a ready connection, one message of it at a time (HOL blocking)",
+)
+RAKAIA = _server_side(
+    "rakaia",
+    "Rakaia",
+    "per-core FIFOs, power of two choices, direct handoff to an idle core, stealing through a bitmap",
+)
+KCM = _server_side("kcm", "KCM-like", "messages detached but kept on their connection's core (local scheduling only)")
+
+SERVER_SIDE = (MS, CP, CS, RAKAIA, KCM)
