@@ -25,7 +25,7 @@ help:
 	@echo "make demo   - the main job on an emulated testbed (runs setup first)"
 	@echo "make test   - the test suite; integration tests need root (runs setup first)"
 	@echo "make lint   - ansible-lint (production profile), ruff check and ruff format --check"
-	@echo "make figures-sim - the paper's figures on the simulated testbed, all systems, about 5 minutes"
+	@echo "make figures-sim - the papers' figures on the simulated testbed (Rain's and Rakaia's), about 6 minutes"
 
 setup: $(STAMPS)/apt $(STAMPS)/venv build
 
@@ -88,12 +88,13 @@ test: setup
 	$(BIN)/python -m pytest -n 3 --dist loadfile -m "not alone" --durations=15 --file-durations=1000
 	$(BIN)/python -m tests.quiet_machine -- $(BIN)/python -m pytest -m alone
 
-# The paper's figures on the simulated testbed, every system each spec lists (Rain and
-# the four baselines in 6a-c, 7 and 8): each point 0.1 s of warm-up and 1 s of paper
-# time, one repetition (~3 M exact samples per point at paper scale); fig10 keeps its
-# spec's 5 s of phases. About 5 minutes on 2 cores; results/sim/<figure>/<run>/
+# The papers' figures on the simulated testbed, every system each spec lists (Rain and
+# the four baselines in 6a-c, 7 and 8; Rakaia's five queueing models in rakaia-sim*):
+# each point 0.1 s of warm-up and 1 s of paper time, one repetition (~3 M exact samples
+# per point at Rain's paper scale); fig10 keeps its spec's 5 s of phases. About 6 minutes
+# on 2 cores; results/sim/<figure>/<run>/
 # like any run. SIM_ARGS="--system rain ..." draws Rain alone.
-FIGURES_SIM ?= fig1a fig1b fig6a fig6b fig6c fig7 fig8 fig9
+FIGURES_SIM ?= fig1a fig1b fig6a fig6b fig6c fig7 fig8 fig9 rakaia-sim rakaia-sim-bimodal rakaia-sim-constant
 SIM_ARGS    ?= --warmup 0.1 --measure 1 --repetitions 1
 figures-sim: setup
 	@for f in $(FIGURES_SIM); do \

@@ -184,6 +184,46 @@ def _p99_vs_load(ctx: _Ctx) -> list[Path]:
     return ctx.save(fig, "p99_vs_load")
 
 
+def _title(system: str) -> str:
+    """A system as its paper names it (its declaration's title), else as given."""
+    from ..systems import SYSTEMS
+
+    return SYSTEMS[system].title if system in SYSTEMS else system
+
+
+def _p99_vs_load_by_variant(ctx: _Ctx) -> list[Path]:
+    """p99 against load, one panel per variant (Rakaia's figures: one per connection
+    count), every system a curve in the same colour across the panels."""
+    agg = ctx.agg[ctx.agg["class"] == ALL].copy()
+    if agg.empty or agg["p99_us_paper_mean"].isna().all():
+        ctx.skipped["p99_vs_load_by_variant"] = "no latency histograms"
+        return []
+    split = agg["curve"].str.extract(r"^(?P<system>.*?)(?: \((?P<variant>.*)\))?$")
+    agg["curve"], agg["panel"] = split["system"], split["variant"].fillna("")
+    order = [v.label or v.name for v in (ctx.spec.variants or [])] if ctx.spec is not None else []
+    panels = sorted(dict.fromkeys(agg["panel"]), key=lambda x: order.index(x) if x in order else len(order))
+    systems = list(ctx.spec.systems) if ctx.spec is not None else sorted(dict.fromkeys(agg["curve"]))
+    agg["curve"] = [_title(c) for c in agg["curve"]]
+    systems = [_title(c) for c in systems]
+    markers = "osD^vP*X"
+    style, ctx.style = ctx.style, {c: (f"C{i % 10}", markers[i % len(markers)]) for i, c in enumerate(systems)}
+    try:
+        fig, axes = ctx.figure(ncols=len(panels), width=4.4)
+        for ax, panel in zip(axes, panels):
+            g = agg[agg["panel"] == panel]
+            _curves(ctx, ax, g, "p99_us_paper_mean", "p99_us_paper_min", "p99_us_paper_max")
+            _slo_line(ax, ctx.slo("p99_us"), "SLO p99")
+            ax.set_yscale("log")  # curves an order of magnitude apart: the close ones stay apart
+            ax.set_title(panel or ctx.title("p99 vs load"), fontsize=9)
+            ax.set_xlabel(_load_label(ctx))
+            ax.grid(alpha=0.3)
+        axes[0].set_ylabel("99% tail latency (us)")
+        _legend(axes[0], ctx)
+    finally:
+        ctx.style = style
+    return ctx.save(fig, "p99_vs_load_by_variant")
+
+
 def _p99_per_class(ctx: _Ctx) -> list[Path]:
     classes = [c for c in ctx.agg["class"].unique() if c != ALL]
     if not classes:
@@ -567,6 +607,7 @@ def _quota_vs_load(ctx: _Ctx) -> list[Path]:
 
 _KIND_FN = {
     "p99_vs_load": _p99_vs_load,
+    "p99_vs_load_by_variant": _p99_vs_load_by_variant,
     "p99_per_class": _p99_per_class,
     "p99_slowdown_vs_load": _p99_slowdown_vs_load,
     "queue_depth": _queue_depth,
