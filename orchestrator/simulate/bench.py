@@ -201,6 +201,26 @@ def core_point(
     )
 
 
+def at_load(
+    policy: str, workers: int, load: float, tasks: int, seed: int, *, warmup_ns: int, service: str = "exp",
+    params: dict | None = None,
+):  # fmt: skip
+    """core_point at `load` of the workers' capacity (mean 10 us, one host, quota 1),
+    measuring about `tasks` tasks after `warmup_ns`: the theory checks' point."""
+    rate = load * workers / MEAN_NS * 1e9
+    return core_point(
+        workers=workers,
+        quota=1,
+        rate_rps=rate,
+        warmup_ns=warmup_ns,
+        measure_ns=int(tasks / rate * 1e9),
+        seed=seed,
+        service=service,
+        policy=policy,
+        params=params,
+    )
+
+
 def measured(result, warmup_ns: int) -> np.ndarray:
     """Latencies (ns) of the requests answered whose intended send time is past the warm-up."""
     keep = (result.outcome == 0) & (result.intended_ns >= warmup_ns)

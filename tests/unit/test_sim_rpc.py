@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from orchestrator.simulate import engine, theory
-from orchestrator.simulate.bench import core_point
+from orchestrator.simulate.bench import at_load, core_point
 from orchestrator.simulate.engine import SimError
 from orchestrator.simulate.theory import MDc, MMc
 
@@ -28,21 +28,10 @@ def _run(policy: str, load: float, tasks: int, seeds: int = 1, *, connections: i
          spread: str = "uniform", zipf_s: float = 1.0, c: int = CORES):  # fmt: skip
     """(latencies, waits, cores) in ns of `seeds` runs of about `tasks` tasks each,
     pooled; every request answered (the queue theory assumes is unbounded)."""
-    rate = load * c / MEAN_NS * 1e9
     lats, waits, cores = [], [], []
+    params = {"connections": connections, "spread": spread, "zipf_s": zipf_s}
     for seed in range(1, seeds + 1):
-        sp = core_point(
-            workers=c,
-            quota=1,
-            rate_rps=rate,
-            warmup_ns=WARMUP_NS,
-            measure_ns=int(tasks / rate * 1e9),
-            seed=seed,
-            service=service,
-            policy=policy,
-            params={"connections": connections, "spread": spread, "zipf_s": zipf_s},
-        )
-        r = engine.run(sp)
+        r = engine.run(at_load(policy, c, load, tasks, seed, warmup_ns=WARMUP_NS, service=service, params=params))
         assert (r.outcome == 0).all(), f"outcomes {np.bincount(r.outcome)}"
         keep = r.intended_ns >= WARMUP_NS
         lats.append(r.latency_ns[keep].astype(np.float64))

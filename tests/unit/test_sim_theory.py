@@ -220,22 +220,11 @@ def _simulate(policy: str, c: int, load: float, tasks: int, seeds: int, service:
     import numpy as np
 
     from orchestrator.simulate import engine
-    from orchestrator.simulate.bench import core_point, measured
+    from orchestrator.simulate.bench import at_load, measured
 
-    rate = load * c / MEAN_NS * 1e9
     lats, workers = [], []
     for seed in range(1, seeds + 1):
-        sp = core_point(
-            workers=c,
-            quota=1,
-            rate_rps=rate,
-            warmup_ns=WARMUP_NS,
-            measure_ns=int(tasks / rate * 1e9),
-            seed=seed,
-            service=service,
-            policy=policy,
-        )
-        res = engine.run(sp)
+        res = engine.run(at_load(policy, c, load, tasks, seed, warmup_ns=WARMUP_NS, service=service))
         assert (res.outcome == 0).all(), f"outcomes {np.bincount(res.outcome)}"
         assert res.counters["EV_REJECT"] == 0
         lats.append(measured(res, WARMUP_NS))
