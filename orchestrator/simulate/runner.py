@@ -415,11 +415,9 @@ def simulate(
     if resume is None or not rd.manifest.exists():
         rd.write_manifest(manifest(spec_path, p, opts, seeds, cluster))
     log = RunLog(rd, console, echo=progress)
-    kind = "ideal (no network)" if opts.ideal else ("like " + str(opts.like) if opts.like else "the paper's testbed")
     log(
-        f"{'resuming' if resume else 'simulating'} {p.spec.name} on a simulated testbed ({kind}: "
-        f"{p.worker_hosts} worker hosts x {p.threads_per_host} threads, 1 client): {len(p.points)} points, "
-        f"{sweep.counts()['done']} done; results in {rd.path}"
+        f"{'resuming' if resume else 'simulating'} {p.spec.name} on a simulated testbed ({_shape(p, opts)}): "
+        f"{len(p.points)} points, {sweep.counts()['done']} done; results in {rd.path}"
     )
     tasks = [(x.id, sims[x.id], asdict(x)) for x in sweep.pending()]
     try:
@@ -435,6 +433,14 @@ def simulate(
         finish(rd.path, p.spec.plots, log)
     log.close()
     return rd.path
+
+
+def _shape(p: Plan, opts: Options) -> str:
+    """The simulated testbed, as the log names it."""
+    if p.spec.systems and all(get_system(x).server_side for x in p.spec.systems):
+        return f"one server of {p.threads_per_host} cores, zero overheads: --workers and --ideal do not apply"
+    kind = "ideal (no network)" if opts.ideal else ("like " + str(opts.like) if opts.like else "the paper's testbed")
+    return f"{kind}: {p.worker_hosts} worker hosts x {p.threads_per_host} threads, 1 client"
 
 
 def _not_a_handler_spec(spec_path: Path) -> None:

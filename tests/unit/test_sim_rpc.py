@@ -10,6 +10,8 @@ the sizes here follow it: each estimate's own error stays at or under 0.5%.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -18,6 +20,7 @@ from orchestrator.simulate.bench import at_load, core_point
 from orchestrator.simulate.engine import SimError
 from orchestrator.simulate.theory import MDc, MMc
 
+REPO = Path(__file__).resolve().parents[2]
 MEAN_NS = 10_000
 WARMUP_NS = 50_000_000
 TOLERANCE = 0.02
@@ -169,3 +172,37 @@ def test_bad_connection_counts_are_refused_by_the_core(params, words):
     with pytest.raises(SimError) as e:
         engine.run(sp)
     assert words in str(e.value)
+
+
+# -- a spec of them, end to end ---------------------------------------------------------------
+
+
+def test_the_rakaia_spec_simulates_to_a_figure_per_connection_count_and_run_refuses_it(tmp_path):
+    """experiments/rakaia-sim.yaml, narrowed: one server of 20 cores whatever --workers
+    says, a panel per connection count, the throughput under its SLO in the report; and
+    `rainmaker run` names why it cannot measure it yet."""
+    import yaml
+
+    from orchestrator.errors import UsageError
+    from orchestrator.experiment.layout import RunDir
+    from orchestrator.experiment.run import supported_or_explain
+    from orchestrator.experiment.spec import load
+    from orchestrator.simulate.runner import simulate
+
+    spec = yaml.safe_load((REPO / "experiments/rakaia-sim.yaml").read_text())
+    spec |= {"load": {"capacity_fraction": [0.5, 0.9]}, "warmup_s": 0.05, "measure_s": 0.2}
+    spec["variants"] = spec["variants"][:2]
+    f = tmp_path / "rakaia.yaml"
+    f.write_text(yaml.safe_dump(spec))
+    rd = RunDir(simulate(f, results_root=tmp_path / "r", worker_hosts=4, jobs=2, progress=False))
+    m = rd.read_manifest()
+    assert m["testbed"]["workers"] == 1 and m["testbed"]["threads_per_host"] == 20
+    assert m["testbed"]["network"]["switch_worker_ns"] == 0
+    assert len(list(rd.points())) == 5 * 2 * 2
+    assert "one server of 20 cores, zero overheads" in rd.log.read_text()
+    assert (rd.path / "plots" / "p99_vs_load_by_variant.png").is_file()
+    report = (rd.path / "report.md").read_text()
+    assert "## Throughput under SLO" in report and "| cp (20 connections) |" in report
+    with pytest.raises(UsageError) as e:
+        supported_or_explain(load(f))
+    assert "rpc: one-server RPC scheduling" in e.value.render() and "rainmaker simulate" in e.value.render()
