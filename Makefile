@@ -33,6 +33,7 @@ setup: $(STAMPS)/apt $(STAMPS)/venv build
 build: $(STAMPS)/apt $(BFRT_STUBS)
 	@$(MAKE) --no-print-directory -s -j2 -C orchestrator/simulate/core
 	@$(MAKE) --no-print-directory -s -j2 -C hosts/dpdk
+	@$(MAKE) --no-print-directory -s -C hosts/rpc
 
 # BFRuntime Python stubs (switch/bfrt/_gen, gitignored), generated with the venv's own
 # grpcio-tools so they always match its protobuf runtime (switch/bfrt/_stubs.py says why).
@@ -109,4 +110,5 @@ lint: setup
 clean:
 	rm -rf $(VENV) $(STAMPS) *.egg-info switch/bfrt/_gen
 	$(MAKE) -C hosts/dpdk clean
+	$(MAKE) -C hosts/rpc clean
 	$(MAKE) -C orchestrator/simulate/core clean
