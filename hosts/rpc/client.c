@@ -1,0 +1,521 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * rpc-client: an open-loop load generator for the synthetic RPC of rpc_proto.h over
+ * many TCP connections (Rakaia's measured layer; the paper extends Lancet).
+ *
+ * Threads own the connections c with c mod threads == their index. Each thread sends
+ * its share of the load on its own arrival schedule (Poisson or constant), computed
+ * from the run's start, never from when the last send left: a request is sent when its
+ * intended time comes, whatever is outstanding, and its latency is measured from that
+ * intended time, so a stall of the server or of the client cannot hide (coordinated
+ * omission). A send that leaves more than --late-ns after its intended time is counted
+ * late, as rain-client counts them. Requests spread over the connections uniformly, or
+ * by Zipf (connection k with weight 1 / (k + 1)^s): each thread's share of the load is
+ * its connections' weight, and it draws among them by their weights, so the whole is
+ * the Zipf spread.
+ *
+ * Output in --out: latency.hlog (HdrHistogram interval log, tag "all", the requests
+ * whose intended time is in the measurement window, after --warmup) and summary.json.
+ * The arrival processes, service distributions, random generator and histograms are
+ * rain-client's own (hosts/dpdk/client/workload.c, hdr.c).
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hdr.h"
+#include "rpc_proto.h"
+#include "workload.h"
+
+#define MAX_THREADS 64
+#define MAX_CONNECTIONS 100000
+#define RING (1u << 20) /* outstanding requests a thread can track */
+
+static struct {
+	struct sockaddr_in addr;
+	int connections, threads;
+	double rate, warmup_s, duration_s, interval_s, zipf_s;
+	const struct arrival_ops *arrival;
+	struct service service;
+	uint32_t payload;
+	uint64_t seed;
+	int64_t late_ns, drain_ns;
+	const char *out;
+} cfg = {.threads = 1, .interval_s = 0.1, .seed = 1, .late_ns = 20000, .drain_ns = 1000000000};
+
+struct conn {
+	int fd;
+	uint32_t have;
+	unsigned char buf[RPC_HDR_LEN * 64];
+};
+
+struct thread {
+	int index;
+	struct conn *conns;
+	int nconns;
+	double *cdf; /* its connections' cumulative weights (Zipf), or NULL: uniform */
+	double share;  /* of the load */
+	struct rng rng;
+	int64_t *intended; /* RING: by sequence number */
+	uint64_t sent, received, late, in_window, overrun;
+	struct hdr_hist *hist; /* one per interval */
+	pthread_t tid;
+};
+
+static struct thread th[MAX_THREADS];
+static int64_t start_ns; /* time 0 of every schedule (CLOCK_MONOTONIC) */
+static int nint;
+
+static int64_t now_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static int write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+	while (len) {
+		ssize_t w = send(fd, p, len, MSG_NOSIGNAL);
+		if (w > 0) {
+			p += w;
+			len -= (size_t)w;
+		} else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+			if (poll(&pfd, 1, 5000) <= 0)
+				return -1;
+		} else if (!(w < 0 && errno == EINTR)) {
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int pick(struct thread *t)
+{
+	if (!t->cdf)
+		return (int)(rng_next(&t->rng) % (uint64_t)t->nconns);
+	double u = rng_unit(&t->rng) * t->cdf[t->nconns - 1];
+	int lo = 0, hi = t->nconns - 1;
+	while (lo < hi) {
+		int mid = lo + (hi - lo) / 2;
+		if (t->cdf[mid] >= u)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return lo;
+}
+
+/* Answers on c: record each one's latency from its intended time. -1: the connection failed. */
+static int drain(struct thread *t, struct conn *c, int64_t w0, int64_t w1)
+{
+	for (;;) {
+		ssize_t r = recv(c->fd, c->buf + c->have, sizeof c->buf - c->have, 0);
+		if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+			return -1;
+		if (r < 0)
+			return 0;
+		c->have += (uint32_t)r;
+		int64_t now = now_ns();
+		uint32_t off = 0;
+		for (; c->have - off >= RPC_HDR_LEN; off += RPC_HDR_LEN) {
+			struct rpc_hdr h;
+			memcpy(&h, c->buf + off, sizeof h);
+			if (ntohl(h.magic) != RPC_RESP)
+				return -1;
+			uint64_t seq = be64toh(h.id) & ((1ull << 48) - 1);
+			int64_t at = t->intended[seq % RING];
+			t->intended[seq % RING] = -1;
+			t->received++;
+			if (at >= w0 && at < w1) {
+				int k = (int)((double)(at - w0) / 1e9 / cfg.interval_s);
+				hdr_record(&t->hist[k < nint ? k : nint - 1], (uint64_t)(now - at > 0 ? now - at : 1));
+				t->in_window++;
+			}
+		}
+		memmove(c->buf, c->buf + off, c->have - off);
+		c->have -= off;
+	}
+}
+
+/* Sleeping until a send is due wakes up to the timer slack late (50 us by default):
+ * the thread asks for 1 ns of slack, sleeps until SPIN_NS before the send and spins
+ * the rest, a bounded slice, never longer. */
+#define SPIN_NS 20000
+
+static void *thread_main(void *arg)
+{
+	struct thread *t = arg;
+	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+	int epfd = epoll_create1(EPOLL_CLOEXEC);
+	for (int i = 0; i < t->nconns; i++) {
+		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &t->conns[i]};
+		epoll_ctl(epfd, EPOLL_CTL_ADD, t->conns[i].fd, &ev);
+	}
+	double mean = t->share > 0 ? 1e9 / (cfg.rate * t->share) : INFINITY; /* ns between this thread's sends */
+	int64_t w0 = start_ns + (int64_t)(cfg.warmup_s * 1e9), w1 = w0 + (int64_t)(cfg.duration_s * 1e9);
+	uint64_t k = 0;
+	double prev = 0;
+	double off = isfinite(mean) ? cfg.arrival->next(&t->rng, mean, (double)t->index / cfg.threads, k, prev) : INFINITY;
+	unsigned char req[RPC_HDR_LEN + RPC_MAX_PAYLOAD];
+	memset(req, 'x', sizeof req);
+	struct epoll_event ev[64];
+	for (;;) {
+		int64_t now = now_ns();
+		int64_t due = start_ns + (int64_t)off;
+		while (isfinite(off) && due <= now && due < w1) {
+			uint64_t seq = t->sent;
+			if (seq >= RING && t->intended[seq % RING] >= 0) { /* its slot's request never came back */
+				t->overrun++;
+			}
+			uint32_t keys = 0;
+			struct rpc_hdr h = {
+				.magic = htonl(RPC_REQ),
+				.len = htonl(cfg.payload),
+				.id = htobe64(((uint64_t)t->index << 48) | seq),
+				.service_ns = htobe64(cfg.service.ops->draw(&cfg.service, &t->rng, &keys)),
+			};
+			memcpy(req, &h, sizeof h);
+			t->intended[seq % RING] = due;
+			struct conn *c = &t->conns[pick(t)];
+			if (now_ns() - due > cfg.late_ns) /* it leaves late: counted when it starts to leave */
+				t->late++;
+			if (write_all(c->fd, req, RPC_HDR_LEN + cfg.payload) < 0) {
+				fprintf(stderr, "rpc-client: thread %d: a connection failed while sending\n", t->index);
+				exit(1);
+			}
+			t->sent++;
+			prev = off;
+			off = cfg.arrival->next(&t->rng, mean, (double)t->index / cfg.threads, ++k, prev);
+			due = start_ns + (int64_t)off;
+			now = now_ns();
+		}
+		int64_t until = due < w1 ? due : w1 + cfg.drain_ns;
+		if (now >= w1 + cfg.drain_ns || (due >= w1 && t->received == t->sent))
+			break;
+		struct timespec to = {0, 0};
+		int64_t wake = until - (until == due ? SPIN_NS : 0);
+		if (wake > now)
+			to = (struct timespec){.tv_sec = (wake - now) / 1000000000, .tv_nsec = (wake - now) % 1000000000};
+		int n = epoll_pwait2(epfd, ev, 64, &to, NULL);
+		for (int i = 0; i < n; i++)
+			if (drain(t, ev[i].data.ptr, w0, w1) < 0) {
+				fprintf(stderr, "rpc-client: thread %d: the server closed a connection\n", t->index);
+				exit(1);
+			}
+	}
+	close(epfd);
+	return NULL;
+}
+
+/* ---- set-up and report -------------------------------------------------------------------- */
+static int bad(const char *what, const char *fix)
+{
+	fprintf(stderr, "rpc-client: %s\n  fix: %s\n", what, fix);
+	fprintf(stderr, "usage: rpc-client --connect ADDR:PORT --connections N --rate RPS --service SPEC "
+			"--duration S --out DIR [...]; --help says more\n");
+	return 2;
+}
+
+static void usage(void)
+{
+	printf("usage: rpc-client --connect ADDR:PORT --connections N --rate RPS --service SPEC --duration S\n"
+	       "                  --out DIR [--threads T] [--arrival poisson|constant] [--warmup S]\n"
+	       "                  [--payload BYTES] [--spread uniform|zipf:S] [--seed X] [--late-ns NS]\n"
+	       "                  [--interval S]\n"
+	       "  --connections  TCP connections to the server, 1..%d, over --threads (1..%d)\n"
+	       "  --rate         requests per second, all connections together (open loop)\n"
+	       "  --service      the service time each request asks for: const:NS, exp:MEAN_NS,\n"
+	       "                 bimodal:NS1:NS2:P1\n"
+	       "  --warmup, --duration  seconds before the measurement window, and its length\n"
+	       "  --spread       how requests spread over connections (default uniform)\n"
+	       "  --late-ns      a send later than this after its intended time counts late (20000)\n"
+	       "  --out          latency.hlog and summary.json go here\n",
+	       MAX_CONNECTIONS, MAX_THREADS);
+}
+
+static int parse_addr(const char *s)
+{
+	char host[64];
+	const char *colon = strrchr(s, ':');
+	if (!colon || (size_t)(colon - s) >= sizeof host)
+		return -1;
+	memcpy(host, s, (size_t)(colon - s));
+	host[colon - s] = '\0';
+	char *end;
+	long port = strtol(colon + 1, &end, 10);
+	if (colon[1] == '\0' || *end != '\0' || port < 1 || port > 65535)
+		return -1;
+	cfg.addr.sin_family = AF_INET;
+	cfg.addr.sin_port = htons((uint16_t)port);
+	return inet_pton(AF_INET, host, &cfg.addr.sin_addr) == 1 ? 0 : -1;
+}
+
+static int parse_num(const char *s, double lo, double hi, double *out)
+{
+	char *end;
+	double v = strtod(s, &end);
+	if (*s == '\0' || *end != '\0' || !isfinite(v) || v < lo || v > hi)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int write_summary(double elapsed_s)
+{
+	struct hdr_hist all;
+	if (hdr_init(&all))
+		return -1;
+	uint64_t sent = 0, received = 0, late = 0, in_window = 0, overrun = 0;
+	for (int i = 0; i < cfg.threads; i++) {
+		sent += th[i].sent, received += th[i].received, late += th[i].late;
+		in_window += th[i].in_window, overrun += th[i].overrun;
+		for (int k = 0; k < nint; k++)
+			hdr_add(&all, &th[i].hist[k]);
+	}
+	char path[4096], spread[32] = "uniform";
+	if (cfg.zipf_s > 0)
+		snprintf(spread, sizeof spread, "zipf:%g", cfg.zipf_s);
+	snprintf(path, sizeof path, "%s/summary.json", cfg.out);
+	FILE *f = fopen(path, "w");
+	if (!f)
+		return -1;
+	fprintf(f,
+		"{\"tool\": \"rpc-client\", \"format\": 1, \"connections\": %d, \"threads\": %d, \"arrival\": \"%s\",\n"
+		" \"service\": \"%s\", \"payload\": %u, \"spread\": \"%s\", \"seed\": %llu,\n"
+		" \"offered_rps\": %.3f, \"warmup_s\": %g, \"duration_s\": %g, \"interval_s\": %g,\n"
+		" \"elapsed_s\": %.6f, \"late_threshold_ns\": %lld,\n"
+		" \"totals\": {\"sent\": %llu, \"received\": %llu, \"outstanding\": %llu, \"late_sends\": %llu,"
+		" \"in_window\": %llu, \"overrun\": %llu,\n"
+		"            \"achieved_rps\": %.3f, \"late_fraction\": %.6f},\n"
+		" \"latency_ns\": {\"count\": %llu, \"mean\": %.1f, \"p50\": %llu, \"p99\": %llu, \"p999\": %llu,"
+		" \"max\": %llu}}\n",
+		cfg.connections, cfg.threads, cfg.arrival->name, cfg.service.ops->name, cfg.payload, spread,
+		(unsigned long long)cfg.seed, cfg.rate, cfg.warmup_s, cfg.duration_s, cfg.interval_s, elapsed_s,
+		(long long)cfg.late_ns, (unsigned long long)sent, (unsigned long long)received,
+		(unsigned long long)(sent - received), (unsigned long long)late, (unsigned long long)in_window,
+		(unsigned long long)overrun, (double)in_window / cfg.duration_s, sent ? (double)late / (double)sent : 0.0,
+		(unsigned long long)all.total, hdr_mean(&all), (unsigned long long)hdr_percentile(&all, 50.0),
+		(unsigned long long)hdr_percentile(&all, 99.0), (unsigned long long)hdr_percentile(&all, 99.9),
+		(unsigned long long)hdr_max(&all));
+	fclose(f);
+	hdr_free(&all);
+	return 0;
+}
+
+static int write_hlog(void)
+{
+	struct hdr_hist **hs = calloc((size_t)nint, sizeof *hs);
+	struct hdr_hist *merged = calloc((size_t)nint, sizeof *merged);
+	if (!hs || !merged)
+		return -1;
+	for (int k = 0; k < nint; k++) {
+		if (hdr_init(&merged[k]))
+			return -1;
+		for (int i = 0; i < cfg.threads; i++)
+			hdr_add(&merged[k], &th[i].hist[k]);
+		hs[k] = &merged[k];
+	}
+	char path[4096];
+	snprintf(path, sizeof path, "%s/latency.hlog", cfg.out);
+	FILE *f = fopen(path, "w");
+	if (!f)
+		return -1;
+	const char *tags[] = {"all"};
+	double last = cfg.duration_s - (nint - 1) * cfg.interval_s;
+	struct timespec rt;
+	clock_gettime(CLOCK_REALTIME, &rt);
+	int rc = hdr_log_write(f, "rpc-client latency from intended send times, ns", (double)rt.tv_sec, 1.0, 1, tags,
+			       (unsigned)nint, cfg.interval_s, last, hs);
+	fclose(f);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"connect", required_argument, NULL, 'c'}, {"connections", required_argument, NULL, 'n'},
+		{"threads", required_argument, NULL, 't'}, {"rate", required_argument, NULL, 'r'},
+		{"arrival", required_argument, NULL, 'a'}, {"service", required_argument, NULL, 's'},
+		{"payload", required_argument, NULL, 'p'}, {"warmup", required_argument, NULL, 'w'},
+		{"duration", required_argument, NULL, 'd'}, {"spread", required_argument, NULL, 'z'},
+		{"seed", required_argument, NULL, 'e'}, {"late-ns", required_argument, NULL, 'l'},
+		{"interval", required_argument, NULL, 'i'}, {"out", required_argument, NULL, 'o'},
+		{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
+	};
+	cfg.arrival = arrival_find("poisson");
+	int have_service = 0, o;
+	double v;
+	char err[256];
+	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (o) {
+		case 'c':
+			if (parse_addr(optarg) < 0)
+				return bad("--connect: not an IPv4 address and port", "e.g. --connect 10.0.0.2:7000");
+			break;
+		case 'n':
+			if (parse_num(optarg, 1, MAX_CONNECTIONS, &v) < 0 || v != floor(v))
+				return bad("--connections: not a connection count", "give 1 to 100000");
+			cfg.connections = (int)v;
+			break;
+		case 't':
+			if (parse_num(optarg, 1, MAX_THREADS, &v) < 0 || v != floor(v))
+				return bad("--threads: not a thread count", "give 1 to 64");
+			cfg.threads = (int)v;
+			break;
+		case 'r':
+			if (parse_num(optarg, 1e-3, 1e8, &cfg.rate) < 0)
+				return bad("--rate: not a request rate", "give requests per second, e.g. 10000");
+			break;
+		case 'a':
+			if (!(cfg.arrival = arrival_find(optarg)))
+				return bad("--arrival: not an arrival process", "use poisson or constant");
+			break;
+		case 's': {
+			char buf[128], *tok[4];
+			unsigned n = 0;
+			snprintf(buf, sizeof buf, "%s", optarg);
+			for (char *p = strtok(buf, ":"); p && n < 4; p = strtok(NULL, ":"))
+				tok[n++] = p;
+			if (!n || service_parse(tok, n, &cfg.service, err, sizeof err) < 0 || cfg.service.ops->kv)
+				return bad("--service: not a service distribution", "const:NS, exp:MEAN_NS or bimodal:NS1:NS2:P1");
+			have_service = 1;
+			break;
+		}
+		case 'p':
+			if (parse_num(optarg, 0, RPC_MAX_PAYLOAD, &v) < 0 || v != floor(v))
+				return bad("--payload: not a payload size", "give 0 to 65536 bytes");
+			cfg.payload = (uint32_t)v;
+			break;
+		case 'w':
+			if (parse_num(optarg, 0, 3600, &cfg.warmup_s) < 0)
+				return bad("--warmup: not a duration", "give seconds, 0 to 3600");
+			break;
+		case 'd':
+			if (parse_num(optarg, 1e-3, 3600, &cfg.duration_s) < 0)
+				return bad("--duration: not a duration", "give seconds, 0.001 to 3600");
+			break;
+		case 'z':
+			if (!strcmp(optarg, "uniform"))
+				cfg.zipf_s = 0;
+			else if (strncmp(optarg, "zipf:", 5) || parse_num(optarg + 5, 1e-6, 10, &cfg.zipf_s) < 0)
+				return bad("--spread: not a spread", "use uniform, or zipf:S with 0 < S <= 10");
+			break;
+		case 'e':
+			cfg.seed = strtoull(optarg, NULL, 10);
+			break;
+		case 'l':
+			if (parse_num(optarg, 0, 1e12, &v) < 0)
+				return bad("--late-ns: not a time", "give nanoseconds");
+			cfg.late_ns = (int64_t)v;
+			break;
+		case 'i':
+			if (parse_num(optarg, 1e-3, 3600, &cfg.interval_s) < 0)
+				return bad("--interval: not a duration", "give seconds");
+			break;
+		case 'o':
+			cfg.out = optarg;
+			break;
+		case 'h':
+			usage();
+			return 0;
+		default:
+			return bad("unknown option", "see --help");
+		}
+	}
+	if (!cfg.addr.sin_family || !cfg.connections || !cfg.rate || !have_service || !cfg.duration_s || !cfg.out)
+		return bad("--connect, --connections, --rate, --service, --duration and --out are required",
+			   "see --help");
+	if (cfg.threads > cfg.connections)
+		cfg.threads = cfg.connections;
+	if (mkdir(cfg.out, 0755) < 0 && errno != EEXIST) {
+		perror("rpc-client: --out");
+		return 1;
+	}
+	nint = (int)ceil(cfg.duration_s / cfg.interval_s - 1e-9);
+	for (int i = 0; i < cfg.threads; i++) {
+		struct thread *t = &th[i];
+		t->index = i;
+		t->nconns = (cfg.connections - i + cfg.threads - 1) / cfg.threads;
+		t->conns = calloc((size_t)t->nconns, sizeof *t->conns);
+		t->intended = malloc(sizeof *t->intended * RING);
+		t->hist = calloc((size_t)nint, sizeof *t->hist);
+		if (!t->conns || !t->intended || !t->hist)
+			return bad("out of memory", "fewer connections or a shorter --duration");
+		for (uint32_t k = 0; k < RING; k++)
+			t->intended[k] = -1;
+		for (int k = 0; k < nint; k++)
+			if (hdr_init(&t->hist[k]))
+				return bad("out of memory", "a longer --interval");
+		rng_seed(&t->rng, cfg.seed * 0x9E3779B97F4A7C15ull + (uint64_t)i);
+	}
+	/* each thread's share: its connections' weight (uniform: their count) */
+	double total = 0;
+	for (int c = 0; c < cfg.connections; c++)
+		total += cfg.zipf_s > 0 ? pow(c + 1.0, -cfg.zipf_s) : 1.0;
+	for (int i = 0; i < cfg.threads; i++) {
+		struct thread *t = &th[i];
+		double sum = 0;
+		if (cfg.zipf_s > 0 && !(t->cdf = malloc(sizeof *t->cdf * (size_t)t->nconns)))
+			return bad("out of memory", "fewer connections");
+		for (int j = 0; j < t->nconns; j++) {
+			int c = i + j * cfg.threads;
+			sum += cfg.zipf_s > 0 ? pow(c + 1.0, -cfg.zipf_s) : 1.0;
+			if (t->cdf)
+				t->cdf[j] = sum;
+		}
+		t->share = sum / total;
+	}
+	for (int c = 0; c < cfg.connections; c++) {
+		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0 || connect(fd, (struct sockaddr *)&cfg.addr, sizeof cfg.addr) < 0) {
+			fprintf(stderr, "rpc-client: connection %d: %s\n", c, strerror(errno));
+			return 1;
+		}
+		int one = 1;
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+		if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0) {
+			perror("rpc-client: fcntl");
+			return 1;
+		}
+		th[c % cfg.threads].conns[c / cfg.threads].fd = fd;
+	}
+	printf("rpc-client ready connections=%d threads=%d\n", cfg.connections, cfg.threads);
+	fflush(stdout);
+	start_ns = now_ns() + 10000000; /* every schedule from the same instant, 10 ms from now */
+	for (int i = 0; i < cfg.threads; i++)
+		if (pthread_create(&th[i].tid, NULL, thread_main, &th[i])) {
+			fprintf(stderr, "rpc-client: cannot start thread %d\n", i);
+			return 1;
+		}
+	for (int i = 0; i < cfg.threads; i++)
+		pthread_join(th[i].tid, NULL);
+	double elapsed = (double)(now_ns() - start_ns) / 1e9;
+	if (write_hlog() < 0 || write_summary(elapsed) < 0) {
+		perror("rpc-client: writing the results");
+		return 1;
+	}
+	printf("rpc-client done\n");
+	return 0;
+}

@@ -1,0 +1,109 @@
+"""rpc-client (hosts/rpc/client.c) against rpc-server on loopback: an open-loop load
+generator that measures latency from each request's intended send time.
+
+- coordinated omission cannot hide a slow server: requests go out on schedule while
+  earlier ones are outstanding, and their latencies include the queue they met;
+- a Poisson load is sent at its rate, and the interval log it writes is read by
+  rainmaker's own HdrHistogram reader with the count the summary gives;
+- a bad command line exits 2 with a fix.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from orchestrator.experiment.histograms import Hist, read_hlog
+
+REPO = Path(__file__).resolve().parents[2]
+BUILD = REPO / "hosts" / "rpc" / "build"
+
+
+@pytest.fixture(scope="module")
+def built() -> Path:
+    subprocess.run(["make", "-s", "-C", str(BUILD.parent)], check=True, timeout=120)
+    return BUILD
+
+
+@pytest.fixture
+def server(built):
+    procs = []
+
+    def start(*args: str) -> int:
+        p = subprocess.Popen(
+            [str(built / "rpc-server"), "--listen", "127.0.0.1:0", *args], stdout=subprocess.PIPE, text=True
+        )
+        procs.append(p)
+        line = p.stdout.readline()
+        assert line.startswith("rpc-server ready port="), line
+        return int(line.split("port=")[1].split()[0])
+
+    yield start
+    for p in procs:
+        p.kill()
+        p.wait(timeout=10)
+
+
+def client(built: Path, port: int, out: Path, *args: str) -> dict:
+    r = subprocess.run(
+        [str(built / "rpc-client"), "--connect", f"127.0.0.1:{port}", "--out", str(out), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    return json.loads((out / "summary.json").read_text())
+
+
+def test_a_slow_server_cannot_hide_behind_coordinated_omission(built, server, tmp_path):
+    """One connection to one thread serving 20 ms per request, sent every 10 ms: the
+    server falls 10 ms further behind with each request. Every request still leaves on
+    its schedule, and the k-th one's latency, from its intended time, is about
+    20 (k + 1) - 10 k ms: 0.5 s for the last. A closed loop would wait for each answer
+    before the next send, and measure 20 ms throughout."""
+    port = server("--mode", "cs", "--threads", "1")
+    s = client(
+        built, port, tmp_path / "co", "--connections", "1", "--rate", "100", "--arrival", "constant",
+        "--service", "const:20000000", "--warmup", "0", "--duration", "0.5",
+    )  # fmt: skip
+    t = s["totals"]
+    assert t["sent"] == 50 and t["received"] == 50 and t["in_window"] == 50
+    lat = s["latency_ns"]
+    assert lat["p50"] > 200e6 and lat["max"] > 480e6, lat  # queued, as intended-time latency must show
+    assert lat["max"] < 800e6, lat
+
+
+def test_a_poisson_load_is_sent_at_its_rate_and_its_log_is_read_back(built, server, tmp_path):
+    port = server("--mode", "pool", "--threads", "2", "--io-threads", "1")
+    out = tmp_path / "poisson"
+    s = client(
+        built, port, out, "--connections", "8", "--threads", "2", "--rate", "2000", "--service", "exp:5000",
+        "--warmup", "0.2", "--duration", "1", "--seed", "7",
+    )  # fmt: skip
+    t = s["totals"]
+    assert t["received"] == t["sent"] and t["outstanding"] == 0
+    assert abs(t["in_window"] / 2000 - 1) < 0.05, t  # a Poisson count of mean 2,000: sd 2.2%
+    log = read_hlog(out / "latency.hlog")
+    assert len(log.intervals) == 10 and {iv.tag for iv in log.intervals} == {"all"}
+    merged = Hist.merge(iv.hist for iv in log.intervals)
+    assert merged.total == s["latency_ns"]["count"] == t["in_window"]
+    assert merged.percentile(50) >= 5000 * 0.5  # at least the service asked for, on average
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--connections", "0"], "give 1 to 100000"),
+        (["--service", "gauss:10"], "const:NS, exp:MEAN_NS or bimodal:NS1:NS2:P1"),
+        (["--spread", "zipf:0"], "use uniform, or zipf:S"),
+        (["--connect", "nowhere"], "e.g. --connect 10.0.0.2:7000"),
+    ],
+)
+def test_a_bad_command_line_exits_2_with_a_fix(built, tmp_path, args, words):
+    base = ["--connect", "127.0.0.1:9", "--connections", "1", "--rate", "10", "--service", "const:1000",
+            "--duration", "1", "--out", str(tmp_path / "x")]  # fmt: skip
+    r = subprocess.run([str(built / "rpc-client"), *base, *args], capture_output=True, text=True, timeout=10)
+    assert r.returncode == 2 and words in r.stderr, r.stderr
