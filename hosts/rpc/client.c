@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "hdr.h"
+#include "rpc_net.h"
 #include "rpc_proto.h"
 #include "workload.h"
 
@@ -85,32 +86,6 @@ static struct thread th[MAX_THREADS];
 static int64_t start_ns; /* time 0 of every schedule (CLOCK_MONOTONIC) */
 static int nint;
 
-static int64_t now_ns(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
-static int write_all(int fd, const void *buf, size_t len)
-{
-	const char *p = buf;
-	while (len) {
-		ssize_t w = send(fd, p, len, MSG_NOSIGNAL);
-		if (w > 0) {
-			p += w;
-			len -= (size_t)w;
-		} else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-			if (poll(&pfd, 1, 5000) <= 0)
-				return -1;
-		} else if (!(w < 0 && errno == EINTR)) {
-			return -1;
-		}
-	}
-	return 0;
-}
-
 static int pick(struct thread *t)
 {
 	if (!t->cdf)
@@ -137,7 +112,7 @@ static int drain(struct thread *t, struct conn *c, int64_t w0, int64_t w1)
 		if (r < 0)
 			return 0;
 		c->have += (uint32_t)r;
-		int64_t now = now_ns();
+		int64_t now = rpc_now_ns();
 		uint32_t off = 0;
 		for (; c->have - off >= RPC_HDR_LEN; off += RPC_HDR_LEN) {
 			struct rpc_hdr h;
@@ -182,7 +157,7 @@ static void *thread_main(void *arg)
 	memset(req, 'x', sizeof req);
 	struct epoll_event ev[64];
 	for (;;) {
-		int64_t now = now_ns();
+		int64_t now = rpc_now_ns();
 		int64_t due = start_ns + (int64_t)off;
 		while (isfinite(off) && due <= now && due < w1) {
 			uint64_t seq = t->sent;
@@ -199,9 +174,9 @@ static void *thread_main(void *arg)
 			memcpy(req, &h, sizeof h);
 			t->intended[seq % RING] = due;
 			struct conn *c = &t->conns[pick(t)];
-			if (now_ns() - due > cfg.late_ns) /* it leaves late: counted when it starts to leave */
+			if (rpc_now_ns() - due > cfg.late_ns) /* it leaves late: counted when it starts to leave */
 				t->late++;
-			if (write_all(c->fd, req, RPC_HDR_LEN + cfg.payload) < 0) {
+			if (rpc_write_all(c->fd, req, RPC_HDR_LEN + cfg.payload) < 0) {
 				fprintf(stderr, "rpc-client: thread %d: a connection failed while sending\n", t->index);
 				exit(1);
 			}
@@ -209,7 +184,7 @@ static void *thread_main(void *arg)
 			prev = off;
 			off = cfg.arrival->next(&t->rng, mean, (double)t->index / cfg.threads, ++k, prev);
 			due = start_ns + (int64_t)off;
-			now = now_ns();
+			now = rpc_now_ns();
 		}
 		int64_t until = due < w1 ? due : w1 + cfg.drain_ns;
 		if (now >= w1 + cfg.drain_ns || (due >= w1 && t->received == t->sent))
@@ -253,23 +228,6 @@ static void usage(void)
 	       "  --late-ns      a send later than this after its intended time counts late (20000)\n"
 	       "  --out          latency.hlog and summary.json go here\n",
 	       MAX_CONNECTIONS, MAX_THREADS);
-}
-
-static int parse_addr(const char *s)
-{
-	char host[64];
-	const char *colon = strrchr(s, ':');
-	if (!colon || (size_t)(colon - s) >= sizeof host)
-		return -1;
-	memcpy(host, s, (size_t)(colon - s));
-	host[colon - s] = '\0';
-	char *end;
-	long port = strtol(colon + 1, &end, 10);
-	if (colon[1] == '\0' || *end != '\0' || port < 1 || port > 65535)
-		return -1;
-	cfg.addr.sin_family = AF_INET;
-	cfg.addr.sin_port = htons((uint16_t)port);
-	return inet_pton(AF_INET, host, &cfg.addr.sin_addr) == 1 ? 0 : -1;
 }
 
 static int parse_num(const char *s, double lo, double hi, double *out)
@@ -371,7 +329,7 @@ int main(int argc, char **argv)
 	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (o) {
 		case 'c':
-			if (parse_addr(optarg) < 0)
+			if (rpc_parse_addr(optarg, 1, &cfg.addr) < 0)
 				return bad("--connect: not an IPv4 address and port", "e.g. --connect 10.0.0.2:7000");
 			break;
 		case 'n':
@@ -503,7 +461,7 @@ int main(int argc, char **argv)
 	}
 	printf("rpc-client ready connections=%d threads=%d\n", cfg.connections, cfg.threads);
 	fflush(stdout);
-	start_ns = now_ns() + 10000000; /* every schedule from the same instant, 10 ms from now */
+	start_ns = rpc_now_ns() + 10000000; /* every schedule from the same instant, 10 ms from now */
 	for (int i = 0; i < cfg.threads; i++)
 		if (pthread_create(&th[i].tid, NULL, thread_main, &th[i])) {
 			fprintf(stderr, "rpc-client: cannot start thread %d\n", i);
@@ -511,7 +469,7 @@ int main(int argc, char **argv)
 		}
 	for (int i = 0; i < cfg.threads; i++)
 		pthread_join(th[i].tid, NULL);
-	double elapsed = (double)(now_ns() - start_ns) / 1e9;
+	double elapsed = (double)(rpc_now_ns() - start_ns) / 1e9;
 	if (write_hlog() < 0 || write_summary(elapsed) < 0) {
 		perror("rpc-client: writing the results");
 		return 1;

@@ -39,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "rpc_net.h"
 #include "rpc_proto.h"
 
 #define MAX_THREADS 256
@@ -124,39 +125,13 @@ static int conn_read(struct conn *c, struct msg *out, int max, int *n)
 }
 
 /* Write all of buf, waiting for room when the socket is full. */
-static int write_all(int fd, const void *buf, size_t len)
-{
-	const char *p = buf;
-	while (len) {
-		ssize_t w = send(fd, p, len, MSG_NOSIGNAL);
-		if (w > 0) {
-			p += w;
-			len -= (size_t)w;
-		} else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-			if (poll(&pfd, 1, 5000) <= 0)
-				return -1;
-		} else if (!(w < 0 && errno == EINTR)) {
-			return -1;
-		}
-	}
-	return 0;
-}
-
-static int64_t now_ns(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
 static void serve(const struct msg *m)
 {
 	/* a sleep that ends up to the timer slack late (50 us by default) is not the service
 	 * asked for: every thread asks for 1 ns of slack (main(), inherited) */
-	int64_t end = now_ns() + (int64_t)m->service_ns;
+	int64_t end = rpc_now_ns() + (int64_t)m->service_ns;
 	if (cfg.spin) {
-		while (now_ns() < end)
+		while (rpc_now_ns() < end)
 			;
 		return;
 	}
@@ -169,7 +144,7 @@ static int answer(struct conn *c, const struct msg *m, int thread)
 {
 	struct rpc_hdr h = {.magic = htonl(RPC_RESP), .id = htobe64(m->id), .aux = htonl((uint32_t)thread)};
 	pthread_mutex_lock(&c->wlock);
-	int rc = write_all(c->fd, &h, sizeof h);
+	int rc = rpc_write_all(c->fd, &h, sizeof h);
 	pthread_mutex_unlock(&c->wlock);
 	if (rc == 0)
 		atomic_fetch_add(&n_served, 1);
@@ -375,23 +350,6 @@ static int parse_count(const char *s, int *out)
 	return 0;
 }
 
-static int parse_listen(const char *s)
-{
-	char host[64];
-	const char *colon = strrchr(s, ':');
-	if (!colon || (size_t)(colon - s) >= sizeof host)
-		return -1;
-	memcpy(host, s, (size_t)(colon - s));
-	host[colon - s] = '\0';
-	char *end;
-	long port = strtol(colon + 1, &end, 10);
-	if (colon[1] == '\0' || *end != '\0' || port < 0 || port > 65535)
-		return -1;
-	cfg.addr.sin_family = AF_INET;
-	cfg.addr.sin_port = htons((uint16_t)port);
-	return inet_pton(AF_INET, host, &cfg.addr.sin_addr) == 1 ? 0 : -1;
-}
-
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -404,7 +362,7 @@ int main(int argc, char **argv)
 	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (o) {
 		case 'l':
-			if (parse_listen(optarg) < 0)
+			if (rpc_parse_addr(optarg, 0, &cfg.addr) < 0)
 				return bad("--listen: not an IPv4 address and port", "e.g. --listen 10.0.0.2:7000");
 			have_listen = 1;
 			break;
