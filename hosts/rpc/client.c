@@ -380,9 +380,14 @@ int main(int argc, char **argv)
 			else if (strncmp(optarg, "zipf:", 5) || parse_num(optarg + 5, 1e-6, 10, &cfg.zipf_s) < 0)
 				return bad("--spread: not a spread", "use uniform, or zipf:S with 0 < S <= 10");
 			break;
-		case 'e':
-			cfg.seed = strtoull(optarg, NULL, 10);
+		case 'e': {
+			char *end;
+			errno = 0;
+			cfg.seed = strtoull(optarg, &end, 10);
+			if (*optarg == '\0' || *end != '\0' || *optarg == '-' || errno)
+				return bad("--seed: not a seed", "give a whole number, 0 to 2^64 - 1");
 			break;
+		}
 		case 'l':
 			if (parse_num(optarg, 0, 1e12, &v) < 0)
 				return bad("--late-ns: not a time", "give nanoseconds");

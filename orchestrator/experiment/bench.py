@@ -53,10 +53,7 @@ class Bench:
         self.phase("deploy")
         deploy(self.tb, self.log)
         self.phase("switch")
-        if first is not None:
-            self.use_program(first)
-        else:
-            self.switch.use("rain", 1.0, get_system("rain").settings(self.spec, {}, self.inv))
+        self._use_first("rain", [first] if first is not None else [])
         # Heavy imports (pandas, scipy.stats) now, not inside the first point's timing.
         import pandas  # noqa: F401
         import scipy.stats  # noqa: F401
@@ -69,6 +66,15 @@ class Bench:
 
     def use_program(self, p: Point) -> None:
         self.switch.use(p.system, p.dilation, self.settings(p))
+
+    def _use_first(self, system: str, points: list[Point]) -> None:
+        """`system`'s program, as the first of `points` of it needs it (without one: at
+        k = 1, with the spec's settings)."""
+        first = next((p for p in points if p.system == system), None)
+        if first is not None:
+            self.use_program(first)
+        else:
+            self.switch.use(system, 1.0, get_system(system).settings(self.spec, {}, self.inv))
 
     def close(self) -> None:
         self.stop_all()
@@ -156,9 +162,4 @@ class Bench:
         the switch (restarted only if it is down: switch_side.switch_session)."""
         for r in self.tb.remotes.values():
             r.close()
-        program = self.switch.forget() or "rain"
-        first = next((p for p in points if p.system == program), None)
-        if first is not None:
-            self.use_program(first)
-        else:
-            self.switch.use(program, 1.0, get_system(program).settings(self.spec, {}, self.inv))
+        self._use_first(self.switch.forget() or "rain", points)

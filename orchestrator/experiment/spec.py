@@ -606,7 +606,7 @@ class Spec(Strict):
             raise bad(
                 f"{other} schedules in the switch, {server[0]} inside one server: one spec runs one kind",
                 "put the server-side systems ("
-                + ", ".join(s.name for s in _server_systems())
+                + ", ".join(n for n in NAMES if get_system(n).server_side)
                 + ") in a spec of their own",
             )
         return v
@@ -755,12 +755,6 @@ def load_model(path: str | os.PathLike, model: type[M]) -> M:
         return model.model_validate(located.data, context={"spec_dir": str(path.parent)})
     except ValidationError as e:
         raise SpecError(str(path), yamlfile.pydantic_problems(e, located, model)) from None
-
-
-def _server_systems():
-    from ..systems import SYSTEMS as ALL
-
-    return [x for x in ALL.values() if x.server_side]
 
 
 def capacity_krps(spec: Spec, worker_threads: int) -> float:

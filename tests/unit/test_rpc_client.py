@@ -100,6 +100,7 @@ def test_a_poisson_load_is_sent_at_its_rate_and_its_log_is_read_back(built, serv
         (["--service", "gauss:10"], "const:NS, exp:MEAN_NS or bimodal:NS1:NS2:P1"),
         (["--spread", "zipf:0"], "use uniform, or zipf:S"),
         (["--connect", "nowhere"], "e.g. --connect 10.0.0.2:7000"),
+        (["--seed", "7x"], "give a whole number"),
     ],
 )
 def test_a_bad_command_line_exits_2_with_a_fix(built, tmp_path, args, words):
