@@ -13,6 +13,16 @@
  *   pool  a userspace Worker Pool: I/O threads own the connections (round-robin) and
  *         parse messages into one shared queue; worker threads take the oldest, serve
  *         it and answer on its connection.
+ *   ms-user  Rakaia's discipline in userspace (its kernel module is not public): I/O
+ *         threads parse messages as in pool, and place each in one of the worker
+ *         threads' own FIFOs by power of two choices (the shorter of two sampled, a
+ *         length counting the message in service). An empty chosen FIFO of an idle
+ *         thread is a direct handoff; a thread whose FIFO is empty steals the oldest
+ *         message of a non-empty one, found through a bitmap from a random place; and
+ *         a message queued while some thread is idle wakes that thread with it (work
+ *         conserving). The simulator's `rakaia` policy is the same discipline. One
+ *         lock guards the placement: what is measured is the discipline, not the
+ *         module's per-socket locking.
  *
  * Service is a sleep (clock_nanosleep to the deadline) or a spin of the message's
  * service_ns, as rain-worker's handler. Prints "rpc-server ready port=P" once
@@ -44,7 +54,8 @@
 
 #define MAX_THREADS 256
 
-enum mode { MODE_CP, MODE_CS, MODE_POOL };
+enum mode { MODE_CP, MODE_CS, MODE_POOL, MODE_MSU };
+static const char *const mode_names[] = {"cp", "cs", "pool", "ms-user"};
 
 static struct {
 	enum mode mode;
@@ -53,6 +64,7 @@ static struct {
 } cfg = {.threads = 1, .io_threads = 1};
 
 static atomic_ullong n_served, n_conns, n_bad;
+static unsigned long long n_handoff, n_queued, n_stolen; /* ms-user, under ms.lock */
 
 /* ---- a connection ----------------------------------------------------------------------- */
 struct conn {
@@ -261,8 +273,11 @@ static void *pool_worker_main(void *arg)
 	return NULL;
 }
 
+static int ms_place(struct conn *c, const struct msg *m);
+
 static void *io_main(void *arg)
 {
+	int (*place)(struct conn *, const struct msg *) = cfg.mode == MODE_MSU ? ms_place : q_push;
 	int epfd = epfds[((struct worker_arg *)arg)->index];
 	struct epoll_event ev[16];
 	for (;;) {
@@ -274,7 +289,7 @@ static void *io_main(void *arg)
 			do {
 				rc = conn_read(c, m, BATCH, &k);
 				for (int x = 0; x < k && rc == 0; x++)
-					rc = q_push(c, &m[x]);
+					rc = place(c, &m[x]);
 			} while (rc == 0 && k == BATCH);
 			if (rc < 0)
 				drop(epfd, c);
@@ -283,12 +298,162 @@ static void *io_main(void *arg)
 	return NULL;
 }
 
+/* ---- ms-user: power of two choices over per-thread FIFOs, handoff and stealing ----------- */
+struct fifo {
+	struct job *v;
+	uint32_t cap, head, len;
+};
+
+static struct {
+	pthread_mutex_t lock;
+	struct fifo *q;          /* per worker thread */
+	uint8_t *running;        /* per thread: a message in service, or handed to it */
+	struct job *next;        /* per thread: the message handed to it while idle */
+	pthread_cond_t *wake;    /* per thread */
+	int *idle, n_idle;       /* the idle threads (a stack) */
+	uint64_t bits[MAX_THREADS / 64]; /* the non-empty FIFOs */
+	long waiting;
+	uint64_t rng;
+} ms = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static uint32_t ms_below(uint32_t n) /* xorshift64*: placement needs no quality beyond this */
+{
+	ms.rng ^= ms.rng >> 12, ms.rng ^= ms.rng << 25, ms.rng ^= ms.rng >> 27;
+	return (uint32_t)(((ms.rng * 2685821657736338717ULL) >> 32) * n >> 32);
+}
+
+static int fifo_push(struct fifo *f, struct job j)
+{
+	if (f->len == f->cap) {
+		uint32_t nc = f->cap ? f->cap * 2 : 256;
+		struct job *nv = malloc(sizeof *nv * nc);
+		if (!nv)
+			return -1;
+		for (uint32_t i = 0; i < f->len; i++)
+			nv[i] = f->v[(f->head + i) % f->cap];
+		free(f->v);
+		f->v = nv, f->cap = nc, f->head = 0;
+	}
+	f->v[(f->head + f->len++) % f->cap] = j;
+	return 0;
+}
+
+static struct job ms_pop(int w)
+{
+	struct fifo *f = &ms.q[w];
+	struct job j = f->v[f->head];
+	f->head = (f->head + 1) % f->cap;
+	if (!--f->len)
+		ms.bits[w / 64] &= ~(1ULL << (w % 64));
+	ms.waiting--;
+	return j;
+}
+
+static void ms_hand(int w, struct job j) /* to an idle thread, off the idle stack */
+{
+	for (int i = 0; i < ms.n_idle; i++)
+		if (ms.idle[i] == w) {
+			ms.idle[i] = ms.idle[--ms.n_idle];
+			break;
+		}
+	ms.running[w] = 1;
+	ms.next[w] = j;
+	pthread_cond_signal(&ms.wake[w]);
+}
+
+static int ms_place(struct conn *c, const struct msg *m)
+{
+	int n = cfg.threads;
+	atomic_fetch_add(&c->refs, 1);
+	struct job j = {c, *m};
+	pthread_mutex_lock(&ms.lock);
+	int a = (int)ms_below((uint32_t)n), b = (int)ms_below((uint32_t)n - 1);
+	b += b >= a; /* two distinct FIFOs */
+	long la = ms.q[a].len + ms.running[a], lb = ms.q[b].len + ms.running[b];
+	int w = lb < la ? b : a;
+	if (!ms.running[w] && !ms.q[w].len) { /* empty, its thread idle: handoff */
+		n_handoff++;
+		ms_hand(w, j);
+	} else if (fifo_push(&ms.q[w], j) < 0) {
+		pthread_mutex_unlock(&ms.lock);
+		conn_put(c);
+		return -1;
+	} else {
+		n_queued++;
+		ms.waiting++;
+		ms.bits[w / 64] |= 1ULL << (w % 64);
+		if (ms.n_idle) /* work-conserving: an idle thread takes it at once */
+			ms_hand(ms.idle[ms.n_idle - 1], ms_pop(w));
+	}
+	pthread_mutex_unlock(&ms.lock);
+	return 0;
+}
+
+/* A non-empty FIFO, the bitmap scanned from a random thread on; -1 if none. */
+static int ms_victim(void)
+{
+	if (!ms.waiting)
+		return -1;
+	int n = cfg.threads, start = (int)ms_below((uint32_t)n);
+	for (int i = 0; i < n; i++) {
+		int w = (start + i) % n;
+		if (ms.bits[w / 64] >> (w % 64) & 1)
+			return w;
+	}
+	return -1;
+}
+
+static void *ms_worker_main(void *arg)
+{
+	int me = ((struct worker_arg *)arg)->index;
+	pthread_mutex_lock(&ms.lock);
+	for (;;) {
+		while (!ms.running[me]) /* idle (ms_init: every thread starts so) until handed a message */
+			pthread_cond_wait(&ms.wake[me], &ms.lock);
+		struct job j = ms.next[me];
+		pthread_mutex_unlock(&ms.lock);
+		serve(&j.m);
+		if (answer(j.c, &j.m, me) < 0)
+			shutdown(j.c->fd, SHUT_RDWR); /* its I/O thread sees it end */
+		conn_put(j.c);
+		pthread_mutex_lock(&ms.lock);
+		int v;
+		if (ms.q[me].len) { /* its own FIFO first, else a stolen message, else idle */
+			ms.next[me] = ms_pop(me);
+		} else if ((v = ms_victim()) >= 0) {
+			n_stolen++;
+			ms.next[me] = ms_pop(v);
+		} else {
+			ms.running[me] = 0;
+			ms.idle[ms.n_idle++] = me;
+		}
+	}
+	return NULL;
+}
+
+static int ms_init(int n)
+{
+	ms.q = calloc((size_t)n, sizeof *ms.q);
+	ms.running = calloc((size_t)n, 1);
+	ms.next = calloc((size_t)n, sizeof *ms.next);
+	ms.wake = calloc((size_t)n, sizeof *ms.wake);
+	ms.idle = calloc((size_t)n, sizeof *ms.idle);
+	if (!ms.q || !ms.running || !ms.next || !ms.wake || !ms.idle)
+		return -1;
+	for (int i = 0; i < n; i++) {
+		pthread_cond_init(&ms.wake[i], NULL);
+		ms.idle[ms.n_idle++] = n - 1 - i;
+	}
+	ms.rng = (uint64_t)rpc_now_ns() | 1;
+	return 0;
+}
+
 /* ---- accepting ---------------------------------------------------------------------------- */
 static void *accept_main(void *arg)
 {
 	int lfd = *(int *)arg;
 	unsigned next = 0;
-	int owners = cfg.mode == MODE_POOL ? cfg.io_threads : cfg.threads;
+	int owners = cfg.mode == MODE_POOL || cfg.mode == MODE_MSU ? cfg.io_threads : cfg.threads;
 	for (;;) {
 		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
@@ -320,14 +485,18 @@ static void *accept_main(void *arg)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: rpc-server --listen ADDR:PORT --mode cp|cs|pool [--threads N] [--io-threads M]\n"
-		"                  [--service sleep|spin]\n"
+		"usage: rpc-server --listen ADDR:PORT --mode cp|cs|pool|ms-user [--threads N]\n"
+		"                  [--io-threads M]"
+		" [--service sleep|spin]\n"
 		"  --listen      the address and TCP port to listen on (port 0: any free one; the\n"
 		"                ready line says which)\n"
 		"  --mode        cp: a connection per worker thread's epoll; cs: one shared epoll,\n"
-		"                EPOLLONESHOT; pool: I/O threads feed one queue of messages\n"
-		"  --threads     worker threads, 1..%d (default 1)\n"
-		"  --io-threads  pool: I/O threads, 1..%d (default 1)\n"
+		"                EPOLLONESHOT; pool: I/O threads feed one queue of messages;\n"
+		"                ms-user: I/O threads place each message in a worker thread's\n"
+		"                own FIFO by power of two choices, idle threads steal (Rakaia's\n"
+		"                discipline, in userspace)\n"
+		"  --threads     worker threads, 1..%d (default 1; ms-user: at least 2)\n"
+		"  --io-threads  pool and ms-user: I/O threads, 1..%d (default 1)\n"
 		"  --service     sleep (default) or spin for each message's service_ns\n",
 		MAX_THREADS, MAX_THREADS);
 }
@@ -373,8 +542,10 @@ int main(int argc, char **argv)
 				cfg.mode = MODE_CS;
 			else if (!strcmp(optarg, "pool"))
 				cfg.mode = MODE_POOL;
+			else if (!strcmp(optarg, "ms-user"))
+				cfg.mode = MODE_MSU;
 			else
-				return bad("--mode: not a mode", "use cp, cs or pool");
+				return bad("--mode: not a mode", "use cp, cs, pool or ms-user");
 			have_mode = 1;
 			break;
 		case 't':
@@ -402,7 +573,9 @@ int main(int argc, char **argv)
 	if (!have_listen)
 		return bad("--listen is required", "e.g. --listen 127.0.0.1:0");
 	if (!have_mode)
-		return bad("--mode is required", "use cp, cs or pool");
+		return bad("--mode is required", "use cp, cs, pool or ms-user");
+	if (cfg.mode == MODE_MSU && cfg.threads < 2)
+		return bad("--mode ms-user: power of two choices needs at least 2 worker threads", "give --threads 2 or more");
 	if (optind != argc)
 		return bad("unexpected arguments", "every setting is an option");
 
@@ -425,7 +598,12 @@ int main(int argc, char **argv)
 	socklen_t blen = sizeof bound;
 	getsockname(lfd, (struct sockaddr *)&bound, &blen);
 
-	int owners = cfg.mode == MODE_POOL ? cfg.io_threads : cfg.mode == MODE_CS ? 1 : cfg.threads;
+	int io = cfg.mode == MODE_POOL || cfg.mode == MODE_MSU;
+	int owners = io ? cfg.io_threads : cfg.mode == MODE_CS ? 1 : cfg.threads;
+	if (cfg.mode == MODE_MSU && ms_init(cfg.threads) < 0) {
+		fprintf(stderr, "rpc-server: out of memory\n");
+		return 1;
+	}
 	for (int i = 0; i < owners; i++)
 		if ((epfds[i] = epoll_create1(EPOLL_CLOEXEC)) < 0) {
 			perror("rpc-server: epoll_create1");
@@ -435,12 +613,15 @@ int main(int argc, char **argv)
 	pthread_t t;
 	for (int i = 0; i < cfg.threads; i++) {
 		args[i].index = i;
-		if (pthread_create(&t, NULL, cfg.mode == MODE_POOL ? pool_worker_main : worker_main, &args[i])) {
+		void *(*body)(void *) = cfg.mode == MODE_POOL  ? pool_worker_main
+					: cfg.mode == MODE_MSU ? ms_worker_main
+							       : worker_main;
+		if (pthread_create(&t, NULL, body, &args[i])) {
 			fprintf(stderr, "rpc-server: cannot start worker thread %d\n", i);
 			return 1;
 		}
 	}
-	for (int i = 0; cfg.mode == MODE_POOL && i < cfg.io_threads; i++) {
+	for (int i = 0; io && i < cfg.io_threads; i++) {
 		io_args[i].index = i;
 		if (pthread_create(&t, NULL, io_main, &io_args[i])) {
 			fprintf(stderr, "rpc-server: cannot start I/O thread %d\n", i);
@@ -451,13 +632,18 @@ int main(int argc, char **argv)
 		fprintf(stderr, "rpc-server: cannot start the acceptor\n");
 		return 1;
 	}
-	static const char *names[] = {"cp", "cs", "pool"};
-	printf("rpc-server ready port=%u mode=%s threads=%d\n", ntohs(bound.sin_port), names[cfg.mode], cfg.threads);
+	printf("rpc-server ready port=%u mode=%s threads=%d\n", ntohs(bound.sin_port), mode_names[cfg.mode], cfg.threads);
 	fflush(stdout);
 	int sig;
 	sigwait(&stop, &sig);
-	printf("rpc-server done served=%llu connections=%llu malformed=%llu\n", (unsigned long long)n_served,
+	printf("rpc-server done served=%llu connections=%llu malformed=%llu", (unsigned long long)n_served,
 	       (unsigned long long)n_conns, (unsigned long long)n_bad);
+	if (cfg.mode == MODE_MSU) {
+		pthread_mutex_lock(&ms.lock);
+		printf(" handoffs=%llu queued=%llu stolen=%llu", n_handoff, n_queued, n_stolen);
+		pthread_mutex_unlock(&ms.lock);
+	}
+	printf("\n");
 	fflush(stdout);
 	_exit(0);
 }

@@ -7,6 +7,8 @@ says to the messages of hosts/rpc/rpc_proto.h.
 - cs: a connection's messages are served one at a time (two sent together take twice
   their service), while a second connection is served beside it;
 - pool: two messages of one connection are served at once by two workers;
+- ms-user: a message finds an idle thread by handoff, waits in the shorter of two
+  threads' FIFOs, and an idle thread steals from a busy one's FIFO;
 - a malformed message ends its connection only; a bad command line exits 2 with a fix.
 """
 
@@ -84,7 +86,7 @@ def answers(s: socket.socket, n: int) -> list[tuple[int, int, float]]:
     return out
 
 
-@pytest.mark.parametrize("mode", ["cp", "cs", "pool"])
+@pytest.mark.parametrize("mode", ["cp", "cs", "pool", "ms-user"])
 def test_every_mode_answers_every_request_with_its_id(server, mode):
     srv = server("--mode", mode, "--threads", "4")
     conns = [srv.connect() for _ in range(6)]
@@ -93,7 +95,7 @@ def test_every_mode_answers_every_request_with_its_id(server, mode):
     for i, c in enumerate(conns):
         ids = [a[0] for a in answers(c, 50)]
         # cp and cs answer a connection in order; the pool's workers finish as they finish
-        assert (sorted(ids) if mode == "pool" else ids) == [1000 * i + k for k in range(50)]
+        assert (sorted(ids) if mode in ("pool", "ms-user") else ids) == [1000 * i + k for k in range(50)]
     assert f"served={6 * 50} connections=6 malformed=0" in srv.stop()
 
 
@@ -130,7 +132,22 @@ def test_pool_serves_two_messages_of_one_connection_at_once(server):
     assert {g[1] for g in got} == {0, 1}
 
 
-@pytest.mark.parametrize("mode", ["cp", "cs", "pool"])
+def test_ms_user_hands_off_to_idle_threads_queues_in_the_shorter_fifo_and_steals(server):
+    srv = server("--mode", "ms-user", "--threads", "2", "--io-threads", "1")
+    a = srv.connect()
+    # 1: handed to an idle thread (2 s); 2: to the other, idle (0.1 s); 3 and 4: both
+    # threads busy, one into each FIFO (the shorter of two). The short thread serves its
+    # own at 0.2 s, then steals the one queued behind the long message: done near 0.3 s,
+    # where without stealing it would wait to 2.1 s.
+    a.sendall(request(1, 2_000_000) + b"".join(request(k, 100_000) for k in (2, 3, 4)))
+    got = answers(a, 4)
+    assert [g[0] for g in got][-1] == 1, got  # every short message before the long one
+    assert got[2][2] < 1.5, got
+    assert len({g[1] for g in got[:3]}) == 1  # all three on the thread the long one left free
+    assert "handoffs=2 queued=2 stolen=1" in srv.stop()
+
+
+@pytest.mark.parametrize("mode", ["cp", "cs", "pool", "ms-user"])
 def test_a_malformed_message_ends_its_connection_only(server, mode):
     srv = server("--mode", mode, "--threads", "2")
     bad, good = srv.connect(), srv.connect()
@@ -149,7 +166,8 @@ def test_a_malformed_message_ends_its_connection_only(server, mode):
     [
         (["--mode", "cp"], "--listen is required"),
         (["--listen", "127.0.0.1:0"], "--mode is required"),
-        (["--listen", "127.0.0.1:0", "--mode", "ms"], "fix: use cp, cs or pool"),
+        (["--listen", "127.0.0.1:0", "--mode", "ms"], "fix: use cp, cs, pool or ms-user"),
+        (["--listen", "127.0.0.1:0", "--mode", "ms-user"], "give --threads 2 or more"),
         (["--listen", "localhost", "--mode", "cp"], "e.g. --listen 10.0.0.2:7000"),
         (["--listen", "127.0.0.1:0", "--mode", "cp", "--threads", "0"], "give 1 to 256"),
     ],
