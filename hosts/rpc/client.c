@@ -14,6 +14,11 @@
  * its connections' weight, and it draws among them by their weights, so the whole is
  * the Zipf spread.
  *
+ * --protocol memcached speaks the memcached binary protocol instead (GET and SET of
+ * --keys keys, --get-fraction of them GETs, SETs of --payload bytes), so that a real
+ * memcached can be the server, as Lancet's users do; the request's opaque field carries
+ * its sequence number, and a GET that misses is an answer like any other (counted).
+ *
  * Output in --out: latency.hlog (HdrHistogram interval log, tag "all", the requests
  * whose intended time is in the measurement window, after --warmup) and summary.json.
  * The arrival processes, service distributions, random generator and histograms are
@@ -51,6 +56,25 @@
 #define MAX_CONNECTIONS 100000
 #define RING (1u << 20) /* outstanding requests a thread can track */
 
+/* memcached's binary protocol (protocol_binary.h of memcached): a 24-byte header */
+#define MC_REQ 0x80
+#define MC_RESP 0x81
+#define MC_GET 0x00
+#define MC_SET 0x01
+#define MC_HDR_LEN 24u
+#define MC_MAX_VALUE 8192u
+struct mc_hdr {
+	uint8_t magic, opcode;
+	uint16_t key_len;
+	uint8_t extras_len, data_type;
+	uint16_t status; /* request: vbucket */
+	uint32_t body_len;
+	uint32_t opaque;
+	uint64_t cas;
+} __attribute__((packed));
+
+enum protocol { PROTO_RPC, PROTO_MEMCACHED };
+
 static struct {
 	struct sockaddr_in addr;
 	int connections, threads;
@@ -61,12 +85,17 @@ static struct {
 	uint64_t seed;
 	int64_t late_ns, drain_ns;
 	const char *out;
-} cfg = {.threads = 1, .interval_s = 0.1, .seed = 1, .late_ns = 20000, .drain_ns = 1000000000};
+	enum protocol protocol;
+	double get_fraction;
+	uint32_t keys;
+	uint32_t bufsize; /* a connection's receive buffer: room for at least two answers */
+} cfg = {.threads = 1, .interval_s = 0.1, .seed = 1, .late_ns = 20000, .drain_ns = 1000000000,
+	 .get_fraction = 0.9, .keys = 10000, .bufsize = RPC_HDR_LEN * 64};
 
 struct conn {
 	int fd;
 	uint32_t have;
-	unsigned char buf[RPC_HDR_LEN * 64];
+	unsigned char *buf; /* cfg.bufsize */
 };
 
 struct thread {
@@ -78,6 +107,7 @@ struct thread {
 	struct rng rng;
 	int64_t *intended; /* RING: by sequence number */
 	uint64_t sent, received, late, in_window, overrun;
+	uint64_t gets, sets, misses, errors; /* memcached */
 	struct hdr_hist *hist; /* one per interval */
 	pthread_t tid;
 };
@@ -102,11 +132,44 @@ static int pick(struct thread *t)
 	return lo;
 }
 
-/* Answers on c: record each one's latency from its intended time. -1: the connection failed. */
+/* One answer's sequence number from the front of buf (have bytes): its length, 0 if it
+ * is not all there yet, or -1 if it is not an answer of the protocol. */
+static int64_t answer_at(struct thread *t, const unsigned char *buf, uint32_t have, uint64_t *seq)
+{
+	if (cfg.protocol == PROTO_RPC) {
+		struct rpc_hdr h;
+		if (have < RPC_HDR_LEN)
+			return 0;
+		memcpy(&h, buf, sizeof h);
+		if (ntohl(h.magic) != RPC_RESP)
+			return -1;
+		*seq = be64toh(h.id) & ((1ull << 48) - 1);
+		return RPC_HDR_LEN;
+	}
+	struct mc_hdr h;
+	if (have < MC_HDR_LEN)
+		return 0;
+	memcpy(&h, buf, sizeof h);
+	uint32_t len = MC_HDR_LEN + ntohl(h.body_len);
+	if (h.magic != MC_RESP || len > cfg.bufsize / 2)
+		return -1;
+	if (have < len)
+		return 0;
+	uint16_t status = ntohs(h.status);
+	if (status == 1 && h.opcode == MC_GET) /* key not found: an answer all the same */
+		t->misses++;
+	else if (status != 0)
+		t->errors++;
+	*seq = ntohl(h.opaque);
+	return len;
+}
+
+/* Answers on c: record each one's latency from its intended time. -1: the connection
+ * failed or closed, -2: an answer not of the protocol (or over the buffer). */
 static int drain(struct thread *t, struct conn *c, int64_t w0, int64_t w1)
 {
 	for (;;) {
-		ssize_t r = recv(c->fd, c->buf + c->have, sizeof c->buf - c->have, 0);
+		ssize_t r = recv(c->fd, c->buf + c->have, cfg.bufsize - c->have, 0);
 		if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
 			return -1;
 		if (r < 0)
@@ -114,12 +177,14 @@ static int drain(struct thread *t, struct conn *c, int64_t w0, int64_t w1)
 		c->have += (uint32_t)r;
 		int64_t now = rpc_now_ns();
 		uint32_t off = 0;
-		for (; c->have - off >= RPC_HDR_LEN; off += RPC_HDR_LEN) {
-			struct rpc_hdr h;
-			memcpy(&h, c->buf + off, sizeof h);
-			if (ntohl(h.magic) != RPC_RESP)
-				return -1;
-			uint64_t seq = be64toh(h.id) & ((1ull << 48) - 1);
+		for (;;) {
+			uint64_t seq;
+			int64_t len = answer_at(t, c->buf + off, c->have - off, &seq);
+			if (len < 0)
+				return -2;
+			if (len == 0)
+				break;
+			off += (uint32_t)len;
 			int64_t at = t->intended[seq % RING];
 			t->intended[seq % RING] = -1;
 			t->received++;
@@ -132,6 +197,44 @@ static int drain(struct thread *t, struct conn *c, int64_t w0, int64_t w1)
 		memmove(c->buf, c->buf + off, c->have - off);
 		c->have -= off;
 	}
+}
+
+/* The request of sequence number seq into req: its length. */
+static uint32_t request(struct thread *t, unsigned char *req, uint64_t seq)
+{
+	if (cfg.protocol == PROTO_RPC) {
+		uint32_t keys = 0;
+		struct rpc_hdr h = {
+			.magic = htonl(RPC_REQ),
+			.len = htonl(cfg.payload),
+			.id = htobe64(((uint64_t)t->index << 48) | seq),
+			.service_ns = htobe64(cfg.service.ops->draw(&cfg.service, &t->rng, &keys)),
+		};
+		memcpy(req, &h, sizeof h);
+		return RPC_HDR_LEN + cfg.payload;
+	}
+	int get = rng_unit(&t->rng) < cfg.get_fraction;
+	char key[32];
+	int klen = snprintf(key, sizeof key, "rm:%010u", (unsigned)(rng_next(&t->rng) % cfg.keys));
+	uint8_t extras = get ? 0 : 8; /* SET: flags and expiry, both 0 */
+	uint32_t value = get ? 0 : cfg.payload;
+	struct mc_hdr h = {
+		.magic = MC_REQ,
+		.opcode = get ? MC_GET : MC_SET,
+		.key_len = htons((uint16_t)klen),
+		.extras_len = extras,
+		.body_len = htonl(extras + (uint32_t)klen + value),
+		.opaque = htonl((uint32_t)seq),
+	};
+	memcpy(req, &h, sizeof h);
+	memset(req + MC_HDR_LEN, 0, extras);
+	memcpy(req + MC_HDR_LEN + extras, key, (size_t)klen);
+	memset(req + MC_HDR_LEN + extras + klen, 'v', value);
+	if (get)
+		t->gets++;
+	else
+		t->sets++;
+	return MC_HDR_LEN + extras + (uint32_t)klen + value;
 }
 
 /* Sleeping until a send is due wakes up to the timer slack late (50 us by default):
@@ -164,19 +267,12 @@ static void *thread_main(void *arg)
 			if (seq >= RING && t->intended[seq % RING] >= 0) { /* its slot's request never came back */
 				t->overrun++;
 			}
-			uint32_t keys = 0;
-			struct rpc_hdr h = {
-				.magic = htonl(RPC_REQ),
-				.len = htonl(cfg.payload),
-				.id = htobe64(((uint64_t)t->index << 48) | seq),
-				.service_ns = htobe64(cfg.service.ops->draw(&cfg.service, &t->rng, &keys)),
-			};
-			memcpy(req, &h, sizeof h);
+			uint32_t len = request(t, req, seq);
 			t->intended[seq % RING] = due;
 			struct conn *c = &t->conns[pick(t)];
 			if (rpc_now_ns() - due > cfg.late_ns) /* it leaves late: counted when it starts to leave */
 				t->late++;
-			if (rpc_write_all(c->fd, req, RPC_HDR_LEN + cfg.payload) < 0) {
+			if (rpc_write_all(c->fd, req, len) < 0) {
 				fprintf(stderr, "rpc-client: thread %d: a connection failed while sending\n", t->index);
 				exit(1);
 			}
@@ -194,11 +290,18 @@ static void *thread_main(void *arg)
 		if (wake > now)
 			to = (struct timespec){.tv_sec = (wake - now) / 1000000000, .tv_nsec = (wake - now) % 1000000000};
 		int n = epoll_pwait2(epfd, ev, 64, &to, NULL);
-		for (int i = 0; i < n; i++)
-			if (drain(t, ev[i].data.ptr, w0, w1) < 0) {
+		for (int i = 0; i < n; i++) {
+			int rc = drain(t, ev[i].data.ptr, w0, w1);
+			if (rc == -2) {
+				fprintf(stderr, "rpc-client: thread %d: an answer that is not %s (or over %u bytes)\n",
+					t->index, cfg.protocol == PROTO_RPC ? "rpc_proto.h's" : "memcached's binary protocol",
+					cfg.bufsize / 2);
+				exit(1);
+			} else if (rc < 0) {
 				fprintf(stderr, "rpc-client: thread %d: the server closed a connection\n", t->index);
 				exit(1);
 			}
+		}
 	}
 	close(epfd);
 	return NULL;
@@ -218,16 +321,20 @@ static void usage(void)
 	printf("usage: rpc-client --connect ADDR:PORT --connections N --rate RPS --service SPEC --duration S\n"
 	       "                  --out DIR [--threads T] [--arrival poisson|constant] [--warmup S]\n"
 	       "                  [--payload BYTES] [--spread uniform|zipf:S] [--seed X] [--late-ns NS]\n"
-	       "                  [--interval S]\n"
+	       "                  [--interval S] [--protocol rpc|memcached] [--get-fraction F] [--keys N]\n"
 	       "  --connections  TCP connections to the server, 1..%d, over --threads (1..%d)\n"
 	       "  --rate         requests per second, all connections together (open loop)\n"
 	       "  --service      the service time each request asks for: const:NS, exp:MEAN_NS,\n"
-	       "                 bimodal:NS1:NS2:P1\n"
+	       "                 bimodal:NS1:NS2:P1 (rpc only: memcached does its own work)\n"
+	       "  --protocol     rpc (rpc_proto.h, default) or memcached (its binary protocol:\n"
+	       "                 GETs and SETs of --payload bytes, at most %u)\n"
+	       "  --get-fraction memcached: the fraction of requests that are GETs (0.9)\n"
+	       "  --keys         memcached: how many keys, drawn uniformly (10000)\n"
 	       "  --warmup, --duration  seconds before the measurement window, and its length\n"
 	       "  --spread       how requests spread over connections (default uniform)\n"
 	       "  --late-ns      a send later than this after its intended time counts late (20000)\n"
 	       "  --out          latency.hlog and summary.json go here\n",
-	       MAX_CONNECTIONS, MAX_THREADS);
+	       MAX_CONNECTIONS, MAX_THREADS, MC_MAX_VALUE);
 }
 
 static int parse_num(const char *s, double lo, double hi, double *out)
@@ -260,7 +367,7 @@ static int write_summary(double elapsed_s)
 	if (!f)
 		return -1;
 	fprintf(f,
-		"{\"tool\": \"rpc-client\", \"format\": 1, \"connections\": %d, \"threads\": %d, \"arrival\": \"%s\",\n"
+		"{\"tool\": \"rpc-client\", \"format\": 1, \"protocol\": \"%s\", \"connections\": %d, \"threads\": %d, \"arrival\": \"%s\",\n"
 		" \"service\": \"%s\", \"payload\": %u, \"spread\": \"%s\", \"seed\": %llu,\n"
 		" \"offered_rps\": %.3f, \"warmup_s\": %g, \"duration_s\": %g, \"interval_s\": %g,\n"
 		" \"elapsed_s\": %.6f, \"late_threshold_ns\": %lld,\n"
@@ -268,8 +375,9 @@ static int write_summary(double elapsed_s)
 		" \"in_window\": %llu, \"overrun\": %llu,\n"
 		"            \"achieved_rps\": %.3f, \"late_fraction\": %.6f},\n"
 		" \"latency_ns\": {\"count\": %llu, \"mean\": %.1f, \"p50\": %llu, \"p99\": %llu, \"p999\": %llu,"
-		" \"max\": %llu}}\n",
-		cfg.connections, cfg.threads, cfg.arrival->name, cfg.service.ops->name, cfg.payload, spread,
+		" \"max\": %llu}",
+		cfg.protocol == PROTO_RPC ? "rpc" : "memcached", cfg.connections, cfg.threads, cfg.arrival->name,
+		cfg.service.ops ? cfg.service.ops->name : "memcached", cfg.payload, spread,
 		(unsigned long long)cfg.seed, cfg.rate, cfg.warmup_s, cfg.duration_s, cfg.interval_s, elapsed_s,
 		(long long)cfg.late_ns, (unsigned long long)sent, (unsigned long long)received,
 		(unsigned long long)(sent - received), (unsigned long long)late, (unsigned long long)in_window,
@@ -277,6 +385,15 @@ static int write_summary(double elapsed_s)
 		(unsigned long long)all.total, hdr_mean(&all), (unsigned long long)hdr_percentile(&all, 50.0),
 		(unsigned long long)hdr_percentile(&all, 99.0), (unsigned long long)hdr_percentile(&all, 99.9),
 		(unsigned long long)hdr_max(&all));
+	if (cfg.protocol == PROTO_MEMCACHED) {
+		uint64_t gets = 0, sets = 0, misses = 0, errors = 0;
+		for (int i = 0; i < cfg.threads; i++)
+			gets += th[i].gets, sets += th[i].sets, misses += th[i].misses, errors += th[i].errors;
+		fprintf(f, ",\n \"memcached\": {\"gets\": %llu, \"sets\": %llu, \"misses\": %llu, \"errors\": %llu}",
+			(unsigned long long)gets, (unsigned long long)sets, (unsigned long long)misses,
+			(unsigned long long)errors);
+	}
+	fprintf(f, "}\n");
 	fclose(f);
 	hdr_free(&all);
 	return 0;
@@ -320,7 +437,9 @@ int main(int argc, char **argv)
 		{"duration", required_argument, NULL, 'd'}, {"spread", required_argument, NULL, 'z'},
 		{"seed", required_argument, NULL, 'e'}, {"late-ns", required_argument, NULL, 'l'},
 		{"interval", required_argument, NULL, 'i'}, {"out", required_argument, NULL, 'o'},
-		{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
+		{"protocol", required_argument, NULL, 'P'}, {"get-fraction", required_argument, NULL, 'g'},
+		{"keys", required_argument, NULL, 'k'}, {"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
 	};
 	cfg.arrival = arrival_find("poisson");
 	int have_service = 0, o;
@@ -400,6 +519,23 @@ int main(int argc, char **argv)
 		case 'o':
 			cfg.out = optarg;
 			break;
+		case 'P':
+			if (!strcmp(optarg, "rpc"))
+				cfg.protocol = PROTO_RPC;
+			else if (!strcmp(optarg, "memcached"))
+				cfg.protocol = PROTO_MEMCACHED;
+			else
+				return bad("--protocol: not a protocol", "use rpc or memcached");
+			break;
+		case 'g':
+			if (parse_num(optarg, 0, 1, &cfg.get_fraction) < 0)
+				return bad("--get-fraction: not a fraction", "give 0 to 1, e.g. 0.9");
+			break;
+		case 'k':
+			if (parse_num(optarg, 1, 4e9, &v) < 0 || v != floor(v))
+				return bad("--keys: not a key count", "give 1 to 4000000000");
+			cfg.keys = (uint32_t)v;
+			break;
 		case 'h':
 			usage();
 			return 0;
@@ -407,8 +543,17 @@ int main(int argc, char **argv)
 			return bad("unknown option", "see --help");
 		}
 	}
+	if (cfg.protocol == PROTO_MEMCACHED) {
+		if (have_service)
+			return bad("--service with --protocol memcached: memcached does its own work",
+				   "leave --service out, or use --protocol rpc");
+		if (cfg.payload > MC_MAX_VALUE)
+			return bad("--payload: over memcached's value limit here", "give at most 8192 bytes");
+		cfg.bufsize = 2 * (MC_HDR_LEN + 4 + MC_MAX_VALUE);
+		have_service = 1;
+	}
 	if (!cfg.addr.sin_family || !cfg.connections || !cfg.rate || !have_service || !cfg.duration_s || !cfg.out)
-		return bad("--connect, --connections, --rate, --service, --duration and --out are required",
+		return bad("--connect, --connections, --rate, --service (rpc), --duration and --out are required",
 			   "see --help");
 	if (cfg.threads > cfg.connections)
 		cfg.threads = cfg.connections;
@@ -462,7 +607,12 @@ int main(int argc, char **argv)
 			perror("rpc-client: fcntl");
 			return 1;
 		}
-		th[c % cfg.threads].conns[c / cfg.threads].fd = fd;
+		struct conn *cn = &th[c % cfg.threads].conns[c / cfg.threads];
+		cn->fd = fd;
+		if (!(cn->buf = malloc(cfg.bufsize))) {
+			fprintf(stderr, "rpc-client: out of memory for connection %d\n", c);
+			return 1;
+		}
 	}
 	printf("rpc-client ready connections=%d threads=%d\n", cfg.connections, cfg.threads);
 	fflush(stdout);

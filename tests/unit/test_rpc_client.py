@@ -5,13 +5,18 @@ generator that measures latency from each request's intended send time.
   earlier ones are outstanding, and their latencies include the queue they met;
 - a Poisson load is sent at its rate, and the interval log it writes is read by
   rainmaker's own HdrHistogram reader with the count the summary gives;
+- against a real memcached (Debian's), the binary protocol's GETs and SETs are answered
+  one for one, counted as memcached itself counts them;
 - a bad command line exits 2 with a fix.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
+import socket
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -93,6 +98,61 @@ def test_a_poisson_load_is_sent_at_its_rate_and_its_log_is_read_back(built, serv
     assert merged.percentile(50) >= 5000 * 0.5  # at least the service asked for, on average
 
 
+@pytest.fixture
+def memcached():
+    """Debian's memcached on a free loopback port (make setup installs it)."""
+    exe = shutil.which("memcached")
+    if not exe:
+        pytest.skip("no memcached: `make setup` installs Debian's")
+    for _ in range(5):  # the port probed free may be taken before memcached binds it
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        p = subprocess.Popen([exe, "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-t", "1", "-m", "16", "-u", "root"])
+        deadline = time.monotonic() + 10
+        while p.poll() is None and time.monotonic() < deadline:  # readiness: it accepts
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.02)
+        if p.poll() is None:
+            break
+    else:
+        pytest.fail("memcached did not start on a free loopback port in 5 tries")
+    yield port
+    p.kill()
+    p.wait(timeout=10)
+
+
+def memcached_stats(port: int) -> dict[str, str]:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"stats\r\n")
+        buf = b""
+        while not buf.endswith(b"END\r\n"):
+            buf += s.recv(65536)
+    return {w[1]: w[2] for line in buf.decode().splitlines() if (w := line.split()) and w[0] == "STAT"}
+
+
+def test_memcached_answers_every_get_and_set_as_memcached_counts_them(built, memcached, tmp_path):
+    s = client(
+        built, memcached, tmp_path / "mc", "--protocol", "memcached", "--connections", "8", "--threads", "2",
+        "--rate", "2000", "--get-fraction", "0.5", "--keys", "50", "--payload", "100",
+        "--warmup", "0", "--duration", "0.5",
+    )  # fmt: skip
+    t, mc = s["totals"], s["memcached"]
+    assert s["protocol"] == "memcached" and t["sent"] == t["received"] == mc["gets"] + mc["sets"]
+    assert 300 <= mc["gets"] <= 700 and mc["errors"] == 0, mc  # half of about 1,000
+    stats = memcached_stats(memcached)
+    assert (int(stats["cmd_get"]), int(stats["cmd_set"]), int(stats["get_misses"])) == (
+        mc["gets"],
+        mc["sets"],
+        mc["misses"],
+    )
+    assert 0 < mc["misses"] < mc["gets"]  # a key is missing until its first SET
+    assert s["latency_ns"]["count"] == t["in_window"] == t["sent"]
+
+
 @pytest.mark.parametrize(
     ("args", "words"),
     [
@@ -101,6 +161,8 @@ def test_a_poisson_load_is_sent_at_its_rate_and_its_log_is_read_back(built, serv
         (["--spread", "zipf:0"], "use uniform, or zipf:S"),
         (["--connect", "nowhere"], "e.g. --connect 10.0.0.2:7000"),
         (["--seed", "7x"], "give a whole number"),
+        (["--protocol", "memcached"], "memcached does its own work"),
+        (["--protocol", "redis"], "use rpc or memcached"),
     ],
 )
 def test_a_bad_command_line_exits_2_with_a_fix(built, tmp_path, args, words):
