@@ -28,7 +28,8 @@ def switch_group() -> None:
 @click.option("-i", "--inventory", "inv_path", help=INVENTORY_HELP)
 @click.option(
     "--program",
-    help="P4 program to run: rain, r2p2, racksched, draconis or pallas (default: the inventory's switch.program, rain)",
+    help="P4 program to run: rain, r2p2, racksched, draconis, pallas or ipv4_forward "
+    "(default: the inventory's switch.program, rain)",
 )
 @click.option(
     "--timeout",

@@ -20,13 +20,22 @@ from .baseline import BaselineSettings
 from .controller import RainController
 from .draconis import DraconisController
 from .errors import ControllerError
+from .ipv4_forward import Ipv4ForwardController
 from .pallas import PallasController
 from .r2p2 import R2p2Controller
 from .racksched import RackSchedController
 from .settings import Settings
 
 CONTROLLERS: dict[str, type[SwitchController]] = {
-    c.PROGRAM: c for c in (RainController, R2p2Controller, RackSchedController, DraconisController, PallasController)
+    c.PROGRAM: c
+    for c in (
+        RainController,
+        R2p2Controller,
+        RackSchedController,
+        DraconisController,
+        PallasController,
+        Ipv4ForwardController,
+    )
 }
 
 

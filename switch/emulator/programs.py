@@ -21,6 +21,7 @@ MODULES = {
     "draconis": "switch.emulator.draconis",
     "r2p2": "switch.emulator.r2p2",
     "racksched": "switch.emulator.racksched",
+    "ipv4_forward": "switch.emulator.ipv4_forward",
 }
 NAMES = tuple(MODULES)
 

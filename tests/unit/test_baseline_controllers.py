@@ -154,7 +154,7 @@ def test_the_registry_knows_every_program_and_refuses_others():
     assert set(programs.NAMES) == set(CONTROLLERS)
     with pytest.raises(ControllerError, match="no controller for the P4 program 'nope'") as e:
         controller_class("nope")
-    assert "rain, r2p2, racksched, draconis, pallas" in e.value.fix
+    assert "rain, r2p2, racksched, draconis, pallas, ipv4_forward" in e.value.fix
     assert settings_from("r2p2", {"jbsq_n": 3}) == BaselineSettings(jbsq_n=3)
     assert settings_from("rain").slices and settings_from("pallas") == BaselineSettings()
 
@@ -191,6 +191,31 @@ def test_snapshot_is_json_with_named_events_and_reset_zeroes_state(rig):
     assert rig.entries(P + "forward.forward") == {} and all(rig.entries(t) == {} for t in ctl.TABLES)
     with pytest.raises(ControllerError, match="before the switch is programmed"):
         ctl.register_worker(reg("worker1", 2, 1))
+
+
+@pytest.mark.parametrize("rig", ["ipv4_forward"], indirect=True)
+def test_the_forwarder_routes_every_host_refuses_workers_and_counts_what_it_forwards(rig):
+    """ipv4_forward (the server-side systems' switch): routes to every inventory host and
+    nothing else; a worker registering is refused by name; a TCP segment between two
+    hosts leaves on its host's port, counted as forwarded, and reset zeroes the count."""
+    ctl = for_switch(rig.client, inventory())
+    assert type(ctl).__name__ == "Ipv4ForwardController" and ctl.TABLES == ()
+    ctl.program()
+    routes_ok(rig)
+    with pytest.raises(ControllerError, match="no worker registers with it") as e:
+        ctl.program([reg("worker0", 0, 2)])
+    assert "rain, r2p2" in e.value.fix
+    routes_ok(rig)  # refused before any write
+    tcp = bytearray(udp_frame(b"RPC1" + bytes(28), src_ip=CLIENT0, dst_ip=WORKER0))
+    tcp[23] = 6  # the IP protocol: TCP (the switch reads no further than IPv4)
+    out = []
+    rig.pipe.process(PORT["client0"], tcp, len(tcp), lambda p, d: out.append((p, bytes(d))))
+    assert [(p, dst_ip(d)) for p, d in out] == [(PORT["worker0"], WORKER0)]
+    snap = ctl.snapshot()
+    assert snap["counters"][ctl.EVENTS]["EV_FORWARDED"]["packets"] == 1 and snap["registers"] == {}
+    ctl.reset()
+    assert all(v.packets == 0 for v in rig.reader.counter(ctl.EVENTS).read_all())
+    routes_ok(rig)
 
 
 @pytest.mark.parametrize("rig", ["r2p2", "racksched", "draconis", "pallas"], indirect=True)

@@ -122,6 +122,7 @@ DEFAULTS = {
         "pipe.SwitchIngress.config.jbsq": ("SwitchIngress.config.unconfigured", {}),
         "pipe.SwitchIngress.workers.select_worker": ("SwitchIngress.workers.no_worker", {}),
     },
+    "ipv4_forward": {"pipe.SwitchIngress.forward.forward": ("SwitchIngress.forward.drop", {})},
     "racksched": {
         "pipe.SwitchIngress.forward.forward": ("SwitchIngress.forward.drop", {}),
         "pipe.SwitchIngress.choose.pick": ("SwitchIngress.choose.no_workers", {}),
