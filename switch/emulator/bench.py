@@ -13,6 +13,8 @@ the emulator's own port loop (ports.py) with, in turn:
   forward   the Rain pipeline, frames routed back by the `forward` table
   rain      the Rain pipeline on alternating task and token frames (one slice, a
             token's worker on the same port): task+token pairs dispatched per second
+  ipv4_forward  the server-side systems' forwarder (ipv4_forward.p4) on TCP segments
+            of a 32-byte RPC header: what each frame of Rakaia's TCP RPCs costs
 
 Rates are measured by the switch over the middle of each run (frames it sent, or
 dispatch events for `rain`), so the generator's excess, dropped by the kernel when
@@ -78,8 +80,11 @@ def _csum(b: bytes) -> int:
     return ~s & 0xFFFF
 
 
-def _frame(payload: bytes, dport: int) -> bytes:
-    udp = struct.pack("!HHHH", 40000, dport, 8 + len(payload), 0) + payload
+def _frame(payload: bytes, dport: int, proto: int = 17) -> bytes:
+    if proto == 6:  # a TCP segment (PSH|ACK, no options); the switch reads no further than IPv4
+        udp = struct.pack("!HHIIBBHHH", 40000, dport, 1, 1, 5 << 4, 0x18, 65535, 0, 0) + payload
+    else:
+        udp = struct.pack("!HHHH", 40000, dport, 8 + len(payload), 0) + payload
     ip = struct.pack(
         "!BBHHHBBH4s4s",
         0x45,
@@ -88,7 +93,7 @@ def _frame(payload: bytes, dport: int) -> bytes:
         0,
         0x4000,
         64,
-        17,
+        proto,
         0,
         socket.inet_aton(GEN_IP),
         socket.inet_aton(DST_IP),
@@ -104,6 +109,8 @@ def _frames(mode: str) -> list[bytes]:
         task = Header(kind=Kind.TASK, client_id=0x0100, request_id=1, data=b"\0\0\0\0\0\0\x27\x10").pack()
         token = Header(kind=Kind.TOKEN, worker_id=1).pack()
         return [_frame(task + bytes(28), 21057), _frame(token + bytes(28), 21057)]
+    if mode == "ipv4_forward":
+        return [_frame(b"RPC1" + bytes(28), 7000, proto=6)]
     return [_frame(bytes(60), 9)]
 
 
@@ -170,11 +177,12 @@ def _generate(frames: list[bytes], seconds: float, conn, progress=None, window: 
 def _switch(mode: str, seconds: float, conn, progress) -> None:
     _pin(1)
     _enter(SW_NS)
+    from switch.emulator import ipv4_forward
     from switch.emulator.pipeline import Pipeline
     from switch.emulator.ports import PortSet, PortSpec
     from switch.emulator.rain import make_store
 
-    store = make_store()
+    store = ipv4_forward.make_store() if mode == "ipv4_forward" else make_store()
     store.ports.add(DEV_PORT, "BF_SPEED_100G", "BF_FEC_TYP_NONE", enable=True)
     ports = PortSet(store, [PortSpec(DEV_PORT, SW_IF)])
     # Frames the switch sends back are addressed to a next hop that is not the generator's
@@ -186,6 +194,11 @@ def _switch(mode: str, seconds: float, conn, progress) -> None:
         def process(port, frame, n, emit):
             emit(port, frame)
             return 1
+    elif mode == "ipv4_forward":
+        process = ipv4_forward.pipeline(store).process
+        store.table("forward").add(
+            int.from_bytes(socket.inet_aton(DST_IP), "big"), "set_egress", {"port": DEV_PORT, "dmac": gen_mac}
+        )
     else:
         process = Pipeline(store).process
         store.table("forward").add(
@@ -327,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     ap.add_argument("--pin", action="store_true", help="pin the generator and the switch to different CPUs")
     ap.add_argument("--profile", action="store_true", help="print a cProfile of each switch run (slows it)")
-    ap.add_argument("--modes", default="gen-only,echo,forward,rain", help="which runs (comma-separated)")
+    ap.add_argument("--modes", default="gen-only,echo,forward,rain,ipv4_forward", help="which runs (comma-separated)")
     ap.add_argument(
         "--open-loop",
         action="store_true",
@@ -341,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
     if os.geteuid() != 0:
         print("error: needs root (network namespaces, packet sockets)", file=sys.stderr)
         return 2
-    modes = [m for m in ("gen-only", "echo", "forward", "rain") if m in args.modes.split(",")]
+    modes = [m for m in ("gen-only", "echo", "forward", "rain", "ipv4_forward") if m in args.modes.split(",")]
     results: dict[str, dict] = {}
     setup()
     try:  # the modes interleaved, `repeat` rounds, the best of each kept (a shared machine)
@@ -359,13 +372,13 @@ def main(argv: list[str] | None = None) -> int:
         teardown()
     if "gen-only" in results:
         print(f"generator alone      {results['gen-only']['generator_pps'] / 1e3:8.1f} kpps")
-    for mode in ("echo", "forward", "rain"):
+    for mode in ("echo", "forward", "rain", "ipv4_forward"):
         if mode not in results:
             continue
         r = results[mode]
         unit = "kpairs/s" if mode == "rain" else "kpps   "
         print(
-            f"{mode:8s} switch out {r['pps'] / 1e3:8.1f} {unit} (switch rx {r['rx_pps'] / 1e3:.1f} kpps, "
+            f"{mode:12s} switch out {r['pps'] / 1e3:8.1f} {unit} (switch rx {r['rx_pps'] / 1e3:.1f} kpps, "
             f"generator {r['generator_pps'] / 1e3:.1f} kpps; switch had {100 * r['cpu_share']:.0f}% of a CPU: "
             f"{r['pps_per_cpu_s'] / 1e3:.1f} k per CPU-second, {100 * r['sys_share']:.0f}% of it in the kernel; "
             f"runs {[round(x / 1e3, 1) for x in r['runs']]} k)"
@@ -384,6 +397,9 @@ def main(argv: list[str] | None = None) -> int:
     if "rain" in results:
         rain = results["rain"]["pps"]
         print(f"rain: {rain / 1e3:.1f} k task+token pairs/s ({2 * rain / 1e3:.1f} kpps in, {rain / 1e3:.1f} kpps out)")
+    if "ipv4_forward" in results:
+        per = 1e6 / max(results["ipv4_forward"]["pps_per_cpu_s"], 1)
+        print(f"ipv4_forward: {per:.1f} us of switch CPU per TCP frame")
     summary = {
         "results": results,
         "ratio": ratio,
