@@ -24,6 +24,13 @@
  *         lock guards the placement: what is measured is the discipline, not the
  *         module's per-socket locking.
  *
+ *   kcm   KCM-like: the kernel's Connection Multiplexor delimits each connection's
+ *         messages with a BPF length parser (kcm.c), on a KCM socket of the
+ *         connection's own; connections are dealt round-robin to worker threads as in
+ *         cp, so a message is detached from its stream but stays on its connection's
+ *         thread (local scheduling only). Needs a kernel with CONFIG_AF_KCM: where it
+ *         is missing the mode refuses to start, naming it (--preflight says so too).
+ *
  * Service is a sleep (clock_nanosleep to the deadline) or a spin of the message's
  * service_ns, as rain-worker's handler. Prints "rpc-server ready port=P" once
  * listening, and on SIGINT or SIGTERM "rpc-server done ..." with its counts.
@@ -32,6 +39,7 @@
 #include <arpa/inet.h>
 #include <endian.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -49,13 +57,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kcm.h"
 #include "rpc_net.h"
 #include "rpc_proto.h"
 
 #define MAX_THREADS 256
 
-enum mode { MODE_CP, MODE_CS, MODE_POOL, MODE_MSU };
-static const char *const mode_names[] = {"cp", "cs", "pool", "ms-user"};
+enum mode { MODE_CP, MODE_CS, MODE_POOL, MODE_MSU, MODE_KCM };
+static const char *const mode_names[] = {"cp", "cs", "pool", "ms-user", "kcm"};
+static int kcm_prog = -1; /* kcm: the length parser */
 
 static struct {
 	enum mode mode;
@@ -68,7 +78,8 @@ static unsigned long long n_handoff, n_queued, n_stolen; /* ms-user, under ms.lo
 
 /* ---- a connection ----------------------------------------------------------------------- */
 struct conn {
-	int fd;
+	int fd;                    /* what messages are read from and answers written to */
+	int tcp;                   /* kcm: the TCP socket under fd (else -1) */
 	atomic_int refs;           /* its reader, and each queued message (pool) */
 	pthread_mutex_t wlock;     /* answers from several worker threads (pool) */
 	uint32_t have;
@@ -81,6 +92,7 @@ static struct conn *conn_new(int fd)
 	if (!c)
 		return NULL;
 	c->fd = fd;
+	c->tcp = -1;
 	atomic_init(&c->refs, 1);
 	pthread_mutex_init(&c->wlock, NULL);
 	atomic_fetch_add(&n_conns, 1);
@@ -91,6 +103,8 @@ static void conn_put(struct conn *c)
 {
 	if (atomic_fetch_sub(&c->refs, 1) == 1) {
 		close(c->fd);
+		if (c->tcp >= 0)
+			close(c->tcp);
 		pthread_mutex_destroy(&c->wlock);
 		free(c);
 	}
@@ -178,9 +192,35 @@ static void drop(int epfd, struct conn *c)
 	conn_put(c);
 }
 
+/* kcm: each read of the KCM socket is one whole message. 0 once none is waiting, or -1. */
+static int serve_kcm(struct conn *c, int thread)
+{
+	for (;;) {
+		ssize_t r = recv(c->fd, c->buf, sizeof c->buf, MSG_DONTWAIT);
+		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return 0;
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		struct rpc_hdr h;
+		memcpy(&h, c->buf, r >= (ssize_t)sizeof h ? sizeof h : 0);
+		if (r < (ssize_t)RPC_HDR_LEN || ntohl(h.magic) != RPC_REQ || ntohl(h.len) != (uint32_t)r - RPC_HDR_LEN) {
+			atomic_fetch_add(&n_bad, 1);
+			return -1;
+		}
+		struct msg m = {.id = be64toh(h.id), .service_ns = be64toh(h.service_ns)};
+		serve(&m);
+		if (answer(c, &m, thread) < 0)
+			return -1;
+	}
+}
+
 /* Serve every complete message c holds, reading more while there is. 0, or -1: drop it. */
 static int serve_conn(struct conn *c, int thread)
 {
+	if (cfg.mode == MODE_KCM)
+		return serve_kcm(c, thread);
 	struct msg m[BATCH];
 	int n;
 	do {
@@ -467,6 +507,27 @@ static void *accept_main(void *arg)
 		}
 		int one = 1;
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+		if (cfg.mode == MODE_KCM) { /* the connection's messages come out of a KCM socket of its own */
+			char err[512];
+			int k = kcm_open(fd, kcm_prog, err, sizeof err);
+			if (k < 0) {
+				fprintf(stderr, "rpc-server: %s\n", err);
+				close(fd);
+				continue;
+			}
+			fcntl(k, F_SETFL, O_NONBLOCK);
+			struct conn *c = conn_new(k);
+			if (!c) {
+				close(k);
+				close(fd);
+				continue;
+			}
+			c->tcp = fd;
+			struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+			if (epoll_ctl(epfds[next++ % (unsigned)owners], EPOLL_CTL_ADD, k, &ev) < 0)
+				conn_put(c);
+			continue;
+		}
 		struct conn *c = conn_new(fd);
 		if (!c) {
 			close(fd);
@@ -485,20 +546,62 @@ static void *accept_main(void *arg)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: rpc-server --listen ADDR:PORT --mode cp|cs|pool|ms-user [--threads N]\n"
+		"usage: rpc-server --listen ADDR:PORT --mode cp|cs|pool|ms-user|kcm [--threads N]\n"
 		"                  [--io-threads M]"
-		" [--service sleep|spin]\n"
+		" [--service sleep|spin] [--preflight]\n"
 		"  --listen      the address and TCP port to listen on (port 0: any free one; the\n"
 		"                ready line says which)\n"
 		"  --mode        cp: a connection per worker thread's epoll; cs: one shared epoll,\n"
 		"                EPOLLONESHOT; pool: I/O threads feed one queue of messages;\n"
 		"                ms-user: I/O threads place each message in a worker thread's\n"
 		"                own FIFO by power of two choices, idle threads steal (Rakaia's\n"
-		"                discipline, in userspace)\n"
+		"                discipline, in userspace); kcm: KCM delimits each connection's\n"
+		"                messages (a BPF length parser), threads own connections as cp\n"
 		"  --threads     worker threads, 1..%d (default 1; ms-user: at least 2)\n"
 		"  --io-threads  pool and ms-user: I/O threads, 1..%d (default 1)\n"
-		"  --service     sleep (default) or spin for each message's service_ns\n",
+		"  --service     sleep (default) or spin for each message's service_ns\n"
+		"  --preflight   say whether the mode can run on this machine, and exit (0: it can)\n",
 		MAX_THREADS, MAX_THREADS);
+}
+
+/* kcm: the length parser loaded and checked on a message, and KCM sockets offered by
+ * the kernel. 0, or -1 having said why on f. */
+static int kcm_ready(FILE *f)
+{
+	char err[4608];
+	if (kcm_prog < 0 && (kcm_prog = kcm_parser_load(err, sizeof err)) < 0) {
+		fprintf(f, "rpc-server: --mode kcm: %s\n", err);
+		return -1;
+	}
+	static const uint32_t lens[] = {0, 100, RPC_MAX_PAYLOAD, RPC_MAX_PAYLOAD + 1};
+	for (unsigned i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+		struct rpc_hdr h = {.magic = htonl(RPC_REQ), .len = htonl(lens[i])};
+		long got = kcm_parser_run(kcm_prog, &h, sizeof h, err, sizeof err);
+		long want = lens[i] > RPC_MAX_PAYLOAD ? 0xFFFFFFFFL : (long)(RPC_HDR_LEN + lens[i]); /* -1 as a u32 */
+		if (got != want) {
+			fprintf(f, "rpc-server: --mode kcm: the length parser gives %ld for a header of len %u, not %ld%s%s\n",
+				got, lens[i], want, got < 0 ? ": " : "", got < 0 ? err : "");
+			return -1;
+		}
+	}
+	fprintf(f,
+		"rpc-server: kcm: the length parser gives a %u-byte header and 0, 100 or %u bytes their length, "
+		"and refuses %u\n",
+		RPC_HDR_LEN, RPC_MAX_PAYLOAD, RPC_MAX_PAYLOAD + 1);
+	if (kcm_available(err, sizeof err) < 0) {
+		fprintf(f, "rpc-server: --mode kcm: %s\n", err);
+		return -1;
+	}
+	return 0;
+}
+
+/* --preflight: can the mode run here? */
+static int preflight_mode(void)
+{
+	if (cfg.mode == MODE_KCM && kcm_ready(stdout) < 0)
+		return 1;
+	printf("rpc-server: --mode %s can run on this machine\n", mode_names[cfg.mode]);
+	return 0;
 }
 
 /* A refused command line: what is wrong and how to give it, then the usage; status 2. */
@@ -525,9 +628,9 @@ int main(int argc, char **argv)
 		{"listen", required_argument, NULL, 'l'},  {"mode", required_argument, NULL, 'm'},
 		{"threads", required_argument, NULL, 't'}, {"io-threads", required_argument, NULL, 'i'},
 		{"service", required_argument, NULL, 's'}, {"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+		{"preflight", no_argument, NULL, 'p'},	    {NULL, 0, NULL, 0},
 	};
-	int have_listen = 0, have_mode = 0, o;
+	int have_listen = 0, have_mode = 0, preflight = 0, o;
 	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (o) {
 		case 'l':
@@ -544,8 +647,10 @@ int main(int argc, char **argv)
 				cfg.mode = MODE_POOL;
 			else if (!strcmp(optarg, "ms-user"))
 				cfg.mode = MODE_MSU;
+			else if (!strcmp(optarg, "kcm"))
+				cfg.mode = MODE_KCM;
 			else
-				return bad("--mode: not a mode", "use cp, cs, pool or ms-user");
+				return bad("--mode: not a mode", "use cp, cs, pool, ms-user or kcm");
 			have_mode = 1;
 			break;
 		case 't':
@@ -562,6 +667,9 @@ int main(int argc, char **argv)
 			else if (strcmp(optarg, "sleep"))
 				return bad("--service: not a service", "use sleep or spin");
 			break;
+		case 'p':
+			preflight = 1;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -570,10 +678,14 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
+	if (!have_mode)
+		return bad("--mode is required", "use cp, cs, pool, ms-user or kcm");
+	if (preflight)
+		return preflight_mode();
 	if (!have_listen)
 		return bad("--listen is required", "e.g. --listen 127.0.0.1:0");
-	if (!have_mode)
-		return bad("--mode is required", "use cp, cs, pool or ms-user");
+	if (cfg.mode == MODE_KCM && kcm_ready(stderr) < 0)
+		return 1;
 	if (cfg.mode == MODE_MSU && cfg.threads < 2)
 		return bad("--mode ms-user: power of two choices needs at least 2 worker threads", "give --threads 2 or more");
 	if (optind != argc)

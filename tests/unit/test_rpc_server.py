@@ -9,11 +9,14 @@ says to the messages of hosts/rpc/rpc_proto.h.
 - pool: two messages of one connection are served at once by two workers;
 - ms-user: a message finds an idle thread by handoff, waits in the shorter of two
   threads' FIFOs, and an idle thread steals from a busy one's FIFO;
+- kcm: the BPF length parser gives every message its length (run by the kernel), and
+  without KCM sockets (this machine's kernel) the mode refuses to start, naming why;
 - a malformed message ends its connection only; a bad command line exits 2 with a fix.
 """
 
 from __future__ import annotations
 
+import errno
 import socket
 import struct
 import subprocess
@@ -26,6 +29,19 @@ REPO = Path(__file__).resolve().parents[2]
 SERVER = REPO / "hosts" / "rpc" / "build" / "rpc-server"
 HDR = struct.Struct("!IIQQII")  # magic, len, id, service_ns, aux, pad (rpc_proto.h)
 REQ, RESP = 0x52504331, 0x52505231
+
+
+def has_kcm() -> bool:
+    try:
+        socket.socket(41, socket.SOCK_DGRAM, 0).close()  # AF_KCM, KCMPROTO_CONNECTED
+    except OSError as e:
+        assert e.errno == errno.EAFNOSUPPORT, e
+        return False
+    return True
+
+
+KCM = pytest.param("kcm", marks=pytest.mark.skipif(not has_kcm(), reason="this kernel has no AF_KCM (CONFIG_AF_KCM)"))
+MODES = ["cp", "cs", "pool", "ms-user", KCM]
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +102,7 @@ def answers(s: socket.socket, n: int) -> list[tuple[int, int, float]]:
     return out
 
 
-@pytest.mark.parametrize("mode", ["cp", "cs", "pool", "ms-user"])
+@pytest.mark.parametrize("mode", MODES)
 def test_every_mode_answers_every_request_with_its_id(server, mode):
     srv = server("--mode", mode, "--threads", "4")
     conns = [srv.connect() for _ in range(6)]
@@ -147,7 +163,23 @@ def test_ms_user_hands_off_to_idle_threads_queues_in_the_shorter_fifo_and_steals
     assert "handoffs=2 queued=2 stolen=1" in srv.stop()
 
 
-@pytest.mark.parametrize("mode", ["cp", "cs", "pool", "ms-user"])
+def test_kcm_parses_messages_with_bpf_and_refuses_to_start_without_kcm_sockets(binary):
+    r = subprocess.run([str(binary), "--mode", "kcm", "--preflight"], capture_output=True, text=True, timeout=10)
+    assert "the length parser gives a 32-byte header and 0, 100 or 65536 bytes their length, and refuses 65537" in (
+        r.stdout
+    ), r
+    if has_kcm():
+        assert r.returncode == 0 and "can run on this machine" in r.stdout
+        return
+    assert r.returncode == 1 and "this kernel has no KCM sockets" in r.stdout and "CONFIG_AF_KCM" in r.stdout
+    start = subprocess.run(
+        [str(binary), "--mode", "kcm", "--listen", "127.0.0.1:0"], capture_output=True, text=True, timeout=10
+    )
+    assert start.returncode == 1 and "fix: run the kcm mode on hosts whose kernel has KCM" in start.stderr
+    assert "rpc-server ready" not in start.stdout
+
+
+@pytest.mark.parametrize("mode", MODES)
 def test_a_malformed_message_ends_its_connection_only(server, mode):
     srv = server("--mode", mode, "--threads", "2")
     bad, good = srv.connect(), srv.connect()
@@ -166,7 +198,7 @@ def test_a_malformed_message_ends_its_connection_only(server, mode):
     [
         (["--mode", "cp"], "--listen is required"),
         (["--listen", "127.0.0.1:0"], "--mode is required"),
-        (["--listen", "127.0.0.1:0", "--mode", "ms"], "fix: use cp, cs, pool or ms-user"),
+        (["--listen", "127.0.0.1:0", "--mode", "ms"], "fix: use cp, cs, pool, ms-user or kcm"),
         (["--listen", "127.0.0.1:0", "--mode", "ms-user"], "give --threads 2 or more"),
         (["--listen", "localhost", "--mode", "cp"], "e.g. --listen 10.0.0.2:7000"),
         (["--listen", "127.0.0.1:0", "--mode", "cp", "--threads", "0"], "give 1 to 256"),
