@@ -31,6 +31,10 @@
  *         thread (local scheduling only). Needs a kernel with CONFIG_AF_KCM: where it
  *         is missing the mode refuses to start, naming it (--preflight says so too).
  *
+ *   rakaia  not built: Rakaia's AF_RAKAIA sockets come from its kernel module, whose
+ *         source is not public. The mode is named, and refused with the reason (exit
+ *         1); where it slots in is hosts/rpc/README.md's "The AF_RAKAIA seam".
+ *
  * Service is a sleep (clock_nanosleep to the deadline) or a spin of the message's
  * service_ns, as rain-worker's handler. Prints "rpc-server ready port=P" once
  * listening, and on SIGINT or SIGTERM "rpc-server done ..." with its counts.
@@ -649,7 +653,13 @@ int main(int argc, char **argv)
 				cfg.mode = MODE_MSU;
 			else if (!strcmp(optarg, "kcm"))
 				cfg.mode = MODE_KCM;
-			else
+			else if (!strcmp(optarg, "rakaia")) {
+				fprintf(stderr, "rpc-server: --mode rakaia needs Rakaia's AF_RAKAIA sockets, from its kernel "
+						"module, whose source is not public\n  fix: use --mode ms-user (its "
+						"discipline in userspace), or build the mode against the module: "
+						"hosts/rpc/README.md, \"The AF_RAKAIA seam\"\n");
+				return 1;
+			} else
 				return bad("--mode: not a mode", "use cp, cs, pool, ms-user or kcm");
 			have_mode = 1;
 			break;

@@ -40,7 +40,8 @@ class System:
     validity check in `not_applicable` is reported "not run", with the reason.
 
     A server-side system (Rakaia's family, systems/rpc.py) has no program, controller
-    or worker mode: its policy schedules a server's messages over its cores."""
+    or worker mode: its policy schedules a server's messages over its cores, and on a
+    testbed rpc-server runs it in `server_mode` (hosts/rpc, behind ipv4_forward.p4)."""
 
     name: str  # the spec's `systems:` entry and the plan's Point.system
     title: str  # as the paper names it
@@ -62,6 +63,7 @@ class System:
     counters: dict[str, str] = field(default_factory=dict)
     not_applicable: dict[str, str] = field(default_factory=dict)  # validity check -> why
     paper: str = "Rain"  # the paper whose system (or baseline) it is
+    server_mode: str | None = None  # rpc-server --mode of a server-side system (hosts/rpc/server.c)
 
     @property
     def server_side(self) -> bool:

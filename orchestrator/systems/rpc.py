@@ -16,7 +16,7 @@ def _params(p: dict) -> list[float]:
     return [float(p.get("connections", 20)), zipf]
 
 
-def _server_side(name: str, title: str, description: str) -> System:
+def _server_side(name: str, title: str, description: str, server_mode: str) -> System:
     return System(
         name=name,
         title=title,
@@ -26,6 +26,7 @@ def _server_side(name: str, title: str, description: str) -> System:
         policy=Policy(name, description, params=_params),
         settings=None,
         paper="Rakaia",
+        server_mode=server_mode,
         not_applicable={
             "tasks_intact": "a server-side system: no RDMA ring",
             "links_up": "a server-side system: no switch ports",
@@ -34,20 +35,26 @@ def _server_side(name: str, title: str, description: str) -> System:
     )
 
 
-MS = _server_side("ms", "MS", "message-shared FIFO: one queue of messages, any idle core takes the oldest (M/G/c)")
+MS = _server_side(
+    "ms", "MS", "message-shared FIFO: one queue of messages, any idle core takes the oldest (M/G/c)", "pool"
+)
 CP = _server_side(
-    "cp", "CP", "connection-partitioned FIFO: each connection bound to one core, which serves it in order"
+    "cp", "CP", "connection-partitioned FIFO: each connection bound to one core, which serves it in order", "cp"
 )
 CS = _server_side(
     "cs",
     "CS",
     "connection-shared FIFO: any idle core takes a ready connection, one message of it at a time (HOL blocking)",
+    "cs",
 )
 RAKAIA = _server_side(
     "rakaia",
     "Rakaia",
     "per-core FIFOs, power of two choices, direct handoff to an idle core, stealing through a bitmap",
+    "ms-user",
 )
-KCM = _server_side("kcm", "KCM-like", "messages detached but kept on their connection's core (local scheduling only)")
+KCM = _server_side(
+    "kcm", "KCM-like", "messages detached but kept on their connection's core (local scheduling only)", "kcm"
+)
 
 SERVER_SIDE = (MS, CP, CS, RAKAIA, KCM)

@@ -163,6 +163,12 @@ def test_ms_user_hands_off_to_idle_threads_queues_in_the_shorter_fifo_and_steals
     assert "handoffs=2 queued=2 stolen=1" in srv.stop()
 
 
+def test_rakaia_is_named_and_refused_with_its_userspace_analogue(binary):
+    r = subprocess.run([str(binary), "--mode", "rakaia", "--listen", "127.0.0.1:0"], capture_output=True, text=True)
+    assert r.returncode == 1 and "AF_RAKAIA" in r.stderr and "use --mode ms-user" in r.stderr
+    assert "rpc-server ready" not in r.stdout
+
+
 def test_kcm_parses_messages_with_bpf_and_refuses_to_start_without_kcm_sockets(binary):
     r = subprocess.run([str(binary), "--mode", "kcm", "--preflight"], capture_output=True, text=True, timeout=10)
     assert "the length parser gives a 32-byte header and 0, 100 or 65536 bytes their length, and refuses 65537" in (

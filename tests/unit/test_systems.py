@@ -21,6 +21,9 @@ from switch.emulator.programs import NAMES as EMULATED
 
 REPO = Path(__file__).resolve().parents[2]
 WORKER_MODES = set(re.findall(r'\.name = "([a-z]+)"', (REPO / "hosts/dpdk/worker/modes.c").read_text()))
+SERVER_MODES = set(
+    re.findall(r'"([a-z-]+)"', re.search(r"mode_names\[\] = \{([^}]*)\}", (REPO / "hosts/rpc/server.c").read_text())[1])
+)
 
 
 def _spec(systems: list[str]) -> Spec:
@@ -71,6 +74,7 @@ def test_every_server_side_system_has_its_c_policy_and_reads_the_rpc_block(name)
     sources = (REPO / "orchestrator/simulate/core").glob("policy_*.c")
     assert any(f'.name = "{name}"' in f.read_text() and '#include "rpc.h"' in f.read_text() for f in sources)
     assert s.params_block == "rpc" and s.paper == "Rakaia"
+    assert s.server_mode in SERVER_MODES, f"rpc-server --mode {s.server_mode} (hosts/rpc/server.c)"
     assert s.policy.params({"connections": 80, "spread": "zipf", "zipf_s": 1.2}) == [80.0, 1.2]
     assert s.policy.params({"connections": 5000, "spread": "uniform"}) == [5000.0, 0.0]
 
