@@ -208,8 +208,12 @@ static int serve_kcm(struct conn *c, int thread)
 		if (r <= 0)
 			return -1;
 		struct rpc_hdr h;
-		memcpy(&h, c->buf, r >= (ssize_t)sizeof h ? sizeof h : 0);
-		if (r < (ssize_t)RPC_HDR_LEN || ntohl(h.magic) != RPC_REQ || ntohl(h.len) != (uint32_t)r - RPC_HDR_LEN) {
+		if (r < (ssize_t)RPC_HDR_LEN) {
+			atomic_fetch_add(&n_bad, 1);
+			return -1;
+		}
+		memcpy(&h, c->buf, sizeof h);
+		if (ntohl(h.magic) != RPC_REQ || ntohl(h.len) != (uint32_t)r - RPC_HDR_LEN) {
 			atomic_fetch_add(&n_bad, 1);
 			return -1;
 		}
