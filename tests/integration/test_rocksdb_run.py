@@ -89,9 +89,15 @@ def test_get_and_scan_run_on_rocksdb_in_their_slices(testbed, tmp_path):
     # workers are stopped with tasks still queued.) With no timeout, every request ran.
     done, got = sum(w["tasks_done"] for w in workers), sum(w["dispatched"] for w in workers)
     assert done + sum(w["fifo_len"] for w in workers) == got, workers
-    switch = (pd.read_snapshot() or {})["counters"]["pipe.SwitchIngress.events.events"]
+    snapshot = pd.read_snapshot() or {}
+    switch = snapshot["counters"]["pipe.SwitchIngress.events.events"]
     sent_by_switch = switch["EV_DISPATCH_DIRECT"]["packets"] + switch["EV_DISPATCH_QUEUED"]["packets"]
-    assert sent_by_switch == t["sent"] - t["rejected"], (sent_by_switch, t)  # the switch dispatched every one
+    # the switch dispatched every one, or still held it in its queue when the point ended
+    # (workers busy with stretched SCANs: the clients had timed out on those; seen once as
+    # 944 dispatched and 11 queued of 955, with 14 timed out)
+    in_switch = sum(q["tasks"] for q in snapshot["queues"].values())
+    assert sent_by_switch + in_switch == t["sent"] - t["rejected"], (sent_by_switch, in_switch, t)
+    assert in_switch <= t["timed_out"], (in_switch, t)
     assert got <= sent_by_switch <= got + sum(w["outstanding"] for w in workers), (got, sent_by_switch)
     assert t["sent"] - done <= t["timed_out"] and (t["timed_out"] or done == t["sent"]), (done, t)
     assert all(w.get("kv_bad", 0) == 0 for w in workers), workers
