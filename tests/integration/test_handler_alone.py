@@ -40,8 +40,13 @@ def test_the_handler_alone_gives_a_table_plots_and_costs_a_spec_can_use(testbed,
         (op, c, b) for b in (64, 512) for op, c in (("scan", 20), ("scan", 200), ("get", 10))
     )
     assert (df["requests"] == 102).all() and (df["rounds"] == 3).all() and (df["mean_us"] > 0).all()
+    # Keys and item size cost. Compared by the fastest request of each: this test shares
+    # the machine with the suite, and a preempted request's wall time (41.9 ms once, beside
+    # three other test processes) can bend a mean, even a median of the rounds', the wrong
+    # way; the fastest of 306 requests is one that ran undisturbed.
+    fastest = df[df["op"] == "scan"].set_index(["count", "item_bytes"])["min_us"]
+    assert fastest[(200, 512)] > fastest[(20, 512)] and fastest[(200, 512)] > fastest[(200, 64)], fastest
     scan = df[df["op"] == "scan"].set_index(["count", "item_bytes"])["mean_us"]
-    assert scan[(200, 512)] > scan[(20, 512)] and scan[(200, 512)] > scan[(200, 64)]  # keys and item size cost
     assert (run_dir / "plots" / "scan_service_vs_item_size.png").exists()
     report = (run_dir / "report.md").read_text()
     assert "SCAN, by key count" in report and "| 200 |" in report
