@@ -1,8 +1,10 @@
 """What rainmaker deploys to each client and worker, defined once: the bundle.
 
 A host's deploy root receives
-- bin/rain-client, bin/rain-worker: built here by `make build` (deploy.build: local),
-  or built on the host from the hosts/dpdk sources copied to src/dpdk/ (deploy.build: host);
+- bin/rain-client, bin/rain-worker (Rain's DPDK programs, hosts/dpdk) and bin/rpc-client,
+  bin/rpc-server (Rakaia's kernel-TCP programs, hosts/rpc): built here by `make build`
+  (deploy.build: local), or built on the host from the sources copied to src/dpdk/ and
+  src/rpc/ (deploy.build: host);
 - agent/hosts/...: the agents, run there as `python3 -m hosts.agent`;
 - agent/VERSION: the bundle's digest, written last, once everything else is in place.
 
@@ -27,7 +29,9 @@ from .errors import UsageError
 REPO = Path(__file__).resolve().parent.parent
 DPDK_SRC = REPO / "hosts" / "dpdk"
 BUILD = DPDK_SRC / "build"
-BINARIES = ("rain-client", "rain-worker")
+# The programs, by the source folder below hosts/ that builds them (into its build/).
+PROGRAMS = {"dpdk": ("rain-client", "rain-worker"), "rpc": ("rpc-client", "rpc-server")}
+BINARIES = tuple(b for names in PROGRAMS.values() for b in names)
 AGENT_FILES = (
     "hosts/__init__.py",
     "hosts/proto.py",
@@ -38,11 +42,19 @@ AGENT_FILES = (
     "hosts/agent/worker.py",
     "hosts/agent/client.py",
     "hosts/agent/adaptive.py",
+    "hosts/agent/kernel_net.py",
+    "hosts/agent/rpc.py",
 )
-# What `make -C src/dpdk` needs on a host (README files, benchmarks and build/ stay here).
-SOURCE_GLOBS = ("Makefile", "include/*.h", "common/*.[ch]", "client/*.[ch]", "worker/*.[ch]")
+# What `make -C src/<folder>` needs on a host, by folder (README files, benchmarks and
+# build/ stay here); rpc's Makefile also reads ../dpdk's client/ and include/.
+SOURCES = {
+    "dpdk": ("Makefile", "include/*.h", "common/*.[ch]", "client/*.[ch]", "worker/*.[ch]"),
+    "rpc": ("Makefile", "*.[ch]"),
+}
+SOURCE_GLOBS = SOURCES["dpdk"]
 VERSION = "agent/VERSION"
-SOURCE_DIR = "src/dpdk"  # deploy.build: host: where the sources go, below the deploy root
+SOURCE_ROOT = "src"  # deploy.build: host: where the sources go, below the deploy root
+SOURCE_DIR = f"{SOURCE_ROOT}/dpdk"
 
 
 @dataclass(frozen=True)
@@ -100,8 +112,14 @@ def digest_of(build: str, files: tuple[BundleFile, ...]) -> str:
     return h.hexdigest()[:16]
 
 
-def missing_binaries(build_dir: Path = BUILD) -> list[str]:
-    return [b for b in BINARIES if not (build_dir / b).is_file()]
+def binary_path(name: str, repo: Path = REPO) -> Path:
+    """Where `make build` leaves program `name` (hosts/<folder>/build/<name>)."""
+    folder = next(f for f, names in PROGRAMS.items() if name in names)
+    return repo / "hosts" / folder / "build" / name
+
+
+def missing_binaries(repo: Path = REPO) -> list[str]:
+    return [b for b in BINARIES if not binary_path(b, repo).is_file()]
 
 
 def bundle(build: str = "local", *, repo: Path = REPO, stage: Path | None = None) -> Bundle:
@@ -112,24 +130,27 @@ def bundle(build: str = "local", *, repo: Path = REPO, stage: Path | None = None
         raise UsageError(f"unknown deploy.build '{build}'", fix="use local or host")
     agents = tuple(_file(repo / f, f"agent/{f}", 0o644, stage) for f in AGENT_FILES)
     if build == "local":
-        build_dir = repo / "hosts" / "dpdk" / "build"
-        missing = missing_binaries(build_dir)
+        missing = missing_binaries(repo)
         if missing:
             raise UsageError(
                 f"{' and '.join(missing)} {'are' if len(missing) > 1 else 'is'} not built "
-                f"(no {', '.join(str(build_dir / m) for m in missing)})",
-                fix="run `make build` (it builds hosts/dpdk against the DPDK here)",
+                f"(no {', '.join(str(binary_path(m, repo)) for m in missing)})",
+                fix="run `make build` (it builds hosts/dpdk against the DPDK here, and hosts/rpc)",
             )
-        binaries = tuple(_file(build_dir / b, f"bin/{b}", 0o755, stage) for b in BINARIES)
+        binaries = tuple(_file(binary_path(b, repo), f"bin/{b}", 0o755, stage) for b in BINARIES)
         files, sources = binaries + agents, ()
     else:
-        src = repo / "hosts" / "dpdk"
-        paths = sorted({p for g in SOURCE_GLOBS for p in src.glob(g) if p.is_file()})
-        if not (src / "Makefile").is_file():
-            raise UsageError(f"no DPDK sources in {src}", fix="run rainmaker from a complete checkout")
-        sources = tuple(
-            _file(p, str(PurePosixPath(SOURCE_DIR, *p.relative_to(src).parts)), 0o644, stage) for p in paths
-        )
+        if not (repo / "hosts" / "dpdk" / "Makefile").is_file():
+            raise UsageError(
+                f"no DPDK sources in {repo / 'hosts' / 'dpdk'}", fix="run rainmaker from a complete checkout"
+            )
+        found = []
+        for folder, globs in SOURCES.items():
+            src = repo / "hosts" / folder
+            for p in sorted({p for g in globs for p in src.glob(g) if p.is_file()}):
+                dest = PurePosixPath(SOURCE_ROOT, folder, *p.relative_to(src).parts)
+                found.append(_file(p, str(dest), 0o644, stage))
+        sources = tuple(found)
         files = agents
     return Bundle(build=build, files=files, sources=sources, digest=digest_of(build, files + sources))
 
@@ -169,6 +190,8 @@ def ansible_vars(build: str = "local", stage: Path | None = None) -> dict[str, A
             "digest": b.digest,
             "version_file": VERSION,
             "source_dir": SOURCE_DIR,
+            # deploy.build: host: each folder below src/ is built with make, its programs installed
+            "builds": [{"dir": f"{SOURCE_ROOT}/{f}", "binaries": list(names)} for f, names in PROGRAMS.items()],
             "binaries": list(b.binaries),
             # Every folder the files need, parents first: the role makes them 0755 like the
             # deploy root's own (roles/common).

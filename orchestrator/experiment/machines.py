@@ -87,7 +87,7 @@ def deploy(tb: Testbed, log) -> None:
             version = next((line[len("version=") :] for line in out.splitlines() if line.startswith("version=")), "")
             if b.build == "host" and (differing(b, have, b.sources) or any(d not in have for d in b.binaries)):
                 raise UsageError(
-                    f"{name}: rain-client and rain-worker are built on the host (deploy.build: host) "
+                    f"{name}: rain-client, rain-worker and the rpc programs are built on the host (deploy.build: host) "
                     f"and were not built from these sources",
                     fix="run `rainmaker provision --tags deploy`: it copies the sources and builds them there",
                 )
@@ -103,7 +103,7 @@ def deploy(tb: Testbed, log) -> None:
     n = sum(copied.values())
     if n:
         log(
-            f"deployed {n} file(s) of bundle {b.digest} (rain-client, rain-worker, agents) to "
+            f"deployed {n} file(s) of bundle {b.digest} (rain-client, rain-worker, rpc-client, rpc-server, agents) to "
             f"{sum(1 for c in copied.values() if c)} of {len(hosts)} hosts"
         )
     else:

@@ -10,7 +10,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from ..deploy import AGENT_FILES, BUILD
+from ..deploy import AGENT_FILES, BINARIES, binary_path
 from ..inventory import Inventory
 from .plan import Point
 from .spec import Spec
@@ -90,8 +90,7 @@ def manifest(
         "hashes": {
             "p4_program": _sha256(list((REPO / "switch" / "p4").glob("*.p4"))),
             "bfrt_json": bfrt_json_sha,
-            "rain-client": _sha256([BUILD / "rain-client"]) if (BUILD / "rain-client").exists() else None,
-            "rain-worker": _sha256([BUILD / "rain-worker"]) if (BUILD / "rain-worker").exists() else None,
+            **{b: _sha256([binary_path(b)]) if binary_path(b).exists() else None for b in BINARIES},
             "agents": _sha256([REPO / f for f in AGENT_FILES]),
         },
     }

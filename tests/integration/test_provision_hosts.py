@@ -35,6 +35,7 @@ from .hardware_view import FAKE_PCI, FAKE_SDE, as_hardware
 pytestmark = pytest.mark.integration
 
 HOST_ROLES = ["dpdk_host", "roce", "deploy"]
+BUILD_TASK = "Build the host programs (rain-client and rain-worker with the host's DPDK, rpc-client, rpc-server)"
 
 
 def sha256(p: Path) -> str:
@@ -198,9 +199,9 @@ def test_build_on_the_host(converged, tmp_path):
     try:
         built = provision(host_inv, progress=False, limit="worker0", tags=["deploy"])
         tasks = {c.task for c in built.changed}
-        assert "Build rain-client and rain-worker with the host's DPDK" in tasks
-        assert (root / "src/dpdk/Makefile").is_file()
-        for b in ("rain-client", "rain-worker"):
+        assert BUILD_TASK in tasks
+        assert (root / "src/dpdk/Makefile").is_file() and (root / "src/rpc/Makefile").is_file()
+        for b in ("rain-client", "rain-worker", "rpc-client", "rpc-server"):
             exe = root / "bin" / b
             assert exe.read_bytes()[:4] == b"\x7fELF" and exe.stat().st_mode & 0o111
         ldd = subprocess.run(["ldd", str(root / "bin/rain-worker")], capture_output=True, text=True).stdout
@@ -212,10 +213,10 @@ def test_build_on_the_host(converged, tmp_path):
         # A changed source is copied and rebuilt.
         (root / "src/dpdk/worker/main.c").write_text("/* changed on the host */\n")
         rebuilt = provision(host_inv, progress=False, limit="worker0", tags=["deploy"])
-        assert changed_items(rebuilt, "Copy the DPDK sources that differ from the bundle") == {
+        assert changed_items(rebuilt, "Copy the sources that differ from the bundle") == {
             "worker0": {"src/dpdk/worker/main.c"}
         }
-        assert "Build rain-client and rain-worker with the host's DPDK" in {c.task for c in rebuilt.changed}
+        assert BUILD_TASK in {c.task for c in rebuilt.changed}
     finally:  # back to the binaries built here, for the other tests
         provision(inv, progress=False, limit="worker0", tags=["deploy"])
     assert deployed_as_bundled(inv)["worker0"] == []

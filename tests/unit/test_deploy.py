@@ -27,25 +27,28 @@ def repo(tmp_path) -> Path:
     for f in dep.AGENT_FILES:
         (root / f).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(REPO / f, root / f)
-    src = root / "hosts" / "dpdk"
-    for pattern in dep.SOURCE_GLOBS:
-        for p in (REPO / "hosts" / "dpdk").glob(pattern):
-            dest = src / p.relative_to(REPO / "hosts" / "dpdk")
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(p, dest)
-    (src / "README.md").write_text("not deployed\n")
-    (src / "build").mkdir()
-    for b in dep.BINARIES:
-        (src / "build" / b).write_bytes(b"\x7fELF fake " + b.encode())
+    for folder, globs in dep.SOURCES.items():
+        src = root / "hosts" / folder
+        for pattern in globs:
+            for p in (REPO / "hosts" / folder).glob(pattern):
+                dest = src / p.relative_to(REPO / "hosts" / folder)
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(p, dest)
+        (src / "README.md").write_text("not deployed\n")
+        (src / "build").mkdir()
+        for b in dep.PROGRAMS[folder]:
+            (src / "build" / b).write_bytes(b"\x7fELF fake " + b.encode())
     return root
 
 
 def test_local_bundle_holds_the_binaries_and_agents_with_their_modes(repo):
     b = dep.bundle("local", repo=repo)
     dests = {f.dest: f for f in b.files}
-    assert set(dests) == {"bin/rain-client", "bin/rain-worker"} | {f"agent/{f}" for f in dep.AGENT_FILES}
+    programs = {"bin/rain-client", "bin/rain-worker", "bin/rpc-client", "bin/rpc-server"}
+    assert set(dests) == programs | {f"agent/{f}" for f in dep.AGENT_FILES}
     assert dests["bin/rain-worker"].mode == 0o755 and dests["agent/hosts/agent/worker.py"].mode == 0o644
     assert dests["bin/rain-client"].sha256 == hashlib.sha256(b"\x7fELF fake rain-client").hexdigest()
+    assert dests["bin/rpc-server"].sha256 == hashlib.sha256(b"\x7fELF fake rpc-server").hexdigest()
     assert b.sources == () and len(b.digest) == 16
 
 
@@ -54,6 +57,11 @@ def test_missing_binaries_name_make_build(repo):
     with pytest.raises(UsageError) as e:
         dep.bundle("local", repo=repo)
     assert "rain-worker is not built" in e.value.message and "make build" in e.value.fix
+    (repo / "hosts/rpc/build/rpc-client").unlink()
+    with pytest.raises(UsageError) as e:
+        dep.bundle("local", repo=repo)
+    assert "rain-worker and rpc-client are not built" in e.value.message
+    assert str(repo / "hosts/rpc/build/rpc-client") in e.value.message
 
 
 def test_ansible_vars_carry_the_error_instead_of_raising(monkeypatch, repo):
@@ -70,10 +78,20 @@ def test_host_bundle_holds_the_sources_not_the_binaries(repo):
     assert all(not f.dest.startswith("bin/") for f in b.files)
     dests = {f.dest for f in b.sources}
     assert "src/dpdk/Makefile" in dests and "src/dpdk/include/rain_proto.h" in dests
-    assert "src/dpdk/README.md" not in dests and not any("/build/" in d for d in dests)
-    assert b.binaries == ("bin/rain-client", "bin/rain-worker")
+    assert "src/rpc/Makefile" in dests and "src/rpc/server.c" in dests and "src/rpc/rpc_proto.h" in dests
+    # rpc's Makefile reads rain-client's HdrHistograms and workloads from ../dpdk
+    assert {"src/dpdk/client/hdr.c", "src/dpdk/client/workload.h"} <= dests
+    assert "src/dpdk/README.md" not in dests and "src/rpc/README.md" not in dests
+    assert not any("/build/" in d for d in dests)
+    assert b.binaries == ("bin/rain-client", "bin/rain-worker", "bin/rpc-client", "bin/rpc-server")
+    builds = dep.ansible_vars("host")["rainmaker_bundle"]["builds"]
+    assert builds == [
+        {"dir": "src/dpdk", "binaries": ["rain-client", "rain-worker"]},
+        {"dir": "src/rpc", "binaries": ["rpc-client", "rpc-server"]},
+    ]
     # A build on the host needs no local binaries.
     shutil.rmtree(repo / "hosts/dpdk/build")
+    shutil.rmtree(repo / "hosts/rpc/build")
     assert dep.bundle("host", repo=repo).digest == b.digest
 
 
