@@ -1,4 +1,4 @@
-"""`python3 -m hosts.agent worker|client --config FILE` or `enable --ctl FILE`."""
+"""`python3 -m hosts.agent worker|client|rpc-server|rpc-client --config FILE` or `enable --ctl FILE`."""
 
 from __future__ import annotations
 
@@ -12,6 +12,9 @@ def main() -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     for name in ("worker", "client"):
         p = sub.add_parser(name, help=f"run rain-{name} for one sweep point")
+        p.add_argument("--config", required=True, help="the agent's JSON configuration")
+    for name in ("rpc-server", "rpc-client"):
+        p = sub.add_parser(name, help=f"run {name} over kernel TCP for one point (Rakaia's measured layer)")
         p.add_argument("--config", required=True, help="the agent's JSON configuration")
     e = sub.add_parser("enable", help="turn a worker's tokens on (after the switch knows it)")
     e.add_argument("--ctl", required=True, help="the worker's control block")
@@ -28,6 +31,10 @@ def main() -> int:
         from .client import run
 
         return run(a.config)
+    if a.cmd in ("rpc-server", "rpc-client"):
+        from .rpc import run_client, run_server
+
+        return (run_server if a.cmd == "rpc-server" else run_client)(a.config)
     from .worker import enable
 
     return enable(a.ctl, a.quota, a.slice, a.disable, a.worker)

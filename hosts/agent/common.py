@@ -24,12 +24,15 @@ def say(msg: str) -> None:
     print(msg, flush=True)
 
 
-def load_config(path: str) -> dict:
+def load_config(path: str, keys: tuple[str, ...] = ("binary", "eal", "out_dir")) -> dict:
+    """The agent's JSON config, with `keys` (the DPDK agents' need `eal`; the RPC agents' do not)."""
     try:
         cfg = json.loads(Path(path).read_text())
     except (OSError, ValueError) as e:
         raise AgentError(f"cannot read agent config {path}: {e}") from None
-    for key in ("binary", "eal", "out_dir"):
+    if not isinstance(cfg, dict):
+        raise AgentError(f"agent config {path}: expected a JSON object")
+    for key in keys:
         if key not in cfg:
             raise AgentError(f"agent config {path} lacks '{key}'")
     return cfg

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import PurePosixPath
 
+from ..errors import UsageError
 from ..inventory import Host, Inventory
 from ..simulate.model import RING_SLOTS, client_timeout_us
 from ..systems.base import System
@@ -251,3 +252,89 @@ def client(
 def timeout_us(spec: Spec, p: Point) -> int:
     """How long a client waits for a request's answer before counting it timed out."""
     return int(client_timeout_us(mean_service_ns(spec, p) / 1000))
+
+
+# -- Rakaia's measured layer: rpc-server and rpc-client over kernel TCP -------------------
+RPC_PORT = 7000  # rpc-server's port on the server host's data IP
+
+
+def _net(inv: Inventory, h: Host, peers: list[Host]) -> dict:
+    """The data interface the RPC agent attaches to the kernel: nic.netdev, or the `iface=`
+    of its DPDK virtual device (an emulated host's data0), or else the PCI NIC's own
+    interface, which the agent finds on the host (/sys/bus/pci/devices/<pci>/net)."""
+    iface = h.nic.netdev or next(
+        (kv.split("=", 1)[1] for kv in str(h.nic.vdev or "").split(",") if kv.startswith("iface=")), None
+    )
+    if iface is None and not h.nic.pci:
+        raise UsageError(
+            f"{h.name}: the RPC programs use the kernel's TCP on the data NIC, and its kernel interface is not known",
+            fix=f"give hosts[{h.name}].nic.netdev (the NIC's interface name, `ip link` on the host)",
+        )
+    return {
+        **({"iface": iface} if iface else {"pci": h.nic.pci}),
+        "ip": h.nic.ip,
+        "peers": [p.nic.ip for p in peers],
+        "gateway_mac": inv.switch.service_mac,  # ipv4_forward routes by IP, as Rain's switch does
+    }
+
+
+def rpc_server(inv: Inventory, spec: Spec, p: Point, system: System, name: str, out: PurePosixPath) -> dict:
+    """rpc-server's agent configuration on worker host `name`: the point's system as its
+    mode, the point's worker threads, service as rain-worker's handler (sleep emulated,
+    spin on hardware), listening on its data IP."""
+    if system.server_mode is None:
+        raise UsageError(f"{system.name} schedules in the switch, not inside a server", fix="run it with rain-worker")
+    h = inv.host(name)
+    return {
+        "binary": binary(h, "rpc-server"),
+        "out_dir": str(out),
+        "net": _net(inv, h, list(inv.clients)),
+        "server": {
+            "listen": f"{h.nic.ip}:{RPC_PORT}",
+            "mode": system.server_mode,
+            "threads": p.worker_threads,
+            "service": "spin" if p.handler == "spin" else "sleep",
+        },
+    }
+
+
+def rpc_client(inv: Inventory, spec: Spec, p: Point, name: str, server: str, out: PurePosixPath) -> dict:
+    """rpc-client's agent configuration on client host `name`: its share of p's load and
+    of the connections (the spec's `rpc:` block), to rpc-server on host `server`,
+    holding the load until its start signal."""
+    h, srv = inv.host(name), inv.host(server)
+    n_clients = len(inv.clients)
+    i = [c.name for c in inv.clients].index(name)
+    connections = int(p.params.get("connections", 20))
+    mine = connections // n_clients + (1 if i < connections % n_clients else 0)
+    if mine < 1:
+        raise UsageError(
+            f"{connections} connection(s) over {n_clients} client hosts leave {name} none",
+            fix="give rpc.connections at least the number of client hosts",
+        )
+    if len(spec.workload.classes) != 1 or not hasattr(spec.workload.classes[0].service, "client_arg"):
+        raise UsageError(
+            f"{spec.name}: rpc-client draws every request's service time from one distribution",
+            fix="give the RPC spec's workload one class, of constant, exponential or bimodal service",
+        )
+    cls = spec.workload.classes[0]
+    c = {
+        "connect": f"{srv.nic.ip}:{RPC_PORT}",
+        "connections": mine,
+        "threads": max(1, min(mine, len(h.cores) if h.cores else 1)),
+        "rate": round(p.offered_rps / n_clients, 3),
+        "arrival": spec.workload.arrival,
+        "service": cls.service.client_arg(p.dilation),
+        "warmup_s": p.warmup_s,
+        "measure_s": p.measure_s,
+        "seed": client_seed(p, i),
+    }
+    if p.params.get("spread") == "zipf":
+        c["spread"] = f"zipf:{float(p.params.get('zipf_s', 1.0)):g}"
+    return {
+        "binary": binary(h, "rpc-client"),
+        "out_dir": str(out),
+        "net": _net(inv, h, [srv]),
+        "client": c,
+        "wait_start": True,
+    }

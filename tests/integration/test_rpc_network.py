@@ -8,6 +8,7 @@ them), and detach leaves the interfaces as Rain's DPDK programs need them: no ke
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -80,3 +81,85 @@ def test_tcp_rpcs_cross_the_forwarding_switch_and_detach_leaves_no_kernel_ip(tes
         addrs = in_ns(ns[h.name], "ip", "-4", "-o", "addr", "show", "dev", "data0", timeout=10).stdout
         assert "inet " not in addrs, addrs  # as Rain's DPDK programs need it
     kernel_net(ns["client0"], "detach", client, server)  # again: idempotent
+
+
+def _agent(ns: str, role: str, cfg: dict, path: Path) -> subprocess.Popen:
+    path.write_text(json.dumps(cfg))
+    return subprocess.Popen(
+        ["ip", "netns", "exec", ns, sys.executable, "-m", "hosts.agent", role, "--config", str(path)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def _ready(p: subprocess.Popen) -> None:
+    line = p.stdout.readline()  # readiness: the agent's ready line (or its exit)
+    assert line.strip() == "rain-agent ready", line + (p.stderr.read() if p.poll() is not None else "")
+
+
+def test_the_rpc_agents_attach_serve_load_and_detach(testbed, tmp_path):
+    """hosts/agent/rpc.py as the orchestrator runs it: each agent gives its host the data
+    IP, the server agent serves until SIGTERM and leaves its counts, the client agent
+    starts the load at SIGUSR1 and leaves rpc-client's results; both detach at the end."""
+    tb, inv = testbed
+    subprocess.run(["make", "-s", "-C", str(RPC.parent)], check=True, timeout=120)
+    client, server = inv.host("client0"), inv.host("worker0")
+    ns = {h.name: f"rm{tb.slot}-{h.name}" for h in (client, server)}
+    mac = inv.switch.service_mac
+    switchd.stop(inv)
+    switchd.start(inv, "ipv4_forward")
+    srv = cli = None
+    try:
+        with Client(inv.switch.bfrt, "ipv4_forward") as c:
+            controller_class("ipv4_forward")(c, inv).program()
+        net = {"iface": "data0", "gateway_mac": mac}
+        srv = _agent(
+            ns["worker0"], "rpc-server",
+            {"binary": str(RPC / "rpc-server"), "out_dir": str(tmp_path / "server"),
+             "net": net | {"ip": server.nic.ip, "peers": [client.nic.ip]},
+             "server": {"listen": f"{server.nic.ip}:7001", "mode": "cs", "threads": 2}},
+            tmp_path / "server.json",
+        )  # fmt: skip
+        _ready(srv)
+        cli = _agent(
+            ns["client0"], "rpc-client",
+            {"binary": str(RPC / "rpc-client"), "out_dir": str(tmp_path / "client"), "wait_start": True,
+             "net": net | {"ip": client.nic.ip, "peers": [server.nic.ip]},
+             "client": {"connect": f"{server.nic.ip}:7001", "connections": 8, "threads": 2, "rate": 800,
+                        "service": "exp:100000", "warmup_s": 0.2, "measure_s": 0.8, "seed": 3}},
+            tmp_path / "client.json",
+        )  # fmt: skip
+        _ready(cli)
+        assert not (tmp_path / "client" / "summary.json").exists()  # held until its start signal
+        cli.send_signal(signal.SIGUSR1)
+        out, err = cli.communicate(timeout=60)
+        assert cli.returncode == 0 and "rain-agent done" in out, out + err
+        s = json.loads((tmp_path / "client" / "summary.json").read_text())
+        assert s["totals"]["sent"] == s["totals"]["received"] > 600, s["totals"]
+        assert json.loads((tmp_path / "client" / "agent.json").read_text())["client_exit"] == 0
+        srv.send_signal(signal.SIGTERM)
+        out, err = srv.communicate(timeout=30)
+        assert srv.returncode == 0 and "rain-agent done" in out, out + err
+        done = json.loads((tmp_path / "server" / "server.json").read_text())
+        assert done["served"] == s["totals"]["sent"] and done["connections"] == 8 and done["malformed"] == 0, done
+    finally:
+        for p in (srv, cli):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait(timeout=10)
+        for h, peer in ((client, server), (server, client)):
+            kernel_net(ns[h.name], "detach", h, peer)
+        switchd.stop(inv)
+    for h in (client, server):
+        addrs = in_ns(ns[h.name], "ip", "-4", "-o", "addr", "show", "dev", "data0", timeout=10).stdout
+        assert "inet " not in addrs, addrs
+
+
+def test_an_rpc_agent_with_a_bad_config_names_what_is_wrong(tmp_path):
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"binary": "/bin/true", "out_dir": str(tmp_path / "o"),
+                               "net": {"iface": "data0", "ip": "10.0.0.1", "peers": [], "gateway_mac": "02:00:00:00:00:01"},
+                               "server": {"listen": "10.0.0.1:1", "mode": "fifo", "threads": 2}}))  # fmt: skip
+    r = subprocess.run([sys.executable, "-m", "hosts.agent", "rpc-server", "--config", str(cfg)],
+                       cwd=REPO, capture_output=True, text=True, timeout=30)  # fmt: skip
+    assert r.returncode == 1
+    assert "server.mode 'fifo': expected one of cp, cs, pool, ms-user, kcm" in r.stderr, r.stderr
