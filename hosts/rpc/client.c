@@ -19,8 +19,11 @@
  * memcached can be the server, as Lancet's users do; the request's opaque field carries
  * its sequence number, and a GET that misses is an answer like any other (counted).
  *
- * Output in --out: latency.hlog (HdrHistogram interval log, tag "all", the requests
- * whose intended time is in the measurement window, after --warmup) and summary.json.
+ * Output in --out, in rain-client's formats so that rainmaker reads a point of either
+ * alike: latency.hlog and slowdown.hlog (HdrHistogram interval logs of the requests whose
+ * intended time is in the measurement window, after --warmup, tagged with the --class
+ * name; slowdown x 1000 is latency over the service time the request asked for) and
+ * summary.json (rain-client's counters, totals and per class, and rpc-client's own).
  * The arrival processes, service distributions, random generator and histograms are
  * rain-client's own (hosts/dpdk/client/workload.c, hdr.c).
  */
@@ -85,11 +88,13 @@ static struct {
 	uint64_t seed;
 	int64_t late_ns, drain_ns;
 	const char *out;
+	const char *cls;	  /* the class name: the logs' tag and summary.json's class */
+	char service_arg[128];	  /* --service as given */
 	enum protocol protocol;
 	double get_fraction;
 	uint32_t keys;
 	uint32_t bufsize; /* a connection's receive buffer: room for at least two answers */
-} cfg = {.threads = 1, .interval_s = 0.1, .seed = 1, .late_ns = 20000, .drain_ns = 1000000000,
+} cfg = {.cls = "rpc", .threads = 1, .interval_s = 0.1, .seed = 1, .late_ns = 20000, .drain_ns = 1000000000,
 	 .get_fraction = 0.9, .keys = 10000, .bufsize = RPC_HDR_LEN * 64};
 
 struct conn {
@@ -106,9 +111,14 @@ struct thread {
 	double share;  /* of the load */
 	struct rng rng;
 	int64_t *intended; /* RING: by sequence number */
+	uint64_t *svc;	   /* RING: the service time each asked for (0: memcached) */
 	uint64_t sent, received, late, in_window, overrun;
+	/* the sends whose intended time is in the window: how many, late, their service, worst lag */
+	uint64_t sent_in_window, late_in_window, svc_in_window;
+	int64_t max_lag_ns;
 	uint64_t gets, sets, misses, errors; /* memcached */
 	struct hdr_hist *hist; /* one per interval */
+	struct hdr_hist *sd;   /* slowdown x 1000, one per interval */
 	pthread_t tid;
 };
 
@@ -190,7 +200,13 @@ static int drain(struct thread *t, struct conn *c, int64_t w0, int64_t w1)
 			t->received++;
 			if (at >= w0 && at < w1) {
 				int k = (int)((double)(at - w0) / 1e9 / cfg.interval_s);
-				hdr_record(&t->hist[k < nint ? k : nint - 1], (uint64_t)(now - at > 0 ? now - at : 1));
+				k = k < nint ? k : nint - 1;
+				uint64_t lat = (uint64_t)(now - at > 0 ? now - at : 1), svc = t->svc[seq % RING];
+				hdr_record(&t->hist[k], lat);
+				if (svc > 0) {
+					uint64_t sd = (uint64_t)((double)lat * 1000.0 / (double)svc);
+					hdr_record(&t->sd[k], sd > 0 ? sd : 1);
+				}
 				t->in_window++;
 			}
 		}
@@ -199,16 +215,18 @@ static int drain(struct thread *t, struct conn *c, int64_t w0, int64_t w1)
 	}
 }
 
-/* The request of sequence number seq into req: its length. */
-static uint32_t request(struct thread *t, unsigned char *req, uint64_t seq)
+/* The request of sequence number seq into req: its length; *svc the service time it asks for. */
+static uint32_t request(struct thread *t, unsigned char *req, uint64_t seq, uint64_t *svc)
 {
+	*svc = 0;
 	if (cfg.protocol == PROTO_RPC) {
 		uint32_t keys = 0;
+		*svc = cfg.service.ops->draw(&cfg.service, &t->rng, &keys);
 		struct rpc_hdr h = {
 			.magic = htonl(RPC_REQ),
 			.len = htonl(cfg.payload),
 			.id = htobe64(((uint64_t)t->index << 48) | seq),
-			.service_ns = htobe64(cfg.service.ops->draw(&cfg.service, &t->rng, &keys)),
+			.service_ns = htobe64(*svc),
 		};
 		memcpy(req, &h, sizeof h);
 		return RPC_HDR_LEN + cfg.payload;
@@ -267,11 +285,22 @@ static void *thread_main(void *arg)
 			if (seq >= RING && t->intended[seq % RING] >= 0) { /* its slot's request never came back */
 				t->overrun++;
 			}
-			uint32_t len = request(t, req, seq);
+			uint64_t svc;
+			uint32_t len = request(t, req, seq, &svc);
 			t->intended[seq % RING] = due;
+			t->svc[seq % RING] = svc;
 			struct conn *c = &t->conns[pick(t)];
-			if (rpc_now_ns() - due > cfg.late_ns) /* it leaves late: counted when it starts to leave */
+			int64_t lag = rpc_now_ns() - due; /* it leaves late: counted when it starts to leave */
+			int in_window = due >= w0;
+			if (lag > cfg.late_ns) {
 				t->late++;
+				t->late_in_window += (uint64_t)in_window;
+			}
+			if (in_window) {
+				t->sent_in_window++;
+				t->svc_in_window += svc;
+				t->max_lag_ns = lag > t->max_lag_ns ? lag : t->max_lag_ns;
+			}
 			if (rpc_write_all(c->fd, req, len) < 0) {
 				fprintf(stderr, "rpc-client: thread %d: a connection failed while sending\n", t->index);
 				exit(1);
@@ -322,6 +351,7 @@ static void usage(void)
 	       "                  --out DIR [--threads T] [--arrival poisson|constant] [--warmup S]\n"
 	       "                  [--payload BYTES] [--spread uniform|zipf:S] [--seed X] [--late-ns NS]\n"
 	       "                  [--interval S] [--protocol rpc|memcached] [--get-fraction F] [--keys N]\n"
+	       "                  [--class NAME]\n"
 	       "  --connections  TCP connections to the server, 1..%d, over --threads (1..%d)\n"
 	       "  --rate         requests per second, all connections together (open loop)\n"
 	       "  --service      the service time each request asks for: const:NS, exp:MEAN_NS,\n"
@@ -333,6 +363,7 @@ static void usage(void)
 	       "  --warmup, --duration  seconds before the measurement window, and its length\n"
 	       "  --spread       how requests spread over connections (default uniform)\n"
 	       "  --late-ns      a send later than this after its intended time counts late (20000)\n"
+	       "  --class        the class name in the logs' tags and summary.json (rpc)\n"
 	       "  --out          latency.hlog and summary.json go here\n",
 	       MAX_CONNECTIONS, MAX_THREADS, MC_MAX_VALUE);
 }
@@ -347,17 +378,50 @@ static int parse_num(const char *s, double lo, double hi, double *out)
 	return 0;
 }
 
+/* Counters in rain-client's names (client/report.c). sent and received count every
+ * request, warm-up and drain too; the rest the requests whose intended time is in the
+ * window: rpc-client never times a request out, refuses or resubmits one, and one the
+ * server has not answered when the drain ends is lost. */
+static void counters(FILE *f, uint64_t sent, uint64_t received, uint64_t sent_w, uint64_t got_w, uint64_t late_w,
+		     int64_t lag, uint64_t svc_w)
+{
+	double d = cfg.duration_s;
+	fprintf(f,
+		"\"offered\": %llu, \"sent\": %llu, \"sent_in_window\": %llu, \"received\": %llu, \"failed\": 0,"
+		" \"timed_out\": 0, \"rejected\": 0, \"resubmitted\": 0, \"late_reply\": 0, \"lost\": %llu,"
+		" \"not_sent\": 0, \"waited_for_admission\": 0, \"late_sends\": %llu, \"max_lag_ns\": %lld,"
+		" \"large\": 0, \"mean_service_ns\": %.1f, \"mean_keys\": 0.0, \"scheduled_rps\": %.3f,"
+		" \"achieved_rps\": %.3f, \"received_rps\": %.3f",
+		(unsigned long long)sent_w, (unsigned long long)sent, (unsigned long long)sent_w, (unsigned long long)received,
+		(unsigned long long)(sent_w - got_w), (unsigned long long)late_w, (long long)lag,
+		sent_w ? (double)svc_w / (double)sent_w : 0.0, (double)sent_w / d, (double)sent_w / d, (double)got_w / d);
+}
+
+static void hist_summary(FILE *f, const struct hdr_hist *h)
+{
+	fprintf(f, "{\"count\": %llu, \"mean\": %.1f, \"p50\": %llu, \"p99\": %llu, \"p999\": %llu, \"max\": %llu}",
+		(unsigned long long)h->total, hdr_mean(h), (unsigned long long)hdr_percentile(h, 50.0),
+		(unsigned long long)hdr_percentile(h, 99.0), (unsigned long long)hdr_percentile(h, 99.9),
+		(unsigned long long)hdr_max(h));
+}
+
 static int write_summary(double elapsed_s)
 {
-	struct hdr_hist all;
-	if (hdr_init(&all))
+	struct hdr_hist all, sd;
+	if (hdr_init(&all) || hdr_init(&sd))
 		return -1;
-	uint64_t sent = 0, received = 0, late = 0, in_window = 0, overrun = 0;
+	uint64_t sent = 0, received = 0, late = 0, in_window = 0, overrun = 0, sent_w = 0, late_w = 0, svc_w = 0;
+	int64_t lag = 0;
 	for (int i = 0; i < cfg.threads; i++) {
-		sent += th[i].sent, received += th[i].received, late += th[i].late;
-		in_window += th[i].in_window, overrun += th[i].overrun;
-		for (int k = 0; k < nint; k++)
-			hdr_add(&all, &th[i].hist[k]);
+		struct thread *t = &th[i];
+		sent += t->sent, received += t->received, late += t->late;
+		in_window += t->in_window, overrun += t->overrun;
+		sent_w += t->sent_in_window, late_w += t->late_in_window, svc_w += t->svc_in_window;
+		lag = t->max_lag_ns > lag ? t->max_lag_ns : lag;
+		for (int k = 0; k < nint; k++) {
+			hdr_add(&all, &t->hist[k]);
+			hdr_add(&sd, &t->sd[k]);
+		}
 	}
 	char path[4096], spread[32] = "uniform";
 	if (cfg.zipf_s > 0)
@@ -366,25 +430,32 @@ static int write_summary(double elapsed_s)
 	FILE *f = fopen(path, "w");
 	if (!f)
 		return -1;
+	const char *service = cfg.service.ops ? cfg.service_arg : "memcached";
 	fprintf(f,
-		"{\"tool\": \"rpc-client\", \"format\": 1, \"protocol\": \"%s\", \"connections\": %d, \"threads\": %d, \"arrival\": \"%s\",\n"
+		"{\"tool\": \"rpc-client\", \"format\": 1, \"partial\": false, \"protocol\": \"%s\", \"connections\": %d,"
+		" \"threads\": %d, \"arrival\": \"%s\",\n"
 		" \"service\": \"%s\", \"payload\": %u, \"spread\": \"%s\", \"seed\": %llu,\n"
-		" \"offered_rps\": %.3f, \"warmup_s\": %g, \"duration_s\": %g, \"interval_s\": %g,\n"
-		" \"elapsed_s\": %.6f, \"late_threshold_ns\": %lld,\n"
-		" \"totals\": {\"sent\": %llu, \"received\": %llu, \"outstanding\": %llu, \"late_sends\": %llu,"
-		" \"in_window\": %llu, \"overrun\": %llu,\n"
-		"            \"achieved_rps\": %.3f, \"late_fraction\": %.6f},\n"
-		" \"latency_ns\": {\"count\": %llu, \"mean\": %.1f, \"p50\": %llu, \"p99\": %llu, \"p999\": %llu,"
-		" \"max\": %llu}",
-		cfg.protocol == PROTO_RPC ? "rpc" : "memcached", cfg.connections, cfg.threads, cfg.arrival->name,
-		cfg.service.ops ? cfg.service.ops->name : "memcached", cfg.payload, spread,
-		(unsigned long long)cfg.seed, cfg.rate, cfg.warmup_s, cfg.duration_s, cfg.interval_s, elapsed_s,
-		(long long)cfg.late_ns, (unsigned long long)sent, (unsigned long long)received,
-		(unsigned long long)(sent - received), (unsigned long long)late, (unsigned long long)in_window,
-		(unsigned long long)overrun, (double)in_window / cfg.duration_s, sent ? (double)late / (double)sent : 0.0,
-		(unsigned long long)all.total, hdr_mean(&all), (unsigned long long)hdr_percentile(&all, 50.0),
-		(unsigned long long)hdr_percentile(&all, 99.0), (unsigned long long)hdr_percentile(&all, 99.9),
-		(unsigned long long)hdr_max(&all));
+		" \"offered_rps\": %.3f, \"achieved_rps\": %.3f, \"warmup_s\": %g, \"duration_s\": %g, \"interval_s\": %g,"
+		" \"intervals\": %d,\n"
+		" \"elapsed_s\": %.6f, \"late_threshold_ns\": [%lld],\n"
+		" \"totals\": {\"outstanding\": %llu, \"in_window\": %llu, \"overrun\": %llu, \"late_fraction\": %.6f,\n  ",
+		cfg.protocol == PROTO_RPC ? "rpc" : "memcached", cfg.connections, cfg.threads, cfg.arrival->name, service,
+		cfg.payload, spread, (unsigned long long)cfg.seed, cfg.rate, (double)sent_w / cfg.duration_s, cfg.warmup_s,
+		cfg.duration_s, cfg.interval_s, nint, elapsed_s, (long long)cfg.late_ns,
+		(unsigned long long)(sent - received), (unsigned long long)in_window, (unsigned long long)overrun,
+		sent ? (double)late / (double)sent : 0.0);
+	counters(f, sent, received, sent_w, in_window, late_w, lag, svc_w);
+	fprintf(f, "},\n");
+	fprintf(f, " \"classes\": {\"%s\": {\"task_type\": 0, \"weight\": 1, \"payload\": %u, \"service\": \"%s\","
+		   " \"mean_service_ns_expected\": %.1f,\n  ",
+		cfg.cls, cfg.payload, service, cfg.service.ops ? cfg.service.ops->mean(&cfg.service) : 0.0);
+	counters(f, sent, received, sent_w, in_window, late_w, lag, svc_w);
+	fprintf(f, ",\n  \"latency_ns\": ");
+	hist_summary(f, &all);
+	fprintf(f, ", \"slowdown\": ");
+	hist_summary(f, &sd);
+	fprintf(f, "}},\n \"latency_ns\": ");
+	hist_summary(f, &all);
 	if (cfg.protocol == PROTO_MEMCACHED) {
 		uint64_t gets = 0, sets = 0, misses = 0, errors = 0;
 		for (int i = 0; i < cfg.threads; i++)
@@ -394,12 +465,15 @@ static int write_summary(double elapsed_s)
 			(unsigned long long)errors);
 	}
 	fprintf(f, "}\n");
+	int bad_write = ferror(f);
 	fclose(f);
 	hdr_free(&all);
-	return 0;
+	hdr_free(&sd);
+	return bad_write ? -1 : 0;
 }
 
-static int write_hlog(void)
+/* One interval log of every thread's histograms (`sd`: the slowdown ones), tagged with the class. */
+static int write_log(const char *name, const char *comment, double max_ratio, int sd)
 {
 	struct hdr_hist **hs = calloc((size_t)nint, sizeof *hs);
 	struct hdr_hist *merged = calloc((size_t)nint, sizeof *merged);
@@ -409,22 +483,34 @@ static int write_hlog(void)
 		if (hdr_init(&merged[k]))
 			return -1;
 		for (int i = 0; i < cfg.threads; i++)
-			hdr_add(&merged[k], &th[i].hist[k]);
+			hdr_add(&merged[k], sd ? &th[i].sd[k] : &th[i].hist[k]);
 		hs[k] = &merged[k];
 	}
 	char path[4096];
-	snprintf(path, sizeof path, "%s/latency.hlog", cfg.out);
+	snprintf(path, sizeof path, "%s/%s", cfg.out, name);
 	FILE *f = fopen(path, "w");
-	if (!f)
-		return -1;
-	const char *tags[] = {"all"};
-	double last = cfg.duration_s - (nint - 1) * cfg.interval_s;
-	struct timespec rt;
-	clock_gettime(CLOCK_REALTIME, &rt);
-	int rc = hdr_log_write(f, "rpc-client latency from intended send times, ns", (double)rt.tv_sec, 1.0, 1, tags,
-			       (unsigned)nint, cfg.interval_s, last, hs);
-	fclose(f);
+	int rc = -1;
+	if (f) {
+		const char *tags[] = {cfg.cls};
+		double last = cfg.duration_s - (nint - 1) * cfg.interval_s;
+		struct timespec rt;
+		clock_gettime(CLOCK_REALTIME, &rt);
+		rc = hdr_log_write(f, comment, (double)rt.tv_sec, max_ratio, 1, tags, (unsigned)nint, cfg.interval_s,
+				   last, hs);
+		fclose(f);
+	}
+	for (int k = 0; k < nint; k++)
+		hdr_free(&merged[k]);
+	free(merged);
+	free(hs);
 	return rc;
+}
+
+static int write_hlog(void)
+{
+	if (write_log("latency.hlog", "rpc-client latency from intended send times, ns", 1.0, 0) < 0)
+		return -1;
+	return write_log("slowdown.hlog", "rpc-client slowdown x1000 (latency / the service time asked for)", 1000.0, 1);
 }
 
 int main(int argc, char **argv)
@@ -438,7 +524,8 @@ int main(int argc, char **argv)
 		{"seed", required_argument, NULL, 'e'}, {"late-ns", required_argument, NULL, 'l'},
 		{"interval", required_argument, NULL, 'i'}, {"out", required_argument, NULL, 'o'},
 		{"protocol", required_argument, NULL, 'P'}, {"get-fraction", required_argument, NULL, 'g'},
-		{"keys", required_argument, NULL, 'k'}, {"help", no_argument, NULL, 'h'},
+		{"keys", required_argument, NULL, 'k'}, {"class", required_argument, NULL, 'C'},
+		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	cfg.arrival = arrival_find("poisson");
@@ -477,6 +564,7 @@ int main(int argc, char **argv)
 				tok[n++] = p;
 			if (!n || service_parse(tok, n, &cfg.service, err, sizeof err) < 0 || cfg.service.ops->kv)
 				return bad("--service: not a service distribution", "const:NS, exp:MEAN_NS or bimodal:NS1:NS2:P1");
+			snprintf(cfg.service_arg, sizeof cfg.service_arg, "%s", optarg);
 			have_service = 1;
 			break;
 		}
@@ -484,6 +572,11 @@ int main(int argc, char **argv)
 			if (parse_num(optarg, 0, RPC_MAX_PAYLOAD, &v) < 0 || v != floor(v))
 				return bad("--payload: not a payload size", "give 0 to 65536 bytes");
 			cfg.payload = (uint32_t)v;
+			break;
+		case 'C':
+			if (!*optarg || strlen(optarg) > 31 || strspn(optarg, "abcdefghijklmnopqrstuvwxyz0123456789_-") != strlen(optarg))
+				return bad("--class: not a class name", "1 to 31 of a-z, 0-9, _ and -");
+			cfg.cls = optarg;
 			break;
 		case 'w':
 			if (parse_num(optarg, 0, 3600, &cfg.warmup_s) < 0)
@@ -568,13 +661,15 @@ int main(int argc, char **argv)
 		t->nconns = (cfg.connections - i + cfg.threads - 1) / cfg.threads;
 		t->conns = calloc((size_t)t->nconns, sizeof *t->conns);
 		t->intended = malloc(sizeof *t->intended * RING);
+		t->svc = calloc(RING, sizeof *t->svc);
 		t->hist = calloc((size_t)nint, sizeof *t->hist);
-		if (!t->conns || !t->intended || !t->hist)
+		t->sd = calloc((size_t)nint, sizeof *t->sd);
+		if (!t->conns || !t->intended || !t->svc || !t->hist || !t->sd)
 			return bad("out of memory", "fewer connections or a shorter --duration");
 		for (uint32_t k = 0; k < RING; k++)
 			t->intended[k] = -1;
 		for (int k = 0; k < nint; k++)
-			if (hdr_init(&t->hist[k]))
+			if (hdr_init(&t->hist[k]) || hdr_init(&t->sd[k]))
 				return bad("out of memory", "a longer --interval");
 		rng_seed(&t->rng, cfg.seed * 0x9E3779B97F4A7C15ull + (uint64_t)i);
 	}

@@ -5,6 +5,8 @@ generator that measures latency from each request's intended send time.
   earlier ones are outstanding, and their latencies include the queue they met;
 - a Poisson load is sent at its rate, and the interval log it writes is read by
   rainmaker's own HdrHistogram reader with the count the summary gives;
+- its results are a point's client results as rain-client's are: rainmaker's point
+  reader and validity checks read them with nothing missing, latency and slowdown alike;
 - against a real memcached (Debian's), the binary protocol's GETs and SETs are answered
   one for one, counted as memcached itself counts them;
 - a bad command line exits 2 with a fix.
@@ -92,7 +94,7 @@ def test_a_poisson_load_is_sent_at_its_rate_and_its_log_is_read_back(built, serv
     assert t["received"] == t["sent"] and t["outstanding"] == 0
     assert abs(t["in_window"] / 2000 - 1) < 0.05, t  # a Poisson count of mean 2,000: sd 2.2%
     log = read_hlog(out / "latency.hlog")
-    assert len(log.intervals) == 10 and {iv.tag for iv in log.intervals} == {"all"}
+    assert len(log.intervals) == 10 and {iv.tag for iv in log.intervals} == {"rpc"}  # the class
     merged = Hist.merge(iv.hist for iv in log.intervals)
     assert merged.total == s["latency_ns"]["count"] == t["in_window"]
     assert merged.percentile(50) >= 5000 * 0.5  # at least the service asked for, on average
@@ -132,6 +134,36 @@ def memcached_stats(port: int) -> dict[str, str]:
         while not buf.endswith(b"END\r\n"):
             buf += s.recv(65536)
     return {w[1]: w[2] for line in buf.decode().splitlines() if (w := line.split()) and w[0] == "STAT"}
+
+
+def test_its_results_read_as_a_points_client_results(built, server, tmp_path):
+    """What a run collects from a client host (clients/<host>/: summary.json,
+    latency.hlog, slowdown.hlog) is read by points.load_point and judged by the same
+    validity checks as rain-client's: one class, its counters in rain-client's names."""
+    from orchestrator.experiment.points import load_point
+    from orchestrator.experiment.validity import check_load, check_losses, check_samples
+
+    port = server("--mode", "ms-user", "--threads", "2", "--io-threads", "1")
+    point = tmp_path / "points" / "p"
+    (point / "clients").mkdir(parents=True)
+    s = client(
+        built, port, point / "clients" / "client0", "--connections", "20", "--threads", "2", "--rate", "3000",
+        "--service", "bimodal:2500:27500:0.9", "--warmup", "0.2", "--duration", "1", "--seed", "5", "--class", "rpc",
+    )  # fmt: skip
+    data = load_point(point, {"id": "p", "offered_rps": 3000.0, "dilation": 1.0})
+    assert data.problems == [] and data.classes == ["rpc"], data.problems
+    c = data.counters()
+    t = s["totals"]
+    assert c["offered"] == c["sent_in_window"] == t["sent_in_window"] and c["lost"] == 0
+    assert abs(c["mean_service_ns"] / 5000 - 1) < 0.25, c  # 0.9 x 2.5 us + 0.1 x 27.5 us, drawn
+    assert data.latency["rpc"].total == t["in_window"] == c["offered"]
+    sd = data.slowdown["rpc"]
+    assert sd.total == t["in_window"] and sd.percentile(1) >= 1000  # no answer before its service time
+    assert check_load(data, 0.05).passed, check_load(data, 0.05).message
+    assert all(ch.passed for ch in check_losses(data, 0.001))
+    assert check_samples(data, 1000).passed
+    r = subprocess.run([str(built / "rpc-client"), "--class", "Bad Name"], capture_output=True, text=True)
+    assert r.returncode == 2 and "--class: not a class name" in r.stderr
 
 
 def test_memcached_answers_every_get_and_set_as_memcached_counts_them(built, memcached, tmp_path):
