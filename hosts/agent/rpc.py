@@ -76,7 +76,18 @@ def client_argv(cfg: dict, out: Path) -> list[str]:
     argv = [cfg["binary"], "--connect", c["connect"], "--connections", str(int(c["connections"]))]
     argv += ["--rate", str(c["rate"]), "--service", c["service"]]
     argv += ["--warmup", str(c["warmup_s"]), "--duration", str(c["measure_s"]), "--out", str(out)]
-    for opt in ("threads", "arrival", "spread", "seed", "late_ns", "interval", "payload", "protocol"):
+    for opt in (
+        "threads",
+        "arrival",
+        "spread",
+        "seed",
+        "late_ns",
+        "interval",
+        "payload",
+        "protocol",
+        "class",
+        "realtime",
+    ):
         if opt in c:
             argv += [f"--{opt.replace('_', '-')}", str(c[opt])]
     return argv

@@ -38,6 +38,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -94,6 +95,7 @@ static struct {
 	double get_fraction;
 	uint32_t keys;
 	uint32_t bufsize; /* a connection's receive buffer: room for at least two answers */
+	int realtime;	  /* SCHED_FIFO priority of the load threads while the load runs (0: none) */
 } cfg = {.cls = "rpc", .threads = 1, .interval_s = 0.1, .seed = 1, .late_ns = 20000, .drain_ns = 1000000000,
 	 .get_fraction = 0.9, .keys = 10000, .bufsize = RPC_HDR_LEN * 64};
 
@@ -116,6 +118,8 @@ struct thread {
 	/* the sends whose intended time is in the window: how many, late, their service, worst lag */
 	uint64_t sent_in_window, late_in_window, svc_in_window;
 	int64_t max_lag_ns;
+	int rt_error;	  /* errno of a refused SCHED_FIFO (0: granted or not asked) */
+	uint64_t rests;	  /* times it had run RT_RUN_NS without sleeping and rested */
 	uint64_t gets, sets, misses, errors; /* memcached */
 	struct hdr_hist *hist; /* one per interval */
 	struct hdr_hist *sd;   /* slowdown x 1000, one per interval */
@@ -259,11 +263,30 @@ static uint32_t request(struct thread *t, unsigned char *req, uint64_t seq, uint
  * the thread asks for 1 ns of slack, sleeps until SPIN_NS before the send and spins
  * the rest, a bounded slice, never longer. */
 #define SPIN_NS 20000
+/* With --realtime a thread that has run this long without sleeping rests RT_REST_NS: on
+ * shared cores it preempts the rest when a send is due, and never holds a core. */
+#define RT_RUN_NS 1000000
+#define RT_REST_NS 250000
+
+static void rest(struct thread *t, int64_t *awake_since)
+{
+	if (!cfg.realtime || rpc_now_ns() - *awake_since < RT_RUN_NS)
+		return;
+	struct timespec ts = {0, RT_REST_NS};
+	nanosleep(&ts, NULL);
+	t->rests++;
+	*awake_since = rpc_now_ns();
+}
 
 static void *thread_main(void *arg)
 {
 	struct thread *t = arg;
 	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+	if (cfg.realtime) { /* the load only: connections were made before (start-up is not real-time) */
+		struct sched_param sp = {.sched_priority = cfg.realtime};
+		t->rt_error = pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp);
+	}
+	int64_t awake_since = rpc_now_ns();
 	int epfd = epoll_create1(EPOLL_CLOEXEC);
 	for (int i = 0; i < t->nconns; i++) {
 		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &t->conns[i]};
@@ -306,6 +329,7 @@ static void *thread_main(void *arg)
 				exit(1);
 			}
 			t->sent++;
+			rest(t, &awake_since);
 			prev = off;
 			off = cfg.arrival->next(&t->rng, mean, (double)t->index / cfg.threads, ++k, prev);
 			due = start_ns + (int64_t)off;
@@ -319,6 +343,10 @@ static void *thread_main(void *arg)
 		if (wake > now)
 			to = (struct timespec){.tv_sec = (wake - now) / 1000000000, .tv_nsec = (wake - now) % 1000000000};
 		int n = epoll_pwait2(epfd, ev, 64, &to, NULL);
+		if (to.tv_sec || to.tv_nsec)
+			awake_since = rpc_now_ns(); /* it slept */
+		else
+			rest(t, &awake_since);
 		for (int i = 0; i < n; i++) {
 			int rc = drain(t, ev[i].data.ptr, w0, w1);
 			if (rc == -2) {
@@ -351,7 +379,7 @@ static void usage(void)
 	       "                  --out DIR [--threads T] [--arrival poisson|constant] [--warmup S]\n"
 	       "                  [--payload BYTES] [--spread uniform|zipf:S] [--seed X] [--late-ns NS]\n"
 	       "                  [--interval S] [--protocol rpc|memcached] [--get-fraction F] [--keys N]\n"
-	       "                  [--class NAME]\n"
+	       "                  [--class NAME] [--realtime PRIO] [--drain S]\n"
 	       "  --connections  TCP connections to the server, 1..%d, over --threads (1..%d)\n"
 	       "  --rate         requests per second, all connections together (open loop)\n"
 	       "  --service      the service time each request asks for: const:NS, exp:MEAN_NS,\n"
@@ -364,6 +392,12 @@ static void usage(void)
 	       "  --spread       how requests spread over connections (default uniform)\n"
 	       "  --late-ns      a send later than this after its intended time counts late (20000)\n"
 	       "  --class        the class name in the logs' tags and summary.json (rpc)\n"
+	       "  --drain        after the window, wait this long for the last answers (1 s); a\n"
+	       "                 request of the window still unanswered then is lost\n"
+	       "  --realtime     run the load threads at SCHED_FIFO PRIO (1-99; 0: no) while the load\n"
+	       "                 runs, not while connecting; a thread that has run 1 ms without\n"
+	       "                 sleeping rests 0.25 ms (on shared cores it preempts the rest when a\n"
+	       "                 send is due, and never holds a core)\n"
 	       "  --out          latency.hlog and summary.json go here\n",
 	       MAX_CONNECTIONS, MAX_THREADS, MC_MAX_VALUE);
 }
@@ -464,6 +498,16 @@ static int write_summary(double elapsed_s)
 			(unsigned long long)gets, (unsigned long long)sets, (unsigned long long)misses,
 			(unsigned long long)errors);
 	}
+	int rt_granted = 0, rt_error = 0;
+	uint64_t rests = 0;
+	for (int i = 0; i < cfg.threads; i++) {
+		rt_granted += cfg.realtime && !th[i].rt_error;
+		rt_error = th[i].rt_error ? th[i].rt_error : rt_error;
+		rests += th[i].rests;
+	}
+	fprintf(f, ",\n \"realtime\": {\"priority\": %d, \"threads\": %d, \"rests\": %llu, \"error\": %s%s%s}",
+		cfg.realtime, rt_granted, (unsigned long long)rests, rt_error ? "\"" : "",
+		rt_error ? strerror(rt_error) : "null", rt_error ? "\"" : "");
 	fprintf(f, "}\n");
 	int bad_write = ferror(f);
 	fclose(f);
@@ -525,6 +569,7 @@ int main(int argc, char **argv)
 		{"interval", required_argument, NULL, 'i'}, {"out", required_argument, NULL, 'o'},
 		{"protocol", required_argument, NULL, 'P'}, {"get-fraction", required_argument, NULL, 'g'},
 		{"keys", required_argument, NULL, 'k'}, {"class", required_argument, NULL, 'C'},
+		{"realtime", required_argument, NULL, 'R'}, {"drain", required_argument, NULL, 'D'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -572,6 +617,16 @@ int main(int argc, char **argv)
 			if (parse_num(optarg, 0, RPC_MAX_PAYLOAD, &v) < 0 || v != floor(v))
 				return bad("--payload: not a payload size", "give 0 to 65536 bytes");
 			cfg.payload = (uint32_t)v;
+			break;
+		case 'D':
+			if (parse_num(optarg, 0, 3600, &v) < 0)
+				return bad("--drain: not a duration", "give seconds, 0 to 3600");
+			cfg.drain_ns = (int64_t)(v * 1e9);
+			break;
+		case 'R':
+			if (parse_num(optarg, 0, 99, &v) < 0 || v != floor(v))
+				return bad("--realtime: not a priority", "give 1 to 99 (SCHED_FIFO), or 0 for none");
+			cfg.realtime = (int)v;
 			break;
 		case 'C':
 			if (!*optarg || strlen(optarg) > 31 || strspn(optarg, "abcdefghijklmnopqrstuvwxyz0123456789_-") != strlen(optarg))

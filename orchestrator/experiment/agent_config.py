@@ -328,6 +328,14 @@ def rpc_client(inv: Inventory, spec: Spec, p: Point, name: str, server: str, out
         "warmup_s": p.warmup_s,
         "measure_s": p.measure_s,
         "seed": client_seed(p, i),
+        # late: 1 us of paper time, as rain-client's threshold (validity's max_late_fraction)
+        "late_ns": max(1, round(1000 * p.dilation)),
+        "class": cls.name,
+        # the answers of the window's last requests: as long as rain-client waits (its timeout)
+        "drain": round(timeout_us(spec, p) / 1e6, 3),
+        # on shared cores the load generator is the measuring instrument, as rain-client is:
+        # real-time while the load runs (not while it connects), never holding a core
+        "realtime": 30 if inv.shared_system else 0,
     }
     if p.params.get("spread") == "zipf":
         c["spread"] = f"zipf:{float(p.params.get('zipf_s', 1.0)):g}"

@@ -53,7 +53,7 @@ class Bench:
         self.phase("deploy")
         deploy(self.tb, self.log)
         self.phase("switch")
-        self._use_first("rain", [first] if first is not None else [])
+        self._use_first(first.system if first is not None else "rain", [first] if first is not None else [])
         # Heavy imports (pandas, scipy.stats) now, not inside the first point's timing.
         import pandas  # noqa: F401
         import scipy.stats  # noqa: F401
@@ -61,8 +61,10 @@ class Bench:
         from . import analyze, validity  # noqa: F401
 
     def settings(self, p: Point):
-        """The controller's settings for p (its system's, for its variant's parameters)."""
-        return get_system(p.system).settings(self.spec, p.params, self.inv)
+        """The controller's settings for p (its system's, for its variant's parameters;
+        None for a server-side system's forwarder, which has only its defaults)."""
+        system = get_system(p.system)
+        return system.settings(self.spec, p.params, self.inv) if system.settings is not None else None
 
     def use_program(self, p: Point) -> None:
         self.switch.use(p.system, p.dilation, self.settings(p))
@@ -74,7 +76,8 @@ class Bench:
         if first is not None:
             self.use_program(first)
         else:
-            self.switch.use(system, 1.0, get_system(system).settings(self.spec, {}, self.inv))
+            settings = get_system(system).settings
+            self.switch.use(system, 1.0, settings(self.spec, {}, self.inv) if settings is not None else None)
 
     def close(self) -> None:
         self.stop_all()

@@ -35,7 +35,10 @@ class TestbedShape:
     emulated: bool
 
     def worker_threads(self, spec: Spec) -> int:
-        return self.worker_hosts * spec.workers.threads(self.emulated)
+        """Every worker host's threads; for a server-side spec (Rakaia's family) one
+        server's, the first worker host's: the others stay idle."""
+        hosts = 1 if "rpc" in spec.needs() else self.worker_hosts
+        return hosts * spec.workers.threads(self.emulated)
 
 
 @dataclass(frozen=True)

@@ -344,7 +344,13 @@ def collect(b: Bench, w: Window) -> Window:
 def judge(b: Bench, w: Window) -> Verdict | None:
     """The model beside the point and its validity checks (a segment's without the
     window's); a calibration or a probe is not judged. Then the point's timing."""
-    a = w.load.r.s.a
+    extra = {"switch_queue_sampling": w.queue_sampling, "coordinator": w.coordination}
+    return judge_attempt(b, w.load.r.s.a, w.load.setup_s, w.t1, extra)
+
+
+def judge_attempt(b: Bench, a: Attempt, setup_s: float, t1: float, extra: dict) -> Verdict | None:
+    """judge's work for any pipeline (rpc_point.py's too): `setup_s` the seconds before
+    the load started, `t1` when it ended, `extra` more of the point's timing record."""
     if a.kind in (CALIBRATION, PROBE):
         b.phase("done")
         return None
@@ -356,17 +362,15 @@ def judge(b: Bench, w: Window) -> Verdict | None:
         write_model(a.pd, asdict(a.p), RunDir(b.run_dir).read_manifest(), b.spec)  # for model_agreement
     verdict = check_point(a.pd.path, asdict(a.p), b.spec.validity, segment=a.kind == SEGMENT)
     b.phase("done")
-    setup_s = w.load.setup_s
-    b.overheads.append(setup_s + (time.monotonic() - w.t1))
+    b.overheads.append(setup_s + (time.monotonic() - t1))
     a.pd.write_timing(
         {
             "setup_s": round(setup_s, 3),
-            "measure_wall_s": round(w.t1 - a.t0 - setup_s, 3),
-            "teardown_s": round(time.monotonic() - w.t1, 3),
+            "measure_wall_s": round(t1 - a.t0 - setup_s, 3),
+            "teardown_s": round(time.monotonic() - t1, 3),
             "overhead_s": round(b.overheads[-1], 3),
             "phases_s": dict(b.phases[:-1]),
-            "switch_queue_sampling": w.queue_sampling,
-            "coordinator": w.coordination,
+            **extra,
         }
     )
     return verdict

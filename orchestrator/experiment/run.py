@@ -30,11 +30,8 @@ from .sweep import Sweep
 from .sweeper import Sweeper
 from .switch_side import PointFailed
 
-SUPPORTED = {"adaptive", "baselines", "time_varying", "rocksdb"}
-NOT_YET = {
-    "rpc": "one-server RPC scheduling (Rakaia's CP, CS, MS, Rakaia, KCM-like) runs on the simulated testbed "
-    "only, until its measured layer (TCP RPC over real sockets) is built: `rainmaker simulate SPEC`",
-}
+SUPPORTED = {"adaptive", "baselines", "time_varying", "rocksdb", "rpc"}
+NOT_YET: dict[str, str] = {}
 
 
 def supported_or_explain(spec: Spec) -> None:
@@ -43,6 +40,16 @@ def supported_or_explain(spec: Spec) -> None:
         lines = [f"{spec.name} needs what this version of rainmaker cannot run yet:"]
         lines += [f"  - {m}: {NOT_YET.get(m, 'not supported')}" for m in missing]
         raise UsageError("\n".join(lines), fix="`rainmaker plan` shows its points; trim the spec to run part of it now")
+
+
+def rpc_without_auto_k(spec: Spec, auto: bool) -> None:
+    """The RPC family has no calibration point yet (rpc-client's round trip through the
+    forwarder), and an automatic dilation is chosen from one."""
+    if auto and "rpc" in spec.needs():
+        raise UsageError(
+            f"{spec.name}: an automatic dilation needs a calibration point, and the RPC family has none yet",
+            fix="give the spec's dilation.emulated a number (its k), as experiments/rakaia-micro-emulated.yaml does",
+        )
 
 
 def agents_can_run(inv: Inventory) -> None:
@@ -74,6 +81,8 @@ def before_sweep(s: Sweeper, rd: RunDir, shape: TestbedShape, *, auto: bool, cal
     """On a shared-core testbed, calibrate (and choose k when it is automatic); on a new
     run, measure the handler's service times when they are the testbed's own (RocksDB)
     and size the windows for the p99 interval."""
+    if "rpc" in s.spec.needs():
+        calibrate = False  # Rain's calibration point runs rain-client and rain-worker (see rpc_without_auto_k)
     if s.bench.inv.shared_system and calibrate and fresh:  # a resumed run keeps its own
         cal = s.calibrate()
         if auto and cal is not None:
@@ -122,6 +131,7 @@ def run(
     agents_can_run(inv)
     shape = shape_of(inv)
     auto = shape.emulated and spec.dilation.emulated == "auto"
+    rpc_without_auto_k(spec, auto)
     if resume is not None:
         rd = RunDir.to_resume(resume)
         spec, points = resumed(rd, spec, shape, auto)

@@ -20,6 +20,7 @@ from dataclasses import asdict, replace
 from typing import TYPE_CHECKING
 
 from ..errors import RainmakerError, one_line
+from ..systems import get as get_system
 from . import segments
 from .bench import Bench
 from .layout import RunDir
@@ -27,6 +28,7 @@ from .machines import shape_of
 from .plan import Point
 from .point import measure_point
 from .retry import Backoff, Waiter, testbed_answers
+from .rpc_point import measure_rpc_point
 from .sweep import DONE, FAILED, Sweep
 
 if TYPE_CHECKING:
@@ -51,6 +53,13 @@ class _GaveUp(Exception):
         self.last = last
 
 
+def measure_any(b: Bench, p: Point, attempt: int = 1, **where):
+    """A point through its system's pipeline: point.py's, or rpc_point.py's for a
+    server-side system (kernel TCP RPCs to one server)."""
+    measure = measure_rpc_point if get_system(p.system).server_side else measure_point
+    return measure(b, p, attempt, **where)
+
+
 class Sweeper:
     def __init__(
         self,
@@ -60,12 +69,12 @@ class Sweeper:
         *,
         retries: int,
         backoff: Backoff | None = None,
-        measure=measure_point,
+        measure=None,
     ):
         self.bench, self.points, self.sweep = bench, points, sweep
         self.retries = retries
         self.backoff = backoff or Backoff()  # the waits between attempts (retry.py)
-        self.measure = measure  # (bench, point, attempt, **where) -> Verdict | None: point.py
+        self.measure = measure or measure_any  # (bench, point, attempt, **where) -> Verdict | None
         self.log, self.progress = bench.log, bench.progress
         self.failed_before = False  # the last attempt failed: the next one waits for the testbed
 

@@ -41,41 +41,45 @@ class SwitchSide:
         self.bfrt = None
         self.ctl = None
         self.program: str | None = None  # the P4 program the switch runs for this run
+        self.system: str | None = None  # the system it last ran for
         self.emulator_args: list[str] = []  # and the arguments its emulator was started with
 
     def use(self, system: str, k: float, settings) -> None:
-        """The switch runs `system`'s P4 program, and self.ctl is its controller with
-        `settings`: at set-up the first point's, then another whenever a point's system
-        needs it (points are planned system by system, so a run of five systems restarts
-        the switch four times per repetition)."""
+        """The switch runs `system`'s P4 program (a server-side system's: the forwarder),
+        and self.ctl is its controller with `settings`: at set-up the first point's, then
+        another whenever a point's system needs it (points are planned system by system,
+        so a run of five systems restarts the switch four times per repetition; the
+        server-side systems share the forwarder, which stays)."""
+        program = get_system(system).switch_program
         args = get_system(system).emulator_args(k) if self.inv.switch.kind == "emulated" else []
         # the same program started with other arguments (R2P2's pass time is k x 1 us, and
         # an automatic dilation chooses k after the set-up started the first program)
-        if self.program == system and self.ctl is not None and args == self.emulator_args:
+        if self.program == program and self.ctl is not None and args == self.emulator_args:
+            self.system = system
             return
         from switch.control.registry import controller_class
 
         from .. import switchd
 
-        if self.program is None and not args and switchd.status(self.inv).program in (system, None):
+        if self.program is None and not args and switchd.status(self.inv).program in (program, None):
             # a healthy switch that runs this program (or is down, or cannot tell) is kept
-            self.bfrt = switch_session(self.inv, self.log, system)
+            self.bfrt = switch_session(self.inv, self.log, program)
         else:
             self.close()
-            self.log(f"switch {self.inv.switch.name}: starting the {system} program")
-            switchd.start(self.inv, system, restart=True, log=self.log, emulator_args=args)
-            self.bfrt = switchd.connect(self.inv, program=system, bind=True, client_id=1)
-        self.ctl = controller_class(get_system(system).program)(self.bfrt, self.inv, settings)
+            self.log(f"switch {self.inv.switch.name}: starting the {program} program")
+            switchd.start(self.inv, program, restart=True, log=self.log, emulator_args=args)
+            self.bfrt = switchd.connect(self.inv, program=program, bind=True, client_id=1)
+        self.ctl = controller_class(program)(self.bfrt, self.inv, settings)
         waited = self.ctl.bring_up_ports()
-        self.program, self.emulator_args = system, args
-        self.log(f"switch runs {system}; ports up ({waited:.1f} s)")
+        self.program, self.system, self.emulator_args = program, system, args
+        self.log(f"switch runs {program}; ports up ({waited:.1f} s)")
 
     def forget(self) -> str | None:
-        """Drop the session (a retry reconnects: `use` again); the program it ran."""
-        program = self.program
+        """Drop the session (a retry reconnects: `use` again); the system it ran for."""
+        system = self.system
         self.close()
-        self.program, self.ctl = None, None
-        return program
+        self.program, self.system, self.ctl = None, None, None
+        return system
 
     def await_tokens(self, expected: int, timeout: float = 15.0) -> None:
         """Wait until the switch holds `expected` tokens over its slices: every worker

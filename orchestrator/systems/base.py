@@ -7,6 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+# The switch program behind a server-side system: it forwards, the server schedules.
+FORWARD_PROGRAM = "ipv4_forward"
+
 # The clients' admission cap for a baseline (Rain's is its switch queue's capacity and the
 # quotas, section 4): a switch queue of this many tasks, as Draconis-SW's holds on a testbed.
 BASELINE_QUEUE = 4096
@@ -64,6 +67,12 @@ class System:
     not_applicable: dict[str, str] = field(default_factory=dict)  # validity check -> why
     paper: str = "Rain"  # the paper whose system (or baseline) it is
     server_mode: str | None = None  # rpc-server --mode of a server-side system (hosts/rpc/server.c)
+
+    @property
+    def switch_program(self) -> str:
+        """What the switch runs for this system: its own program, or for a server-side
+        system the plain forwarder (switch/p4/ipv4_forward.p4)."""
+        return self.program if self.program is not None else FORWARD_PROGRAM
 
     @property
     def server_side(self) -> bool:

@@ -29,8 +29,9 @@ def _server_side(name: str, title: str, description: str, server_mode: str) -> S
         server_mode=server_mode,
         not_applicable={
             "tasks_intact": "a server-side system: no RDMA ring",
-            "links_up": "a server-side system: no switch ports",
-            "frames_delivered": "a server-side system: no switch ports",
+            # links_up applies: the forwarder's ports carry the point (links.json)
+            "frames_delivered": "a server-side system: its frames are kernel TCP's (segments, ACKs, "
+            "retransmissions), not one per request, and no host agent counts them",
         },
     )
 

@@ -177,15 +177,16 @@ def test_bad_connection_counts_are_refused_by_the_core(params, words):
 # -- a spec of them, end to end ---------------------------------------------------------------
 
 
-def test_the_rakaia_spec_simulates_to_a_figure_per_connection_count_and_run_refuses_it(tmp_path):
+def test_the_rakaia_spec_simulates_to_a_figure_per_connection_count_and_run_needs_a_fixed_k(tmp_path):
     """experiments/rakaia-sim.yaml, narrowed: one server of 20 cores whatever --workers
     says, a panel per connection count, the throughput under its SLO in the report; and
-    `rainmaker run` names why it cannot measure it yet."""
+    `rainmaker run` on an emulated testbed asks for a fixed dilation (the RPC family has
+    no calibration point to choose one from)."""
     import yaml
 
     from orchestrator.errors import UsageError
     from orchestrator.experiment.layout import RunDir
-    from orchestrator.experiment.run import supported_or_explain
+    from orchestrator.experiment.run import rpc_without_auto_k, supported_or_explain
     from orchestrator.experiment.spec import load
     from orchestrator.simulate.runner import simulate
 
@@ -203,6 +204,8 @@ def test_the_rakaia_spec_simulates_to_a_figure_per_connection_count_and_run_refu
     assert (rd.path / "plots" / "p99_vs_load_by_variant.png").is_file()
     report = (rd.path / "report.md").read_text()
     assert "## Throughput under SLO" in report and "| cp (20 connections) |" in report
+    supported_or_explain(load(f))  # the measured layer runs it
     with pytest.raises(UsageError) as e:
-        supported_or_explain(load(f))
-    assert "rpc: one-server RPC scheduling" in e.value.render() and "rainmaker simulate" in e.value.render()
+        rpc_without_auto_k(load(f), auto=True)
+    assert "the RPC family has none yet" in e.value.message and "dilation.emulated a number" in e.value.fix
+    rpc_without_auto_k(load(f), auto=False)

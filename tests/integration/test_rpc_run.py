@@ -1,0 +1,72 @@
+"""`rainmaker run` of a server-side spec (Rakaia's family) on the emulated testbed: the
+switch runs the forwarder, rpc-server serves in each system's mode on the first worker
+host, rpc-client loads it from the client host over kernel TCP, and the point's results
+are read, judged and modelled as any point's (rpc_point.py). The hosts' data interfaces
+are bare again afterwards, as Rain's DPDK programs need them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+import yaml
+
+from orchestrator import switchd
+from orchestrator.experiment.layout import RunDir
+from orchestrator.experiment.run import run
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+
+def test_a_server_side_spec_runs_each_mode_through_the_forwarder(testbed, tmp_path):
+    tb, inv = testbed
+    spec = {
+        "name": "rpc-mechanics",
+        "systems": ["cs", "rakaia"],
+        "workers": {"per_host_threads": 4},
+        "workload": {"classes": [{"name": "rpc", "service": {"dist": "exponential", "mean_us": 100}}]},
+        "load": {"capacity_fraction": [0.5]},
+        "emulated": {"warmup_s": 0.5, "measure_s": 2},
+        "dilation": {"emulated": 200},
+        "rpc": {"connections": 12},
+        # the mechanics, not the statistics: a short window, no re-measuring
+        "validity": {"min_samples_p99": 100, "remeasure_stalled": 0},
+    }
+    f = tmp_path / "rpc.yaml"
+    f.write_text(yaml.safe_dump(spec))
+    switchd.stop(inv)  # what another test left on the shared testbed
+    try:
+        rd = RunDir(
+            run(f, inv, tb.inventory_path, results_root=tmp_path / "r", progress=False, retries=0, analyze_after=False)
+        )
+    finally:
+        switchd.stop(inv)
+    points = {pd.read_point()["system"]: pd for pd in rd.points()}
+    assert set(points) == {"cs", "rakaia"}
+    assert all(v["status"] == "done" for v in rd.read_sweep().values()), rd.read_sweep()
+    worker = inv.workers[0].name
+    for system, pd in points.items():
+        s = json.loads((pd.client("client0") / "summary.json").read_text())
+        t = s["totals"]
+        # 4 threads / 100 us x 0.5, dilated 200x: 100 requests/s over the 2 s window
+        assert 150 <= t["offered"] <= 250 and t["lost"] == 0 and t["received"] == t["sent"], t
+        assert s["connections"] == 12 and s["realtime"]["priority"] == 30, s
+        server = json.loads((pd.path / "workers" / worker / "server.json").read_text())
+        assert server["served"] == t["sent"] and server["connections"] == 12 and server["malformed"] == 0, server
+        cfg = json.loads((pd.path / "workers" / worker / "agent-config.json").read_text())
+        assert cfg["server"]["mode"] == {"cs": "cs", "rakaia": "ms-user"}[system]
+        v = {c["name"]: c for c in json.loads((pd.path / "validity.json").read_text())["checks"]}
+        for name in ("complete", "load", "lost", "links_up"):
+            assert v[name]["passed"] is True, v[name]
+        assert v["tasks_intact"]["passed"] is None and "server-side" in v["tasks_intact"]["message"]
+        assert (pd.path / "model" / "model.json").is_file()  # the model beside it: the system's policy
+        events = json.loads((pd.path / "switch" / "snapshot.json").read_text())["counters"]
+        forwarded = next(v for k, v in events.items() if k.endswith("events"))["EV_FORWARDED"]["packets"]
+        assert forwarded >= 2 * t["sent"]  # a request and its answer each a frame at least
+    for h in (inv.host("client0"), inv.workers[0]):
+        addrs = subprocess.run(
+            ["ip", "netns", "exec", f"rm{tb.slot}-{h.name}", "ip", "-4", "-o", "addr", "show", "dev", "data0"],
+            capture_output=True, text=True, timeout=10,
+        ).stdout  # fmt: skip
+        assert "inet " not in addrs, addrs  # detached: as Rain's DPDK programs need it
