@@ -29,6 +29,10 @@ from .common import DONE, READY, AgentError, Child, Stop, load_config, say, writ
 
 SERVER_MODES = ("cp", "cs", "pool", "ms-user", "kcm")
 KEYS = ("binary", "out_dir", "net")
+# rpc-client's options an agent config's `client` block may give (key: --key, _ as -)
+CLIENT_OPTIONS = (
+    "threads", "arrival", "spread", "seed", "late_ns", "interval", "payload", "protocol", "class", "realtime", "drain",
+)  # fmt: skip
 DONE_LINE = re.compile(r"^rpc-server done (.*)$", re.M)
 
 
@@ -76,18 +80,7 @@ def client_argv(cfg: dict, out: Path) -> list[str]:
     argv = [cfg["binary"], "--connect", c["connect"], "--connections", str(int(c["connections"]))]
     argv += ["--rate", str(c["rate"]), "--service", c["service"]]
     argv += ["--warmup", str(c["warmup_s"]), "--duration", str(c["measure_s"]), "--out", str(out)]
-    for opt in (
-        "threads",
-        "arrival",
-        "spread",
-        "seed",
-        "late_ns",
-        "interval",
-        "payload",
-        "protocol",
-        "class",
-        "realtime",
-    ):
+    for opt in CLIENT_OPTIONS:
         if opt in c:
             argv += [f"--{opt.replace('_', '-')}", str(c[opt])]
     return argv

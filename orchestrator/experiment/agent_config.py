@@ -298,10 +298,12 @@ def rpc_server(inv: Inventory, spec: Spec, p: Point, system: System, name: str, 
     }
 
 
-def rpc_client(inv: Inventory, spec: Spec, p: Point, name: str, server: str, out: PurePosixPath) -> dict:
+def rpc_client(
+    inv: Inventory, spec: Spec, p: Point, name: str, server: str, out: PurePosixPath, segment: int | None = None
+) -> dict:
     """rpc-client's agent configuration on client host `name`: its share of p's load and
     of the connections (the spec's `rpc:` block), to rpc-server on host `server`,
-    holding the load until its start signal."""
+    holding the load until its start signal. Each segment of a point draws anew."""
     h, srv = inv.host(name), inv.host(server)
     n_clients = len(inv.clients)
     i = [c.name for c in inv.clients].index(name)
@@ -327,7 +329,7 @@ def rpc_client(inv: Inventory, spec: Spec, p: Point, name: str, server: str, out
         "service": cls.service.client_arg(p.dilation),
         "warmup_s": p.warmup_s,
         "measure_s": p.measure_s,
-        "seed": client_seed(p, i),
+        "seed": client_seed(p, i, segment),
         # late: 1 us of paper time, as rain-client's threshold (validity's max_late_fraction)
         "late_ns": max(1, round(1000 * p.dilation)),
         "class": cls.name,

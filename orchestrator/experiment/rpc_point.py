@@ -99,7 +99,7 @@ def start_clients(b: Bench, s: Servers) -> Servers:
 
     def start(name: str) -> Background:
         out = b.remote_dir(inv.host(name), a.p, "client")
-        cfg = agent_config.rpc_client(inv, b.spec, a.p, name, s.server_host, out)
+        cfg = agent_config.rpc_client(inv, b.spec, a.p, name, s.server_host, out, a.segment)
         return b.start_agent(name, CLIENT_ROLE, cfg, out)
 
     s.clients = b.tb.parallel(start, [c.name for c in inv.clients])
