@@ -130,16 +130,23 @@ def prepare_hosts(b: Bench, p: Point, attempt: int, kind: str, segment: int | No
 def program_switch(b: Bench, a: Attempt) -> Attempt:
     """The point's program on the switch (restarted if the point's system needs another),
     its variant's settings, and its queues and tables reset."""
+    ctl = switch_for(b, a)
+    if a.system.variant_settings:
+        ctl.configure(b.settings(a.p))  # this point's variant, written by reset()
+    ctl.reset()
+    return a
+
+
+def switch_for(b: Bench, a: Attempt):
+    """The point's program on the switch, and its controller over a live session (a new
+    one if the switch restarted since the last point: said in the log)."""
     b.phase("reset switch")
     b.use_program(a.p)
     ctl = b.switch.ctl
-    if a.system.variant_settings:
-        ctl.configure(b.settings(a.p))  # this point's variant, written by reset()
     took = ctl.ensure_session()
     if took is not None:
         b.log(f"{a.p.id}: the switch had restarted: new BFRuntime session, ports up again ({took:.1f} s)")
-    ctl.reset()
-    return a
+    return ctl
 
 
 def start_agents(b: Bench, a: Attempt) -> Started:

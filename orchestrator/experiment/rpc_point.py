@@ -23,7 +23,7 @@ from . import agent_config, layout
 from .bench import AGENT_DONE, Bench
 from .layout import PointDir
 from .plan import Point
-from .point import POINT, SEGMENT, Attempt, cores_for, judge_attempt, prepare_hosts
+from .point import POINT, SEGMENT, Attempt, cores_for, judge_attempt, prepare_hosts, switch_for
 from .switch_side import PointFailed
 
 SERVER_ROLE, CLIENT_ROLE = "rpc-server", "rpc-client"
@@ -72,13 +72,7 @@ def forward(b: Bench, a: Attempt) -> Attempt:
     """The forwarder on the switch (started once for every server-side point of the
     run), its routes written again and its counters zeroed (program installs exactly
     that)."""
-    b.phase("reset switch")
-    b.use_program(a.p)
-    ctl = b.switch.ctl
-    took = ctl.ensure_session()
-    if took is not None:
-        b.log(f"{a.p.id}: the switch had restarted: new BFRuntime session, ports up again ({took:.1f} s)")
-    ctl.program()
+    switch_for(b, a).program()
     return a
 
 

@@ -36,6 +36,17 @@ def kernel_net(ns: str, action: str, host, peer, gateway_mac: str | None = None)
     assert r.returncode == 0, r.stderr
 
 
+def detach_both(ns: dict, client, server) -> None:
+    for h, peer in ((client, server), (server, client)):
+        kernel_net(ns[h.name], "detach", h, peer)
+
+
+def assert_no_kernel_ip(ns: dict, *hosts) -> None:
+    for h in hosts:
+        addrs = in_ns(ns[h.name], "ip", "-4", "-o", "addr", "show", "dev", "data0", timeout=10).stdout
+        assert "inet " not in addrs, addrs
+
+
 def test_tcp_rpcs_cross_the_forwarding_switch_and_detach_leaves_no_kernel_ip(testbed, tmp_path):
     tb, inv = testbed
     subprocess.run(["make", "-s", "-C", str(RPC.parent)], check=True, timeout=120)
@@ -74,12 +85,9 @@ def test_tcp_rpcs_cross_the_forwarding_switch_and_detach_leaves_no_kernel_ip(tes
         if srv is not None:
             srv.terminate()
             srv.wait(timeout=10)
-        for h, peer in ((client, server), (server, client)):
-            kernel_net(ns[h.name], "detach", h, peer)
+        detach_both(ns, client, server)
         switchd.stop(inv)
-    for h in (client, server):
-        addrs = in_ns(ns[h.name], "ip", "-4", "-o", "addr", "show", "dev", "data0", timeout=10).stdout
-        assert "inet " not in addrs, addrs  # as Rain's DPDK programs need it
+    assert_no_kernel_ip(ns, client, server)  # as Rain's DPDK programs need it
     kernel_net(ns["client0"], "detach", client, server)  # again: idempotent
 
 
@@ -146,12 +154,9 @@ def test_the_rpc_agents_attach_serve_load_and_detach(testbed, tmp_path):
             if p is not None and p.poll() is None:
                 p.kill()
                 p.wait(timeout=10)
-        for h, peer in ((client, server), (server, client)):
-            kernel_net(ns[h.name], "detach", h, peer)
+        detach_both(ns, client, server)
         switchd.stop(inv)
-    for h in (client, server):
-        addrs = in_ns(ns[h.name], "ip", "-4", "-o", "addr", "show", "dev", "data0", timeout=10).stdout
-        assert "inet " not in addrs, addrs
+    assert_no_kernel_ip(ns, client, server)
 
 
 def test_an_rpc_agent_with_a_bad_config_names_what_is_wrong(tmp_path):
