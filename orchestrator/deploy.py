@@ -27,8 +27,6 @@ from typing import Any
 from .errors import UsageError
 
 REPO = Path(__file__).resolve().parent.parent
-DPDK_SRC = REPO / "hosts" / "dpdk"
-BUILD = DPDK_SRC / "build"
 # The programs, by the source folder below hosts/ that builds them (into its build/).
 PROGRAMS = {"dpdk": ("rain-client", "rain-worker"), "rpc": ("rpc-client", "rpc-server")}
 BINARIES = tuple(b for names in PROGRAMS.values() for b in names)
@@ -51,10 +49,8 @@ SOURCES = {
     "dpdk": ("Makefile", "include/*.h", "common/*.[ch]", "client/*.[ch]", "worker/*.[ch]"),
     "rpc": ("Makefile", "*.[ch]"),
 }
-SOURCE_GLOBS = SOURCES["dpdk"]
 VERSION = "agent/VERSION"
 SOURCE_ROOT = "src"  # deploy.build: host: where the sources go, below the deploy root
-SOURCE_DIR = f"{SOURCE_ROOT}/dpdk"
 
 
 @dataclass(frozen=True)
@@ -189,7 +185,6 @@ def ansible_vars(build: str = "local", stage: Path | None = None) -> dict[str, A
             "build": b.build,
             "digest": b.digest,
             "version_file": VERSION,
-            "source_dir": SOURCE_DIR,
             # deploy.build: host: each folder below src/ is built with make, its programs installed
             "builds": [{"dir": f"{SOURCE_ROOT}/{f}", "binaries": list(names)} for f, names in PROGRAMS.items()],
             "binaries": list(b.binaries),
@@ -232,10 +227,9 @@ __all__ = [
     "AGENT_FILES",
     "ARCHIVE",
     "BINARIES",
-    "BUILD",
     "Bundle",
     "BundleFile",
-    "SOURCE_DIR",
+    "SOURCES",
     "VERSION",
     "ansible_vars",
     "bundle",

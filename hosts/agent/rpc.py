@@ -110,6 +110,7 @@ class Attached:
         try:
             kernel_net.attach(n["iface"], n["ip"], n["peers"], n["gateway_mac"])
         except kernel_net.KernelNetError as e:
+            self.__exit__()  # what attach did before it failed is taken away too
             raise AgentError(str(e)) from None
         return self
 

@@ -136,3 +136,23 @@ def test_every_client_setting_reaches_rpc_clients_command_line(tmp_path):
     assert cfg["client"]["drain"] == agent_config.timeout_us(spec, p) / 1e6
     seeds = {agent_config.rpc_client(inv, spec, p, c, w, OUT, seg)["client"]["seed"] for seg in (None, 1, 2)}
     assert len(seeds) == 3
+
+
+def test_an_attach_that_fails_half_way_leaves_nothing_attached(monkeypatch):
+    from hosts.agent import kernel_net
+    from hosts.agent.common import AgentError
+    from hosts.agent.rpc import Attached
+
+    calls = []
+
+    def attach(*a):
+        calls.append("attach")
+        raise kernel_net.KernelNetError("`ip route replace ...` failed: Network is unreachable")
+
+    monkeypatch.setattr(kernel_net, "attach", attach)
+    monkeypatch.setattr(kernel_net, "detach", lambda *a: calls.append("detach"))
+    net = {"iface": "data0", "ip": "10.0.0.1", "peers": ["10.0.0.2"], "gateway_mac": "02:00:00:00:00:01"}
+    with pytest.raises(AgentError) as e:
+        with Attached(net):
+            pass
+    assert "Network is unreachable" in str(e.value) and calls == ["attach", "detach"]

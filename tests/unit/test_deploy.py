@@ -122,9 +122,9 @@ def test_ansible_vars_list_every_folder_parents_first(repo, monkeypatch):
     real = dep.bundle
     monkeypatch.setattr(dep, "bundle", lambda build="local", *, stage=None: real(build, repo=repo, stage=stage))
     v = dep.ansible_vars("host")["rainmaker_bundle"]
-    assert v["build"] == "host" and v["version_file"] == "agent/VERSION" and v["source_dir"] == "src/dpdk"
+    assert v["build"] == "host" and v["version_file"] == "agent/VERSION"
     dirs = v["dirs"]
-    for d in ("agent", "agent/hosts", "agent/hosts/agent", "bin", "src", "src/dpdk", "src/dpdk/worker"):
+    for d in ("agent", "agent/hosts", "agent/hosts/agent", "bin", "src", "src/dpdk", "src/dpdk/worker", "src/rpc"):
         assert d in dirs
     assert dirs.index("agent") < dirs.index("agent/hosts") < dirs.index("agent/hosts/agent")
     f = v["files"][0]
