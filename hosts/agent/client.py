@@ -7,12 +7,22 @@ ends rain-client early (its summary is then marked partial)."""
 
 from __future__ import annotations
 
-import os
 import signal
-import struct
 from pathlib import Path
 
-from .common import DONE, READY, AgentError, Child, Stop, eal_args, load_config, runtime_dir, say, write_json
+from .common import (
+    DONE,
+    READY,
+    AgentError,
+    Child,
+    Stop,
+    WakeLatency,
+    eal_args,
+    load_config,
+    runtime_dir,
+    say,
+    write_json,
+)
 
 
 def client_argv(cfg: dict, out: Path) -> list[str]:
@@ -103,43 +113,6 @@ class NicCounters:
         if self.before is None or after is None:
             return None
         return {"iface": self.iface, **{f: after[f] - self.before[f] for f in self.FIELDS}}
-
-
-CPU_LATENCY = "/dev/cpu_dma_latency"  # the kernel's PM QoS CPU latency request (Documentation/power/pm_qos_interface)
-
-
-class WakeLatency:
-    """While the load runs, ask the kernel for idle CPUs that wake at once (a CPU
-    latency of 0 us): cpuidle then polls instead of halting. In a VM a halted vCPU
-    waits for the hypervisor to run it again when its timer fires: measured on a
-    2-core VM, a real-time thread sleeping 1 ms woke up to 20 ms late about once every
-    20 s, while a thread that never slept was never held up 5 ms. The client sleeps
-    between sends, and a send that late fails the point's schedule checks. The request
-    is the whole machine's (every CPU, every namespace of an emulated testbed) and lasts
-    while its file is open: from the load's start until the client ends."""
-
-    def __init__(self) -> None:
-        self.fd: int | None = None
-
-    def hold(self, latency_us: int = 0) -> str:
-        if self.fd is not None:
-            return "held"
-        try:
-            fd = os.open(CPU_LATENCY, os.O_WRONLY)
-        except OSError as e:
-            return f"not held: {CPU_LATENCY}: {e.strerror}"
-        try:
-            os.write(fd, struct.pack("i", int(latency_us)))
-        except OSError as e:
-            os.close(fd)
-            return f"not held: {CPU_LATENCY}: {e.strerror}"
-        self.fd = fd
-        return f"held at {latency_us} us"
-
-    def release(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
 
 
 def run(config_path: str) -> int:

@@ -14,8 +14,10 @@ for ms-user the handoffs, queued and stolen) in the output folder.
 
 rpc-client prints `rain-agent ready` once its interface is up; with `wait_start` the
 load starts at the agent's SIGUSR1 (rpc-client opens its connections then: the
-warm-up covers them), else at once. rpc-client's latency.hlog and summary.json land in
-the output folder, and `agent.json` says how it ended. SIGTERM ends the load early.
+warm-up covers them), else at once. With `cpu_wake_latency_us` the agent holds the
+kernel's CPU latency request while the load runs (common.WakeLatency). rpc-client's
+latency.hlog and summary.json land in the output folder, and `agent.json` says how it
+ended and whether the request was held. SIGTERM ends the load early.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import signal
 from pathlib import Path
 
 from . import kernel_net
-from .common import DONE, READY, AgentError, Child, Stop, load_config, say, write_json
+from .common import DONE, READY, AgentError, Child, Stop, WakeLatency, load_config, say, write_json
 
 SERVER_MODES = ("cp", "cs", "pool", "ms-user", "kcm")
 KEYS = ("binary", "out_dir", "net")
@@ -152,6 +154,7 @@ def run_client(config_path: str) -> int:
     stop = Stop()
     go: list[bool] = []
     signal.signal(signal.SIGUSR1, lambda *_: go.append(True))
+    wake, held = WakeLatency(), None
     with Attached(net_of(cfg)):
         say(READY)
         if cfg.get("wait_start"):
@@ -159,13 +162,25 @@ def run_client(config_path: str) -> int:
                 stop.wait(1.0)
         status = None
         if not stop.requested:
-            child = Child(argv, out / "client.log")
-            while not stop.requested and child.proc.poll() is None:
-                stop.wait(1.0, child)
-            status = child.stop()
+            # rpc-client sleeps between its sends, as rain-client does: on a VM a halted
+            # vCPU wakes it late (common.WakeLatency), from the load's start to its end
+            if cfg.get("cpu_wake_latency_us") is not None:
+                held = wake.hold(cfg["cpu_wake_latency_us"])
+                say(f"CPU wake-up latency request: {held}")
+            try:
+                child = Child(argv, out / "client.log")
+                while not stop.requested and child.proc.poll() is None:
+                    stop.wait(1.0, child)
+                status = child.stop()
+            finally:
+                wake.release()
     write_json(
         out / "agent.json",
-        {"client_exit": status, "stopped_by": "signal" if stop.requested else "client exit"},
+        {
+            "client_exit": status,
+            "stopped_by": "signal" if stop.requested else "client exit",
+            "cpu_wake_latency": held,
+        },
     )
     if status not in (0, None) and not stop.requested:
         raise AgentError(f"rpc-client exited with status {status}:\n{child.tail()}")

@@ -52,6 +52,8 @@ def test_a_server_side_spec_runs_each_mode_through_the_forwarder(testbed, tmp_pa
         # 4 threads / 100 us x 0.5, dilated 200x: 100 requests/s over the 2 s window
         assert 150 <= t["offered"] <= 250 and t["lost"] == 0 and t["received"] == t["sent"], t
         assert s["connections"] == 12 and s["realtime"]["priority"] == 30, s
+        outcome = json.loads((pd.client("client0") / "agent.json").read_text())
+        assert outcome["cpu_wake_latency"] == "held at 0 us", outcome  # shared cores: idle CPUs poll
         server = json.loads((pd.path / "workers" / worker / "server.json").read_text())
         assert server["served"] == t["sent"] and server["connections"] == 12 and server["malformed"] == 0, server
         cfg = json.loads((pd.path / "workers" / worker / "agent-config.json").read_text())

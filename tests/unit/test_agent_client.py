@@ -1,13 +1,14 @@
-"""The client agent's CPU wake-up latency request (hosts/agent/client.py, WakeLatency):
-held from the load's start to the client's end, so that a VM's idle CPUs poll instead
-of halting; the request is the open file itself."""
+"""The load generators' agents' CPU wake-up latency request (hosts/agent/common.py,
+WakeLatency; rain-client's agent and rpc-client's hold it): held from the load's start
+to the client's end, so that a VM's idle CPUs poll instead of halting; the request is
+the open file itself."""
 
 from __future__ import annotations
 
 import os
 import struct
 
-from hosts.agent import client
+from hosts.agent import common as client
 
 
 def test_the_request_is_written_and_lasts_while_the_file_is_open(tmp_path, monkeypatch):
