@@ -18,10 +18,12 @@ BFRT_STUBS  := switch/bfrt/_gen/.stamp
 # Debian packages: network namespaces and veths (iproute2, ethtool), one sshd per
 # emulated host (openssh-server), DPDK 22.11 (runtime, headers, testpmd), a C toolchain,
 # libibverbs (rain-worker's --rdma ibverbs; it builds without it), RocksDB (its
-# --handler rocksdb), memcached (a real server for rpc-client's memcached protocol).
+# --handler rocksdb), memcached (a real server for rpc-client's memcached protocol) and
+# libmemcached-tools (memaslap, the generator rpc-client's benchmark compares with).
 APT_PACKAGES := iproute2 ethtool openssh-server openssh-client procps psmisc util-linux \
                 iputils-ping tcpdump python3 python3-venv python3-dev gcc make pkg-config \
-                dpdk dpdk-dev libdpdk-dev zlib1g-dev libibverbs-dev librocksdb-dev memcached
+                dpdk dpdk-dev libdpdk-dev zlib1g-dev libibverbs-dev librocksdb-dev memcached \
+                libmemcached-tools
 
 .PHONY: setup build demo test lint clean help figures-sim
 

@@ -202,3 +202,28 @@ def test_a_bad_command_line_exits_2_with_a_fix(built, tmp_path, args, words):
             "--duration", "1", "--out", str(tmp_path / "x")]  # fmt: skip
     r = subprocess.run([str(built / "rpc-client"), *base, *args], capture_output=True, text=True, timeout=10)
     assert r.returncode == 2 and words in r.stderr, r.stderr
+
+
+def test_the_generator_benchmark_measures_both_generators_side_by_side(built, tmp_path):
+    """`make -C hosts/rpc bench-client` at two low rates: memaslap runs closed loop against
+    the same memcached, rpc-client keeps each rate, and each run's requests per
+    CPU-second is its answers over its own CPU time (the figure, not a timing: nothing
+    here asserts how fast)."""
+    if not (shutil.which("memcaslap") or shutil.which("memaslap")) or not shutil.which("memcached"):
+        pytest.skip("no memaslap or memcached: `make setup` installs Debian's")
+    out = tmp_path / "bench.json"
+    env = {"BENCH_SECONDS": "1", "BENCH_RATES": "1000,2000", "BENCH_CONNECTIONS": "4", "BENCH_OUT": str(out)}
+    r = subprocess.run(
+        ["python3", str(REPO / "hosts/rpc/bench/bench_client.py"), str(built / "rpc-client")],
+        capture_output=True, text=True, timeout=120, env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", **env},
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    result = json.loads(out.read_text())
+    slap, *ours = result["runs"]
+    assert slap["generator"] == "memaslap" and slap["answered"] > 0
+    assert [x["target_rps"] for x in ours] == [1000, 2000] and all(x["kept"] for x in ours), ours
+    for x in result["runs"]:
+        assert x["requests_per_cpu_s"] == pytest.approx(x["answered"] / x["cpu_s"])
+    assert result["rpc_client_best"] == ours[-1]
+    assert result["ratio"] == pytest.approx(ours[-1]["requests_per_cpu_s"] / slap["requests_per_cpu_s"])
+    assert "requests per CPU-second" in r.stdout
