@@ -48,7 +48,7 @@ def rpc_without_auto_k(spec: Spec, auto: bool) -> None:
     if auto and "rpc" in spec.needs():
         raise UsageError(
             f"{spec.name}: an automatic dilation needs a calibration point, and the RPC family has none yet",
-            fix="give the spec's dilation.emulated a number (its k), as experiments/rakaia-micro-emulated.yaml does",
+            fix="give the spec's dilation.emulated a number (its k), as experiments/rakaia-micro-100us-emulated.yaml does",
         )
 
 
