@@ -80,6 +80,9 @@ class Peer:
         self.raw.sock.setsockopt(socket.SOL_SOCKET, getattr(socket, "SO_RCVBUFFORCE", 33), 64 << 20)
         self.policy = policy if policy is not None else (lambda t: [(0.0, proto.Kind.RESPONSE, 0)])
         self.tasks: list[Task] = []
+        # (client_id, request_id) -> when its first reply left (CLOCK_REALTIME ns): what
+        # the peer actually did, late or not, for a test to hold the client's numbers to
+        self.replied: dict[tuple[int, int], int] = {}
         self.bad = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -115,7 +118,8 @@ class Peer:
         while not self._stop.is_set():
             now = time.monotonic()
             while heap and heap[0][0] <= now:
-                sock.send(heapq.heappop(heap)[2])
+                _, _, fr, key = heapq.heappop(heap)
+                self._send(fr, key)
             sock.settimeout(0.05 if not heap else max(0.0, min(0.05, heap[0][0] - now)))
             try:
                 data, anc, _, addr = sock.recvmsg(65535, 256)
@@ -140,12 +144,17 @@ class Peer:
                 continue
             t = Task(ts, m.hdr, m.payload, len(u[2]))
             self.tasks.append(t)
+            key = (t.hdr.client_id, t.hdr.request_id)
             for delay, kind, flags, *body in self.policy(t) or []:
                 fr = self._reply(t, kind, flags, *body)
                 if delay <= 0:
-                    sock.send(fr)
+                    self._send(fr, key)
                 else:
-                    heapq.heappush(heap, (time.monotonic() + delay, next(seq), fr))
+                    heapq.heappush(heap, (time.monotonic() + delay, next(seq), fr, key))
+
+    def _send(self, fr: bytes, key: tuple[int, int]) -> None:
+        self.raw.sock.send(fr)
+        self.replied.setdefault(key, time.time_ns())
 
 
 # --- the client -----------------------------------------------------------------------
@@ -458,7 +467,18 @@ def test_latency_histograms_match_injected_delays(pair, tmp_path):
         assert h.get_total_count() == c["received"] == c["offered"] > 800
         d_ns = delays[ttype] * 1e9
         assert h.get_min_value() >= d_ns * 0.999
-        assert d_ns <= h.get_value_at_percentile(50) < d_ns + 3e6  # the Python peer is late, never early
+        # The Python peer is late, never early, and on a busy machine by milliseconds: the
+        # client's median is held to what the peer did (its replies' own leaving times,
+        # from each request's intended send), not to the delay it was asked for.
+        t0, w0 = s["start_unix_ns"], s["window_start_unix_ns"]  # the trace's times are from t0
+        measured = [r for r in rows if r["class"] == name and t0 + r["intended_ns"] >= w0]
+        peer_ns = np.array([peer.replied[(r["client_id"], r["request_id"])] - t0 - r["intended_ns"] for r in measured])
+        assert len(measured) == h.get_total_count()
+        p50 = h.get_value_at_percentile(50)
+        assert d_ns <= p50 <= np.percentile(peer_ns, 50) + 1e6, (
+            f"{name}: client p50 {p50 / 1e6:.2f} ms, the peer's replies left at a median"
+            f" {np.percentile(peer_ns, 50) / 1e6:.2f} ms after their intended send"
+        )
         # the summary's percentiles are the same numbers
         assert c["latency_ns"]["p50"] == h.get_value_at_percentile(50)
         assert c["latency_ns"]["p99"] == h.get_value_at_percentile(99)
