@@ -155,37 +155,19 @@ def test_check_reports_a_broken_deploy_and_converge_repairs_it(converged):
     provision(inv, progress=False, limit="workers", playbook=VERIFY, tags=["deploy"])
 
 
-def test_hardware_claims_report_what_is_missing_and_what_would_change(converged, tmp_path):
+def test_a_real_run_on_claimed_hardware_stops_at_what_is_missing(converged, tmp_path):
+    """A real run stops the host at the first role that finds something missing, and
+    changes nothing. (What a check run reports against the same claims, host by host:
+    test_check_against_claimed_hardware_reports_what_is_missing_and_changes_nothing.)"""
     inv, _ = converged
     hw = as_hardware(inv, tmp_path / "hw.yaml")
-    victim = inv.host("client0").deploy_root / "agent/hosts/proto.py"
-    victim.unlink()
-    report = provision(hw, check=True, progress=False, limit="hosts", tags=HOST_ROLES)
-    assert not report.failures
-    pci = {h.name: FAKE_PCI.format(i % 8) for i, h in enumerate(inv.hosts)}
-    for h in inv.hosts:
-        items = report.missing[h.name]
-        assert f"no PCI device {pci[h.name]}; fix: `lspci -D` on the host, then hosts[].nic.pci" in items
-        rdma = [i for i in items if i.startswith("no RDMA device")]
-        # Workers use ibverbs (hardware_view); the client sends plain UDP: no RoCE asked of it.
-        assert (len(rdma) == 1) == (h.role == "worker"), items
-    # What would change is still reported, and nothing did.
-    assert changed_items(report, "Copy the files that differ from the bundle") == {"client0": {"agent/hosts/proto.py"}}
-    assert not victim.exists()
-    notes = " ".join(report.notes)
-    assert "are not isolated" in notes and "isolcpus=" in notes  # the isolation checks ran, as warnings
-    assert "client0 is a client: it sends tasks as plain UDP" in notes
-    assert "missing (a real run would stop here" in report.summary()
-
-    # A real run stops the host at the first role that finds something missing.
+    pci = FAKE_PCI.format([h.name for h in inv.hosts].index("worker0") % 8)
     with pytest.raises(ProvisionError) as e:
         provision(hw, progress=False, limit="worker0", tags=["dpdk_host"])
     assert e.value.report.missing == {
-        "worker0": [f"no PCI device {pci['worker0']}; fix: `lspci -D` on the host, then hosts[].nic.pci"]
+        "worker0": [f"no PCI device {pci}; fix: `lspci -D` on the host, then hosts[].nic.pci"]
     }
     assert e.value.report.total_changed == 0
-    provision(inv, progress=False, limit="client0", tags=["deploy"])
-    assert victim.is_file()
 
 
 def test_build_on_the_host(converged, tmp_path):
@@ -555,7 +537,9 @@ def test_check_against_claimed_hardware_reports_what_is_missing_and_changes_noth
     exits 1 because a real run would stop, and changes nothing."""
     inv, _ = converged  # a provisioned emulated testbed: what is left to say is the hardware
     victim = inv.host("worker1").deploy_root / "bin" / "rain-worker"
-    victim.unlink()  # and one thing a converge would change
+    victim.unlink()  # and things a converge would change
+    agent_victim = inv.host("client0").deploy_root / "agent/hosts/proto.py"
+    agent_victim.unlink()
     hw = as_hardware(inv, tmp_path / "hw.yaml")
     roots = [h.deploy_root for h in inv.hosts] + [inv.switch.deploy_root]
     before = tree_digest(*roots)
@@ -588,7 +572,7 @@ def test_check_against_claimed_hardware_reports_what_is_missing_and_changes_noth
     assert any(FAKE_SDE in line and "fix:" in line for line in sw), out  # the SDE is not there
     assert any("Tofino" in line and "1d1c" in line for line in sw), out  # nor the ASIC on PCI
     assert "would change:" in out and "rainmaker_deploy : " in out  # the binary a converge would put back
-    assert before == tree_digest(*roots) and not victim.exists()  # nothing changed
+    assert before == tree_digest(*roots) and not victim.exists() and not agent_victim.exists()  # nothing changed
 
     # The same run as data: every role ran, and the report holds it all.
     [report] = reports
@@ -598,6 +582,20 @@ def test_check_against_claimed_hardware_reports_what_is_missing_and_changes_noth
     assert any(
         c.host == "worker1" and c.role == "rainmaker_deploy" and "bin/rain-worker" in c.items for c in report.changed
     ), report.changed
+    assert changed_items(report, "Copy the files that differ from the bundle") == {
+        "client0": {"agent/hosts/proto.py"},
+        "worker1": {"bin/rain-worker"},
+    }
+    for i, h in enumerate(inv.hosts):
+        items = report.missing[h.name]
+        assert f"no PCI device {FAKE_PCI.format(i % 8)}; fix: `lspci -D` on the host, then hosts[].nic.pci" in items
+        rdma = [m for m in items if m.startswith("no RDMA device")]
+        # Workers use ibverbs (hardware_view); the client sends plain UDP: no RoCE asked of it.
+        assert (len(rdma) == 1) == (h.role == "worker"), items
+    notes = " ".join(report.notes)
+    assert "are not isolated" in notes and "isolcpus=" in notes  # the isolation checks ran, as warnings
+    assert "client0 is a client: it sends tasks as plain UDP" in notes
+    assert "missing (a real run would stop here" in report.summary()
 
-    real_provision(inv, progress=False, limit="worker1", tags=["deploy"])  # put the testbed back
-    assert victim.is_file()
+    real_provision(inv, progress=False, limit="worker1,client0", tags=["deploy"])  # put the testbed back
+    assert victim.is_file() and agent_victim.is_file()
