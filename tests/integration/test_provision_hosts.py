@@ -34,7 +34,6 @@ from .hardware_view import FAKE_PCI, FAKE_SDE, as_hardware
 
 pytestmark = pytest.mark.integration
 
-HOST_ROLES = ["dpdk_host", "roce", "deploy"]
 BUILD_TASK = "Build the host programs (rain-client and rain-worker with the host's DPDK, rpc-client, rpc-server)"
 
 

@@ -14,8 +14,9 @@ an sshd little CPU whatever the testbeds do (a greeting took 1.4 to 2.0 s on sev
 hosts at once under a loaded `make test`, the third process then waiting 0.25 s).
 
 The second testbed takes the first of this process's spare slots (tests/conftest.py);
-tests/integration/test_testbed.py, which uses it too, runs in this same process, never
-at the same time.
+tests/integration/test_testbed.py, which uses it too, never runs at the same time: under
+`make test` this test has a phase of its own, and under a plain `pytest -n N` it runs in
+its own process's turn, holding the machine.
 """
 
 from __future__ import annotations
