@@ -88,7 +88,38 @@ REASONS = (
     "tx_error",  # the kernel refused to send (link down, ...)
     "internal_error",  # the pipeline raised (logged with its traceback)
     "egress_skip_replica",  # (P4, uncounted there) a WRITE replica for a rid without build_write entry
+    "rx_ring_resync",  # the RX ring's next slot stayed empty while later ones filled: the loop moved on (logged)
 )
+# How long the RX slot the loop reads next may stay the kernel's while epoll says the ring
+# has frames: a frame another CPU is still copying in takes microseconds. Longer, the loop
+# has lost its place in the ring (seen once: the kernel writing 788 slots behind the
+# loop's place while the loop spun on an empty slot for 40 minutes, the switch dark).
+RESYNC_AFTER_S = 0.05
+
+
+def resync_rx(port) -> int:
+    """Move `port`'s RX place to the first filled slot after it (the oldest frame the
+    kernel wrote, when the loop has lost its place); returns how many slots it moved,
+    0 when no slot is filled."""
+    n, fs, mm = port.rx_frames, port.frame_size, port.mm
+    for k in range(1, n):
+        j = (port.rx_i + k) % n
+        if _STATUS.unpack_from(mm, j * fs)[0] & TP_STATUS_USER:
+            port.rx_i = j
+            return k
+    return 0
+
+
+def rx_stuck(port, ready: bool, now: float) -> bool:
+    """Whether `port`, which epoll says has frames, has had its next RX slot empty at the
+    same place for RESYNC_AFTER_S (then the loop resyncs it)."""
+    if ready:
+        port.rx_stuck = None
+        return False
+    if port.rx_stuck is None or port.rx_stuck[0] != port.rx_i:
+        port.rx_stuck = (port.rx_i, now)
+        return False
+    return now - port.rx_stuck[1] >= RESYNC_AFTER_S
 
 
 class Recirculation(Protocol):
@@ -197,6 +228,7 @@ class RingPort:
         self.tx_base = rx_frames * frame_size
         self.max_tx = frame_size - TX_DATA_OFF
         self.rx_i = 0
+        self.rx_stuck: tuple[int, float] | None = None  # (rx_i, since when) while its slot stays empty
         self.tx_i = 0
         self.tx_pending = 0
         # counts not yet added to $PORT_STAT (added per batch)
@@ -479,6 +511,18 @@ class PortSet:
             self._count_rx(port, done, nbytes, done - bad, nbytes - bad_bytes)
         return done
 
+    def _resync(self, port: RingPort) -> None:
+        at = port.rx_i
+        moved = resync_rx(port)
+        port.rx_stuck = None
+        if moved:
+            self.drops.add("rx_ring_resync")
+            log.warning(
+                "dev_port %d (%s): RX slot %d stayed empty for %.0f ms while later slots filled; "
+                "reading on from slot %d (%d slots on)",
+                port.dev_port, port.iface, at, RESYNC_AFTER_S * 1000, port.rx_i, moved,
+            )  # fmt: skip
+
     def _failed(self, port: RingPort, frame) -> None:
         self.drops.add("internal_error")
         if self.drops.counts["internal_error"] <= 10:
@@ -608,6 +652,7 @@ class PortSet:
         if alarm is not None:
             ep.register(alarm.fd, select.EPOLLIN)
         poll_port, poll_merged, flush, ready_ = self.poll_port, self.poll_merged, self.flush, self._ready
+        by_fd = {p.fileno(): p for p in ports}
         held, release, monotonic = self.held, self.release, time.monotonic
         next_chores = monotonic() + housekeeping
         try:
@@ -638,6 +683,10 @@ class PortSet:
                     events = ep.poll(timeout)
                     if alarm is not None and alarm.armed is not None and any(fd == alarm.fd for fd, _ in events):
                         alarm.clear()  # it fired: read it, or epoll reports it forever
+                    for fd, _ in events:  # readable, and yet its next slot is empty?
+                        p = by_fd.get(fd)
+                        if p is not None and rx_stuck(p, ready_(p), monotonic()):
+                            self._resync(p)
                 now = monotonic()
                 if realtime is not None:
                     if busy:
