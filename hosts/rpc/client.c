@@ -775,6 +775,16 @@ int main(int argc, char **argv)
 	for (int i = 0; i < cfg.threads; i++)
 		pthread_join(th[i].tid, NULL);
 	double elapsed = (double)(rpc_now_ns() - start_ns) / 1e9;
+	/* Each connection ends with a reset, not a FIN: a FIN leaves it in TIME_WAIT on this
+	 * host for 60 s, and a point measured in 10 s segments of 5,000 connections each used
+	 * up the 28,232 ephemeral ports (connect: EADDRNOTAVAIL). The drain is over: every
+	 * answer of the window is in or counted lost. */
+	struct linger now = {.l_onoff = 1, .l_linger = 0};
+	for (int i = 0; i < cfg.threads; i++)
+		for (int j = 0; j < th[i].nconns; j++) {
+			setsockopt(th[i].conns[j].fd, SOL_SOCKET, SO_LINGER, &now, sizeof now);
+			close(th[i].conns[j].fd);
+		}
 	if (write_hlog() < 0 || write_summary(elapsed) < 0) {
 		perror("rpc-client: writing the results");
 		return 1;
