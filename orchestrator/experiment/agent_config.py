@@ -13,7 +13,7 @@ from ..inventory import Host, Inventory
 from ..simulate.model import RING_SLOTS, client_timeout_us
 from ..systems.base import System
 from .plan import Point, phase_schedule
-from .spec import Spec
+from .spec import Memcached, Spec
 
 
 def binary(h: Host, name: str) -> str:
@@ -256,6 +256,7 @@ def timeout_us(spec: Spec, p: Point) -> int:
 
 # -- Rakaia's measured layer: rpc-server and rpc-client over kernel TCP -------------------
 RPC_PORT = 7000  # rpc-server's port on the server host's data IP
+MEMCACHED_BINARY = "/usr/bin/memcached"  # Debian's package memcached
 
 
 def _net(inv: Inventory, h: Host, peers: list[Host]) -> dict:
@@ -285,17 +286,14 @@ def rpc_server(inv: Inventory, spec: Spec, p: Point, system: System, name: str, 
     if system.server_mode is None:
         raise UsageError(f"{system.name} schedules in the switch, not inside a server", fix="run it with rain-worker")
     h = inv.host(name)
-    return {
-        "binary": binary(h, "rpc-server"),
-        "out_dir": str(out),
-        "net": _net(inv, h, list(inv.clients)),
-        "server": {
-            "listen": f"{h.nic.ip}:{RPC_PORT}",
-            "mode": system.server_mode,
-            "threads": p.worker_threads,
-            "service": "spin" if p.handler == "spin" else "sleep",
-        },
-    }
+    server = {"listen": f"{h.nic.ip}:{RPC_PORT}", "mode": system.server_mode, "threads": p.worker_threads}
+    if system.server_mode == "memcached":  # Debian's, from the host's PATH (the common role installs it)
+        exe = MEMCACHED_BINARY
+        server["max_connections"] = int(p.params.get("connections", 20))
+    else:
+        exe = binary(h, "rpc-server")
+        server["service"] = "spin" if p.handler == "spin" else "sleep"
+    return {"binary": exe, "out_dir": str(out), "net": _net(inv, h, list(inv.clients)), "server": server}
 
 
 def rpc_client(
@@ -314,10 +312,12 @@ def rpc_client(
             f"{connections} connection(s) over {n_clients} client hosts leave {name} none",
             fix="give rpc.connections at least the number of client hosts",
         )
-    if len(spec.workload.classes) != 1 or not hasattr(spec.workload.classes[0].service, "client_arg"):
+    svc = spec.workload.classes[0].service if len(spec.workload.classes) == 1 else None
+    if not hasattr(svc, "client_arg") and not isinstance(svc, Memcached):
         raise UsageError(
             f"{spec.name}: rpc-client draws every request's service time from one distribution",
-            fix="give the RPC spec's workload one class, of constant, exponential or bimodal service",
+            fix="give the RPC spec's workload one class, of constant, exponential or bimodal service "
+            "(or of memcached's, for systems: [memcached])",
         )
     cls = spec.workload.classes[0]
     c = {
@@ -326,7 +326,8 @@ def rpc_client(
         "threads": max(1, min(mine, len(h.cores) if h.cores else 1)),
         "rate": round(p.offered_rps / n_clients, 3),
         "arrival": spec.workload.arrival,
-        "service": cls.service.client_arg(p.dilation),
+        # memcached's requests are its protocol's; a synthetic RPC carries its service time
+        **(cls.service.client_options() if isinstance(svc, Memcached) else {"service": svc.client_arg(p.dilation)}),
         "warmup_s": p.warmup_s,
         "measure_s": p.measure_s,
         "seed": client_seed(p, i, segment),

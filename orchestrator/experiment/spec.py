@@ -217,6 +217,37 @@ class Keys(Strict):
         return f"keys-exp:{self.keys}:{ns}"
 
 
+class Memcached(Strict):
+    """A real memcached does the work: rpc-client sends its binary protocol's GETs and
+    SETs (hosts/rpc/client.c --protocol memcached) to Debian's memcached on the server
+    host, which serves them with its own threads. memcached decides its service time,
+    so no model is computed beside the point (nothing says what it draws), loads are
+    absolute (load.krps) and dilation is 1: a real server is not slowed down."""
+
+    dist: Literal["memcached"]
+    get_fraction: float = Field(0.9, ge=0, le=1, description="the share of requests that are GETs (the rest SETs)")
+    keys: int = Field(10_000, ge=1, le=10_000_000, description="how many keys, drawn uniformly")
+    value_bytes: int = Field(64, ge=1, le=8192, description="each SET's value, and so each GET hit's answer")
+    expect_us: ServiceUs = Field(
+        5.0,
+        description="what one request is expected to cost memcached, paper time: it sizes the plan (the "
+        "client's time-out, the shortest window), never a result",
+    )
+
+    @property
+    def mean_us(self) -> float:
+        return self.expect_us
+
+    def client_options(self) -> dict:
+        """rpc-client's options for this workload (agent_config.rpc_client)."""
+        return {
+            "protocol": "memcached",
+            "get_fraction": self.get_fraction,
+            "keys": self.keys,
+            "payload": self.value_bytes,
+        }
+
+
 class Database(Strict):
     """The RocksDB handler's database: one per worker server, built at the first point
     that needs it and reused while these parameters stay the same (its folder names them)."""
@@ -232,7 +263,7 @@ class Database(Strict):
     )
 
 
-Service = Annotated[Constant | Exponential | Bimodal | Keys, Field(discriminator="dist")]
+Service = Annotated[Constant | Exponential | Bimodal | Keys | Memcached, Field(discriminator="dist")]
 
 
 class Payload(Strict):
@@ -610,6 +641,35 @@ class Spec(Strict):
                 + ") in a spec of their own",
             )
         return v
+
+    @model_validator(mode="after")
+    def _memcached(self) -> Spec:
+        """A real memcached's workload and its system go together, with absolute loads
+        and real time (Memcached's doc says why)."""
+        mc = [c.name for c in self.workload.classes if isinstance(c.service, Memcached)]
+        if not mc and "memcached" not in self.systems:
+            return self
+        if mc and self.systems != ["memcached"]:
+            raise bad(
+                f"class '{mc[0]}' is served by a real memcached, and systems lists {', '.join(self.systems)}",
+                "give systems: [memcached] (the synthetic RPC systems draw their own service times)",
+            )
+        if len(mc) != len(self.workload.classes) or len(mc) != 1:
+            raise bad(
+                "systems: [memcached] needs one workload class, of service {dist: memcached}",
+                "e.g. classes: [{name: kv, service: {dist: memcached, get_fraction: 0.9}}]",
+            )
+        if self.load.krps is None:
+            raise bad(
+                "memcached's capacity is not known before it is measured: loads cannot be fractions of it",
+                "give load.krps, e.g. load: {krps: [10, 20, 40]}",
+            )
+        if self.dilation.emulated != 1 or self.dilation.hardware != 1:
+            raise bad(
+                "a real memcached runs in real time: dilating the clients' schedule would divide its latency by k",
+                "give dilation: {emulated: 1, hardware: 1}",
+            )
+        return self
 
     @model_validator(mode="after")
     def _measure_max(self) -> Spec:

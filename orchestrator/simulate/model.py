@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 
 from switch.control.constants import QUEUE_ENTRIES  # the switch's queue entries, shared by the slices
 
+from ..errors import UsageError
 from ..experiment.plan import Point
-from ..experiment.spec import Bimodal, Constant, Exponential, Keys, Spec
+from ..experiment.spec import Bimodal, Constant, Exponential, Keys, Memcached, Spec
 
 
 @dataclass(frozen=True)
@@ -162,6 +163,12 @@ def service_of(svc) -> ServiceModel:
     if isinstance(svc, Keys):
         kind = "keys-const" if svc.keys_dist == "constant" else "keys-exp"
         return ServiceModel(kind, round(svc.us_per_key * 1000), keys=float(svc.keys))
+    if isinstance(svc, Memcached):
+        raise UsageError(
+            "a memcached workload is served by a real memcached, whose service time no distribution gives: "
+            "the simulated testbed cannot predict it",
+            fix="run the spec on a testbed (emulated or hardware), or give the classes a service distribution",
+        )
     raise TypeError(f"unknown service distribution {svc!r}")
 
 

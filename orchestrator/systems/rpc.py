@@ -58,4 +58,22 @@ KCM = _server_side(
     "kcm", "KCM-like", "messages detached but kept on their connection's core (local scheduling only)", "kcm"
 )
 
-SERVER_SIDE = (MS, CP, CS, RAKAIA, KCM)
+# A real application in place of rpc-server: Debian's memcached with its own threads. A
+# listener hands each new connection to one worker thread (round robin), whose event
+# loop serves it from then on: connection-partitioned, as TCP-CP. Its service time is
+# memcached's own, so no model stands beside its points.
+MEMCACHED = System(
+    name="memcached",
+    title="memcached",
+    program=None,
+    params_block="rpc",
+    worker_mode=None,
+    policy=Policy("cp", "memcached's threads: each connection owned by one thread, served in order", params=_params),
+    settings=None,
+    paper="Rakaia",
+    server_mode="memcached",
+    not_applicable=MS.not_applicable
+    | {"model_agreement": "memcached decides its own service time: no distribution gives the model its draws"},
+)
+
+SERVER_SIDE = (MS, CP, CS, RAKAIA, KCM, MEMCACHED)

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from hosts.agent.rpc import APPLICATIONS
 from orchestrator.errors import UsageError
 from orchestrator.experiment.spec import SYSTEMS as SPEC_SYSTEMS
 from orchestrator.experiment.spec import Spec
@@ -41,7 +42,8 @@ INV = SimpleNamespace(switch=SimpleNamespace(service_mac="02:00:00:00:00:fe", se
 
 
 SWITCH = [n for n, s in SYSTEMS.items() if not s.server_side]
-SERVER = [n for n, s in SYSTEMS.items() if s.server_side]
+# rpc-server's modes; memcached is a real server in rpc-server's place (hosts/agent/rpc.py)
+SERVER = [n for n, s in SYSTEMS.items() if s.server_side and s.server_mode not in APPLICATIONS]
 
 
 @pytest.mark.parametrize("name", SWITCH)
@@ -77,6 +79,16 @@ def test_every_server_side_system_has_its_c_policy_and_reads_the_rpc_block(name)
     assert s.server_mode in SERVER_MODES, f"rpc-server --mode {s.server_mode} (hosts/rpc/server.c)"
     assert s.policy.params({"connections": 80, "spread": "zipf", "zipf_s": 1.2}) == [80.0, 1.2]
     assert s.policy.params({"connections": 5000, "spread": "uniform"}) == [5000.0, 0.0]
+
+
+def test_memcached_is_served_by_the_application_and_claims_no_model():
+    """memcached's own threads serve it: the agent runs Debian's memcached in rpc-server's
+    place, and no model stands beside its points (its service time is its own)."""
+    s = get("memcached")
+    assert s.server_side and s.server_mode == "memcached" and s.server_mode in APPLICATIONS
+    assert s.server_mode not in SERVER_MODES, "not one of rpc-server's modes"
+    assert "own service time" in s.not_applicable["model_agreement"]
+    assert s.params_block == "rpc" and s.paper == "Rakaia"
 
 
 def test_a_spec_runs_one_kind_of_system(tmp_path):
