@@ -42,6 +42,7 @@ CLIENT_OPTIONS = (
     "threads", "arrival", "spread", "seed", "late_ns", "interval", "payload", "protocol", "class", "realtime", "drain",
     "get_fraction", "keys",
 )  # fmt: skip
+CLIENT_FLAGS = ("trace",)  # ... and its switches: trace: every request into out/trace.csv
 READY_TIMEOUT_S = 30.0
 # memcached's `stats` counters server.json keeps (memcached's doc/protocol.txt)
 MEMCACHED_STATS = (
@@ -121,6 +122,9 @@ def client_argv(cfg: dict, out: Path) -> list[str]:
     for opt in CLIENT_OPTIONS:
         if opt in c:
             argv += [f"--{opt.replace('_', '-')}", str(c[opt])]
+    for flag in CLIENT_FLAGS:
+        if c.get(flag):
+            argv.append(f"--{flag}")
     return argv
 
 

@@ -89,6 +89,7 @@ static struct {
 	uint64_t seed;
 	int64_t late_ns, drain_ns;
 	const char *out;
+	int trace;		  /* --trace: every request to out/trace.csv */
 	const char *cls;	  /* the class name: the logs' tag and summary.json's class */
 	char service_arg[128];	  /* --service as given */
 	enum protocol protocol;
@@ -103,6 +104,12 @@ struct conn {
 	int fd;
 	uint32_t have;
 	unsigned char *buf; /* cfg.bufsize */
+};
+
+/* One request in the trace (--trace), by sequence number: rain-client's columns. */
+struct traced {
+	int64_t intended, sent, latency; /* latency -1: never answered */
+	uint64_t svc;
 };
 
 struct thread {
@@ -121,6 +128,8 @@ struct thread {
 	int rt_error;	  /* errno of a refused SCHED_FIFO (0: granted or not asked) */
 	uint64_t rests;	  /* times it had run RT_RUN_NS without sleeping and rested */
 	uint64_t gets, sets, misses, errors; /* memcached */
+	struct traced *trace;  /* --trace: by sequence number, up to trace_cap */
+	uint64_t trace_cap, trace_dropped;
 	struct hdr_hist *hist; /* one per interval */
 	struct hdr_hist *sd;   /* slowdown x 1000, one per interval */
 	pthread_t tid;
@@ -202,6 +211,8 @@ static int drain(struct thread *t, struct conn *c, int64_t w0, int64_t w1)
 			int64_t at = t->intended[seq % RING];
 			t->intended[seq % RING] = -1;
 			t->received++;
+			if (t->trace && seq < t->trace_cap)
+				t->trace[seq].latency = now - at;
 			if (at >= w0 && at < w1) {
 				int k = (int)((double)(at - w0) / 1e9 / cfg.interval_s);
 				k = k < nint ? k : nint - 1;
@@ -313,7 +324,14 @@ static void *thread_main(void *arg)
 			t->intended[seq % RING] = due;
 			t->svc[seq % RING] = svc;
 			struct conn *c = &t->conns[pick(t)];
-			int64_t lag = rpc_now_ns() - due; /* it leaves late: counted when it starts to leave */
+			int64_t left = rpc_now_ns();
+			int64_t lag = left - due; /* it leaves late: counted when it starts to leave */
+			if (t->trace) {
+				if (seq < t->trace_cap)
+					t->trace[seq] = (struct traced){due, left, -1, svc};
+				else
+					t->trace_dropped++;
+			}
 			int in_window = due >= w0;
 			if (lag > cfg.late_ns) {
 				t->late++;
@@ -379,7 +397,7 @@ static void usage(void)
 	       "                  --out DIR [--threads T] [--arrival poisson|constant] [--warmup S]\n"
 	       "                  [--payload BYTES] [--spread uniform|zipf:S] [--seed X] [--late-ns NS]\n"
 	       "                  [--interval S] [--protocol rpc|memcached] [--get-fraction F] [--keys N]\n"
-	       "                  [--class NAME] [--realtime PRIO] [--drain S]\n"
+	       "                  [--class NAME] [--realtime PRIO] [--drain S] [--trace]\n"
 	       "  --connections  TCP connections to the server, 1..%d, over --threads (1..%d)\n"
 	       "  --rate         requests per second, all connections together (open loop)\n"
 	       "  --service      the service time each request asks for: const:NS, exp:MEAN_NS,\n"
@@ -394,6 +412,9 @@ static void usage(void)
 	       "  --class        the class name in the logs' tags and summary.json (rpc)\n"
 	       "  --drain        after the window, wait this long for the last answers (1 s); a\n"
 	       "                 request of the window still unanswered then is lost\n"
+	       "  --trace        every request into DIR/trace.csv, in rain-client's columns: when it\n"
+	       "                 was meant to leave and left, its service time and its latency (the\n"
+	       "                 model beside a point replays them; validity tests the sends' gaps)\n"
 	       "  --realtime     run the load threads at SCHED_FIFO PRIO (1-99; 0: no) while the load\n"
 	       "                 runs, not while connecting; a thread that has run 1 ms without\n"
 	       "                 sleeping rests 0.25 ms (on shared cores it preempts the rest when a\n"
@@ -437,6 +458,30 @@ static void hist_summary(FILE *f, const struct hdr_hist *h)
 		(unsigned long long)h->total, hdr_mean(h), (unsigned long long)hdr_percentile(h, 50.0),
 		(unsigned long long)hdr_percentile(h, 99.0), (unsigned long long)hdr_percentile(h, 99.9),
 		(unsigned long long)hdr_max(h));
+}
+
+/* trace.csv, in rain-client's columns (client/report.c) and time origin (the schedule's
+ * start): one row per request sent, latency -1 for one never answered. */
+static int write_trace(void)
+{
+	char path[4096];
+	snprintf(path, sizeof path, "%s/trace.csv", cfg.out);
+	FILE *f = fopen(path, "w");
+	if (!f)
+		return -1;
+	fprintf(f, "lcore,client_id,request_id,class,intended_ns,sent_ns,service_ns,latency_ns,large\n");
+	for (int i = 0; i < cfg.threads; i++) {
+		const struct thread *t = &th[i];
+		uint64_t n = t->sent < t->trace_cap ? t->sent : t->trace_cap;
+		for (uint64_t s = 0; s < n; s++) {
+			const struct traced *r = &t->trace[s];
+			fprintf(f, "%d,0,%llu,%s,%lld,%lld,%llu,%lld,0\n", i, (unsigned long long)s, cfg.cls,
+				(long long)(r->intended - start_ns), (long long)(r->sent - start_ns),
+				(unsigned long long)r->svc, (long long)r->latency);
+		}
+	}
+	int bad_write = ferror(f);
+	return fclose(f) == 0 && !bad_write ? 0 : -1;
 }
 
 static int write_summary(double elapsed_s)
@@ -505,6 +550,18 @@ static int write_summary(double elapsed_s)
 		rt_error = th[i].rt_error ? th[i].rt_error : rt_error;
 		rests += th[i].rests;
 	}
+	/* the threads' schedules, as rain-client's lcores' (validity's inter-arrival test):
+	 * given when the threads share the load evenly (not under a Zipf spread) */
+	double lo = 1, hi = 0;
+	uint64_t dropped = 0;
+	for (int i = 0; i < cfg.threads; i++) {
+		lo = th[i].share < lo ? th[i].share : lo;
+		hi = th[i].share > hi ? th[i].share : hi;
+		dropped += th[i].trace_dropped;
+	}
+	if (hi <= lo * 1.01)
+		fprintf(f, ",\n \"lcores\": %d, \"schedule\": [[0, %.3f]]", cfg.threads, cfg.rate);
+	fprintf(f, ",\n \"run\": {\"trace_dropped\": %llu}", (unsigned long long)dropped);
 	fprintf(f, ",\n \"realtime\": {\"priority\": %d, \"threads\": %d, \"rests\": %llu, \"error\": %s%s%s}",
 		cfg.realtime, rt_granted, (unsigned long long)rests, rt_error ? "\"" : "",
 		rt_error ? strerror(rt_error) : "null", rt_error ? "\"" : "");
@@ -570,7 +627,7 @@ int main(int argc, char **argv)
 		{"protocol", required_argument, NULL, 'P'}, {"get-fraction", required_argument, NULL, 'g'},
 		{"keys", required_argument, NULL, 'k'}, {"class", required_argument, NULL, 'C'},
 		{"realtime", required_argument, NULL, 'R'}, {"drain", required_argument, NULL, 'D'},
-		{"help", no_argument, NULL, 'h'},
+		{"trace", no_argument, NULL, 'T'}, {"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	cfg.arrival = arrival_find("poisson");
@@ -684,6 +741,9 @@ int main(int argc, char **argv)
 				return bad("--keys: not a key count", "give 1 to 4000000000");
 			cfg.keys = (uint32_t)v;
 			break;
+		case 'T':
+			cfg.trace = 1;
+			break;
 		case 'h':
 			usage();
 			return 0;
@@ -744,6 +804,12 @@ int main(int argc, char **argv)
 				t->cdf[j] = sum;
 		}
 		t->share = sum / total;
+		if (cfg.trace) { /* room for its expected requests and a margin (Poisson counts vary) */
+			double expected = cfg.rate * t->share * (cfg.warmup_s + cfg.duration_s);
+			t->trace_cap = (uint64_t)(expected * 1.2 + 1024);
+			if (!(t->trace = calloc(t->trace_cap, sizeof *t->trace)))
+				return bad("out of memory for the trace", "leave --trace out, or a shorter --duration");
+		}
 	}
 	for (int c = 0; c < cfg.connections; c++) {
 		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -785,7 +851,7 @@ int main(int argc, char **argv)
 			setsockopt(th[i].conns[j].fd, SOL_SOCKET, SO_LINGER, &now, sizeof now);
 			close(th[i].conns[j].fd);
 		}
-	if (write_hlog() < 0 || write_summary(elapsed) < 0) {
+	if (write_hlog() < 0 || write_summary(elapsed) < 0 || (cfg.trace && write_trace() < 0)) {
 		perror("rpc-client: writing the results");
 		return 1;
 	}

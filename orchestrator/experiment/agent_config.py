@@ -336,6 +336,8 @@ def rpc_client(
         "class": cls.name,
         # the answers of the window's last requests: as long as rain-client waits (its timeout)
         "drain": round(timeout_us(spec, p) / 1e6, 3),
+        # every request, for the model's replay and the inter-arrival test (as rain-client's)
+        "trace": p.offered_rps / n_clients * (p.warmup_s + p.measure_s) <= 2_000_000,
         # on shared cores the load generator is the measuring instrument, as rain-client is:
         # real-time while the load runs (not while it connects), never holding a core
         "realtime": 30 if inv.shared_system else 0,

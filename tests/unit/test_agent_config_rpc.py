@@ -120,7 +120,7 @@ def test_the_agent_finds_a_pci_nics_interface_or_says_why_not(tmp_path):
 def test_every_client_setting_reaches_rpc_clients_command_line(tmp_path):
     """What agent_config tells the client agent is what rpc-client is run with (a setting
     the agent dropped once: its drain), and each segment of a point draws anew."""
-    from hosts.agent.rpc import CLIENT_OPTIONS, client_argv
+    from hosts.agent.rpc import CLIENT_FLAGS, CLIENT_OPTIONS, client_argv
 
     inv = _inv(tmp_path)
     spec = _spec(tmp_path)
@@ -128,11 +128,16 @@ def test_every_client_setting_reaches_rpc_clients_command_line(tmp_path):
     c, w = inv.clients[0].name, inv.workers[0].name
     cfg = agent_config.rpc_client(inv, spec, p, c, w, OUT)
     fixed = {"connect", "connections", "rate", "service", "warmup_s", "measure_s"}
-    assert set(cfg["client"]) - fixed <= set(CLIENT_OPTIONS), set(cfg["client"]) - fixed - set(CLIENT_OPTIONS)
+    known = set(CLIENT_OPTIONS) | set(CLIENT_FLAGS)
+    assert set(cfg["client"]) - fixed <= known, set(cfg["client"]) - fixed - known
+    assert cfg["client"]["trace"] is True  # a window this size is traced
     argv = client_argv(cfg, PurePosixPath("/o"))
     for key, value in cfg["client"].items():
         flag = {"warmup_s": "--warmup", "measure_s": "--duration"}.get(key, "--" + key.replace("_", "-"))
-        assert argv[argv.index(flag) + 1] == str(value), (key, argv)
+        if key in CLIENT_FLAGS:
+            assert (flag in argv) == bool(value), (key, argv)
+        else:
+            assert argv[argv.index(flag) + 1] == str(value), (key, argv)
     assert cfg["client"]["late_ns"] == round(1000 * p.dilation)  # 1 us of paper time
     assert cfg["client"]["drain"] == agent_config.timeout_us(spec, p) / 1e6
     seeds = {agent_config.rpc_client(inv, spec, p, c, w, OUT, seg)["client"]["seed"] for seg in (None, 1, 2)}

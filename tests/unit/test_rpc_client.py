@@ -250,3 +250,30 @@ def test_its_connections_end_without_leaving_time_wait_behind(built, server, tmp
     )  # fmt: skip
     assert s["totals"]["received"] == s["totals"]["sent"] > 0
     assert _time_wait_to(port) == 0
+
+
+def test_its_trace_is_rain_clients_and_validity_tests_its_gaps(built, server, tmp_path):
+    """--trace writes every request in rain-client's columns, and the summary gives the
+    schedule: the inter-arrival test and the model's replay read them as rain-client's."""
+    import pandas as pd
+
+    from orchestrator.experiment.arrivals import rescaled_gaps
+
+    port = server("--mode", "pool", "--threads", "2", "--io-threads", "1")
+    out = tmp_path / "trace"
+    s = client(
+        built, port, out, "--connections", "8", "--threads", "2", "--rate", "4000", "--service", "exp:20000",
+        "--warmup", "0.2", "--duration", "1", "--seed", "3", "--trace",
+    )  # fmt: skip
+    t = pd.read_csv(out / "trace.csv")
+    assert list(t.columns) == [
+        "lcore", "client_id", "request_id", "class", "intended_ns", "sent_ns", "service_ns", "latency_ns", "large",
+    ]  # fmt: skip
+    assert len(t) == s["totals"]["sent"] and s["run"]["trace_dropped"] == 0
+    assert (t["latency_ns"] > 0).all() and (t["sent_ns"] >= t["intended_ns"]).all()
+    assert set(t["lcore"]) == {0, 1} and (t["class"] == "rpc").all()
+    assert abs(t["service_ns"].mean() / 20000 - 1) < 0.1  # exp:20000, about 4,800 draws
+    window = t[t["intended_ns"] >= 0.2e9]
+    assert abs(len(window) / 4000 - 1) < 0.06  # the window's requests at the rate asked
+    gaps = rescaled_gaps(out / "trace.csv", s, "intended_ns")  # Exp(1) for a Poisson schedule
+    assert len(gaps) > 3000 and abs(gaps.mean() - 1) < 0.06
