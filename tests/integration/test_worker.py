@@ -735,15 +735,19 @@ def test_malformed_frames_are_counted_and_dropped(pair, switch, ring_worker):
 
 
 def test_sigterm_writes_final_stats_and_cleans_up(pair, switch, tmp_path):
-    w = Worker(pair, tmp_path, "stop", ["--threads", "1", "--mode", "rain", "--handler", "sleep", "--quota", "2"])
+    w = Worker(pair, tmp_path, "stop", ["--threads", "1", "--mode", "rain", "--handler", "sleep", "--quota", "3"])
     switch.pump(0.3)
-    assert len(switch.tokens.get(0, [])) == 2
-    # a task still running when the stop comes is finished and answered
-    switch.dispatch(0, 1, service_ns=300_000_000)
-    time.sleep(0.1)
+    assert len(switch.tokens.get(0, [])) == 3
+    # a task still running when the stop comes is finished and answered; the two queued
+    # behind it are not run, and the final books say so exactly
+    for rid in (1, 2, 3):
+        switch.dispatch(0, rid, service_ns=300_000_000)
+    w.wait_stats(lambda s: s["workers"][0]["dispatched"] == 3)
     st = w.stop()
     assert w.proc.returncode == 0, w.stderr
-    assert st["final"] is True and st["workers"][0]["tasks_done"] == 1
+    (th,) = st["workers"]
+    assert st["final"] is True and th["tasks_done"] == 1 and th["failed"] == 0, th
+    assert (th["dispatched"], th["fifo_len"]) == (3, 2), th
     switch.pump(0.3)
     assert (0x0101, 1) in switch.responses
     assert not w.left_runtime_dir  # rain-worker removed its own /var/run/dpdk/<prefix>

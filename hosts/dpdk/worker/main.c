@@ -664,6 +664,14 @@ int main(int argc, char **argv)
 			rte_eal_wait_lcore(ls[i].lcore);
 	}
 	__atomic_store_n(&w->ctl->hdr.ready, 0, __ATOMIC_RELEASE); /* the agent sees we are gone */
+	/* The final books are exact: a thread's last fifo_len was taken at its last task, and
+	 * the RX loop may have queued more before it stopped, or the thread may have dropped
+	 * the rest of a burst when it saw the stop. With every thread joined, what a thread
+	 * received and never ran is its dispatched count less its finished one. */
+	for (uint32_t i = 0; i < w->c.threads; i++) {
+		uint64_t held = rw_held(&w->th[i]);
+		RW_STORE(w->ctl->workers[i].stats.fifo_len, held > UINT32_MAX ? UINT32_MAX : (uint32_t)held);
+	}
 	if (c->stats_path && rw_write_stats(w, true) != 0)
 		fprintf(stderr, "rain-worker: --stats %s: %s\n", c->stats_path, strerror(errno));
 	rte_eth_dev_stop(c->port_id);
