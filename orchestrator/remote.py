@@ -107,7 +107,8 @@ def targets(
     `role` keeps one role ("switch" selects the switch); `hosts` keeps the named
     machines (the switch too, if named). Both together must both match.
     """
-    every = [_target(inv, inv.switch.name, "switch", inv.switch.mgmt, inv.switch.deploy_root)]
+    sw = inv.switch  # a lan has no machine of its own to act on
+    every = [_target(inv, sw.name, "switch", sw.mgmt, sw.deploy_root)] if sw.mgmt is not None else []
     every += [_target(inv, h.name, h.role, h.mgmt, h.deploy_root) for h in inv.hosts]
     if role is not None and role not in ROLES:
         raise UsageError(f"unknown role '{role}'", fix=f"use one of: {', '.join(ROLES)}")
@@ -121,7 +122,7 @@ def targets(
                 fix=f"use one of: {', '.join(names)}",
             )
     if hosts is None and role is None:
-        return every if include_switch else every[1:]
+        return every if include_switch else [t for t in every if t.role != "switch"]
     chosen = [t for t in every if (role is None or t.role == role) and (hosts is None or t.name in hosts)]
     if not chosen:
         asked = " and ".join(([f"named {', '.join(hosts)}"] if hosts else []) + ([f"of role '{role}'"] if role else []))

@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from .errors import ProvisionError, RainmakerError, RemoteError, SwitchdError
+from .errors import ProvisionError, RainmakerError, RemoteError, SwitchdError, UsageError
 from .inventory.model import Inventory
 from .remote import Remote, targets
 
@@ -56,7 +56,18 @@ class SwitchStatus:
         return self.running is not False and self.answers
 
 
+def need_switch(inv: Inventory, what: str = "this") -> None:
+    """A plain LAN has no switch software: say so rather than fail on a missing field."""
+    if not inv.switch.programmable:
+        raise UsageError(
+            f"{what} needs a switch rainmaker programs, and {inv.switch.name} is a plain LAN (switch.kind: lan)",
+            fix="run server-side systems (rpc-server, memcached) on it, or use an inventory with a tofino "
+            "or emulated switch",
+        )
+
+
 def _remote(inv: Inventory) -> Remote:
+    need_switch(inv)
     (t,) = targets(inv, role="switch")
     return Remote(t)
 
@@ -146,6 +157,7 @@ def connect(
     `bind`) on the reader id takes the first free one of READER_CLIENT_IDS ids."""
     from switch.bfrt.client import Client
 
+    need_switch(inv, "a BFRuntime session")
     spare = READER_CLIENT_IDS - 1 if not bind and client_id == READER_CLIENT_ID else 0
     return Client(
         inv.switch.bfrt, p4_name=program, client_id=client_id, spare_ids=spare, bind=bind, connect_timeout=timeout
@@ -193,6 +205,7 @@ def start(
     from switch.control.ports import Ports
     from switch.control.topology import Topology
 
+    need_switch(inv, "starting the switch")
     sw = inv.switch
     program = program or sw.program
     check_program(program, sw.name)
@@ -248,6 +261,7 @@ def stop(
     """Stop the switch's software (TERM, then KILL after `grace`): "terminated",
     "killed" or "not running" (emulated); "stopped" or "not running" (tofino: the
     tofino_sde role's switchd tasks, tofino-model too)."""
+    need_switch(inv, "stopping the switch")
     if inv.switch.kind == "tofino":
         report = _tofino_role(
             inv,
@@ -271,6 +285,7 @@ def status(inv: Inventory, *, timeout: float = 3.0) -> SwitchStatus:
     """Whether the switch's software runs, answers BFRuntime, its program and ports."""
     from switch.errors import SwitchError
 
+    need_switch(inv, "the switch's status")
     sw = inv.switch
     st = SwitchStatus(sw.name, sw.kind, sw.bfrt, TOFINO_PROCESS, None, names={p.dev_port: p.port for p in sw.ports})
     if sw.kind == "emulated":
@@ -310,6 +325,8 @@ def liveness(inv: Inventory, *, timeout: float = 3.0) -> tuple[str, str]:
     import grpc
 
     sw = inv.switch
+    if not sw.programmable:
+        return UP, "a plain LAN: no switch software to be down"
     if sw.kind == "emulated":
         try:
             with Remote(targets(inv, role="switch")[0], connect_timeout=timeout) as r:

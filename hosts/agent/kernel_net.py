@@ -14,6 +14,11 @@ are frames of the wire's MTU. detach undoes exactly that, and is idempotent: Rai
 DPDK programs need the interface without a kernel IP (the kernel would answer their UDP
 with ICMP port-unreachable).
 
+On a plain LAN (no gateway MAC: the inventory's switch.kind is lan) the hosts find each
+other by ARP, as any cluster's hosts do. An interface that already has the data IP (the
+cluster configured it, as CloudLab does) is left exactly as it is, offloads included;
+one without it gets the /32 and the peers' /32 routes, and no neighbour entries.
+
 `python3 -m hosts.agent.kernel_net attach|detach ...` runs it on a host.
 """
 
@@ -55,14 +60,29 @@ def _run(argv: list[str], *, ok_if: tuple[str, ...] = ()) -> None:
         raise KernelNetError(f"`{' '.join(argv)}` failed: {r.stderr.strip() or r.returncode}")
 
 
-def attach(iface: str, ip: str, peers: Sequence[str], gateway_mac: str) -> None:
-    """The data IP on `iface`, every peer through the switch, offloads off."""
+def has_address(iface: str, ip: str) -> bool:
+    """Whether `ip` is already one of `iface`'s addresses (any prefix)."""
+    r = subprocess.run(["ip", "-o", "-4", "addr", "show", "dev", iface], capture_output=True, text=True, timeout=30)
+    if r.returncode != 0:
+        raise KernelNetError(f"`ip addr show dev {iface}` failed: {r.stderr.strip() or r.returncode}")
+    return any(w.split("/")[0] == ip for line in r.stdout.splitlines() for w in line.split()[3:4])
+
+
+def attach(iface: str, ip: str, peers: Sequence[str], gateway_mac: str | None) -> bool:
+    """The data IP on `iface`, every peer through the switch (gateway_mac), offloads
+    off; on a plain LAN (gateway_mac None) through ARP, and nothing changed when the
+    interface has the IP already. Whether anything was changed (detach undoes it)."""
     _check(iface, ip, peers, gateway_mac)
-    _run(["ethtool", "-K", iface, *(w for o in OFFLOADS for w in (o, "off"))])
+    if gateway_mac is None and has_address(iface, ip):
+        return False
+    if gateway_mac is not None:
+        _run(["ethtool", "-K", iface, *(w for o in OFFLOADS for w in (o, "off"))])
     _run(["ip", "addr", "replace", f"{ip}/32", "dev", iface])
     for p in peers:
         _run(["ip", "route", "replace", f"{p}/32", "dev", iface, "src", ip])
-        _run(["ip", "neigh", "replace", p, "lladdr", gateway_mac.lower(), "dev", iface, "nud", "permanent"])
+        if gateway_mac is not None:
+            _run(["ip", "neigh", "replace", p, "lladdr", gateway_mac.lower(), "dev", iface, "nud", "permanent"])
+    return True
 
 
 def detach(iface: str, ip: str, peers: Sequence[str]) -> None:
@@ -80,13 +100,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--iface", required=True, help="the data interface (emulated hosts: data0)")
     ap.add_argument("--ip", required=True, help="this host's data IP (the inventory's nic.ip)")
     ap.add_argument("--peer", action="append", default=[], help="a host this one talks to (repeat)")
-    ap.add_argument("--gateway-mac", help="attach: the switch's MAC (the inventory's switch.service_mac)")
+    ap.add_argument(
+        "--gateway-mac",
+        help="attach: the switch's MAC (the inventory's switch.service_mac); without it, a plain LAN (ARP)",
+    )
     a = ap.parse_args(argv)
     try:
         if a.action == "attach":
-            if not a.gateway_mac:
-                raise KernelNetError("attach needs --gateway-mac (the switch's service MAC)")
-            attach(a.iface, a.ip, a.peer, a.gateway_mac)
+            if not attach(a.iface, a.ip, a.peer, a.gateway_mac):
+                print(f"kernel_net: {a.ip} is already on {a.iface}: left as it is")
         else:
             detach(a.iface, a.ip, a.peer)
     except KernelNetError as e:

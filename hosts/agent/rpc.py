@@ -199,18 +199,23 @@ class Attached:
 
     def __init__(self, net: dict) -> None:
         self.net = net
+        self.changed = True  # until attach says it left the interface as it was
 
     def __enter__(self) -> Attached:
         n = self.net
         try:
-            kernel_net.attach(n["iface"], n["ip"], n["peers"], n["gateway_mac"])
+            self.changed = kernel_net.attach(n["iface"], n["ip"], n["peers"], n["gateway_mac"])
         except kernel_net.KernelNetError as e:
             self.__exit__()  # what attach did before it failed is taken away too
             raise AgentError(str(e)) from None
+        if not self.changed:
+            say(f"{n['ip']} is already on {n['iface']} (a plain LAN's own address): left as it is")
         return self
 
     def __exit__(self, *exc: object) -> None:
         n = self.net
+        if not self.changed:  # the cluster's address, not ours to take away
+            return
         try:
             kernel_net.detach(n["iface"], n["ip"], n["peers"])
         except kernel_net.KernelNetError as e:

@@ -28,8 +28,13 @@ def inventory_check(file: str) -> None:
     for w in warnings(inv, Path(file).parent):
         err_console.print(Text("warning: ", style="yellow") + Text(w.render(file)))
     console.print(
-        f"{file}: ok: switch {inv.switch.name} ({inv.switch.kind}, {len(inv.switch.ports)} ports), "
-        f"{len(inv.clients)} client(s), {len(inv.workers)} worker(s)"
+        f"{file}: ok: "
+        + (
+            f"switch {inv.switch.name} ({inv.switch.kind}, {len(inv.switch.ports)} ports), "
+            if inv.switch.programmable
+            else f"network {inv.switch.name} (a plain LAN: no switch program), "
+        )
+        + f"{len(inv.clients)} client(s), {len(inv.workers)} worker(s)"
     )
 
 

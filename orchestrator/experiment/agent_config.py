@@ -275,7 +275,9 @@ def _net(inv: Inventory, h: Host, peers: list[Host]) -> dict:
         **({"iface": iface} if iface else {"pci": h.nic.pci}),
         "ip": h.nic.ip,
         "peers": [p.nic.ip for p in peers],
-        "gateway_mac": inv.switch.service_mac,  # ipv4_forward routes by IP, as Rain's switch does
+        # ipv4_forward routes by IP, as Rain's switch does; a plain LAN's hosts find each
+        # other by ARP (None)
+        "gateway_mac": inv.switch.service_mac if inv.switch.programmable else None,
     }
 
 

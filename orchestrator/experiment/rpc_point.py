@@ -71,8 +71,10 @@ class Running:
 def forward(b: Bench, a: Attempt) -> Attempt:
     """The forwarder on the switch (started once for every server-side point of the
     run), its routes written again and its counters zeroed (program installs exactly
-    that)."""
-    switch_for(b, a).program()
+    that). A plain LAN (switch.kind: lan) has no program: the hosts' own ARP finds each
+    other."""
+    if b.inv.switch.programmable:
+        switch_for(b, a).program()
     return a
 
 
@@ -102,8 +104,8 @@ def start_clients(b: Bench, s: Servers) -> Servers:
 
 def start_load(b: Bench, s: Servers) -> Running:
     b.phase("start load")
-    ctl = b.switch.ctl
-    links_before, t_links = ctl.links(), time.monotonic()
+    ctl = b.switch.ctl  # None on a plain LAN: no counters to read
+    links_before, t_links = (ctl.links() if ctl is not None else {}), time.monotonic()
     b.tb.parallel(lambda n: b.signal(n, s.clients[n]), list(s.clients))
     return Running(s, links_before, t_links, time.monotonic() - s.a.t0)
 
@@ -130,14 +132,15 @@ def collect(b: Bench, run: Running) -> None:
     s = run.s
     a, inv, ctl = s.a, b.inv, b.switch.ctl
     pd: PointDir = a.pd
-    if ctl.switch_restarted:
+    if ctl is not None and ctl.switch_restarted:
         raise PointFailed(f"{a.p.id}: the switch restarted during the measurement")
-    pd.write_links(
-        {
-            "window_s": round(time.monotonic() - run.t_links, 3),
-            "ports": ctl.links_between(run.links_before, ctl.links()),
-        }
-    )
+    if ctl is not None:  # a plain LAN's switch is not ours to read: no links.json
+        pd.write_links(
+            {
+                "window_s": round(time.monotonic() - run.t_links, 3),
+                "ports": ctl.links_between(run.links_before, ctl.links()),
+            }
+        )
     b.phase("stop")
     how = b.tb.remotes[s.server_host].stop(s.server, grace=15)
     for n, bg in s.clients.items():
@@ -156,7 +159,8 @@ def collect(b: Bench, run: Running) -> None:
         )
 
     b.tb.parallel(get, [s.server_host, *s.clients])
-    pd.write_snapshot(ctl.snapshot())
+    if ctl is not None:
+        pd.write_snapshot(ctl.snapshot())
     problems = []
     if how == "not running":
         problems.append(f"{s.server_host}: rpc-server's agent had ended before the load did (see its agent.log)")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..inventory import Inventory
+from ..systems import get as get_system
 from .bench import Bench
 from .dilation import choose_dilation, probe_service, size_windows, with_service, with_windows
 from .layout import RunDir
@@ -62,6 +63,21 @@ def agents_can_run(inv: Inventory) -> None:
             "as root (DPDK needs huge pages and the NIC)",
             fix="let the orchestrator's key log in as root (e.g. `sudo cp ~/.ssh/authorized_keys "
             "/root/.ssh/` on each host; key-only root login is sshd's default) and set mgmt.user: root",
+        )
+
+
+def systems_fit_network(spec: Spec, inv: Inventory) -> None:
+    """A plain LAN (switch.kind: lan) runs no switch program: only the systems that
+    schedule inside the server can run over it."""
+    if inv.switch.programmable:
+        return
+    in_switch = [s for s in spec.systems if not get_system(s).server_side]
+    if in_switch:
+        raise UsageError(
+            f"{spec.name} runs {', '.join(in_switch)}, which schedule in the switch, but {inv.switch.name} is a "
+            "plain LAN (switch.kind: lan): nothing runs their P4 program",
+            fix="run a server-side spec (experiments/rakaia-*.yaml, memcached.yaml) on it, or use an inventory "
+            "with a tofino or emulated switch",
         )
 
 
@@ -129,6 +145,7 @@ def run(
     spec = load_spec(spec_path)
     supported_or_explain(spec)
     agents_can_run(inv)
+    systems_fit_network(spec, inv)
     shape = shape_of(inv)
     auto = shape.emulated and spec.dilation.emulated == "auto"
     rpc_without_auto_k(spec, auto)

@@ -34,7 +34,7 @@ def switch_session(inv: Inventory, log, program: str = "rain"):
 
 class SwitchSide:
     """`ctl` is the controller of the program the switch runs (`program`), over `bfrt`,
-    this run's session."""
+    this run's session; None on a plain LAN (switch.kind: lan), which runs nothing."""
 
     def __init__(self, inv: Inventory, log):
         self.inv, self.log = inv, log
@@ -50,6 +50,11 @@ class SwitchSide:
         another whenever a point's system needs it (points are planned system by system,
         so a run of five systems restarts the switch four times per repetition; the
         server-side systems share the forwarder, which stays)."""
+        if not self.inv.switch.programmable:  # a plain LAN (only server-side systems: run.py)
+            if self.system is None:
+                self.log(f"network {self.inv.switch.name} is a plain LAN: no switch program to run")
+            self.system = system
+            return
         program = get_system(system).switch_program
         args = get_system(system).emulator_args(k) if self.inv.switch.kind == "emulated" else []
         # the same program started with other arguments (R2P2's pass time is k x 1 us, and

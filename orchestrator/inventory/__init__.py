@@ -69,7 +69,9 @@ def _absolute(inv: Inventory, base: Path) -> Inventory:
         return p if p.is_absolute() else (base / p).resolve()
 
     ssh = inv.ssh.model_copy(update={"key": fix(inv.ssh.key), "known_hosts": fix(inv.ssh.known_hosts)})
-    sw = inv.switch.model_copy(update={"mgmt": inv.switch.mgmt.model_copy(update={"key": fix(inv.switch.mgmt.key)})})
+    sw = inv.switch
+    if sw.mgmt is not None:
+        sw = sw.model_copy(update={"mgmt": sw.mgmt.model_copy(update={"key": fix(sw.mgmt.key)})})
     hosts = [h.model_copy(update={"mgmt": h.mgmt.model_copy(update={"key": fix(h.mgmt.key)})}) for h in inv.hosts]
     return inv.model_copy(update={"ssh": ssh, "switch": sw, "hosts": hosts})
 

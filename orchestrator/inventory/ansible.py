@@ -48,7 +48,7 @@ def export(inv: Inventory) -> dict[str, Any]:
         common.append("-o UserKnownHostsFile=" + shlex.quote(str(inv.ssh.known_hosts)))
         common.append("-o GlobalKnownHostsFile=/dev/null")
     sw = inv.switch
-    sw_vars = _conn(inv, sw.mgmt)
+    sw_vars = _conn(inv, sw.mgmt) if sw.mgmt is not None else {}
     sw_vars.update(
         {
             "rainmaker_switch_kind": sw.kind,
@@ -76,6 +76,8 @@ def export(inv: Inventory) -> dict[str, Any]:
                 "ansible_python_interpreter": "/usr/bin/python3",
                 "rainmaker_testbed": inv.name,
                 "rainmaker_emulated": inv.is_emulated,
+                # lan: a plain network, no switch to provision and no RoCE to set up
+                "rainmaker_switch_kind": sw.kind,
                 # Emulated hosts share one file system and one kernel: system-wide
                 # changes (packages, hugepages) must not race between them.
                 "rainmaker_shared_system": inv.shared_system,
@@ -88,7 +90,7 @@ def export(inv: Inventory) -> dict[str, Any]:
                 "rainmaker_deploy_build": inv.deploy.build,
             },
             "children": {
-                "switch": {"hosts": {sw.name: sw_vars}},
+                "switch": {"hosts": {sw.name: sw_vars} if sw.programmable else {}},
                 "hosts": {
                     "children": {
                         "clients": {"hosts": {h.name: _host_vars(inv, h) for h in inv.clients}},

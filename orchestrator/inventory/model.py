@@ -135,9 +135,13 @@ class Hugepages(Strict):
 
 class Switch(Strict):
     name: Name
-    kind: Literal["tofino", "emulated"]
-    mgmt: Mgmt
-    bfrt: str  # host:port of the BFRuntime gRPC server
+    # tofino: a Tofino switch rainmaker programs; emulated: the emulated testbed's; lan: a
+    # plain Ethernet network rainmaker neither logs into nor programs (a cluster's LAN,
+    # e.g. CloudLab's between xl170 nodes). Only the systems that schedule inside the
+    # server (Rakaia's measured layer) run over a lan: there is no switch program.
+    kind: Literal["tofino", "emulated", "lan"]
+    mgmt: Mgmt | None = None  # tofino, emulated: how to log into the switch
+    bfrt: str | None = None  # host:port of the BFRuntime gRPC server (tofino, emulated)
     # A Tofino's software: the SDE folder ($SDE) and where it is installed
     # ($SDE_INSTALL, default $SDE/install); the SDE version provisioning insists on.
     sde: Path | None = None
@@ -160,11 +164,13 @@ class Switch(Strict):
     service_mac: str = "02:52:4d:ff:ff:fe"
     deploy_root: Path = Path("/opt/rainmaker")
     netns: str | None = None  # emulated: the namespace standing for the switch
-    ports: list[SwitchPort] = Field(min_length=1)
+    ports: list[SwitchPort] = Field(default_factory=list)  # tofino, emulated: at least one
 
     @field_validator("bfrt")
     @classmethod
-    def _bfrt(cls, v: str) -> str:
+    def _bfrt(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
         host, sep, port = v.rpartition(":")
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise bad(f"'{v}' is not host:port", "write the switch's BFRuntime address, e.g. 192.0.2.10:50052")
@@ -196,6 +202,30 @@ class Switch(Strict):
         return v
 
     @model_validator(mode="after")
+    def _what_the_kind_needs(self) -> Switch:
+        if self.kind == "lan":
+            for f in ("mgmt", "bfrt", "sde", "sde_install", "sde_version", "netns"):
+                if getattr(self, f) is not None:
+                    raise bad(
+                        f"'{f}' belongs to a switch rainmaker programs; this one is a plain LAN (kind: lan)",
+                        f"remove {f}, or set kind: tofino if the hosts are cabled to a Tofino",
+                    )
+            if self.ports:
+                raise bad(
+                    "a LAN (kind: lan) has no ports rainmaker programs",
+                    "remove switch.ports (and the hosts' nic.switch_port)",
+                )
+            return self
+        for f, example in (("mgmt", "mgmt: {address: 192.0.2.10, user: root}"), ("bfrt", "bfrt: 192.0.2.10:50052")):
+            if getattr(self, f) is None:
+                raise bad(f"a {self.kind} switch needs '{f}'", f"add {example}")
+        if not self.ports:
+            raise bad(
+                f"a {self.kind} switch needs its ports", "list them under ports: [{port: '1/0', speed: 100G}, ...]"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _tofino_needs_sde(self) -> Switch:
         if self.kind == "tofino" and self.sde is None:
             raise bad(
@@ -215,12 +245,17 @@ class Switch(Strict):
         return next((p for p in self.ports if p.port == name), None)
 
     @property
+    def programmable(self) -> bool:
+        """Whether rainmaker logs into this switch and runs a program on it (not a lan)."""
+        return self.kind != "lan"
+
+    @property
     def bfrt_host(self) -> str:
-        return self.bfrt.rpartition(":")[0]
+        return str(self.bfrt).rpartition(":")[0]
 
     @property
     def bfrt_port(self) -> int:
-        return int(self.bfrt.rpartition(":")[2])
+        return int(str(self.bfrt).rpartition(":")[2])
 
 
 class Nic(Strict):
@@ -230,7 +265,7 @@ class Nic(Strict):
     vdev: str | None = None
     mac: str
     ip: str
-    switch_port: str
+    switch_port: str | None = None  # the switch port it is cabled to (not on a lan)
     # A PCI NIC's kernel interface (a ConnectX keeps it: mlx5 is bifurcated), and its
     # RDMA device; both are found from the PCI address when not given.
     netdev: str | None = None
@@ -288,8 +323,8 @@ class Nic(Strict):
 
     @field_validator("switch_port")
     @classmethod
-    def _sp(cls, v: str) -> str:
-        if not _PORT_RE.match(v):
+    def _sp(cls, v: str | None) -> str | None:
+        if v is not None and not _PORT_RE.match(v):
             raise bad(
                 f"'{v}' is not a front-panel port name", "write port/lane as in switch.ports, like '1/0' (quoted)"
             )
@@ -524,8 +559,8 @@ class Inventory(Strict):
 
     @property
     def links(self) -> list[tuple[str, str]]:
-        """(host name, switch port) for every cable."""
-        return [(h.name, h.nic.switch_port) for h in self.hosts]
+        """(host name, switch port) for every cable (none on a lan)."""
+        return [(h.name, h.nic.switch_port) for h in self.hosts if h.nic.switch_port is not None]
 
     def key_for(self, mgmt: Mgmt) -> Path | None:
         return mgmt.key or self.ssh.key

@@ -29,18 +29,20 @@ def check(inv: Inventory) -> list[Problem]:
 
     names = [("switch.name", sw.name)] + [(f"hosts[{i}].name", h.name) for i, h in enumerate(inv.hosts)]
     p += _dups(names, "name", "give every machine its own name")
+    lan = not sw.programmable  # a plain LAN: no service address, no login, no ports
+    service = [] if lan else [("switch.service_mac", sw.service_mac)]
     p += _dups(
-        [("switch.service_mac", sw.service_mac)]
-        + [(f"hosts[{i}].nic.mac", h.nic.mac) for i, h in enumerate(inv.hosts)],
+        service + [(f"hosts[{i}].nic.mac", h.nic.mac) for i, h in enumerate(inv.hosts)],
         "MAC address",
         "each NIC has its own MAC: copy it from `ip link` on that host",
     )
+    service = [] if lan else [("switch.service_ip", sw.service_ip)]
     p += _dups(
-        [("switch.service_ip", sw.service_ip)] + [(f"hosts[{i}].nic.ip", h.nic.ip) for i, h in enumerate(inv.hosts)],
+        service + [(f"hosts[{i}].nic.ip", h.nic.ip) for i, h in enumerate(inv.hosts)],
         "data IP address",
         "give each host its own data-plane address",
     )
-    mg = [("switch.mgmt", f"{sw.mgmt.address}:{sw.mgmt.port}")]
+    mg = [] if sw.mgmt is None else [("switch.mgmt", f"{sw.mgmt.address}:{sw.mgmt.port}")]
     mg += [(f"hosts[{i}].mgmt", f"{h.mgmt.address}:{h.mgmt.port}") for i, h in enumerate(inv.hosts)]
     p += _dups(mg, "management address", "each machine needs its own SSH address (or port)")
     p += _dups(
@@ -76,7 +78,20 @@ def check(inv: Inventory) -> list[Problem]:
     for i, h in enumerate(inv.hosts):
         path = f"hosts[{i}].nic.switch_port"
         sp = h.nic.switch_port
-        if sp not in ports:
+        if lan:
+            if sp is not None:
+                p.append(
+                    Problem(
+                        path,
+                        f"host {h.name} names switch port {sp}, but the network is a plain LAN (switch.kind: lan)",
+                        "remove switch_port: rainmaker does not program a LAN's ports",
+                    )
+                )
+        elif sp is None:
+            p.append(
+                Problem(path, f"host {h.name} has no switch_port", f"name the port of {sw.name} its NIC is cabled to")
+            )
+        elif sp not in ports:
             have = ", ".join(sorted(ports))
             p.append(
                 Problem(
@@ -156,7 +171,8 @@ def warnings(inv: Inventory, base_dir: Path) -> list[Problem]:
 
     key_fix = "point it at the private key the orchestrator uses to log in"
     need("ssh.key", inv.ssh.key, "SSH key", key_fix)
-    need("switch.mgmt.key", inv.switch.mgmt.key, "SSH key", key_fix)
+    if inv.switch.mgmt is not None:
+        need("switch.mgmt.key", inv.switch.mgmt.key, "SSH key", key_fix)
     for i, h in enumerate(inv.hosts):
         need(f"hosts[{i}].mgmt.key", h.mgmt.key, "SSH key", key_fix)
     need(

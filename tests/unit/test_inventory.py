@@ -429,3 +429,51 @@ def test_ansible_export_carries_the_hardware_settings(tmp_path):
     w0 = a["children"]["hosts"]["children"]["workers"]["hosts"]["worker0"]
     assert w0["rainmaker_rdma"] == "ibverbs" and w0["rainmaker_host_emulated"] is False
     assert w0["rainmaker_nic"]["netdev"] == "enp59s0f0np0" and w0["rainmaker_nic"]["gid_index"] == 3
+
+
+def lan() -> dict:
+    """The hosts of base() on a plain LAN (CloudLab's xl170 nodes): no switch to program."""
+    d = copy.deepcopy(base())
+    d["switch"] = {"name": "lan", "kind": "lan"}
+    for h in d["hosts"]:
+        del h["nic"]["switch_port"]
+    return d
+
+
+def test_a_plain_lan_needs_no_switch_login_ports_or_cables(tmp_path):
+    inv = load(write(tmp_path, lan()))
+    assert not inv.switch.programmable and inv.links == [] and inv.switch.mgmt is None
+    a = export(inv)["all"]
+    # no machine in the switch group: the switch play runs on nothing; the roce role is skipped
+    assert a["children"]["switch"]["hosts"] == {} and a["vars"]["rainmaker_switch_kind"] == "lan"
+    from orchestrator.remote import targets
+
+    assert [t.name for t in targets(inv)] == ["client0", "worker0", "worker1"]
+    assert [t.name for t in targets(inv, include_switch=False)] == ["client0", "worker0", "worker1"]
+
+
+LAN_CASES = [
+    ("lan-with-bfrt", lambda d: d["switch"].update(bfrt="192.0.2.10:50052"), "switch", "plain LAN"),
+    ("lan-with-ports", lambda d: d["switch"].update(ports=[{"port": "1/0", "dev_port": 132}]), "switch", "no ports"),
+    ("lan-host-cabled", lambda d: d["hosts"][1]["nic"].update(switch_port="2/0"), "hosts[1].nic.switch_port", "LAN"),
+]
+
+
+@pytest.mark.parametrize("case", LAN_CASES, ids=[c[0] for c in LAN_CASES])
+def test_what_a_plain_lan_cannot_have_is_named(tmp_path, case):
+    _, fn, path, words = case
+    d = lan()
+    fn(d)
+    err = problems_of(tmp_path, d)
+    match = [p for p in err.problems if p.path == path]
+    assert match and any(words in p.message for p in match) and all(p.fix for p in match), err.render()
+
+
+def test_a_programmed_switch_still_needs_its_login_address_and_cables(tmp_path):
+    def no_bfrt(d):
+        del d["switch"]["bfrt"]
+
+    err = problems_of(tmp_path, mutate(no_bfrt))
+    assert any(p.path == "switch" and "needs 'bfrt'" in p.message for p in err.problems), err.render()
+    err = problems_of(tmp_path, mutate(lambda d: d["hosts"][0]["nic"].pop("switch_port")))
+    assert any(p.path == "hosts[0].nic.switch_port" and "no switch_port" in p.message for p in err.problems)

@@ -401,7 +401,9 @@ def test_the_r2p2_emulator_restarts_when_the_chosen_dilation_changes_its_pass_ti
     monkeypatch.setattr(registry, "controller_class", lambda system: Ctl)
     from orchestrator.experiment.switch_side import SwitchSide
 
-    side = SwitchSide(SimpleNamespace(switch=SimpleNamespace(kind="emulated", name="sw0")), lambda m: None)
+    side = SwitchSide(
+        SimpleNamespace(switch=SimpleNamespace(kind="emulated", name="sw0", programmable=True)), lambda m: None
+    )
     side.use("r2p2", 100.0, None)  # R2P2-SW's settings need none of it
     side.use("r2p2", 100.0, None)  # nothing changed: kept
     side.use("r2p2", 2000.0, None)  # the calibration chose k = 2000
