@@ -72,3 +72,64 @@ def test_a_server_side_spec_runs_each_mode_through_the_forwarder(testbed, tmp_pa
             capture_output=True, text=True, timeout=10,
         ).stdout  # fmt: skip
         assert "inet " not in addrs, addrs  # detached: as Rain's DPDK programs need it
+
+
+def test_a_plain_lan_carries_a_server_side_spec_by_arp(testbed, tmp_path):
+    """The same hosts on a plain LAN (switch.kind: lan, as CloudLab's xl170 nodes are):
+    here a Linux bridge in the switch's namespace stands for the cluster's Ethernet, and
+    no emulator runs. Nothing programs it: the agents give the data interfaces their IPs
+    and the hosts find each other by ARP; no switch counters are read."""
+    tb, inv = testbed
+    switchd.stop(inv)  # the forwarder must not be what carries the frames
+    sw_ns, br = inv.switch.netns, f"rmlan{tb.slot}"
+
+    def in_switch(*argv: str) -> None:
+        subprocess.run(["ip", "netns", "exec", sw_ns, "ip", "link", *argv], check=True, timeout=10)
+
+    data = yaml.safe_load(tb.inventory_path.read_text())
+    data["switch"] = {"name": "lan", "kind": "lan"}
+    for h in data["hosts"]:
+        h["nic"].pop("switch_port")
+    lan_path = tmp_path / "lan.yaml"
+    lan_path.write_text(yaml.safe_dump(data, sort_keys=False))
+    from orchestrator.inventory import load
+
+    lan = load(lan_path)
+    spec = {
+        "name": "rpc-lan",
+        "systems": ["rakaia"],
+        "workers": {"per_host_threads": 4},
+        "workload": {"classes": [{"name": "rpc", "service": {"dist": "exponential", "mean_us": 100}}]},
+        "load": {"capacity_fraction": [0.5]},
+        "emulated": {"warmup_s": 0.5, "measure_s": 2},
+        "dilation": {"emulated": 200},
+        "rpc": {"connections": 12},
+        "validity": {"min_samples_p99": 100, "remeasure_stalled": 0},
+    }
+    f = tmp_path / "rpc.yaml"
+    f.write_text(yaml.safe_dump(spec))
+    in_switch("add", br, "type", "bridge")
+    try:
+        for p in inv.switch.ports:
+            in_switch("set", str(p.iface), "master", br)
+        in_switch("set", br, "up")
+        rd = RunDir(run(f, lan, lan_path, results_root=tmp_path / "r", progress=False, retries=0, analyze_after=False))
+    finally:
+        subprocess.run(["ip", "netns", "exec", sw_ns, "ip", "link", "del", br], timeout=10, check=False)
+    (pd,) = rd.points()
+    assert all(v["status"] == "done" for v in rd.read_sweep().values()), rd.read_sweep()
+    t = json.loads((pd.client("client0") / "summary.json").read_text())["totals"]
+    assert 150 <= t["offered"] <= 250 and t["lost"] == 0 and t["received"] == t["sent"], t
+    server = json.loads((pd.path / "workers" / inv.workers[0].name / "server.json").read_text())
+    assert server["served"] == t["sent"] and server["connections"] == 12, server
+    assert not (pd.path / "switch" / "links.json").exists() and not (pd.path / "switch" / "snapshot.json").exists()
+    v = {c["name"]: c for c in json.loads((pd.path / "validity.json").read_text())["checks"]}
+    assert v["links_up"]["passed"] is None and v["complete"]["passed"] is True, v["links_up"]
+    assert json.loads(rd.manifest.read_text())["testbed"]["switch"] == "lan"
+    for h in (inv.host("client0"), inv.workers[0]):
+        ns = f"rm{tb.slot}-{h.name}"
+        addrs = subprocess.run(
+            ["ip", "netns", "exec", ns, "ip", "-4", "-o", "addr", "show", "dev", "data0"],
+            capture_output=True, text=True, timeout=10,
+        ).stdout  # fmt: skip
+        assert "inet " not in addrs, addrs  # what the agents added, taken away again
