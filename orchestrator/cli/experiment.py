@@ -330,3 +330,84 @@ def report_cmd(run_dir: str) -> None:
     ):
         md = report(Path(run_dir))
     console.print(str(md))
+
+
+_VERDICT_STYLE = {"holds": "green", "does not hold": "red", "inconclusive": "yellow", "not checkable": "dim"}
+
+
+@cli.command("claims")
+@click.argument("run_dirs", nargs=-1, required=True, metavar="RUN_DIR...")
+@click.option(
+    "--spec",
+    "spec_file",
+    metavar="SPEC",
+    help="judge with this spec's claims [default: the run's own spec, or its spec file if the run predates its claims]",
+)
+@click.option("--json", "as_json", is_flag=True, help="print the verdicts as JSON")
+def claims_cmd(run_dirs: tuple[str, ...], spec_file: str | None, as_json: bool) -> None:
+    """Whether the paper's claims hold on RUN_DIR: each claim of the spec (claims:) judged
+    with the run's confidence intervals: holds, does not hold, or inconclusive (the
+    intervals overlap, or a point is invalid or missing), with the evidence in numbers.
+    The numbers the paper printed (references:) are tabled beside the run's.
+
+    Several runs of one spec (simulated, emulated, hardware) are judged side by side."""
+    from ..experiment.claims import run_claims, tally
+    from ..experiment.layout import RunDir
+    from ..experiment.points import testbed_kind
+
+    judged = []
+    for d in run_dirs:
+        verdicts, besides, origin = run_claims(Path(d), spec_file)
+        kind = testbed_kind(RunDir(d).read_manifest())
+        judged.append((d, kind, verdicts, besides, origin))
+    if as_json:
+        out = [
+            {
+                "run": d,
+                "testbed": kind,
+                "claims_from": origin,
+                "claims": [v.as_dict() for v in verdicts],
+                "references": [
+                    {"id": b.ref.id, "paper": b.ref.value, "approx": b.ref.approx, "ours": b.ours, "note": b.note}
+                    for b in besides
+                ],
+            }
+            for d, kind, verdicts, besides, origin in judged
+        ]
+        click.echo(json.dumps(out, indent=2))
+        return
+    if len(judged) > 1:
+        t = Table(title="claims, side by side")
+        t.add_column("claim")
+        for d, kind, *_ in judged:
+            t.add_column(f"{kind}\n{Path(d).name}")
+        ids = [v.id for v in judged[0][2]]
+        for i in ids:
+            row = [i]
+            for _, _, verdicts, _, _ in judged:
+                v = next((x.verdict for x in verdicts if x.id == i), "-")
+                row.append(Text(v, style=_VERDICT_STYLE.get(v, "")))
+            t.add_row(*row)
+        console.print(t)
+    for d, kind, verdicts, besides, origin in judged:
+        if not verdicts and not besides:
+            console.print(Text(f"{d}: its spec states no claims ({origin}); give --spec SPEC", style="yellow"))
+            continue
+        t = Table(title=f"{d} ({kind}); claims from {origin}", show_lines=True)
+        for col in ("claim", "verdict", "evidence"):
+            t.add_column(col, overflow="fold")
+        for v in verdicts:
+            t.add_row(f"{v.id}\n[dim]{v.text}[/]", Text(v.verdict, style=_VERDICT_STYLE[v.verdict]), v.evidence)
+        console.print(t)
+        n = tally(verdicts)
+        console.print(", ".join(f"{k}: {c}" for k, c in n.items() if c))
+        if besides:
+            r = Table(title="the paper's numbers beside the run's")
+            for col in ("reference", "paper", "ours", "ours / paper", "note"):
+                r.add_column(col, overflow="fold")
+            for b in besides:
+                paper = ("~" if b.ref.approx else "") + f"{b.ref.value:,.4g}"
+                ours = "-" if b.ours is None else f"{b.ours:,.4g}"
+                ratio = "-" if b.ratio is None else f"{b.ratio:.2f}"
+                r.add_row(f"{b.ref.id}\n[dim]{b.ref.source}[/]", paper, ours, ratio, b.note)
+            console.print(r)

@@ -83,8 +83,15 @@ def _row(data: PointData, cls: str, verdict: dict, base: dict, model: PointData 
     for name, ns in stats.items():
         row[f"{name}_us_paper"] = _us(ns) / k
     row["p99_ci_rel_width"] = (hi - lo) / p99 if n and p99 > 0 else nan
+    # order-statistics intervals of the other quantiles (claims.py weighs them; the p99's
+    # above may be wider, from the model's draw-to-draw spread)
+    for name, q in (("p50", 0.5), ("p999", 0.999)):
+        qlo, qhi = lat.quantile_ci(q) if n else (nan, nan)
+        row[f"{name}_ci_lo_us_paper"], row[f"{name}_ci_hi_us_paper"] = _us(qlo) / k, _us(qhi) / k
     s50, s99, s999 = sd.percentiles(PCTS) if sd is not None and sd.total else (nan, nan, nan)
     row["p50_slowdown"], row["p99_slowdown"], row["p999_slowdown"] = s50 / 1000.0, s99 / 1000.0, s999 / 1000.0
+    slo, shi = sd.quantile_ci(0.99) if sd is not None and sd.total else (nan, nan)
+    row["p99_slowdown_ci_lo"], row["p99_slowdown_ci_hi"] = slo / 1000.0, shi / 1000.0
     for key in (
         "offered",
         "sent",

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import interruptible
+from ..errors import RainmakerError, interruptible
 from ..systems import get as get_system
 from . import points
 from .analyze import aggregate, phase_rows, read_summary, throughput_under_slo
@@ -193,6 +193,57 @@ def _slo_section(df, spec) -> list[str]:
         )
     )
     return lines + [""]
+
+
+def _claims_section(run_dir: Path, df) -> list[str]:
+    """The paper's claims judged on this run, and its printed numbers beside ours."""
+    from .claims import evaluate_all, references, spec_with_claims, tally
+
+    try:
+        spec, origin = spec_with_claims(run_dir)
+    except RainmakerError:
+        return []
+    if df.empty or not (spec.claims or spec.references):
+        return []
+    verdicts, besides = evaluate_all(spec, df), references(spec, df)
+    n = tally(verdicts)
+    lines = [
+        "## Claims",
+        "",
+        f"The paper's claims about this figure ({origin}), judged with the run's confidence intervals: "
+        + ", ".join(f"{c} {k}" for k, c in n.items() if c)
+        + ". `rainmaker claims RUN_DIR` prints the same.",
+        "",
+    ]
+    if verdicts:
+        lines += [
+            table(
+                ["claim", "the paper says", "source", "verdict", "evidence"],
+                [[v.id, v.text, v.source, f"**{v.verdict}**", v.evidence] for v in verdicts],
+            ),
+            "",
+        ]
+    if besides:
+        lines += [
+            "The numbers the paper printed, beside this run's (`~`: the paper says about, or reads off a plot):",
+            "",
+            table(
+                ["reference", "source", "paper", "ours", "ours / paper", "note"],
+                [
+                    [
+                        b.ref.id,
+                        b.ref.source,
+                        ("~" if b.ref.approx else "") + f"{b.ref.value:,.4g}",
+                        b.ours,
+                        b.ratio,
+                        b.note,
+                    ]
+                    for b in besides
+                ],
+            ),
+            "",
+        ]
+    return lines
 
 
 def _model_section(run_dir: Path, df, spec, manifest: dict) -> list[str]:
@@ -454,6 +505,7 @@ def render_markdown(run_dir: str | Path) -> str:
     lines += _results_section(df, spec)
     lines += _phases_section(run_dir)
     lines += _slo_section(df, spec)
+    lines += _claims_section(run_dir, df)
     lines += _model_section(run_dir, df, spec, manifest)
     lines += _validity_section(run_dir)
     lines += _figures_section(run_dir)

@@ -57,6 +57,7 @@ from ..errors import InputFileError, Problem
 from ..systems import NAMES
 from ..systems import get as get_system
 from . import kv_costs
+from .claim_spec import Claim, Reference
 
 M = TypeVar("M", bound=BaseModel)
 SYSTEMS = NAMES  # orchestrator/systems: one declaration each
@@ -552,6 +553,8 @@ class Spec(Strict):
     requires: list[Literal["rocksdb", "adaptive", "baselines", "time_varying", "rpc"]] = Field(
         default_factory=list, description="features beyond the static Rain path (checked by `run`)"
     )
+    claims: list[Claim] = Field(default_factory=list, description="the paper's claims about this figure (claims.py)")
+    references: list[Reference] = Field(default_factory=list, description="numbers the paper printed")
     _path: str | None = PrivateAttr(None)  # the file it came from, for errors found by `plan`
 
     @property
@@ -696,6 +699,30 @@ class Spec(Strict):
                     f"variant '{v.name}': {where}: {first['msg']}",
                     "use the fields and ranges of the rain/baseline sections",
                 ) from None
+        return self
+
+    def curves(self) -> list[str]:
+        """Every curve a run of this spec draws (plan.Point.curve)."""
+        labels = [v.label or v.name for v in self.variants] if self.variants else [None]
+        return [s if lab is None else f"{s} ({lab})" for s in self.systems for lab in labels]
+
+    @model_validator(mode="after")
+    def _claims_name_curves(self) -> Spec:
+        curves, classes = self.curves(), {"all", *(c.name for c in self.workload.classes)}
+        named = [(f"claim {c.id}", c.check.curves(), c.check.cls) for c in self.claims if c.check is not None]
+        named += [(f"reference {r.id}", [r.curve], r.cls) for r in self.references]
+        for what, names, cls in named:
+            for n in names:
+                if n not in curves:
+                    raise bad(
+                        f"{what} names curve '{n}', which this spec does not draw", f"use one of: {', '.join(curves)}"
+                    )
+            if cls not in classes:
+                raise bad(f"{what} names class '{cls}'", f"use one of: {', '.join(sorted(classes))}")
+        ids = [c.id for c in self.claims] + [r.id for r in self.references]
+        dup = next((i for i in ids if ids.count(i) > 1), None)
+        if dup is not None:
+            raise bad(f"the id '{dup}' is given twice", "give every claim and reference its own id")
         return self
 
     def variant_params(self) -> list[VariantParams]:
