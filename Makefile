@@ -102,12 +102,16 @@ test: setup
 # per point at Rain's paper scale); fig10 keeps its spec's 5 s of phases. About 6 minutes
 # on 2 cores; results/sim/<figure>/<run>/
 # like any run. SIM_ARGS="--system rain ..." draws Rain alone.
-FIGURES_SIM ?= fig1a fig1b fig6a fig6b fig6c fig7 fig8 fig9 rakaia-sim rakaia-sim-bimodal rakaia-sim-constant
+FIGURES_SIM ?= fig1a fig1b fig6a fig6b fig6c fig7 fig8 fig9 fig11a fig11b fig11c rakaia-sim rakaia-sim-bimodal rakaia-sim-constant
 SIM_ARGS    ?= --warmup 0.1 --measure 1 --repetitions 1
 figures-sim: setup
 	@for f in $(FIGURES_SIM); do \
 	  $(RM_CLI) simulate experiments/$$f.yaml --results results/sim $(SIM_ARGS) || exit $$?; done
 	$(RM_CLI) simulate experiments/fig10.yaml --results results/sim --system rain
+	@# one page: every figure's claims judged at paper scale (the newest run of each)
+	$(RM_CLI) claims --page results/sim/claims.md \
+	  $$(for f in $(FIGURES_SIM) fig10; do ls -d results/sim/$$f/*/ | sort | tail -1; done) > results/sim/claims.txt
+	@echo "claims: results/sim/claims.md (the tables: results/sim/claims.txt)"
 
 lint: setup
 	$(BIN)/ansible-lint

@@ -344,7 +344,13 @@ _VERDICT_STYLE = {"holds": "green", "does not hold": "red", "inconclusive": "yel
     help="judge with this spec's claims [default: the run's own spec, or its spec file if the run predates its claims]",
 )
 @click.option("--json", "as_json", is_flag=True, help="print the verdicts as JSON")
-def claims_cmd(run_dirs: tuple[str, ...], spec_file: str | None, as_json: bool) -> None:
+@click.option(
+    "--page",
+    "page_file",
+    metavar="FILE",
+    help="also write one Markdown page of every run's claims and verdicts (make figures-sim ends with it)",
+)
+def claims_cmd(run_dirs: tuple[str, ...], spec_file: str | None, as_json: bool, page_file: str | None) -> None:
     """Whether the paper's claims hold on RUN_DIR: each claim of the spec (claims:) judged
     with the run's confidence intervals: holds, does not hold, or inconclusive (the
     intervals overlap, or a point is invalid or missing), with the evidence in numbers.
@@ -360,6 +366,16 @@ def claims_cmd(run_dirs: tuple[str, ...], spec_file: str | None, as_json: bool) 
         verdicts, besides, origin = run_claims(Path(d), spec_file)
         kind = testbed_kind(RunDir(d).read_manifest())
         judged.append((d, kind, verdicts, besides, origin))
+    if page_file is not None:
+        from ..experiment.claims import page
+        from ..experiment.layout import atomic_replace
+        from ..experiment.points import experiment_name
+
+        rows = [(experiment_name(Path(d), RunDir(d).read_manifest()), d, k, v, b) for d, k, v, b, _ in judged]
+        out = Path(page_file)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        atomic_replace(out, page(rows))
+        console.print(f"claims page: {out}")
     if as_json:
         out = [
             {

@@ -17,7 +17,10 @@ LATENCY = {
     "p999_us": ("p999_us_paper", "p999_ci_lo_us_paper", "p999_ci_hi_us_paper", "us"),
     "p99_slowdown": ("p99_slowdown", "p99_slowdown_ci_lo", "p99_slowdown_ci_hi", "x"),
 }
-METRICS = (*LATENCY, "achieved_krps", "rejects", "throughput_under_slo")
+# one number per point (an interval only over repetitions): the switch's queuing ratio
+# (Fig. 11's alpha) and the workers' mean token quota (their queue depth)
+PER_POINT = ("achieved_krps", "rejects", "queuing_ratio", "mean_quota")
+METRICS = (*LATENCY, *PER_POINT, "throughput_under_slo")
 RELATIONS = ("<", "<=", ">", ">=", "within", "ratio>=", "ratio<=", "collapses_before")
 LOAD_TOL = 0.005  # a named load matches a point's nominal load within 0.5%
 
@@ -65,6 +68,7 @@ class Check(_Strict):
     value: float | None = None
     tolerance_pct: float | None = Field(None, gt=0, le=100)
     at: list[At] = Field(default_factory=list)
+    than_at: At | None = None  # the other side read at this load (of `than`, or of `curve` itself)
     slo: SloLimit | None = None
 
     @model_validator(mode="after")
@@ -81,8 +85,10 @@ class Check(_Strict):
         elif self.relation == "within":
             if self.tolerance_pct is None or (self.than is None) == (self.value is None):
                 raise _bad("within needs tolerance_pct and one of than and value", "e.g. than: ms, tolerance_pct: 10")
-        elif (self.than is None) == (self.value is None):
+        elif self.than_at is None and (self.than is None) == (self.value is None):
             raise _bad(f"'{self.relation}' needs exactly one of than (a curve) and value", "e.g. value: 20")
+        if self.than_at is not None and (self.value is not None or knee):
+            raise _bad("than_at compares with the metric at another load, not with a value", "remove value")
         if knee and self.at:
             raise _bad("throughput under an SLO is one number per curve, not a value at a load", "remove at")
         if not knee and not self.at:

@@ -96,8 +96,10 @@ def value_at(df, metric: str, curve: str, cls: str, at: At) -> Interval:
         if los.isna().any() or his.isna().any():
             raise Missing(f"{curve} at {at.label()} has no interval of {metric} (no samples)")
         return Interval(float(los.min()), float(his.max()), float(rows[col].astype(float).mean()))
-    if metric == "achieved_krps":
-        v = rows["achieved_krps"].astype(float)
+    if metric in ("achieved_krps", "queuing_ratio", "mean_quota"):
+        v = rows[metric].astype(float) if metric in rows.columns else None
+        if v is None or v.isna().any():
+            raise Missing(f"{curve} at {at.label()} has no {metric}")
         return Interval(float(v.min()), float(v.max()), float(v.mean()))
     if metric == "rejects":
         f = rows["rejected"].astype(float) / rows["sent"].astype(float).where(rows["sent"] > 0)
@@ -179,7 +181,11 @@ def _one(df, check: Check, spec, at: At | None) -> tuple[str, str]:
         return _relate(check, a, b, ev)
     a = value_at(df, check.metric, check.curve, check.cls, at)
     ev = f"{check.curve}{where}: {a.fmt(unit)}"
-    if check.than:
+    if check.than_at is not None:
+        other = check.than or check.curve
+        b = value_at(df, check.metric, other, check.cls, check.than_at)
+        ev += f"; {other} at {check.than_at.label()}: {b.fmt(unit)}"
+    elif check.than:
         b = value_at(df, check.metric, check.than, check.cls, at)
         ev += f"; {check.than}: {b.fmt(unit)}"
     else:
@@ -190,7 +196,7 @@ def _one(df, check: Check, spec, at: At | None) -> tuple[str, str]:
 def _relate(check: Check, a: Interval, b: Interval, ev: str) -> tuple[str, str]:
     rel = check.relation
     if rel in ("<", "<=", ">", ">="):
-        target = f"{check.value:g}" if check.than is None else check.than
+        target = f"{check.value:g}" if check.value is not None else (check.than or "the other load")
         v = _compare(rel, a, b)
         return v, ev + ("" if v != INCONCLUSIVE else f": the intervals overlap {rel} {target}")
     r = _ratio(a, b)
@@ -311,3 +317,37 @@ def tally(verdicts: list[Verdict]) -> dict[str, int]:
     for v in verdicts:
         out[v.verdict] += 1
     return out
+
+
+def page(judged: list[tuple[str, str, str, list[Verdict], list[Beside]]]) -> str:
+    """One Markdown page over several runs (experiment, run folder, testbed kind, its
+    verdicts, its references): every figure, every claim, its verdict."""
+    from .report import table
+
+    total = tally([v for *_, vs, _ in judged for v in vs])
+    lines = [
+        "# The papers' claims, judged",
+        "",
+        "Every claim the specs state, judged on each run with its confidence intervals "
+        "(`rainmaker claims RUN_DIR`): " + ", ".join(f"{c} {k}" for k, c in total.items() if c) + ".",
+        "",
+    ]
+    for name, run, kind, verdicts, besides in judged:
+        lines += [f"## {name} ({kind})", "", f"`{run}`", ""]
+        if not verdicts and not besides:
+            lines += ["No claims stated.", ""]
+            continue
+        lines += [
+            table(
+                ["claim", "the paper says", "verdict", "evidence"],
+                [[v.id, v.text, f"**{v.verdict}**", v.evidence] for v in verdicts],
+            ),
+            "",
+        ]
+        if besides:
+            rows = [
+                [b.ref.id, ("~" if b.ref.approx else "") + f"{b.ref.value:,.4g}", b.ours, b.ratio, b.note]
+                for b in besides
+            ]
+            lines += [table(["reference", "paper", "ours", "ours / paper", "note"], rows), ""]
+    return "\n".join(lines).rstrip() + "\n"
