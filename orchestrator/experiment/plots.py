@@ -141,6 +141,27 @@ def _model_curves(ctx: _Ctx, ax, agg, col: str, *, x: str = "load_krps") -> list
     return drawn
 
 
+def _references(ctx: _Ctx, ax, metric: str, cls: str = ALL) -> list[float]:
+    """The numbers the paper printed (the spec's references) for `metric`, as stars in
+    their curve's colour at their load: what the paper saw beside what this run saw."""
+    refs = [r for r in getattr(ctx.spec, "references", []) if r.metric == metric and r.cls == cls]
+    drawn = []
+    for r in refs:
+        if r.at.krps is not None:
+            x = r.at.krps
+        else:
+            rows = ctx.df[(ctx.df["capacity_fraction"] - r.at.fraction).abs() <= 1e-6]
+            if rows.empty:
+                continue
+            x = float(rows["load_krps"].iloc[0])
+        color, _ = ctx.style.get(r.curve, ("0.3", "o"))
+        ax.plot([x], [r.value], ls="none", marker="*", ms=10, mfc="none", mec=color, mew=1.2)
+        drawn.append(r.value)
+    if drawn:
+        ax.plot([], [], ls="none", marker="*", ms=10, mfc="none", mec="0.3", label="the paper's number")
+    return drawn
+
+
 def _scale(ax, values) -> None:
     v = [x for x in values if x is not None and not math.isnan(x) and x > 0]
     if v and max(v) / min(v) > 30:
@@ -174,8 +195,9 @@ def _p99_vs_load(ctx: _Ctx) -> list[Path]:
         ctx.skipped["p99_vs_load"] = "no latency histograms"
         return []
     model = _model_curves(ctx, ax, agg, "model_p99_us_paper_mean")
+    paper = _references(ctx, ax, "p99_us")
     _slo_line(ax, ctx.slo("p99_us"), "SLO p99")
-    _scale(ax, list(agg["p99_us_paper_max"]) + model)
+    _scale(ax, list(agg["p99_us_paper_max"]) + model + paper)
     ax.set_xlabel(_load_label(ctx))
     ax.set_ylabel("99% tail latency (us)")
     ax.set_title(ctx.title("p99 vs load"), fontsize=9)
