@@ -85,13 +85,30 @@ def cloudlab() -> None:
     help="speed of each host-switch link",
 )
 @click.option(
+    "--network",
+    type=click.Choice(["tofino", "lan"]),
+    default="tofino",
+    show_default=True,
+    help="tofino: each host cabled to a Tofino node (Rain's testbed); lan: the hosts on one experiment LAN of "
+    "the cluster's switches, no Tofino (only server-side systems run: Rakaia's specs, memcached)",
+)
+@click.option(
+    "--preset",
+    type=click.Choice(["rakaia"]),
+    default=None,
+    help="rakaia: the Rakaia paper's nodes: --network lan --hardware-type xl170 --image ubuntu24 "
+    "--clients 1 --workers 1 --bandwidth-gbps 25 (options given beside it win)",
+)
+@click.option(
     "-o",
     "--output",
     type=click.Path(dir_okay=False, allow_dash=True),
     default="-",
     help="where to write profile.py (default: standard output)",
 )
+@click.pass_context
 def profile_cmd(
+    ctx: click.Context,
     clients: int,
     workers: int,
     hardware_type: str,
@@ -101,6 +118,8 @@ def profile_cmd(
     switch_name: str,
     subnet: str,
     bandwidth_gbps: int,
+    network: str,
+    preset: str | None,
     output: str,
 ) -> None:
     """Write a CloudLab profile (geni-lib Python) that requests a Rain testbed: CLIENTS
@@ -117,8 +136,25 @@ def profile_cmd(
     client0 .1, then the other clients, then worker0, ...; the last address stays
     free for the switch's scheduling address. Once the experiment is ready,
     download its manifest and run `rainmaker cloudlab import`.
+
+    \b
+      rainmaker cloudlab profile --preset rakaia -o profile.py
+
+    writes the Rakaia paper's topology instead: xl170 nodes with Ubuntu 24.04 on
+    one experiment LAN and no Tofino; docs/hardware.md says how to write its
+    inventory (switch.kind: lan).
     """
+    if preset == "rakaia":  # the preset's values, unless the option was given
+        given = {n for n in ctx.params if ctx.get_parameter_source(n) is not click.core.ParameterSource.DEFAULT}
+        vals = {"network": "lan", **{k: v for k, v in profile_mod.RAKAIA.items() if k != "kind"}}
+        clients = clients if "clients" in given else vals["clients"]
+        workers = workers if "workers" in given else vals["workers"]
+        hardware_type = hardware_type if "hardware_type" in given else vals["hardware_type"]
+        image = image if "image" in given else vals["image"]
+        bandwidth_gbps = bandwidth_gbps if "bandwidth_gbps" in given else vals["bandwidth_gbps"]
+        network = network if "network" in given else vals["network"]
     topo = profile_mod.Topology(
+        kind=network,
         clients=clients,
         workers=workers,
         hardware_type=hardware_type,
@@ -141,13 +177,15 @@ def profile_cmd(
         hardware_type,
         "--image",
         image,
-        "--switch-hardware-type",
-        switch_hardware_type,
     ]
-    if switch_image:
-        cmd += ["--switch-image", switch_image]
-    if switch_name != "tofino":
-        cmd += ["--switch-name", switch_name]
+    if network == "tofino":
+        cmd += ["--switch-hardware-type", switch_hardware_type]
+        if switch_image:
+            cmd += ["--switch-image", switch_image]
+        if switch_name != "tofino":
+            cmd += ["--switch-name", switch_name]
+    else:
+        cmd += ["--network", network]
     cmd += ["--subnet", subnet, "--bandwidth-gbps", str(bandwidth_gbps)]
     text = profile_mod.render(topo, shlex.join(cmd))
     if output == "-":
@@ -156,8 +194,9 @@ def profile_cmd(
         Path(output).write_text(text)
     addrs = topo.addresses()
     err_console.print(
-        f"profile: {clients} client(s) and {workers} worker(s) on {hardware_type}, switch "
-        f"{switch_name} ({switch_hardware_type}); data network {topo.network}: "
+        f"profile: {clients} client(s) and {workers} worker(s) on {hardware_type}, "
+        + (f"switch {switch_name} ({switch_hardware_type})" if network == "tofino" else "one LAN, no Tofino")
+        + f"; data network {topo.network}: "
         + ", ".join(f"{n} {a}" for n, a in addrs.items())
         + (f"; written to {output}" if output != "-" else "")
     )

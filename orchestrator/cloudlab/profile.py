@@ -14,6 +14,11 @@ the clients first (.1, ...), then the workers; the last address of the subnet st
 free for the switch's scheduling address. The names (`tofino`, `client0`,
 `worker0`, interfaces `client0:data` and `tofino:client0`) are what
 `rainmaker cloudlab import` expects back in the manifest.
+
+The other topology, `kind="lan"`, is the one of Rakaia's paper: the hosts (xl170
+nodes, Ubuntu 24.04) on one experiment LAN of the cluster's own Ethernet switches, no
+Tofino. rainmaker programs nothing on it (the inventory's `switch.kind: lan`), so only
+the systems that schedule inside the server run there.
 """
 
 from __future__ import annotations
@@ -37,6 +42,10 @@ DEFAULT_HOST_TYPE = "d6515"  # CloudLab Utah: AMD EPYC, dual-port 100G ConnectX-
 # user must look it up (the cluster's hardware page) and pass --switch-hardware-type.
 DEFAULT_SWITCH_TYPE = "tofino"
 MAX_HOSTS = 64
+# Rakaia's paper: CloudLab Utah's xl170 (10-core E5-2640v4, 25 GbE ConnectX-4 Lx), Ubuntu
+# 24.04, one server and one load generator on the experiment LAN
+RAKAIA = {"kind": "lan", "clients": 1, "workers": 1, "hardware_type": "xl170", "image": "ubuntu24",
+          "bandwidth_gbps": 25}  # fmt: skip
 
 _TYPE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _URN_RE = re.compile(r"^urn:publicid:IDN\+[A-Za-z0-9.-]+\+image\+[A-Za-z0-9_.-]+(//?|:)[A-Za-z0-9_.:-]+$")
@@ -54,6 +63,7 @@ class Topology:
     switch_image: str | None = None  # None: the hardware type's own default image
     subnet: str = "10.10.1.0/24"
     bandwidth_gbps: int = 100
+    kind: str = "tofino"  # tofino: each host cabled to the switch node; lan: one LAN, no switch (--network)
 
     def check(self) -> Topology:
         """Refuse what the portal would refuse later, naming the option and the fix."""
@@ -61,12 +71,14 @@ class Topology:
         def no(msg: str, fix: str) -> CloudlabError:
             return CloudlabError(msg, fix=fix)
 
+        if self.kind not in ("tofino", "lan"):
+            raise no(f"--network '{self.kind}' is not a topology", "use tofino or lan")
         if self.clients < 1 or self.workers < 1:
             raise no(
                 "a Rain testbed needs at least one client and one worker",
                 "use --clients 1 or more, --workers 1 or more",
             )
-        if self.clients + self.workers > MAX_HOSTS:
+        if self.kind == "tofino" and self.clients + self.workers > MAX_HOSTS:
             raise no(
                 f"{self.clients + self.workers} hosts: a Tofino has at most {MAX_HOSTS} ports to cable them to",
                 f"ask for at most {MAX_HOSTS} clients and workers together",
@@ -217,6 +229,75 @@ pc.printRequestRSpec(request)
 '''
 
 
+_LAN_TEMPLATE = '''\
+"""Hosts on one LAN: {clients} client(s) and {workers} server(s) on {hardware_type}, no Tofino.
+
+The topology of Rakaia's measured results: the hosts share one experiment LAN of the
+cluster's own Ethernet switches; data addresses are {subnet} (clients first, then
+the servers). rainmaker programs nothing on it (switch.kind: lan), so it runs the
+systems that schedule inside the server (Rakaia's specs, memcached). Written by rainmaker:
+    {command}
+
+Instructions:
+When the experiment is ready, write the inventory as rainmaker's docs/hardware.md says
+("The Rakaia paper's nodes"): switch {{name: lan, kind: lan}} and, for each node, its
+control address, data NIC (PCI address, MAC, the IP below) from the manifest.
+"""
+
+import geni.portal as portal
+import geni.rspec.pg as pg
+import geni.rspec.emulab  # noqa: F401  Emulab's extensions (no shaping)
+
+NETWORK = {network!r}  # the data network {subnet}, as a 32-bit number
+PREFIX = {prefix}
+IMAGES = [
+{images}
+]
+
+pc = portal.Context()
+pc.defineParameter("clients", "Client hosts (they send the load)", portal.ParameterType.INTEGER, {clients})
+pc.defineParameter("workers", "Server hosts (the first one serves; Rakaia's paper used one)",
+                   portal.ParameterType.INTEGER, {workers})
+pc.defineParameter("host_type", "Hardware type of the hosts", portal.ParameterType.NODETYPE, {hardware_type!r},
+                   longDescription="Rakaia's paper: xl170 at CloudLab Utah (10-core E5-2640v4, 25 GbE).")
+pc.defineParameter("host_image", "Disk image of the hosts", portal.ParameterType.IMAGE, {image!r}, IMAGES)
+pc.defineParameter("bandwidth_gbps", "Speed of the LAN (Gb/s)", portal.ParameterType.INTEGER,
+                   {bandwidth_gbps}, advanced=True)
+params = pc.bindParameters()
+
+
+def dotted(n):
+    return ".".join(str((n >> s) & 255) for s in (24, 16, 8, 0))
+
+
+hosts = ["client%d" % i for i in range(params.clients)] + ["worker%d" % i for i in range(params.workers)]
+if params.clients < 1:
+    pc.reportError(portal.ParameterError("At least one client is needed.", ["clients"]))
+if params.workers < 1:
+    pc.reportError(portal.ParameterError("At least one server is needed.", ["workers"]))
+if len(hosts) > (1 << (32 - PREFIX)) - 2:
+    pc.reportError(portal.ParameterError("The data network %s/%d cannot address %d hosts."
+                                         % (dotted(NETWORK), PREFIX, len(hosts)), ["clients", "workers"]))
+pc.verifyParameters()
+
+request = pc.makeRequestRSpec()
+lan = request.LAN("lan")
+lan.bandwidth = params.bandwidth_gbps * 1000 * 1000  # kb/s
+# The cluster's switches, as the paper's hosts had them: no shaping node in the path.
+lan.setNoBandwidthShaping()
+lan.best_effort = True
+
+netmask = dotted((0xFFFFFFFF << (32 - PREFIX)) & 0xFFFFFFFF)
+for i, name in enumerate(hosts):
+    host = request.RawPC(name)
+    host.hardware_type = params.host_type
+    host.disk_image = params.host_image
+    lan.addInterface(host.addInterface("data", pg.IPv4Address(dotted(NETWORK + 1 + i), netmask)))
+
+pc.printRequestRSpec(request)
+'''
+
+
 def render(topo: Topology, command: str = "rainmaker cloudlab profile") -> str:
     """The profile's text. Every value is inserted as a Python literal (repr), never as code."""
     topo.check()
@@ -225,6 +306,19 @@ def render(topo: Topology, command: str = "rainmaker cloudlab profile") -> str:
     if topo.image_urn not in IMAGES.values():
         images.insert(0, (topo.image_urn, topo.image_urn.rpartition("+")[2].lstrip("/:")))
     images_text = "\n".join(f"    {pair!r}," for pair in images)
+    if topo.kind == "lan":
+        return _LAN_TEMPLATE.format(
+            clients=topo.clients,
+            workers=topo.workers,
+            hardware_type=topo.hardware_type,
+            image=topo.image_urn,
+            images=images_text,
+            subnet=str(net),
+            network=int(net.network_address),
+            prefix=net.prefixlen,
+            bandwidth_gbps=topo.bandwidth_gbps,
+            command=_docstring_safe(command),
+        )
     return _TEMPLATE.format(
         clients=topo.clients,
         workers=topo.workers,

@@ -247,3 +247,33 @@ def test_command_line_refuses_bad_input_with_status_2(monkeypatch, capsys):
     code, _, err = rainmaker(monkeypatch, capsys, "cloudlab", "profile", "--subnet", "10.0.0.0/30")
     assert code == 2
     assert "subnet 10.0.0.0/30" in err and "fix:" in err
+
+
+def test_the_rakaia_preset_requests_xl170_nodes_on_one_lan(monkeypatch, capsys):
+    """Rakaia's paper: xl170 nodes, Ubuntu 24.04, the cluster's own LAN and no Tofino."""
+    code, out, err = rainmaker(monkeypatch, capsys, "cloudlab", "profile", "--preset", "rakaia", "--clients", "2")
+    assert code == 0, err
+    assert "one LAN, no Tofino" in err and "client1 10.10.1.2" in err and "worker0 10.10.1.3" in err
+    root, got = run_profile(out, monkeypatch)
+    nodes = nodes_of(root)
+    assert set(nodes) == {"client0", "client1", "worker0"}  # the option given beside the preset wins
+    for n in nodes.values():
+        assert n.find(f"{G}hardware_type").get("name") == "xl170"
+        assert n.find(f"{G}sliver_type/{G}disk_image").get("name") == IMAGES["ubuntu24"]
+    (lan,) = root.findall(f"{G}link")
+    assert lan.get("client_id") == "lan"
+    assert sorted(r.get("client_id") for r in lan.findall(f"{G}interface_ref")) == sorted(f"{h}:data" for h in nodes)
+    assert {p.get("capacity") for p in lan.findall(f"{G}property")} == {"25000000"}  # 25 Gb/s in kb/s
+    assert lan.find(f"{EMULAB}force_nobwshaping").get("enabled") == "true"
+    assert "switch_type" not in got["params"]
+    # the portal's parameters still shape it at instantiation
+    root, _ = run_profile(out, monkeypatch, {"clients": 1, "workers": 3})
+    assert set(nodes_of(root)) == {"client0", "worker0", "worker1", "worker2"}
+
+
+def test_a_lan_is_not_limited_by_a_tofinos_ports():
+    Topology(kind="lan", clients=40, workers=40).check()
+    with pytest.raises(CloudlabError, match="at most 64 ports"):
+        Topology(clients=40, workers=40).check()
+    with pytest.raises(CloudlabError, match="--network 'ring'"):
+        Topology(kind="ring").check()
