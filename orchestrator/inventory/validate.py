@@ -197,7 +197,7 @@ def _icrc(inv: Inventory) -> list[Problem]:
     """Workers whose NIC checks the iCRC drop every WRITE of the switch, which leaves
     it zero: each large task pre-written to them fails (desc_mismatch)."""
     checking = [h for h in inv.workers if inv.roce.nic_checks_icrc(h.nic.rdma_transport)]
-    if not checking:
+    if not checking or not inv.switch.programmable:  # a plain LAN: no switch writes to the workers
         return []
     names = ", ".join(h.name for h in checking)
     if inv.roce.icrc_check == "on":

@@ -477,3 +477,11 @@ def test_a_programmed_switch_still_needs_its_login_address_and_cables(tmp_path):
     assert any(p.path == "switch" and "needs 'bfrt'" in p.message for p in err.problems), err.render()
     err = problems_of(tmp_path, mutate(lambda d: d["hosts"][0]["nic"].pop("switch_port")))
     assert any(p.path == "hosts[0].nic.switch_port" and "no switch_port" in p.message for p in err.problems)
+
+
+def test_a_plain_lan_is_not_warned_about_the_switchs_writes(tmp_path):
+    from orchestrator.inventory import warnings
+
+    d = lan()
+    d["ssh"] = {"known_hosts": "/etc/ssh/ssh_known_hosts"}
+    assert not [w for w in warnings(load(write(tmp_path, d)), tmp_path) if w.path == "roce.icrc_check"]
