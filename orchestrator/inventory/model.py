@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 _PORT_RE = re.compile(r"^(\d{1,2})/(\d)$")
@@ -140,8 +140,8 @@ class Switch(Strict):
     # e.g. CloudLab's between xl170 nodes). Only the systems that schedule inside the
     # server (Rakaia's measured layer) run over a lan: there is no switch program.
     kind: Literal["tofino", "emulated", "lan"]
-    mgmt: Mgmt | None = None  # tofino, emulated: how to log into the switch
-    bfrt: str | None = None  # host:port of the BFRuntime gRPC server (tofino, emulated)
+    mgmt: Mgmt | None = Field(None, validate_default=True)  # tofino, emulated: how to log into it
+    bfrt: str | None = Field(None, validate_default=True)  # host:port of its BFRuntime server (tofino, emulated)
     # A Tofino's software: the SDE folder ($SDE) and where it is installed
     # ($SDE_INSTALL, default $SDE/install); the SDE version provisioning insists on.
     sde: Path | None = None
@@ -164,12 +164,21 @@ class Switch(Strict):
     service_mac: str = "02:52:4d:ff:ff:fe"
     deploy_root: Path = Path("/opt/rainmaker")
     netns: str | None = None  # emulated: the namespace standing for the switch
-    ports: list[SwitchPort] = Field(default_factory=list)  # tofino, emulated: at least one
+    ports: list[SwitchPort] = Field(default_factory=list)  # tofino, emulated: at least one (validate.py)
+
+    @field_validator("mgmt")
+    @classmethod
+    def _mgmt(cls, v: Mgmt | None, info: ValidationInfo) -> Mgmt | None:
+        if v is None and info.data.get("kind", "lan") != "lan":
+            raise bad(f"a {info.data['kind']} switch needs 'mgmt'", "add mgmt: {address: 192.0.2.10, user: root}")
+        return v
 
     @field_validator("bfrt")
     @classmethod
-    def _bfrt(cls, v: str | None) -> str | None:
+    def _bfrt(cls, v: str | None, info: ValidationInfo) -> str | None:
         if v is None:
+            if info.data.get("kind", "lan") != "lan":
+                raise bad(f"a {info.data['kind']} switch needs 'bfrt'", "add bfrt: 192.0.2.10:50052")
             return v
         host, sep, port = v.rpartition(":")
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
@@ -200,30 +209,6 @@ class Switch(Strict):
         if v is not None and not re.match(r"^\d+\.\d+\.\d+$", v):
             raise bad(f"'{v}' is not an SDE version", "write it as major.minor.patch, like 9.13.0 (quote it in YAML)")
         return v
-
-    @model_validator(mode="after")
-    def _what_the_kind_needs(self) -> Switch:
-        if self.kind == "lan":
-            for f in ("mgmt", "bfrt", "sde", "sde_install", "sde_version", "netns"):
-                if getattr(self, f) is not None:
-                    raise bad(
-                        f"'{f}' belongs to a switch rainmaker programs; this one is a plain LAN (kind: lan)",
-                        f"remove {f}, or set kind: tofino if the hosts are cabled to a Tofino",
-                    )
-            if self.ports:
-                raise bad(
-                    "a LAN (kind: lan) has no ports rainmaker programs",
-                    "remove switch.ports (and the hosts' nic.switch_port)",
-                )
-            return self
-        for f, example in (("mgmt", "mgmt: {address: 192.0.2.10, user: root}"), ("bfrt", "bfrt: 192.0.2.10:50052")):
-            if getattr(self, f) is None:
-                raise bad(f"a {self.kind} switch needs '{f}'", f"add {example}")
-        if not self.ports:
-            raise bad(
-                f"a {self.kind} switch needs its ports", "list them under ports: [{port: '1/0', speed: 100G}, ...]"
-            )
-        return self
 
     @model_validator(mode="after")
     def _tofino_needs_sde(self) -> Switch:

@@ -30,6 +30,33 @@ def check(inv: Inventory) -> list[Problem]:
     names = [("switch.name", sw.name)] + [(f"hosts[{i}].name", h.name) for i, h in enumerate(inv.hosts)]
     p += _dups(names, "name", "give every machine its own name")
     lan = not sw.programmable  # a plain LAN: no service address, no login, no ports
+    if lan:
+        for f in ("mgmt", "bfrt", "sde", "sde_install", "sde_version", "netns"):
+            if getattr(sw, f) is not None:
+                p.append(
+                    Problem(
+                        f"switch.{f}",
+                        f"'{f}' belongs to a switch rainmaker programs; this one is a plain LAN (kind: lan)",
+                        f"remove {f}, or set kind: tofino if the hosts are cabled to a Tofino",
+                    )
+                )
+        if sw.ports:
+            p.append(
+                Problem(
+                    "switch.ports",
+                    "a LAN (kind: lan) has no ports rainmaker programs",
+                    "remove switch.ports (and the hosts' nic.switch_port)",
+                )
+            )
+    else:  # (its mgmt and bfrt: model.py)
+        if not sw.ports:
+            p.append(
+                Problem(
+                    "switch.ports",
+                    f"a {sw.kind} switch needs its ports",
+                    "list them under ports: [{port: '1/0', dev_port: 132, speed: 100G}, ...]",
+                )
+            )
     service = [] if lan else [("switch.service_mac", sw.service_mac)]
     p += _dups(
         service + [(f"hosts[{i}].nic.mac", h.nic.mac) for i, h in enumerate(inv.hosts)],

@@ -453,8 +453,13 @@ def test_a_plain_lan_needs_no_switch_login_ports_or_cables(tmp_path):
 
 
 LAN_CASES = [
-    ("lan-with-bfrt", lambda d: d["switch"].update(bfrt="192.0.2.10:50052"), "switch", "plain LAN"),
-    ("lan-with-ports", lambda d: d["switch"].update(ports=[{"port": "1/0", "dev_port": 132}]), "switch", "no ports"),
+    ("lan-with-bfrt", lambda d: d["switch"].update(bfrt="192.0.2.10:50052"), "switch.bfrt", "plain LAN"),
+    (
+        "lan-with-ports",
+        lambda d: d["switch"].update(ports=[{"port": "1/0", "dev_port": 132}]),
+        "switch.ports",
+        "no ports",
+    ),
     ("lan-host-cabled", lambda d: d["hosts"][1]["nic"].update(switch_port="2/0"), "hosts[1].nic.switch_port", "LAN"),
 ]
 
@@ -474,7 +479,7 @@ def test_a_programmed_switch_still_needs_its_login_address_and_cables(tmp_path):
         del d["switch"]["bfrt"]
 
     err = problems_of(tmp_path, mutate(no_bfrt))
-    assert any(p.path == "switch" and "needs 'bfrt'" in p.message for p in err.problems), err.render()
+    assert any(p.path == "switch.bfrt" and "needs 'bfrt'" in p.message for p in err.problems), err.render()
     err = problems_of(tmp_path, mutate(lambda d: d["hosts"][0]["nic"].pop("switch_port")))
     assert any(p.path == "hosts[0].nic.switch_port" and "no switch_port" in p.message for p in err.problems)
 
