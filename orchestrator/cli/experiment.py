@@ -367,14 +367,14 @@ def claims_cmd(run_dirs: tuple[str, ...], spec_file: str | None, as_json: bool, 
         kind = testbed_kind(RunDir(d).read_manifest())
         judged.append((d, kind, verdicts, besides, origin))
     if page_file is not None:
-        from ..experiment.claims import page
         from ..experiment.layout import atomic_replace
         from ..experiment.points import experiment_name
+        from ..experiment.report import claims_page
 
         rows = [(experiment_name(Path(d), RunDir(d).read_manifest()), d, k, v, b) for d, k, v, b, _ in judged]
         out = Path(page_file)
         out.parent.mkdir(parents=True, exist_ok=True)
-        atomic_replace(out, page(rows))
+        atomic_replace(out, claims_page(rows))
         console.print(f"claims page: {out}")
     if as_json:
         out = [

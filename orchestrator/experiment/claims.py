@@ -317,37 +317,3 @@ def tally(verdicts: list[Verdict]) -> dict[str, int]:
     for v in verdicts:
         out[v.verdict] += 1
     return out
-
-
-def page(judged: list[tuple[str, str, str, list[Verdict], list[Beside]]]) -> str:
-    """One Markdown page over several runs (experiment, run folder, testbed kind, its
-    verdicts, its references): every figure, every claim, its verdict."""
-    from .report import table
-
-    total = tally([v for *_, vs, _ in judged for v in vs])
-    lines = [
-        "# The papers' claims, judged",
-        "",
-        "Every claim the specs state, judged on each run with its confidence intervals "
-        "(`rainmaker claims RUN_DIR`): " + ", ".join(f"{c} {k}" for k, c in total.items() if c) + ".",
-        "",
-    ]
-    for name, run, kind, verdicts, besides in judged:
-        lines += [f"## {name} ({kind})", "", f"`{run}`", ""]
-        if not verdicts and not besides:
-            lines += ["No claims stated.", ""]
-            continue
-        lines += [
-            table(
-                ["claim", "the paper says", "verdict", "evidence"],
-                [[v.id, v.text, f"**{v.verdict}**", v.evidence] for v in verdicts],
-            ),
-            "",
-        ]
-        if besides:
-            rows = [
-                [b.ref.id, ("~" if b.ref.approx else "") + f"{b.ref.value:,.4g}", b.ours, b.ratio, b.note]
-                for b in besides
-            ]
-            lines += [table(["reference", "paper", "ours", "ours / paper", "note"], rows), ""]
-    return "\n".join(lines).rstrip() + "\n"

@@ -7,7 +7,9 @@ are combined into their mean with min-max error bars; a marker is hollow when at
 one repetition of that point failed its validity checks. On a measured run, the p99
 and p99 slowdown figures draw the model beside each point (model_beside.py) dashed,
 in the curve's colour, labelled '<curve> (model)'. Each figure is written as
-PNG and SVG to run_dir/plots/.
+PNG and SVG to run_dir/plots/. The spec's references (the numbers the paper printed)
+are drawn as stars. One module of about 670 lines: every kind shares the context and
+the drawing helpers above it, and reads as one page of a figure's anatomy.
 
 Kinds (spec.PLOTS):
   p99_vs_load           p99 latency vs load, one line per curve (Fig. 6, Fig. 1)

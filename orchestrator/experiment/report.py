@@ -586,3 +586,37 @@ def _systems_lines(names: Sequence[str]) -> list[str]:
         lines.append(f"  - `{name}`: {system.title}")
         lines += [f"    - counter `{c}`: {meaning}" for c, meaning in system.counters.items()]
     return lines
+
+
+def claims_page(judged: list) -> str:
+    """One Markdown page over several runs (experiment, run folder, testbed kind, its
+    verdicts, its references): every figure, every claim, its verdict."""
+    from .claims import tally
+
+    total = tally([v for *_, vs, _ in judged for v in vs])
+    lines = [
+        "# The papers' claims, judged",
+        "",
+        "Every claim the specs state, judged on each run with its confidence intervals "
+        "(`rainmaker claims RUN_DIR`): " + ", ".join(f"{c} {k}" for k, c in total.items() if c) + ".",
+        "",
+    ]
+    for name, run, kind, verdicts, besides in judged:
+        lines += [f"## {name} ({kind})", "", f"`{run}`", ""]
+        if not verdicts and not besides:
+            lines += ["No claims stated.", ""]
+            continue
+        lines += [
+            table(
+                ["claim", "the paper says", "verdict", "evidence"],
+                [[v.id, v.text, f"**{v.verdict}**", v.evidence] for v in verdicts],
+            ),
+            "",
+        ]
+        if besides:
+            rows = [
+                [b.ref.id, ("~" if b.ref.approx else "") + f"{b.ref.value:,.4g}", b.ours, b.ratio, b.note]
+                for b in besides
+            ]
+            lines += [table(["reference", "paper", "ours", "ours / paper", "note"], rows), ""]
+    return "\n".join(lines).rstrip() + "\n"

@@ -715,7 +715,8 @@ class Spec(Strict):
             for n in names:
                 if n not in curves:
                     raise bad(
-                        f"{what} names curve '{n}', which this spec does not draw", f"use one of: {', '.join(curves)}"
+                        f"{what} names curve '{n}', which this spec does not draw",
+                        f"use one of: {', '.join(curves)} (a narrowed spec keeps only the claims about its curves)",
                     )
             if cls not in classes:
                 raise bad(f"{what} names class '{cls}'", f"use one of: {', '.join(sorted(classes))}")

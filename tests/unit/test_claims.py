@@ -155,7 +155,7 @@ def test_a_spec_names_only_curves_it_draws():
     bad = {**ok, "check": {**ok["check"], "than": "pallas"}}
     with pytest.raises(ValidationError, match="names curve 'pallas'") as e:
         Spec.model_validate(base_spec(claims=[bad]))
-    assert e.value.errors()[0]["ctx"]["fix"] == "use one of: rain, r2p2"
+    assert e.value.errors()[0]["ctx"]["fix"].startswith("use one of: rain, r2p2 (")
     with pytest.raises(ValidationError, match="given twice"):
         Spec.model_validate(base_spec(claims=[ok, ok]))
 
