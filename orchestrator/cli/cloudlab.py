@@ -27,6 +27,14 @@ def cloudlab() -> None:
         (portal: Experiments > Create Experiment Profile > Edit Code; instantiate it)
       rainmaker cloudlab import manifest.xml --map map.yaml -o cloudlab.yaml
       rainmaker provision --check -i cloudlab.yaml
+
+    The Rakaia paper's nodes instead: xl170, Ubuntu 24.04, one plain LAN and no
+    Tofino (only server-side systems run there; the import finds the LAN in the
+    manifest and writes switch {name: lan, kind: lan}):
+
+    \b
+      rainmaker cloudlab profile --preset rakaia -o profile.py   (or --network lan)
+      rainmaker cloudlab import manifest.xml --map map.yaml -o rakaia.yaml
     """
 
 
@@ -141,8 +149,9 @@ def profile_cmd(
       rainmaker cloudlab profile --preset rakaia -o profile.py
 
     writes the Rakaia paper's topology instead: xl170 nodes with Ubuntu 24.04 on
-    one experiment LAN and no Tofino; docs/hardware.md says how to write its
-    inventory (switch.kind: lan).
+    one experiment LAN and no Tofino (--network lan is that LAN with any other
+    values); `rainmaker cloudlab import` turns its manifest into an inventory
+    whose switch is {name: lan, kind: lan}.
     """
     if preset == "rakaia":  # the preset's values, unless the option was given
         given = {n for n in ctx.params if ctx.get_parameter_source(n) is not click.core.ParameterSource.DEFAULT}
@@ -218,6 +227,14 @@ def profile_cmd(
     "switch.external in the map)",
 )
 @click.option(
+    "--network",
+    type=click.Choice(["tofino", "lan"]),
+    default=None,
+    help="tofino: the hosts are cabled to a Tofino; lan: they share a plain LAN and no switch is programmed "
+    "(switch.kind in the map says the same). Default: from the manifest: a LAN joining every node and no "
+    "switch node is a LAN, as `cloudlab profile --network lan` requests it",
+)
+@click.option(
     "-o",
     "--output",
     type=click.Path(dir_okay=False),
@@ -232,7 +249,13 @@ def profile_cmd(
     help="ask for what is missing (default: when the terminal is interactive)",
 )
 def import_cmd(
-    manifest: str, map_path: str | None, switch_node: str | None, output: str, force: bool, interactive: bool | None
+    manifest: str,
+    map_path: str | None,
+    switch_node: str | None,
+    network: str | None,
+    output: str,
+    force: bool,
+    interactive: bool | None,
 ) -> None:
     """Turn the RSpec manifest of a running CloudLab experiment into a rainmaker
     inventory: nodes, logins, MACs, IPs and links come from MANIFEST; the Tofino
@@ -268,6 +291,11 @@ def import_cmd(
     \b
       switch: {external: true, name: tofino1, address: 192.0.2.10, user: root,
                sde: /root/bf-sde-9.13.0, link: vlan-tofino}
+
+    Hosts on a plain LAN (`cloudlab profile --preset rakaia`: no switch node, one
+    LAN joining every node) become switch {name: lan, kind: lan}, with no ports; the
+    map then says only host_defaults, hosts, ssh, dpdk and deploy.
+
     In a terminal, whatever is still missing is asked for; otherwise the command
     fails listing every missing item, with a map snippet that fills them.
 
@@ -288,7 +316,7 @@ def import_cmd(
 
     answers: dict[tuple[str, ...], object] = {}
     for _round in range(3):  # an answer (a role) can change what else is needed: ask again
-        plan = importer.plan(man, mf, switch_node)
+        plan = importer.plan(man, mf, switch_node, network)
         left = importer.needs(plan)
         if not left:
             break
@@ -312,12 +340,8 @@ def import_cmd(
         raise CloudlabError("the answers still leave things missing", fix="write them in the map file instead")
 
     inv_data = importer.build(plan, out.parent)
-    argv = shlex.join(
-        ["rainmaker", "cloudlab", "import", manifest]
-        + (["--map", map_path] if map_path else [])
-        + (["--switch", switch_node] if switch_node else [])
-        + ["-o", output]
-    )
+    given = (("--map", map_path), ("--switch", switch_node), ("--network", network), ("-o", output))
+    argv = shlex.join(["rainmaker", "cloudlab", "import", manifest] + [w for o, v in given if v for w in (o, v)])
     inv = importer.write(inv_data, out, importer.header(plan, out, argv))
 
     _print_imported(inv, plan, out, len(man.nodes), answers)
@@ -335,17 +359,24 @@ def _print_imported(inv, plan, out: Path, nodes: int, answers: dict) -> None:
     def node(name: str, cid: str) -> str:
         return name if name == cid else f"{name} (node {cid})"
 
-    console.print(
-        f"  switch {node(sw.name, plan.switch.client_id)}: ssh {sw.mgmt.user}@{sw.mgmt.address}:"
-        f"{sw.mgmt.port}, BFRuntime {sw.bfrt}, scheduling address {sw.service_ip}",
-        markup=False,
-    )
+    if plan.lan:  # nothing to log into: say which LAN, and that nothing is programmed on it
+        console.print(
+            f"  network {sw.name}: the experiment's LAN {plan.lan_link.client_id}, a plain LAN (kind: lan): "
+            "no switch to log into or program",
+            markup=False,
+        )
+    else:
+        console.print(
+            f"  switch {node(sw.name, plan.switch.client_id)}: ssh {sw.mgmt.user}@{sw.mgmt.address}:"
+            f"{sw.mgmt.port}, BFRuntime {sw.bfrt}, scheduling address {sw.service_ip}",
+            markup=False,
+        )
     for h, hp in zip(inv.hosts, plan.hosts):
-        sp = sw.port(h.nic.switch_port)
+        sp = sw.port(h.nic.switch_port) if h.nic.switch_port else None
+        where = f"on port {sp.port} (dev_port {sp.dev_port})" if sp else f"on the LAN {hp.link}"
         console.print(
             f"  {h.role} {node(h.name, hp.node.client_id)}: ssh {h.mgmt.user}@{h.mgmt.address}:"
-            f"{h.mgmt.port}, nic {h.nic.pci} {h.nic.mac} {h.nic.ip} on port {sp.port} "
-            f"(dev_port {sp.dev_port})",
+            f"{h.mgmt.port}, nic {h.nic.pci} {h.nic.mac} {h.nic.ip} {where}",
             markup=False,
         )
     for note in importer.notes(plan):

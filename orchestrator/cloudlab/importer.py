@@ -1,17 +1,19 @@
 """Manifest + map file -> a rainmaker inventory.
 
 Three steps, so that the command line can ask for what is missing in between:
-`plan()` reads the manifest against the map (which node is the switch, which nodes
-are hosts, each host's role and data interface) and refuses contradictions;
-`needs()` lists what neither says (each with the question to ask, and an example
-for the map file); `build()` makes the inventory once nothing is missing, and
-`write()` writes it with a header saying where it came from and loads it back, so
-a file that would not validate is never left behind as the inventory.
+`plan()` reads the manifest against the map (which node is the switch, or whether the
+hosts share a plain LAN with no Tofino; which nodes are hosts, each host's role and
+data interface) and refuses contradictions; `needs()` lists what neither says (each
+with the question to ask, and an example for the map file); `build()` makes the
+inventory once nothing is missing, and `write()` writes it with a header saying where
+it came from and loads it back, so a file that would not validate is never left
+behind as the inventory.
 
-One module of about 850 lines, and plan(), needs() and build() of 110 to 185 lines
-each: the steps read the same manifest and map shapes, and each is a flat list of
-rules in the order a user meets them (one refusal or question each), kept flat so
-that every rule reads alone beside its message and fix.
+One module of about 1,050 lines, and plan() and needs() of about 190 lines each: the
+steps read the same manifest and map shapes (a Tofino node, an external switch or a
+plain LAN), and each is a flat list of rules in the order a user meets them (one
+refusal or question each), kept flat so that every rule reads alone beside its
+message and fix.
 """
 
 from __future__ import annotations
@@ -32,6 +34,10 @@ from .manifest import Interface, Link, Manifest, Node
 from .mapping import MapFile
 
 DEFAULT_SWITCH = "tofino"  # the switch node's client_id in profiles `rainmaker cloudlab profile` writes
+DEFAULT_LAN = "lan"  # a plain LAN's name in the inventory (switch: {name: lan, kind: lan})
+# Hardware types clusters give their Tofino switches: such a node is never taken for a
+# host on a LAN, even when it shares one with them.
+_TOFINO_TYPE_RE = re.compile(r"tofino|wedge", re.IGNORECASE)
 BFRT_PORT = 50052
 # Hosts' huge pages when the map says nothing: 8 GiB of 2M pages, as examples/rack1.yaml.
 DEFAULT_HUGEPAGES = {"size": "2M", "count": 4096}
@@ -60,10 +66,19 @@ class Plan:
     # An external switch (switch.external in the map) is no node of the experiment:
     # `switch` then stands for it (no logins, no interfaces) and `link` reaches it.
     external_link: Link | None = None
+    # A plain LAN (switch.kind: lan): no switch at all; `switch` stands for the LAN (no
+    # logins, no interfaces), the hosts are the nodes on `lan_link`, and `lan_why` says
+    # how the import knew (an option, the map, or the manifest's shape).
+    lan_link: Link | None = None
+    lan_why: str = ""
 
     @property
     def external(self) -> bool:
         return self.external_link is not None
+
+    @property
+    def lan(self) -> bool:
+        return self.lan_link is not None
 
 
 @dataclass
@@ -102,8 +117,10 @@ def _links_to_switch(manifest: Manifest, node: Node, switch_ifaces: set[str]) ->
     return out
 
 
-def plan(manifest: Manifest, mapfile: MapFile, switch_node: str | None = None) -> Plan:
-    """Which node is the switch, which are hosts and how each reaches it; raise on contradictions."""
+def plan(manifest: Manifest, mapfile: MapFile, switch_node: str | None = None, network: str | None = None) -> Plan:
+    """Which node is the switch (or whether the hosts share a plain LAN), which are hosts
+    and how each reaches it; raise on contradictions. network: tofino or lan as the
+    user said it (--network); None: switch.kind in the map, else what the manifest shows."""
     m = mapfile.map
     mf, mp = manifest.source, mapfile.where()
     problems: list[tuple[str, Problem]] = []
@@ -116,7 +133,18 @@ def plan(manifest: Manifest, mapfile: MapFile, switch_node: str | None = None) -
 
     names = [n.client_id for n in manifest.nodes]
     ext_link: Link | None = None
-    if m.switch.external:
+    lan_link: Link | None = None
+    kind, why, tofino_fix = _network(manifest, mapfile, switch_node, network)
+    if kind == "lan":
+        lan_link = _lan_link(manifest, mapfile)
+        sw = Node(m.switch.name or DEFAULT_LAN, 0)
+        # A Tofino's settings in the map contradict the LAN: each is named, with the way back.
+        for f in sorted(m.switch.model_fields_set - {"kind", "name", "link"}):
+            mapp(f"switch.{f}", f"'{f}' is a Tofino's setting; the hosts are on a plain LAN ({why})", tofino_fix)
+        for section, said in (("ports", m.ports), ("port_defaults", m.port_defaults.model_fields_set)):
+            if said:
+                mapp(section, f"a plain LAN ({why}) has no switch ports", tofino_fix)
+    elif m.switch.external:
         if switch_node is not None:
             raise CloudlabError(
                 f"--switch {switch_node} names a node of the experiment, and {mp} says the switch is external "
@@ -130,18 +158,19 @@ def plan(manifest: Manifest, mapfile: MapFile, switch_node: str | None = None) -
         sw = manifest.node(wanted)
         if sw is None:
             how = "--switch" if switch_node else ("switch.node in the map" if m.switch.node else "the default")
-            raise CloudlabError(
-                f"{mf}: no switch node: {how} names '{wanted}', and the manifest's nodes are {', '.join(names)}",
-                fix="name the Tofino node with --switch NODE (or switch.node in the map file); for a switch that "
-                "is not a node of the experiment (yours, on a shared VLAN), set switch.external: true in the map "
-                "file, with its address, user and the hosts' ports",
-            )
+            raise _no_switch_node(manifest, mapfile, how, wanted, lan_read=how == "the default" and kind is None)
+    # The link every host reaches the network on, when no switch node's links say it.
+    via = ext_link or lan_link
     # How a host off the switch is described (in refusals and the skipped list).
-    off_switch = (
-        f"not on link {ext_link.client_id} to the external switch"
-        if ext_link
-        else f"no link to the switch {sw.client_id}"
-    )
+    if lan_link:
+        off_switch = f"not on the LAN {lan_link.client_id}"
+        join_fix = "put it on the LAN in the profile"
+    elif ext_link:
+        off_switch = f"not on link {ext_link.client_id} to the external switch"
+        join_fix = "link it to the switch in the profile"
+    else:
+        off_switch = f"no link to the switch {sw.client_id}"
+        join_fix = "link it to the switch in the profile"
 
     for section in ("ports", "hosts"):
         for key in getattr(m, section):
@@ -151,7 +180,7 @@ def plan(manifest: Manifest, mapfile: MapFile, switch_node: str | None = None) -
                     f"no node '{key}' in the manifest (its nodes: {', '.join(names)})",
                     "key this entry by a node's client_id, as the manifest names it",
                 )
-            elif key == sw.client_id:
+            elif key == sw.client_id and not lan_link:
                 mapp(f"{section}.{key}", f"'{key}' is the switch node", "settings of the switch go under switch:")
 
     switch_ifaces = {i.client_id for i in sw.interfaces}
@@ -164,8 +193,8 @@ def plan(manifest: Manifest, mapfile: MapFile, switch_node: str | None = None) -
         if hm is not None and hm.skip:
             skipped.append((node.client_id, "skip: true in the map"))
             continue
-        if ext_link is not None:
-            on_switch = [(i, ext_link, None) for i in node.interfaces if i.client_id in ext_link.interfaces]
+        if via is not None:
+            on_switch = [(i, via, None) for i in node.interfaces if i.client_id in via.interfaces]
         else:
             on_switch = _links_to_switch(manifest, node, switch_ifaces)
         if hm is not None and hm.interface is not None:
@@ -184,8 +213,8 @@ def plan(manifest: Manifest, mapfile: MapFile, switch_node: str | None = None) -
             if hm is not None and hm.role is not None:
                 mapp(
                     f"hosts.{node.client_id}.role",
-                    f"{node.client_id} {'is' if ext_link else 'has'} {off_switch}, so it cannot be a client or a worker",
-                    "link it to the switch in the profile, or remove it here",
+                    f"{node.client_id} {'is' if via else 'has'} {off_switch}, so it cannot be a client or a worker",
+                    f"{join_fix}, or remove it here",
                 )
             else:
                 skipped.append((node.client_id, off_switch))
@@ -194,8 +223,9 @@ def plan(manifest: Manifest, mapfile: MapFile, switch_node: str | None = None) -
             which = ", ".join(f"{i.client_id} (link {lk.client_id})" for i, lk, _ in on_switch)
             man(
                 f"node[{node.client_id}]",
-                f"host {node.client_id} has {len(on_switch)} interfaces on links to the "
-                f"switch: {which}; a rainmaker host has one data NIC",
+                f"host {node.client_id} has {len(on_switch)} interfaces on "
+                + (f"the LAN {lan_link.client_id}" if lan_link else "links to the switch")
+                + f": {which}; a rainmaker host has one data NIC",
                 f"keep one link per host in the profile, or pick one with hosts.{node.client_id}.interface "
                 "in the map file",
                 node.line,
@@ -224,11 +254,11 @@ def plan(manifest: Manifest, mapfile: MapFile, switch_node: str | None = None) -
                 iface.line,
             )
 
-    for node_id, why in skipped:
+    for node_id, off in [] if lan_link else skipped:  # (a LAN's ports are refused above)
         if node_id in m.ports:
             mapp(
                 f"ports.{node_id}",
-                f"{node_id} is left out of the inventory ({why}), so it has no switch port",
+                f"{node_id} is left out of the inventory ({off}), so it has no switch port",
                 "remove this entry, or link the node to the switch",
             )
     switch_name = m.switch.name or _name(sw.client_id)
@@ -254,14 +284,18 @@ def plan(manifest: Manifest, mapfile: MapFile, switch_node: str | None = None) -
                         None,
                     )
     if not hosts and not problems:
-        why = "; ".join(f"{n}: {w}" for n, w in skipped) or "the manifest has only the switch"
-        man(
-            "rspec",
-            f"no host is on {f'link {ext_link.client_id}' if ext_link else f'a link to the switch {sw.client_id}'} ({why})",
-            "the profile must link each client and worker to the switch"
-            + (" (connect that link to the shared VLAN)" if ext_link else ""),
-            None,
-        )
+        left = "; ".join(f"{n}: {w}" for n, w in skipped) or "the manifest has only the switch"
+        if lan_link:
+            where, fix = f"the LAN {lan_link.client_id}", "the profile must put each client and worker on the LAN"
+        elif ext_link:
+            where = f"link {ext_link.client_id}"
+            fix = "the profile must link each client and worker to the switch (connect that link to the shared VLAN)"
+        else:
+            where, fix = (
+                f"a link to the switch {sw.client_id}",
+                "the profile must link each client and worker to the switch",
+            )
+        man("rspec", f"no host is on {where} ({left})", fix, None)
 
     ports = m.ports
     for field_name in ("port", "dev_port"):
@@ -282,7 +316,131 @@ def plan(manifest: Manifest, mapfile: MapFile, switch_node: str | None = None) -
         lines += ["  " + p.render(file) for file, p in problems]
         raise CloudlabError("\n".join(lines))
     users = sorted({lg.user for n in manifest.nodes for lg in n.logins})
-    return Plan(manifest, mapfile, sw, switch_name, hosts, skipped, users, ext_link)
+    return Plan(manifest, mapfile, sw, switch_name, hosts, skipped, users, ext_link, lan_link, why)
+
+
+def _no_switch_node(manifest: Manifest, mapfile: MapFile, how: str, wanted: str, lan_read: bool) -> CloudlabError:
+    """The refusal of a manifest without the switch node: every way out, and, when the
+    manifest's shape was read for a LAN too (lan_read), why it is none."""
+    names = ", ".join(n.client_id for n in manifest.nodes)
+    typed = [n for n in manifest.nodes if n.hardware_type and _TOFINO_TYPE_RE.search(n.hardware_type)]
+    hint = "".join(f"; node {n.client_id} is a {n.hardware_type}: --switch {n.client_id}?" for n in typed)
+    full = [lk.client_id for lk in _full_lans(manifest, mapfile)]
+    why = f"several links join every node ({', '.join(full)})" if full else "they are not all on one LAN"
+    if len(full) > 1:
+        lan_how = "pass --network lan and name the LAN with switch.link in the map file"
+    elif full:  # one LAN, read as a Tofino's because a node looks like one
+        lan_how = "pass --network lan"
+    else:
+        lan_how = "put every node on one LAN in the profile, or pass --network lan"
+    lan_fix = f"; for hosts on a plain LAN with no Tofino (`rainmaker cloudlab profile --network lan`), {lan_how}"
+    return CloudlabError(
+        f"{manifest.source}: no switch node: {how} names '{wanted}', and the manifest's nodes are {names}"
+        + (f" ({why}, so no plain LAN either)" if lan_read and not typed else "")
+        + hint,
+        fix="name the Tofino node with --switch NODE (or switch.node in the map file); for a switch that "
+        "is not a node of the experiment (yours, on a shared VLAN), set switch.external: true in the map "
+        "file, with its address, user and the hosts' ports" + (lan_fix if lan_read else ""),
+    )
+
+
+def _network(
+    manifest: Manifest, mapfile: MapFile, switch_node: str | None, network: str | None
+) -> tuple[str | None, str, str]:
+    """(kind, why, how to say tofino instead): lan when the user says so (--network lan,
+    switch.kind: lan) or, when nothing names a switch, when the manifest has no switch
+    node and one LAN joins every node, as `rainmaker cloudlab profile --network lan`
+    requests it; tofino when said; None: the switch node decides (and its absence is
+    refused with both ways out)."""
+    m, mp = mapfile.map, mapfile.where()
+    said = m.switch.kind
+    if network is not None and said is not None and network != said:
+        raise CloudlabError(
+            f"--network {network} contradicts switch.kind: {said} in {mp}",
+            fix="drop one of them, or make them say the same",
+        )
+    if network == "lan" or said == "lan":
+        if switch_node is not None:
+            raise CloudlabError(
+                f"--switch {switch_node} names a Tofino node, and "
+                + ("--network lan" if network else f"{mp} (switch.kind: lan)")
+                + " says the hosts are on a plain LAN with none",
+                fix="drop --switch for hosts on a plain LAN, or "
+                + ("drop --network lan" if network else "set switch.kind: tofino")
+                + " if they are cabled to that node",
+            )
+        if network:
+            return (
+                "lan",
+                "--network lan",
+                "remove it, or import with --network tofino if the hosts are cabled to a Tofino",
+            )
+        return (
+            "lan",
+            f"switch.kind: lan in {mp}",
+            "remove it, or set switch.kind: tofino if the hosts are cabled to a Tofino",
+        )
+    if network == "tofino" or said == "tofino":
+        return "tofino", "", ""
+    if switch_node or m.switch.node or m.switch.external or manifest.node(DEFAULT_SWITCH):
+        return None, "", ""
+    typed = any(n.hardware_type and _TOFINO_TYPE_RE.search(n.hardware_type) for n in manifest.nodes)
+    if typed or _one_lan(manifest, mapfile) is None:
+        return None, "", ""
+    return (
+        "lan",
+        "no switch node in the manifest, and one LAN joins every node",
+        "remove it, or name the Tofino node with --switch NODE if the hosts are cabled to one",
+    )
+
+
+def _full_lans(manifest: Manifest, mapfile: MapFile) -> list[Link]:
+    """The links of the experiment that every node (but those the map skips) has an
+    interface on. A shared VLAN's link reaches a switch outside the experiment, so it
+    is no plain LAN."""
+    skip = {k for k, h in mapfile.map.hosts.items() if h.skip}
+    nodes = {n.client_id for n in manifest.nodes} - skip
+    if len(nodes) < 2:
+        return []
+    owner = {i.client_id: n.client_id for n in manifest.nodes for i in n.interfaces}
+    return [lk for lk in manifest.links if not lk.shared_vlan and nodes <= {owner.get(r) for r in lk.interfaces}]
+
+
+def _one_lan(manifest: Manifest, mapfile: MapFile) -> Link | None:
+    """The one link joining every node; None when there is none, or several."""
+    full = _full_lans(manifest, mapfile)
+    return full[0] if len(full) == 1 else None
+
+
+def _lan_link(manifest: Manifest, mapfile: MapFile) -> Link:
+    """The hosts' LAN: switch.link, else the one link joining every node, else the
+    manifest's one LAN (or one link)."""
+    m, mp = mapfile.map, mapfile.where()
+    links = manifest.links
+    listed = ", ".join(lk.client_id + (" (LAN)" if lk.is_lan else "") for lk in links)
+    if m.switch.link is not None:
+        lk = next((x for x in links if x.client_id == m.switch.link), None)
+        if lk is None:
+            raise CloudlabError(
+                f"{mp}:{mapfile.line_of('switch.link') or ''}: switch.link names '{m.switch.link}', which is not a "
+                f"link of {manifest.source} (its links: {listed or 'none'})",
+                fix="name the LAN the hosts share, by its client_id",
+            )
+        return lk
+    full = _one_lan(manifest, mapfile)
+    if full is not None:
+        return full
+    lans = [x for x in links if x.is_lan and not x.shared_vlan] or [x for x in links if not x.shared_vlan]
+    if len(lans) == 1:
+        return lans[0]
+    raise CloudlabError(
+        f"{manifest.source}: which link is the hosts' LAN? No link joins every node, and "
+        + (f"{len(lans)} could be it" if lans else "the manifest has none")
+        + f" (links: {listed or 'none'})",
+        fix="name it in the map file: switch.link: <its client_id>"
+        if lans
+        else "the profile must put the hosts on one LAN (rainmaker cloudlab profile --network lan)",
+    )
 
 
 def _external_link(manifest: Manifest, mapfile: MapFile) -> Link:
@@ -373,7 +531,9 @@ def needs(p: Plan) -> list[Need]:
                 choices=tuple(p.users),
             )
         )
-    elif user is None and not (m.switch.user and all(_host(m, h).user or m.host_defaults.user for h in p.hosts)):
+    elif user is None and not (
+        (p.lan or m.switch.user) and all(_host(m, h).user or m.host_defaults.user for h in p.hosts)
+    ):
         out.append(
             Need(
                 ("user",),
@@ -393,7 +553,7 @@ def needs(p: Plan) -> list[Need]:
                 "192.0.2.10",
             )
         )
-    elif m.switch.address is None and sw.control_address is None:
+    elif not p.lan and m.switch.address is None and sw.control_address is None:
         out.append(
             Need(
                 ("switch", "address"),
@@ -412,7 +572,7 @@ def needs(p: Plan) -> list[Need]:
                 "root",
             )
         )
-    if m.switch.sde is None:
+    if not p.lan and m.switch.sde is None:
         out.append(
             Need(
                 ("switch", "sde"),
@@ -448,7 +608,7 @@ def needs(p: Plan) -> list[Need]:
                     f"{cid}.example.net",
                 )
             )
-        if cid not in m.ports:
+        if not p.lan and cid not in m.ports:  # (a LAN has no switch ports)
             hint = f"link {h.link}"
             if h.switch_side is not None:
                 hint += f", switch side {h.switch_side.client_id}"
@@ -512,7 +672,9 @@ def needs(p: Plan) -> list[Need]:
         _cores,
     )
 
-    if m.ssh.key is None and not (m.switch.key and all(_host(m, h).key or m.host_defaults.key for h in p.hosts)):
+    if m.ssh.key is None and not (
+        (p.lan or m.switch.key) and all(_host(m, h).key or m.host_defaults.key for h in p.hosts)
+    ):
         default = next(
             (
                 str(Path("~/.ssh", k))
@@ -559,7 +721,7 @@ def keyscan_command(p: Plan) -> str:
     m = p.mapfile.map
     if p.external and m.switch.address:
         by_port.setdefault(m.switch.ssh_port or 22, []).append(m.switch.address)
-    for node in ([] if p.external else [p.switch]) + [h.node for h in p.hosts]:
+    for node in ([] if p.external or p.lan else [p.switch]) + [h.node for h in p.hosts]:
         lg = _login(node, user)
         addr = node.control_address
         if addr:
@@ -679,20 +841,21 @@ def build(p: Plan, out_dir: Path) -> dict[str, Any]:
         cid = h.node.client_id
         hm = _host(m, h)
         hd = m.host_defaults
-        sp = m.ports[cid]
-        port = sp.model_dump(include={"port", "dev_port", "speed", "fec", "autoneg"})
-        for k in ("speed", "fec", "autoneg"):
-            if k not in sp.model_fields_set and getattr(m.port_defaults, k) is not None:
-                port[k] = getattr(m.port_defaults, k)
-        if port["autoneg"] == "default":
-            del port["autoneg"]
-        ports.append(port)
         nic: dict[str, Any] = {
             "pci": _first(hm.pci, hd.pci),
             "mac": _first(hm.mac, h.data.mac),
             "ip": _first(hm.ip, h.data.ip_address),
-            "switch_port": sp.port,
         }
+        if not p.lan:  # on a LAN no port is cabled to a switch rainmaker programs
+            sp = m.ports[cid]
+            port = sp.model_dump(include={"port", "dev_port", "speed", "fec", "autoneg"})
+            for k in ("speed", "fec", "autoneg"):
+                if k not in sp.model_fields_set and getattr(m.port_defaults, k) is not None:
+                    port[k] = getattr(m.port_defaults, k)
+            if port["autoneg"] == "default":
+                del port["autoneg"]
+            ports.append(port)
+            nic["switch_port"] = sp.port
         for k in ("netdev", "rdma_device", "driver", "rdma", "gid_index"):
             v = _first(getattr(hm, k), getattr(hd, k))
             if v is not None:
@@ -714,7 +877,29 @@ def build(p: Plan, out_dir: Path) -> dict[str, Any]:
             host["deploy_root"] = str(root)
         hosts.append(host)
 
-    s = m.switch
+    inv: dict[str, Any] = {"name": m.name or _inventory_name(man)}
+    if p.lan:
+        # Nothing to log into or program: the hosts reach each other by ARP on the LAN.
+        inv["switch"] = {"name": p.switch_name, "kind": "lan"}
+    else:
+        inv["switch"] = _switch(p, mgmt, [h["nic"]["ip"] for h in hosts], ports)
+    inv["hosts"] = hosts
+    ssh: dict[str, Any] = {}
+    if m.ssh.key is not None:
+        ssh["key"] = path(m.ssh.key)
+    ssh["known_hosts"] = path(m.ssh.known_hosts)
+    inv["ssh"] = ssh
+    for k in ("roce", "dpdk", "deploy"):
+        v = getattr(m, k)
+        if v is not None:
+            inv[k] = v.model_dump(mode="json", exclude_unset=True)
+    return inv
+
+
+def _switch(p: Plan, mgmt: Callable[..., dict[str, Any]], ips: list[str], ports: list[dict]) -> dict[str, Any]:
+    """The Tofino's inventory entry: its login (the node's, or the map's for an external
+    one), BFRuntime, the map's settings, a free scheduling address, its ports."""
+    s = p.mapfile.map.switch
     sw_mgmt = mgmt(p.switch, s.address, s.user, s.ssh_port, s.key)
     switch: dict[str, Any] = {
         "name": p.switch_name,
@@ -738,20 +923,9 @@ def build(p: Plan, out_dir: Path) -> dict[str, Any]:
             switch[k] = str(v) if isinstance(v, Path) else v
     if s.hugepages is not None:
         switch["hugepages"] = s.hugepages.model_dump()
-    switch["service_ip"] = s.service_ip or _service_ip(p, [h["nic"]["ip"] for h in hosts])
+    switch["service_ip"] = s.service_ip or _service_ip(p, ips)
     switch["ports"] = ports
-
-    inv: dict[str, Any] = {"name": m.name or _inventory_name(man), "switch": switch, "hosts": hosts}
-    ssh: dict[str, Any] = {}
-    if m.ssh.key is not None:
-        ssh["key"] = path(m.ssh.key)
-    ssh["known_hosts"] = path(m.ssh.known_hosts)
-    inv["ssh"] = ssh
-    for k in ("roce", "dpdk", "deploy"):
-        v = getattr(m, k)
-        if v is not None:
-            inv[k] = v.model_dump(mode="json", exclude_unset=True)
-    return inv
+    return switch
 
 
 def _inventory_name(man: Manifest) -> str:
@@ -765,6 +939,12 @@ def _inventory_name(man: Manifest) -> str:
 def notes(p: Plan, now: datetime | None = None) -> list[str]:
     """Things the user should know about this import (printed, and kept in the header)."""
     out = [f"left out node {n}: {why}" for n, why in p.skipped]
+    if p.lan_link is not None:
+        out.append(
+            f"the hosts share the LAN {p.lan_link.client_id} ({p.lan_why}): switch.kind: lan, so rainmaker "
+            "programs no switch and only server-side systems run on this inventory (Rakaia's specs, memcached); "
+            "Rain's systems need the Tofino topology"
+        )
     if p.external_link is not None:
         lk = p.external_link
         vlan = f" (shared VLAN {lk.shared_vlan})" if lk.shared_vlan else ""
@@ -821,7 +1001,7 @@ def header(p: Plan, out: Path, argv: str, now: datetime | None = None) -> str:
     if what:
         lines.append(", ".join(what) + ": import again after a new instantiation.")
     machines = []
-    for n in [p.switch] + [h.node for h in p.hosts]:
+    for n in ([] if p.lan else [p.switch]) + [h.node for h in p.hosts]:
         what = [n.physical] if n.physical else []
         if n.sliver_id:
             what.append("sliver " + n.sliver_id.rpartition("+")[2])

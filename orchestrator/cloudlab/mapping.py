@@ -29,6 +29,12 @@ would have, its SSH address and user, and the ports stay as above:
       link: vlan-tofino         # the link (shared VLAN) the hosts reach it on; default:
                                 # the manifest's one shared-VLAN link
 
+Hosts on a plain LAN and no Tofino (`rainmaker cloudlab profile --network lan`, the
+Rakaia paper's xl170 nodes) need none of the switch's settings: the import finds that
+topology in the manifest (or is told, `switch: {kind: lan}` or --network lan), and the
+map gives only the hosts' NICs, cores and the SSH files; `switch.link` names the LAN
+when the manifest has several.
+
 Typed like the inventory: unknown keys are errors, values are checked by the same
 rules as the inventory's, and every problem names the file, line, field and fix.
 Relative paths are relative to the map file.
@@ -38,6 +44,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
@@ -102,12 +109,17 @@ class SshMap(Strict):
 class SwitchMap(Strict):
     """The Tofino node: which one it is, and what its inventory entry needs beyond the manifest."""
 
+    # tofino: the hosts are cabled to a Tofino (a node, or external); lan: they share a
+    # plain LAN and nothing below but name and link applies. Default: the manifest says.
+    kind: Literal["tofino", "lan"] | None = None
     node: str | None = None  # its client_id in the manifest (default: tofino, as the profile names it)
     # Not a node of the experiment (a switch of your own on a shared VLAN): its address,
     # user and ports come from this file, and `link` says which link reaches it.
     external: bool = False
-    link: str | None = None  # external: the client_id of that link (default: the one shared-VLAN link)
-    name: Name | None = None  # its name in the inventory (default: from the client_id)
+    # external: the client_id of that link (default: the one shared-VLAN link); lan: of the
+    # LAN (default: the one link every node is on)
+    link: str | None = None
+    name: Name | None = None  # its name in the inventory (default: from the client_id; a LAN: lan)
     address: Address = None  # SSH address (default: the node's login host name)
     user: User = None  # SSH user (default: the login's)
     ssh_port: int | None = Field(None, ge=1, le=65535)
@@ -128,7 +140,8 @@ class SwitchMap(Strict):
     @field_validator("bfrt")
     @classmethod
     def _bfrt(cls, v: str | None) -> str | None:
-        return v if v is None else Switch._bfrt(v)
+        # The inventory's rule reads the switch's kind only when bfrt is absent.
+        return v if v is None else Switch._bfrt(v, SimpleNamespace(data={"kind": "tofino"}))
 
     @model_validator(mode="after")
     def _external(self) -> SwitchMap:
@@ -137,10 +150,12 @@ class SwitchMap(Strict):
                 f"an external switch is not a node of the experiment, yet node names '{self.node}'",
                 "remove node (the switch is yours, not CloudLab's), or remove external: true if it is that node",
             )
-        if self.link is not None and not self.external:
+        if self.link is not None and not self.external and self.kind != "lan":
             raise bad(
-                "link names the link to an external switch; this switch is a node of the experiment",
-                "remove link (a node switch's links are in the manifest), or add external: true",
+                "link names the link to an external switch (or the hosts' LAN); this switch is a node of the "
+                "experiment",
+                "remove link (a node switch's links are in the manifest), or add external: true (kind: lan for "
+                "hosts on a plain LAN)",
             )
         return self
 

@@ -18,7 +18,9 @@ free for the switch's scheduling address. The names (`tofino`, `client0`,
 The other topology, `kind="lan"`, is the one of Rakaia's paper: the hosts (xl170
 nodes, Ubuntu 24.04) on one experiment LAN of the cluster's own Ethernet switches, no
 Tofino. rainmaker programs nothing on it (the inventory's `switch.kind: lan`), so only
-the systems that schedule inside the server run there.
+the systems that schedule inside the server run there. Its names (`client0`,
+`worker0`, interfaces `client0:data` on the LAN `lan`) are what `rainmaker cloudlab
+import` recognises: no switch node, and one LAN joining every node.
 """
 
 from __future__ import annotations
@@ -239,9 +241,11 @@ systems that schedule inside the server (Rakaia's specs, memcached). Written by 
     {command}
 
 Instructions:
-When the experiment is ready, write the inventory as rainmaker's docs/hardware.md says
-("The Rakaia paper's nodes"): switch {{name: lan, kind: lan}} and, for each node, its
-control address, data NIC (PCI address, MAC, the IP below) from the manifest.
+When the experiment is ready, download its manifest (the experiment's page, tab
+"Manifest") and turn it into a rainmaker inventory (switch {{name: lan, kind: lan}}):
+
+    rainmaker cloudlab import manifest.xml --map map.yaml -o rakaia.yaml
+    rainmaker provision --check -i rakaia.yaml
 """
 
 import geni.portal as portal

@@ -20,6 +20,7 @@ from orchestrator import cli
 from orchestrator.cloudlab import importer, manifest, mapping
 from orchestrator.errors import CloudlabError, MapFileError
 from orchestrator.inventory import load as load_inventory
+from orchestrator.inventory import warnings
 from orchestrator.inventory.ansible import export
 from tests.cli import rainmaker
 
@@ -325,6 +326,7 @@ def test_no_switch_node_names_the_nodes_and_the_option(tmp_path):
     text = import_error(FIX / "bad/no_switch.xml", mp, tmp_path)
     assert "no switch node: the default names 'tofino'" in text and "sw0, client0, worker0, worker1" in text
     assert "--switch NODE" in text
+    assert "node sw0 is a tofino: --switch sw0?" in text and "--network lan" in text  # the LAN way out too
     inv, _ = do_import(FIX / "bad/no_switch.xml", mp, tmp_path, switch="sw0")
     assert inv.switch.name == "sw0"
     text = import_error(FIX / "p2p.xml", dict(mp, switch={"sde": "/x", "node": "tofino9"}), tmp_path)
@@ -560,6 +562,7 @@ def test_no_switch_node_points_to_an_external_switch(tmp_path):
     """The issue: a manifest whose switch is not a node was refused with no way out."""
     text = import_error(FIX / "shared_vlan.xml", with_ports(["client0", "worker0", "worker1"]), tmp_path)
     assert "no switch node" in text and "switch.external: true" in text
+    assert "(they are not all on one LAN, so no plain LAN either)" in text  # and so not read as a LAN
 
 
 def test_external_switch_link_is_named_when_the_manifest_cannot_say(tmp_path):
@@ -592,3 +595,169 @@ def test_external_switch_contradictions(tmp_path):
     mp["switch"] = {"external": True, "address": "192.0.2.10", "user": "root"}
     text = import_error(FIX / "shared_vlan.xml", mp, tmp_path, switch="worker0")
     assert "--switch worker0" in text and "external" in text
+
+
+# -- hosts on a plain LAN (the Rakaia paper's xl170 nodes) -------------------------------
+
+XL170_MAP = {
+    "host_defaults": {"pci": "0000:03:00.1", "netdev": "ens1f1np1", "cores": [2, 3, 4, 5, 6, 7, 8, 9]},
+    "hosts": {"worker0": {"cores": list(range(20))}},
+    "ssh": {"key": "keys/id_ed25519", "known_hosts": "known_hosts"},
+    "dpdk": {"source": "prefix", "prefix": "/opt/dpdk-22.11"},
+    "deploy": {"build": "host"},
+}
+
+
+@pytest.fixture
+def xl170(work):
+    """The xl170 LAN manifest and its map, in the work folder."""
+    from tests.unit.test_cloudlab_manifest import XL170_LAN
+
+    (work / "xl170.xml").write_text(XL170_LAN)
+    (work / "map.yaml").write_text(yaml.safe_dump(XL170_MAP))
+    return work
+
+
+def test_a_lan_manifest_becomes_a_lan_inventory(xl170, monkeypatch, capsys):
+    """No switch node and one LAN joining every node: switch {name: lan, kind: lan}, the
+    hosts' NICs found as on the Tofino topology, and no switch_port."""
+    code, out, err = rainmaker(
+        monkeypatch, capsys, "cloudlab", "import", "xl170.xml", "--map", "map.yaml", "-o", "rakaia.yaml"
+    )
+    assert code == 0, err
+    inv = load_inventory(xl170 / "rakaia.yaml")  # loads and passes every cross-field check
+    sw = inv.switch
+    assert (inv.name, sw.name, sw.kind, sw.mgmt, sw.bfrt, sw.ports) == ("rakaia", "lan", "lan", None, None, [])
+    assert not sw.programmable and inv.links == []
+    assert [
+        (h.name, h.role, h.mgmt.address, h.mgmt.user, h.nic.pci, h.nic.netdev, h.nic.mac, h.nic.ip, h.nic.switch_port)
+        for h in inv.hosts
+    ] == [
+        ("client0", "client", "hp041.utah.cloudlab.us", "alice", "0000:03:00.1", "ens1f1np1", "ec:0d:9a:6e:2f:41",
+         "10.10.1.1", None),
+        ("worker0", "worker", "hp042.utah.cloudlab.us", "alice", "0000:03:00.1", "ens1f1np1", "ec:0d:9a:6e:3a:17",
+         "10.10.1.2", None),
+    ]  # fmt: skip
+    assert inv.host("worker0").cores == list(range(20)) and inv.dpdk.source == "prefix"
+    assert [w.path for w in warnings(inv, xl170)] == []  # no switch, so no iCRC warning either
+    a = export(inv)["all"]
+    assert a["children"]["switch"]["hosts"] == {} and a["vars"]["rainmaker_switch_kind"] == "lan"
+
+    data = yaml.safe_load((xl170 / "rakaia.yaml").read_text())
+    assert data["switch"] == {"name": "lan", "kind": "lan"}
+    assert all("switch_port" not in h["nic"] for h in data["hosts"])
+    head = " ".join((xl170 / "rakaia.yaml").read_text().replace("# ", "").split())
+    assert "Machines: client0=hp041 sliver 1201, worker0=hp042 sliver 1202." in head
+    assert "the hosts share the LAN lan (no switch node in the manifest, and one LAN joins every node)" in head
+    assert "Rain's systems need the Tofino topology" in head
+    assert "network lan: the experiment's LAN lan, a plain LAN (kind: lan): no switch to log into or program" in out
+    assert (
+        "worker worker0: ssh alice@hp042.utah.cloudlab.us:22, nic 0000:03:00.1 ec:0d:9a:6e:3a:17 10.10.1.2 "
+        "on the LAN lan" in out
+    )
+    assert "BFRuntime" not in out
+
+
+def test_a_lan_needs_only_the_hosts_part_of_the_map(xl170, monkeypatch, capsys):
+    code, _, err = rainmaker(monkeypatch, capsys, "cloudlab", "import", "xl170.xml", "-o", "r.yaml", "--no-interactive")
+    assert code == 2
+    # no switch.sde and no ports: nothing of a switch is asked for
+    assert re.findall(r"^  - ([^\s:]+)", err, re.M) == [
+        "host_defaults.pci",
+        "host_defaults.cores",
+        "ssh.key",
+        "ssh.known_hosts",
+    ]
+    assert "ssh-keyscan -p 22 hp041.utah.cloudlab.us hp042.utah.cloudlab.us >> known_hosts" in err
+    # The snippet is a map file: written as it is, the import goes through.
+    snippet = err.split("(replace the examples):\n", 1)[1].split("\n  or run in a terminal")[0]
+    (xl170 / "from_error.yaml").write_text("\n".join(line[4:] for line in snippet.splitlines()))
+    code, _, err = rainmaker(
+        monkeypatch, capsys, "cloudlab", "import", "xl170.xml", "--map", "from_error.yaml", "-o", "r.yaml"
+    )
+    assert code == 0, err
+    assert load_inventory(xl170 / "r.yaml").switch.kind == "lan"
+
+
+def test_the_rakaia_profile_s_lan_comes_back_as_a_lan_inventory(tmp_path, monkeypatch):
+    from orchestrator.cloudlab.profile import RAKAIA, Topology, render
+    from tests.unit.test_cloudlab_profile import run_profile
+
+    topo = Topology(**{**RAKAIA, "clients": 2, "workers": 3})
+    root, _ = run_profile(render(topo), monkeypatch)
+    (tmp_path / "manifest.xml").write_text(manifest_from_request(ET.tostring(root, encoding="unicode")))
+    mp = {k: v for k, v in BASE_MAP.items() if k != "switch"}
+    inv, p = do_import(tmp_path / "manifest.xml", mp, tmp_path)
+    assert p.lan and p.lan_link.client_id == "lan" and inv.switch.kind == "lan"
+    assert [(h.name, h.role, h.nic.ip, h.nic.switch_port) for h in inv.hosts] == [
+        (n, n.rstrip("0123456789"), ip, None) for n, ip in topo.addresses().items()
+    ]
+    assert inv.name == "rt"
+    # said as well as found, with a name of its own
+    inv, p = do_import(tmp_path / "manifest.xml", {**mp, "switch": {"kind": "lan", "name": "utah-lan"}}, tmp_path)
+    assert inv.switch.name == "utah-lan" and p.lan_why.startswith("switch.kind: lan in ")
+
+
+def test_a_tofino_s_settings_in_a_lan_s_map_are_refused(xl170):
+    mp = with_ports(["client0", "worker0"], {"switch": {"bfrt": "127.0.0.1:50052"}})
+    text = import_error(xl170 / "xl170.xml", mp, xl170)
+    assert re.search(
+        r"m.yaml:\d+: switch.sde: 'sde' is a Tofino's setting; the hosts are on a plain LAN \(no switch node", text
+    )
+    assert "switch.bfrt: 'bfrt' is a Tofino's setting" in text
+    assert re.search(r"m.yaml:\d+: ports: a plain LAN \(.*\) has no switch ports", text)
+    assert "name the Tofino node with --switch NODE" in text
+    mp = {**BASE_MAP, "switch": {"kind": "lan", "sde": "/x"}}
+    text = import_error(xl170 / "xl170.xml", mp, xl170)
+    assert "(switch.kind: lan in " in text and "set switch.kind: tofino" in text
+
+
+def test_the_network_said_wins_and_contradictions_are_refused(xl170):
+    m = manifest.load(xl170 / "xl170.xml")
+    with pytest.raises(CloudlabError, match=r"no switch node: the default names 'tofino'") as ei:
+        importer.plan(m, mapping.empty(), network="tofino")
+    assert "--network lan" not in ei.value.render()  # the user said tofino: no LAN to offer
+    (xl170 / "k.yaml").write_text("switch: {kind: tofino}\n")
+    with pytest.raises(CloudlabError, match="--network lan contradicts switch.kind: tofino"):
+        importer.plan(m, mapping.load(xl170 / "k.yaml"), network="lan")
+    with pytest.raises(CloudlabError, match="--switch worker0 names a Tofino node") as ei:
+        importer.plan(m, mapping.empty(), "worker0", network="lan")
+    assert "drop --switch" in ei.value.fix
+    # A Tofino's manifest read as a LAN: its hosts are on point-to-point links, none joins them all.
+    with pytest.raises(CloudlabError, match="which link is the hosts' LAN") as ei:
+        importer.plan(manifest.load(FIX / "p2p.xml"), mapping.empty(), network="lan")
+    assert "switch.link" in ei.value.fix
+    # lan.xml: the Tofino shares the hosts' LAN, so only --switch (or --network lan) says which it is.
+    p = importer.plan(manifest.load(FIX / "lan.xml"), mapping.empty(), "p4sw")
+    assert not p.lan and p.switch.client_id == "p4sw"
+    with pytest.raises(CloudlabError, match="node p4sw is a wedge100bf: --switch p4sw"):
+        importer.plan(manifest.load(FIX / "lan.xml"), mapping.empty())
+
+
+def test_the_lan_link_is_named_when_several_could_be_it(xl170):
+    from tests.unit.test_cloudlab_manifest import XL170_LAN
+
+    # A second LAN that joins only client0 (a monitor port, say): the full one is still found.
+    side = XL170_LAN.replace(
+        '</node>\n  <node client_id="worker0"',
+        '<interface client_id="client0:mon"/></node>\n  <node client_id="worker0"',
+        1,
+    ).replace(
+        "<rs:site_info",
+        '<link client_id="mon"><interface_ref client_id="client0:mon"/>'
+        '<interface_ref client_id="worker0:mon"/><link_type name="lan"/></link>\n  <rs:site_info',
+    )
+    side = side.replace('<emulab:vnode name="hp042"', '<interface client_id="worker0:mon"/><emulab:vnode name="hp042"')
+    (xl170 / "two.xml").write_text(side)
+    m = manifest.load(xl170 / "two.xml")
+    with pytest.raises(CloudlabError, match=r"several links join every node \(lan, mon\)") as ei:  # cannot tell
+        importer.plan(m, mapping.empty())
+    assert "pass --network lan and name the LAN with switch.link" in ei.value.fix
+    with pytest.raises(CloudlabError, match="which link is the hosts' LAN") as ei:
+        importer.plan(m, mapping.empty(), network="lan")
+    (xl170 / "k.yaml").write_text("switch: {kind: lan, link: lan}\n")
+    p = importer.plan(m, mapping.load(xl170 / "k.yaml"))
+    assert p.lan_link.client_id == "lan" and [h.data.client_id for h in p.hosts] == ["client0:data", "worker0:data"]
+    (xl170 / "k.yaml").write_text("switch: {kind: lan, link: lan9}\n")
+    with pytest.raises(CloudlabError, match="switch.link names 'lan9', which is not a link"):
+        importer.plan(m, mapping.load(xl170 / "k.yaml"))

@@ -17,6 +17,71 @@ from orchestrator.errors import ManifestError
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures/cloudlab"
 
+# A manifest as CloudLab Utah returns it for `rainmaker cloudlab profile --preset rakaia`:
+# two xl170 nodes (HPE m510 cartridges, named hpNNN at the cluster; 25 GbE ConnectX-4
+# Lx; Ubuntu 24.04) on the experiment LAN "lan", no switch node. Written by hand to the
+# RSpec v3 manifest schema, like the files in FIX (control addresses from the
+# documentation ranges). test_cloudlab_import.py imports it.
+XL170_LAN = """<?xml version="1.0" encoding="UTF-8"?>
+<rspec xmlns="http://www.geni.net/resources/rspec/3"
+       xmlns:emulab="http://www.protogeni.net/resources/rspec/ext/emulab/1"
+       xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"
+       xsi:schemaLocation="http://www.geni.net/resources/rspec/3 http://www.geni.net/resources/rspec/3/manifest.xsd"
+       type="manifest" generated="2031-06-10T14:02:11Z" expires="2031-06-12T14:02:11Z">
+  <node client_id="client0" component_id="urn:publicid:IDN+utah.cloudlab.us+node+hp041"
+        component_manager_id="urn:publicid:IDN+utah.cloudlab.us+authority+cm"
+        exclusive="true" sliver_id="urn:publicid:IDN+utah.cloudlab.us+sliver+1201">
+    <sliver_type name="raw-pc">
+      <disk_image name="urn:publicid:IDN+emulab.net+image+emulab-ops//UBUNTU24-64-STD"/>
+    </sliver_type>
+    <hardware_type name="xl170"/>
+    <services>
+      <login authentication="ssh-keys" hostname="hp041.utah.cloudlab.us" port="22" username="alice"/>
+      <emulab:console server="boss.utah.cloudlab.us"/>
+    </services>
+    <interface client_id="client0:data" component_id="urn:publicid:IDN+utah.cloudlab.us+interface+hp041:eth1"
+               sliver_id="urn:publicid:IDN+utah.cloudlab.us+sliver+1211" mac_address="ec0d9a6e2f41">
+      <ip address="10.10.1.1" type="ipv4" netmask="255.255.255.0"/>
+    </interface>
+    <emulab:vnode name="hp041" hardware_type="xl170"/>
+    <host name="client0.rakaia.rainproj-PG0.utah.cloudlab.us" ipv4="198.51.100.41"/>
+  </node>
+  <node client_id="worker0" component_id="urn:publicid:IDN+utah.cloudlab.us+node+hp042"
+        component_manager_id="urn:publicid:IDN+utah.cloudlab.us+authority+cm"
+        exclusive="true" sliver_id="urn:publicid:IDN+utah.cloudlab.us+sliver+1202">
+    <sliver_type name="raw-pc">
+      <disk_image name="urn:publicid:IDN+emulab.net+image+emulab-ops//UBUNTU24-64-STD"/>
+    </sliver_type>
+    <hardware_type name="xl170"/>
+    <services>
+      <login authentication="ssh-keys" hostname="hp042.utah.cloudlab.us" port="22" username="alice"/>
+      <emulab:console server="boss.utah.cloudlab.us"/>
+    </services>
+    <interface client_id="worker0:data" component_id="urn:publicid:IDN+utah.cloudlab.us+interface+hp042:eth1"
+               sliver_id="urn:publicid:IDN+utah.cloudlab.us+sliver+1212" mac_address="EC0D9A6E3A17">
+      <ip address="10.10.1.2" type="ipv4" netmask="255.255.255.0"/>
+    </interface>
+    <emulab:vnode name="hp042" hardware_type="xl170"/>
+    <host name="worker0.rakaia.rainproj-PG0.utah.cloudlab.us" ipv4="198.51.100.42"/>
+  </node>
+  <link client_id="lan" sliver_id="urn:publicid:IDN+utah.cloudlab.us+sliver+1221" vlantag="287">
+    <interface_ref client_id="client0:data" component_id="urn:publicid:IDN+utah.cloudlab.us+interface+hp041:eth1"
+                   sliver_id="urn:publicid:IDN+utah.cloudlab.us+sliver+1211"/>
+    <interface_ref client_id="worker0:data" component_id="urn:publicid:IDN+utah.cloudlab.us+interface+hp042:eth1"
+                   sliver_id="urn:publicid:IDN+utah.cloudlab.us+sliver+1212"/>
+    <component_manager name="urn:publicid:IDN+utah.cloudlab.us+authority+cm"/>
+    <link_type name="lan"/>
+    <emulab:best_effort enabled="true"/>
+    <emulab:force_nobwshaping enabled="true"/>
+    <property source_id="client0:data" dest_id="lan" capacity="25000000"/>
+    <property source_id="worker0:data" dest_id="lan" capacity="25000000"/>
+  </link>
+  <rs:site_info xmlns:rs="http://www.protogeni.net/resources/rspec/ext/site-info/1">
+    <rs:location country="US" latitude="40.750714" longitude="-111.893288"/>
+  </rs:site_info>
+</rspec>
+"""
+
 
 def test_point_to_point_manifest():
     m = load(FIX / "p2p.xml")
@@ -47,6 +112,20 @@ def test_lan_manifest():
     assert m.interface("interface-2").mac == "1c:34:da:5e:0a:03"  # dashes
     assert m.interface("interface-0").ip == ipaddress.IPv4Interface("192.168.7.11/24")  # netmask as a prefix length
     assert sorted({lg.user for n in m.nodes for lg in n.logins}) == ["alice", "bob"]
+
+
+def test_xl170_lan_manifest():
+    """The Rakaia preset's experiment: two nodes on one LAN, no switch node."""
+    m = parse(XL170_LAN, "xl170.xml")
+    assert [n.client_id for n in m.nodes] == ["client0", "worker0"]
+    assert (m.cluster, m.experiment) == ("utah.cloudlab.us", ("rakaia", "rainproj-PG0"))
+    w = m.node("worker0")
+    assert (w.hardware_type, w.physical, w.control_address) == ("xl170", "hp042", "hp042.utah.cloudlab.us")
+    assert w.disk_image.endswith("//UBUNTU24-64-STD")
+    (lan,) = m.links
+    assert lan.client_id == "lan" and lan.is_lan and lan.interfaces == ("client0:data", "worker0:data")
+    assert m.interface("worker0:data").mac == "ec:0d:9a:6e:3a:17"  # written upper case, bare
+    assert m.interface("client0:data").ip == ipaddress.IPv4Interface("10.10.1.1/24")
 
 
 def test_node_without_login_is_reached_at_its_control_host():

@@ -266,6 +266,8 @@ def test_the_rakaia_preset_requests_xl170_nodes_on_one_lan(monkeypatch, capsys):
     assert {p.get("capacity") for p in lan.findall(f"{G}property")} == {"25000000"}  # 25 Gb/s in kb/s
     assert lan.find(f"{EMULAB}force_nobwshaping").get("enabled") == "true"
     assert "switch_type" not in got["params"]
+    # its instructions: the import reads this topology back (switch.kind: lan)
+    assert "rainmaker cloudlab import manifest.xml" in ast.get_docstring(ast.parse(out))
     # the portal's parameters still shape it at instantiation
     root, _ = run_profile(out, monkeypatch, {"clients": 1, "workers": 3})
     assert set(nodes_of(root)) == {"client0", "worker0", "worker1", "worker2"}
@@ -277,3 +279,12 @@ def test_a_lan_is_not_limited_by_a_tofinos_ports():
         Topology(clients=40, workers=40).check()
     with pytest.raises(CloudlabError, match="--network 'ring'"):
         Topology(kind="ring").check()
+
+
+def test_the_help_names_the_lan_and_the_rakaia_preset(monkeypatch, capsys):
+    code, out, _ = rainmaker(monkeypatch, capsys, "cloudlab", "--help")
+    assert code == 0 and "--preset rakaia" in out and "kind: lan" in out
+    code, out, _ = rainmaker(monkeypatch, capsys, "cloudlab", "profile", "--help")
+    assert code == 0 and "--network [tofino|lan]" in out and "--preset [rakaia]" in out
+    code, out, _ = rainmaker(monkeypatch, capsys, "cloudlab", "import", "--help")
+    assert code == 0 and "--network [tofino|lan]" in out and "{name: lan, kind: lan}" in out
