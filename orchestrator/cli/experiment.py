@@ -359,7 +359,7 @@ def claims_cmd(run_dirs: tuple[str, ...], spec_file: str | None, as_json: bool, 
     Several runs of one spec (simulated, emulated, hardware) are judged side by side."""
     from ..experiment.claims import run_claims, tally
     from ..experiment.layout import RunDir
-    from ..experiment.points import testbed_kind
+    from ..experiment.points import experiment_name, testbed_kind
 
     judged = []
     for d in run_dirs:
@@ -368,7 +368,6 @@ def claims_cmd(run_dirs: tuple[str, ...], spec_file: str | None, as_json: bool, 
         judged.append((d, kind, verdicts, besides, origin))
     if page_file is not None:
         from ..experiment.layout import atomic_replace
-        from ..experiment.points import experiment_name
         from ..experiment.report import claims_page
 
         rows = [(experiment_name(Path(d), RunDir(d).read_manifest()), d, k, v, b) for d, k, v, b, _ in judged]
@@ -392,7 +391,8 @@ def claims_cmd(run_dirs: tuple[str, ...], spec_file: str | None, as_json: bool, 
         ]
         click.echo(json.dumps(out, indent=2))
         return
-    if len(judged) > 1:
+    names = {experiment_name(Path(d), RunDir(d).read_manifest()) for d, *_ in judged}
+    if len(judged) > 1 and len(names) == 1:  # runs of one spec: each claim across them
         t = Table(title="claims, side by side")
         t.add_column("claim")
         for d, kind, *_ in judged:

@@ -180,3 +180,65 @@ def test_references_sit_beside_the_runs_value():
     df = frame(row("rain", 0.5, 18, 17, 19), row("r2p2", 0.5, 30, 29, 31))
     r, q = references(spec, df)
     assert r.ours == 18 and math.isclose(r.ratio, 1.2) and q.ours is None and "no point" in q.note
+
+
+def test_claims_of_a_simulated_run_in_the_cli_the_page_and_the_report(tmp_path, monkeypatch, capsys):
+    """End to end on a small simulated run: the verdicts as JSON, the page, the report's
+    section; a claim the run contradicts does not hold, one it supports holds."""
+    import json
+
+    import yaml
+
+    from orchestrator.experiment.layout import RunDir
+    from orchestrator.simulate.runner import simulate
+    from tests.cli import rainmaker
+
+    spec = base_spec(
+        systems=["rain", "racksched"],
+        workload={
+            "classes": [
+                {
+                    "name": "t",
+                    "service": {"dist": "bimodal", "modes": [{"us": 10, "weight": 0.5}, {"us": 100, "weight": 0.5}]},
+                }
+            ]
+        },
+        load={"capacity_fraction": [0.5, 0.8]},
+        warmup_s=0.02,
+        measure_s=0.3,
+        claims=[
+            {
+                "id": "pull-beats-push",
+                "text": "t",
+                "source": "s",
+                "check": {
+                    "metric": "p99_us",
+                    "curve": "rain",
+                    "relation": "<",
+                    "than": "racksched",
+                    "at": [{"fraction": 0.8}],
+                },
+            },
+            {
+                "id": "absurd",
+                "text": "t",
+                "source": "s",
+                "check": {"metric": "p99_us", "curve": "rain", "relation": "<", "value": 1, "at": [{"fraction": 0.5}]},
+            },
+        ],
+        references=[
+            {"id": "ref", "curve": "rain", "metric": "p99_us", "at": {"fraction": 0.5}, "value": 150, "source": "x"}
+        ],
+    )
+    f = tmp_path / "s.yaml"
+    f.write_text(yaml.safe_dump(spec))
+    rd = RunDir(simulate(f, results_root=tmp_path / "r", worker_hosts=2, jobs=2, progress=False))
+    code, out, err = rainmaker(monkeypatch, capsys, "claims", "--json", "--page", str(tmp_path / "p.md"), str(rd.path))
+    assert code == 0, err
+    (got,) = json.loads(out[out.index("[") :])
+    verdicts = {c["id"]: c["verdict"] for c in got["claims"]}
+    assert verdicts == {"pull-beats-push": HOLDS, "absurd": FAILS}, got["claims"]
+    assert got["references"][0]["ours"] > 0 and got["testbed"] == "simulated"
+    page = (tmp_path / "p.md").read_text()
+    assert "**holds**" in page and "**does not hold**" in page and "1 holds, 1 does not hold" in page
+    assert "## Claims" in (rd.path / "report.md").read_text()
