@@ -412,21 +412,26 @@ def _one_lan(manifest: Manifest, mapfile: MapFile) -> Link | None:
     return full[0] if len(full) == 1 else None
 
 
+def _named_link(manifest: Manifest, mapfile: MapFile, listed: str, fix: str) -> Link:
+    """The link switch.link names in the map, or a refusal listing the manifest's links."""
+    m = mapfile.map
+    lk = next((x for x in manifest.links if x.client_id == m.switch.link), None)
+    if lk is None:
+        raise CloudlabError(
+            f"{mapfile.where()}:{mapfile.line_of('switch.link') or ''}: switch.link names '{m.switch.link}', which "
+            f"is not a link of {manifest.source} (its links: {listed or 'none'})",
+            fix=fix,
+        )
+    return lk
+
+
 def _lan_link(manifest: Manifest, mapfile: MapFile) -> Link:
     """The hosts' LAN: switch.link, else the one link joining every node, else the
     manifest's one LAN (or one link)."""
-    m, mp = mapfile.map, mapfile.where()
     links = manifest.links
     listed = ", ".join(lk.client_id + (" (LAN)" if lk.is_lan else "") for lk in links)
-    if m.switch.link is not None:
-        lk = next((x for x in links if x.client_id == m.switch.link), None)
-        if lk is None:
-            raise CloudlabError(
-                f"{mp}:{mapfile.line_of('switch.link') or ''}: switch.link names '{m.switch.link}', which is not a "
-                f"link of {manifest.source} (its links: {listed or 'none'})",
-                fix="name the LAN the hosts share, by its client_id",
-            )
-        return lk
+    if mapfile.map.switch.link is not None:
+        return _named_link(manifest, mapfile, listed, "name the LAN the hosts share, by its client_id")
     full = _one_lan(manifest, mapfile)
     if full is not None:
         return full
@@ -446,18 +451,13 @@ def _lan_link(manifest: Manifest, mapfile: MapFile) -> Link:
 def _external_link(manifest: Manifest, mapfile: MapFile) -> Link:
     """The link the hosts reach an external switch on: switch.link, else the one link
     on a shared VLAN, else the manifest's only link."""
-    m, mp = mapfile.map, mapfile.where()
+    m = mapfile.map
     links = manifest.links
     listed = ", ".join(lk.client_id + (f" (shared VLAN {lk.shared_vlan})" if lk.shared_vlan else "") for lk in links)
     if m.switch.link is not None:
-        lk = next((x for x in links if x.client_id == m.switch.link), None)
-        if lk is None:
-            raise CloudlabError(
-                f"{mp}:{mapfile.line_of('switch.link') or ''}: switch.link names '{m.switch.link}', which is not a "
-                f"link of {manifest.source} (its links: {listed or 'none'})",
-                fix="name the link (or LAN) the hosts reach your switch on, by its client_id",
-            )
-        return lk
+        return _named_link(
+            manifest, mapfile, listed, "name the link (or LAN) the hosts reach your switch on, by its client_id"
+        )
     shared = [x for x in links if x.shared_vlan]
     if len(shared) == 1:
         return shared[0]

@@ -145,6 +145,14 @@ class Topology:
         return {name: str(hosts[i]) for i, name in enumerate(self.host_names())}
 
 
+# The generated script's helpers both topologies share (no braces: it is a format value).
+_HOSTS_CODE = """
+def dotted(n):
+    return ".".join(str((n >> s) & 255) for s in (24, 16, 8, 0))
+
+
+hosts = ["client%d" % i for i in range(params.clients)] + ["worker%d" % i for i in range(params.workers)]"""
+
 _TEMPLATE = '''\
 """Rain testbed: {clients} client(s) and {workers} worker(s) on {hardware_type}, each cabled to a Tofino switch.
 
@@ -188,12 +196,7 @@ pc.defineParameter("bandwidth_gbps", "Speed of each data link (Gb/s)", portal.Pa
                    {bandwidth_gbps}, advanced=True)
 params = pc.bindParameters()
 
-
-def dotted(n):
-    return ".".join(str((n >> s) & 255) for s in (24, 16, 8, 0))
-
-
-hosts = ["client%d" % i for i in range(params.clients)] + ["worker%d" % i for i in range(params.workers)]
+{hosts_code}
 if params.clients < 1:
     pc.reportError(portal.ParameterError("A Rain testbed needs at least one client.", ["clients"]))
 if params.workers < 1:
@@ -269,12 +272,7 @@ pc.defineParameter("bandwidth_gbps", "Speed of the LAN (Gb/s)", portal.Parameter
                    {bandwidth_gbps}, advanced=True)
 params = pc.bindParameters()
 
-
-def dotted(n):
-    return ".".join(str((n >> s) & 255) for s in (24, 16, 8, 0))
-
-
-hosts = ["client%d" % i for i in range(params.clients)] + ["worker%d" % i for i in range(params.workers)]
+{hosts_code}
 if params.clients < 1:
     pc.reportError(portal.ParameterError("At least one client is needed.", ["clients"]))
 if params.workers < 1:
@@ -322,6 +320,7 @@ def render(topo: Topology, command: str = "rainmaker cloudlab profile") -> str:
             prefix=net.prefixlen,
             bandwidth_gbps=topo.bandwidth_gbps,
             command=_docstring_safe(command),
+            hosts_code=_HOSTS_CODE,
         )
     return _TEMPLATE.format(
         clients=topo.clients,
@@ -338,6 +337,7 @@ def render(topo: Topology, command: str = "rainmaker cloudlab profile") -> str:
         bandwidth_gbps=topo.bandwidth_gbps,
         max_hosts=MAX_HOSTS,
         command=_docstring_safe(command),
+        hosts_code=_HOSTS_CODE,
     )
 
 

@@ -19,11 +19,11 @@ from orchestrator.experiment.run import run
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 
-def test_a_server_side_spec_runs_each_mode_through_the_forwarder(testbed, tmp_path):
-    tb, inv = testbed
+def mechanics_spec(tmp_path, name: str, systems: list[str]):
+    """A short server-side spec: 4 threads, 100 us exponential at 0.5, 12 connections."""
     spec = {
-        "name": "rpc-mechanics",
-        "systems": ["cs", "rakaia"],
+        "name": name,
+        "systems": systems,
         "workers": {"per_host_threads": 4},
         "workload": {"classes": [{"name": "rpc", "service": {"dist": "exponential", "mean_us": 100}}]},
         "load": {"capacity_fraction": [0.5]},
@@ -33,8 +33,14 @@ def test_a_server_side_spec_runs_each_mode_through_the_forwarder(testbed, tmp_pa
         # the mechanics, not the statistics: a short window, no re-measuring
         "validity": {"min_samples_p99": 100, "remeasure_stalled": 0},
     }
-    f = tmp_path / "rpc.yaml"
+    f = tmp_path / f"{name}.yaml"
     f.write_text(yaml.safe_dump(spec))
+    return f
+
+
+def test_a_server_side_spec_runs_each_mode_through_the_forwarder(testbed, tmp_path):
+    tb, inv = testbed
+    f = mechanics_spec(tmp_path, "rpc-mechanics", ["cs", "rakaia"])
     switchd.stop(inv)  # what another test left on the shared testbed
     try:
         rd = RunDir(
@@ -95,19 +101,7 @@ def test_a_plain_lan_carries_a_server_side_spec_by_arp(testbed, tmp_path):
     from orchestrator.inventory import load
 
     lan = load(lan_path)
-    spec = {
-        "name": "rpc-lan",
-        "systems": ["rakaia"],
-        "workers": {"per_host_threads": 4},
-        "workload": {"classes": [{"name": "rpc", "service": {"dist": "exponential", "mean_us": 100}}]},
-        "load": {"capacity_fraction": [0.5]},
-        "emulated": {"warmup_s": 0.5, "measure_s": 2},
-        "dilation": {"emulated": 200},
-        "rpc": {"connections": 12},
-        "validity": {"min_samples_p99": 100, "remeasure_stalled": 0},
-    }
-    f = tmp_path / "rpc.yaml"
-    f.write_text(yaml.safe_dump(spec))
+    f = mechanics_spec(tmp_path, "rpc-lan", ["rakaia"])
     in_switch("add", br, "type", "bridge")
     try:
         for p in inv.switch.ports:
