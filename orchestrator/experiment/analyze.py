@@ -354,7 +354,7 @@ def read_summary(run_dir: str | Path):
 # -- throughput under SLO ---------------------------------------------------------------
 
 
-def _slo_limits(slo) -> dict[str, float]:
+def slo_limits(slo) -> dict[str, float]:
     """{'p99_us': x (paper time), 'p99_slowdown': y} from a Slo, a dict or a number
     (a bare number is a p99 slowdown)."""
     if slo is None:
@@ -376,10 +376,11 @@ def throughput_under_slo(df, slo, *, cls: str = ALL, load: str = "achieved_krps"
 
     Returns a DataFrame: curve, throughput_krps (NaN if even the lowest load
     fails), load_krps (the nominal load of that point), p99_us_paper,
-    p99_slowdown, first_violation_krps and the SLO used."""
+    p99_slowdown, first_violation_krps, stopped_by (why the walk ended there: "slo",
+    "invalid", or "" when every load met the SLO) and the SLO used."""
     import pandas as pd
 
-    limits = _slo_limits(slo)
+    limits = slo_limits(slo)
     if not limits:
         raise ValueError("throughput_under_slo needs an SLO with p99_us and/or p99_slowdown")
     sub = df[df["class"] == cls]
@@ -392,6 +393,7 @@ def throughput_under_slo(df, slo, *, cls: str = ALL, load: str = "achieved_krps"
                 "p99_us_paper",
                 "p99_slowdown",
                 "first_violation_krps",
+                "stopped_by",
                 "slo",
             ]
         )
@@ -402,13 +404,12 @@ def throughput_under_slo(df, slo, *, cls: str = ALL, load: str = "achieved_krps"
     for curve, g in agg.groupby("curve", sort=True):
         g = g.sort_values("load_krps")
         best = None
-        violation = math.nan
+        violation, stopped_by = math.nan, ""
         for _, r in g.iterrows():
-            ok = bool(r["all_valid"]) and all(
-                not math.isnan(r[metric[m]]) and r[metric[m]] <= lim for m, lim in limits.items()
-            )
+            valid = bool(r["all_valid"])
+            ok = valid and all(not math.isnan(r[metric[m]]) and r[metric[m]] <= lim for m, lim in limits.items())
             if not ok:
-                violation = float(r[load_col])
+                violation, stopped_by = float(r[load_col]), "slo" if valid else "invalid"
                 break
             best = r
         out.append(
@@ -419,6 +420,7 @@ def throughput_under_slo(df, slo, *, cls: str = ALL, load: str = "achieved_krps"
                 "p99_us_paper": float(best["p99_us_paper_mean"]) if best is not None else math.nan,
                 "p99_slowdown": float(best["p99_slowdown_mean"]) if best is not None else math.nan,
                 "first_violation_krps": violation,
+                "stopped_by": stopped_by,
                 "slo": ", ".join(f"{m} <= {v:g}" for m, v in limits.items()),
             }
         )

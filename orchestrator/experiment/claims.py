@@ -109,25 +109,21 @@ def value_at(df, metric: str, curve: str, cls: str, at: At) -> Interval:
 
 def knee(df, curve: str, cls: str, slo: dict[str, float]) -> tuple[Interval, str]:
     """Where `curve`'s p99 leaves the SLO, in paper kRPS (achieved): [the highest load
-    that met it, the first that broke it); and how the walk ended."""
-    from .analyze import aggregate
+    that met it, the first that broke it), from analyze.throughput_under_slo's walk; and
+    how the walk ended."""
+    from .analyze import throughput_under_slo
 
-    sub = df[(df["curve"] == curve) & (df["class"] == cls)]
-    if sub.empty:
+    t = throughput_under_slo(df[df["curve"] == curve], slo, cls=cls)
+    if t.empty:
         raise Missing(f"no point of {curve}")
-    col = {"p99_us": "p99_us_paper_mean", "p99_slowdown": "p99_slowdown_mean"}
-    met, broke, why = None, math.inf, "met the SLO at every load of the sweep"
-    for _, r in aggregate(sub).sort_values("load_krps").iterrows():
-        if not bool(r["all_valid"]):
-            why = f"invalid at {r['load_krps']:,.4g} kRPS: nothing is known past it"
-            break
-        if any(not (r[col[m]] <= lim) for m, lim in slo.items()):
-            broke = float(r["achieved_krps"])
-            why = f"broke the SLO at {r['load_krps']:,.4g} kRPS"
-            break
-        met = float(r["achieved_krps"])
-    lo = met if met is not None else 0.0
-    return Interval(lo, broke, lo), why
+    r = t.iloc[0]
+    lo = 0.0 if math.isnan(r["throughput_krps"]) else float(r["throughput_krps"])
+    at = r["first_violation_krps"]
+    if r["stopped_by"] == "slo":
+        return Interval(lo, float(at), lo), f"broke the SLO at {at:,.4g} kRPS"
+    if r["stopped_by"] == "invalid":
+        return Interval(lo, math.inf, lo), f"invalid at {at:,.4g} kRPS: nothing is known past it"
+    return Interval(lo, math.inf, lo), "met the SLO at every load of the sweep"
 
 
 def _compare(rel: str, a: Interval, b: Interval) -> str:
@@ -150,10 +146,9 @@ def _ratio(a: Interval, b: Interval) -> Interval:
 
 
 def _slo_of(check: Check, spec) -> dict[str, float]:
-    slo = check.slo if check.slo is not None else getattr(spec, "slo", None)
-    if slo is None:
-        return {}
-    return {k: float(v) for k, v in slo.model_dump().items() if k in ("p99_us", "p99_slowdown") and v is not None}
+    from .analyze import slo_limits
+
+    return slo_limits(check.slo if check.slo is not None else getattr(spec, "slo", None))
 
 
 def _one(df, check: Check, spec, at: At | None) -> tuple[str, str]:
@@ -256,7 +251,9 @@ def references(spec, df) -> list[Beside]:
     for ref in getattr(spec, "references", []):
         try:
             if ref.metric == "throughput_under_slo":
-                slo = {k: float(v) for k, v in spec.slo.model_dump().items() if v is not None} if spec.slo else {}
+                from .analyze import slo_limits
+
+                slo = slo_limits(getattr(spec, "slo", None))
                 if not slo:
                     raise Missing("the spec has no slo")
                 iv, why = knee(df, ref.curve, ref.cls, slo)
@@ -299,16 +296,17 @@ def spec_with_claims(run_dir, spec_file=None):
     return spec, "the run's own spec"
 
 
-def run_claims(run_dir, spec_file=None) -> tuple[list[Verdict], list[Beside], str]:
-    """Every claim's verdict and every reference beside the run's value."""
-    from .analyze import read_summary
+def run_claims(run_dir, spec_file=None, df=None) -> tuple[list[Verdict], list[Beside], str]:
+    """Every claim's verdict and every reference beside the run's value; `df`: the
+    run's summary, when the caller has it (read, or analysed again when it predates the
+    intervals, otherwise)."""
+    from .analyze import analyze, read_summary
 
     spec, origin = spec_with_claims(run_dir, spec_file)
-    df = read_summary(run_dir)
-    if not df.empty and "p50_ci_lo_us_paper" not in df.columns:  # analysed before the intervals were written
-        from .analyze import analyze
-
-        df = analyze(run_dir)
+    if df is None:
+        df = read_summary(run_dir)
+        if not df.empty and "p50_ci_lo_us_paper" not in df.columns:  # analysed before the intervals were written
+            df = analyze(run_dir)
     return evaluate_all(spec, df), references(spec, df), origin
 
 

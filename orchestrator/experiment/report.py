@@ -197,15 +197,16 @@ def _slo_section(df, spec) -> list[str]:
 
 def _claims_section(run_dir: Path, df) -> list[str]:
     """The paper's claims judged on this run, and its printed numbers beside ours."""
-    from .claims import evaluate_all, references, spec_with_claims, tally
+    from .claims import run_claims, tally
 
+    if df.empty:
+        return []
     try:
-        spec, origin = spec_with_claims(run_dir)
+        verdicts, besides, origin = run_claims(run_dir, df=df)
     except RainmakerError:
         return []
-    if df.empty or not (spec.claims or spec.references):
+    if not (verdicts or besides):
         return []
-    verdicts, besides = evaluate_all(spec, df), references(spec, df)
     n = tally(verdicts)
     lines = [
         "## Claims",

@@ -329,6 +329,9 @@ def test_throughput_under_slo_stops_at_first_violation():
     assert t.loc["rain", "first_violation_krps"] == pytest.approx(3000 * 0.98)
     assert t.loc["pallas", "throughput_krps"] == pytest.approx(980)
     assert math.isnan(t.loc["r2p2", "throughput_krps"])
+    # why each walk ended: a breach, an invalid point (nothing known past it), or a breach at once
+    assert list(t.loc[["rain", "pallas", "r2p2"], "stopped_by"]) == ["slo", "invalid", "slo"]
+    assert throughput_under_slo(df, {"p99_slowdown": 100}).set_index("curve").loc["rain", "stopped_by"] == ""
     # a latency SLO (paper us), and both together
     t = throughput_under_slo(df, {"p99_us": 45}).set_index("curve")
     assert t.loc["rain", "load_krps"] == 2000 and t.loc["pallas", "load_krps"] == 1000
