@@ -41,7 +41,9 @@ def plan_cmd(spec: str, inv_path: str | None, as_json: bool) -> None:
 
     Loads given as capacity fractions become request rates from the testbed's
     worker threads and the workload's mean service time; on an emulated testbed
-    times are dilated (see the spec's `dilation`)."""
+    times are dilated (see the spec's `dilation`). The wall time `run` will take
+    is estimated from the testbed's last run (its calibration and orchestration
+    times, kept in the state root's history/); with none it is a lower bound."""
     from ..experiment import handler_alone
     from ..experiment.machines import shape_of
     from ..experiment.plan import TestbedShape, plan
@@ -107,17 +109,21 @@ def plan_cmd(spec: str, inv_path: str | None, as_json: bool) -> None:
             p.handler,
         )
     console.print(t)
-    per = points[0].warmup_s + points[0].measure_s if points else 0
-    console.print(
-        f"about {len(points) * (per + 3) / 60:.1f} min of testbed time (dilation x{points[0].dilation:g})"
-        if points
-        else "no points"
-    )
-    if points and s.dilation.emulated == "auto" and points[0].dilation != 1:
-        console.print(
-            f"dilation: auto: planned at x{points[0].dilation:g}; `run` calibrates the testbed and plans again "
-            "at the k its overheads ask for (the log says which and why)"
-        )
+    if not points:
+        console.print("no points")
+    else:
+        from ..experiment import estimate
+
+        history = estimate.read_history(estimate.history_path(inv if path is not None else None))
+        est = estimate.estimate(s, shape, history, where=where)
+        console.print(f"wall time of `rainmaker run`: {est.text()} (dilation x{est.k:g})")
+        for line in est.basis:
+            console.print(Text(f"  {line}", style="dim"))
+        past = estimate.accuracy(history)[-3:]
+        if past:
+            console.print(Text("  the last estimates here against the runs' wall time:", style="dim"))
+            for line in past:
+                console.print(Text(f"    {line}", style="dim"))
     missing = sorted(s.needs() - SUPPORTED)
     for m in missing:
         console.print(Text(f"not runnable yet: {m}: {NOT_YET.get(m, 'not supported')}", style="yellow"))

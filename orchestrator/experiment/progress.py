@@ -33,7 +33,7 @@ class Progress:
 
     def __init__(self, console=None, enabled: bool = True):
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
         from rich.progress import Progress as RP
 
         self.console = console or Console()
@@ -44,8 +44,7 @@ class Progress:
             MofNCompleteColumn(),
             TextColumn("{task.fields[phase]}"),
             TimeElapsedColumn(),
-            TextColumn("ETA"),
-            TimeRemainingColumn(),
+            TextColumn("{task.fields[eta]}"),  # the run's own (estimate.Eta), not rich's rate
             console=self.console,
             transient=False,
             disable=not enabled,
@@ -60,11 +59,11 @@ class Progress:
         self.rp.__exit__(*exc)
 
     def start(self, total: int, done: int) -> None:
-        self.task = self.rp.add_task("sweep", total=total, completed=done, pid="", phase="")
+        self.task = self.rp.add_task("sweep", total=total, completed=done, pid="", phase="", eta="")
 
-    def point(self, p: Point) -> None:
+    def point(self, p: Point, eta: str = "") -> None:
         if self.task is not None:
-            self.rp.update(self.task, pid=p.id, phase="")
+            self.rp.update(self.task, pid=p.id, phase="", eta=eta)
 
     def phase(self, name: str) -> None:
         if self.task is not None:

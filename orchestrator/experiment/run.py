@@ -141,6 +141,9 @@ def run(
     answer again between its attempts (retry.py). On `resume`, failed points are
     measured again, interrupted ones too; done points are kept. `calibrate`: on a
     shared-core testbed, measure the testbed before the first point (calibrate.py)."""
+    from . import estimate
+
+    clock = estimate.Clock()
     spec_path = Path(spec_path)
     spec = load_spec(spec_path)
     supported_or_explain(spec)
@@ -163,6 +166,12 @@ def run(
     )
     if sweep.retried:
         log(f"resume measures failed points again: {', '.join(sweep.retried)}")
+    history_file = estimate.history_path(inv)
+    history = estimate.read_history(history_file)
+    planned = None
+    if resume is None and not calibrate_only:
+        planned = estimate.estimate(spec, shape, history, where=f"testbed {inv.name}")
+        log(f"estimate: {planned.text()} ({'; '.join(planned.basis)})")
     with Progress(log.console, enabled=progress) as prog:
         bench = Bench(spec, inv, rd.path, log=log, progress=prog)
         s = Sweeper(bench, points, sweep, retries=retries, backoff=Backoff(budget_s=retry_wait))
@@ -170,12 +179,16 @@ def run(
             bench.prepare(points[0] if points else None)
             if resume is None or not rd.manifest.exists():
                 facts = host_facts(bench.tb)
-                rd.write_manifest(manifest(spec_path, spec, inv, inv_path, points, facts, bench.switch.bfrt_sha()))
+                m = manifest(spec_path, spec, inv, inv_path, points, facts, bench.switch.bfrt_sha())
+                rd.write_manifest(m | ({"estimate": planned.as_dict()} if planned else {}))
             if calibrate_only:
                 calibration_run(s, rd, shape, auto)
                 return rd.path
             before_sweep(s, rd, shape, auto=auto, calibrate=calibrate, fresh=resume is None)
+            s.eta = estimate.Eta(rd, s.spec, shape.emulated, clock, history)
+            clock.sweep_started()
             s.sweep_all()
+            clock.sweep_ended()
         except KeyboardInterrupt:
             log(f"interrupted: done points are kept; continue with `rainmaker run {spec_path} --resume {rd.path}`")
             raise
@@ -192,5 +205,14 @@ def run(
         from .report import finish
 
         finish(rd.path, s.spec.plots, log)
+    if planned is not None and s.sweep.counts()["done"] == len(s.points):
+        # a whole run, start to end, is what the next estimate goes by
+        clock.calibrations = s.calibrations
+        rec = estimate.record(rd, s.spec, clock, planned.as_dict())
+        try:
+            estimate.append_history(history_file, rec)
+        except OSError as e:
+            log(f"the testbed's history ({history_file}) was not written: {e}")
+        log(f"took {estimate.fmt(rec['wall_s'])}; estimated {planned.text()} (history: {history_file})")
     log.close()
     return rd.path

@@ -49,6 +49,15 @@ def lengths(measure_s: float, segment_s: float | None) -> list[float]:
     return [each] * (n - 1) + [round(measure_s - each * (n - 1), 3)]
 
 
+def cuts_of(spec, emulated: bool, p) -> list[float]:
+    """The lengths of the segments point `p`'s window is measured in: the spec's
+    segment_s, for a static workload's point that does not adapt (a phase or a quota
+    decision must see the window whole)."""
+    if spec.workload.phases or p.params.get("adaptive"):
+        return [p.measure_s]
+    return lengths(p.measure_s, spec.durations(emulated).segment_s)
+
+
 def segment_dir(pd: PointDir, index: int) -> PointDir:
     return PointDir(pd.path / layout.SEGMENTS / str(index))
 

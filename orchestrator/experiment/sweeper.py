@@ -77,6 +77,8 @@ class Sweeper:
         self.measure = measure or measure_any  # (bench, point, attempt, **where) -> Verdict | None
         self.log, self.progress = bench.log, bench.progress
         self.failed_before = False  # the last attempt failed: the next one waits for the testbed
+        self.calibrations = 0  # run for this run (estimate.py's history keeps the count)
+        self.eta = None  # estimate.Eta: each point's line says the elapsed time and the ETA
 
     @property
     def spec(self):
@@ -95,9 +97,13 @@ class Sweeper:
     # -- the sweep -------------------------------------------------------------------
     def sweep_all(self) -> None:
         pending = self.sweep.pending()
-        self.progress.start(len(self.points), len(self.points) - len(pending))
-        for p in pending:
-            self.progress.point(p)
+        done = len(self.points) - len(pending)
+        self.progress.start(len(self.points), done)
+        for i, p in enumerate(pending):
+            line = self.eta.line(p, pending[i:], done + i, len(self.points)) if self.eta is not None else ""
+            if line:
+                self.log(line)
+            self.progress.point(p, line.rsplit(", ", 1)[-1] if line else "")
             try:
                 verdict = self._measured(p)
             except _GaveUp as e:
@@ -167,12 +173,8 @@ class Sweeper:
         raise _GaveUp(last)
 
     def segments_of(self, p: Point) -> list[float]:
-        """The lengths of the segments p's window is measured in (segments.py): the
-        spec's segment_s, for a static workload's point that does not adapt (a phase or
-        a quota decision must see the window whole)."""
-        if self.spec.workload.phases or p.params.get("adaptive"):
-            return [p.measure_s]
-        return segments.lengths(p.measure_s, self.spec.durations(shape_of(self.bench.inv).emulated).segment_s)
+        """The lengths of the segments p's window is measured in (segments.cuts_of)."""
+        return segments.cuts_of(self.spec, shape_of(self.bench.inv).emulated, p)
 
     def run_segments(self, p: Point, cuts: list[float], attempt: int = 1) -> Verdict:
         """Measure p as segments of `cuts` seconds, each its own measurement checked
@@ -224,6 +226,7 @@ class Sweeper:
         spec = self.spec
         self.spec = cal.calibration_spec(spec)
         self.log("calibrating the testbed: one light point of constant tasks")
+        self.calibrations += 1
         try:
             self.attempt(point, calibration=True)
             result = cal.summarise(RunDir(self.bench.run_dir).calibration, point, spec.workload.mean_service_us)

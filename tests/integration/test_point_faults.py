@@ -34,7 +34,7 @@ def test_a_dead_worker_or_agent_fails_its_point_and_a_link_down_invalidates_it(t
     current = {}
     real_point, real_phase = Progress.point, Progress.phase
 
-    def point(self, p):
+    def point(self, p, *eta):
         current["id"] = p.id
         real_point(self, p)
 

@@ -235,7 +235,7 @@ def test_a_lost_host_fails_its_point_and_the_run_goes_on(testbed, tmp_path, monk
             calls["n"] += 1
         real_phase(self, name)
 
-    def point(self, p):
+    def point(self, p, *eta):
         if p.id.startswith("rain-f0.4"):
             subprocess.run(["ip", "netns", "exec", ns, "ip", "link", "set", "mgmt0", "up"], check=True)
         real_point(self, p)

@@ -1,0 +1,169 @@
+"""A run's wall time, estimated from the testbed's history (estimate.py): a lower bound
+without history, the last run's calibration and orchestration with it, the record a
+finished run leaves, and each point's ETA line."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+import yaml
+
+from orchestrator.experiment import estimate
+from orchestrator.experiment.layout import RunDir
+from orchestrator.experiment.plan import TestbedShape, plan
+from orchestrator.experiment.spec import load
+from orchestrator.experiment.sweep import DONE, Sweep
+
+SHAPE = TestbedShape(worker_hosts=2, client_hosts=1, emulated=True)
+
+
+def spec_file(tmp_path, **over):
+    d = {
+        "name": "est",
+        "systems": ["rain"],
+        "workers": {"per_host_threads": 2},
+        "workload": {"classes": [{"name": "t", "service": {"dist": "exponential", "mean_us": 10}}]},
+        "load": {"capacity_fraction": [0.3, 0.5]},
+        "emulated": {"warmup_s": 1, "measure_s": 20},
+        "dilation": {"emulated": 1000},
+    } | over
+    p = tmp_path / "est.yaml"
+    p.write_text(yaml.safe_dump(d, sort_keys=False))
+    return load(p)
+
+
+CAL = {
+    "k": 1000,
+    "round_trip_us": {"mean": 300.0, "p50": 290.0, "p99": 600.0},
+    "service_overshoot_us": 5.0,
+    "network": {"client_switch_ns": 75, "switch_worker_ns": 75, "switch_pkt_ns": 0, "worker_pkt_ns": 2},
+}
+
+
+def last_run(**over) -> dict:
+    return {
+        "kind": "run",
+        "at": "2026-12-06T03:00:00",
+        "spec": "demo",
+        "calibration": CAL,
+        "calibrations": 1,
+        "points": 4,
+        "segments": 8,
+        "before_sweep_s": 60.0,
+        "after_sweep_s": 20.0,
+        "segment_overhead_s": 10.0,
+        "wall_s": 600.0,
+        "estimated_s": 500.0,
+        "estimate_at_least": False,
+    } | over
+
+
+def test_without_history_the_estimate_is_the_windows_alone_and_says_at_least(tmp_path):
+    s = spec_file(tmp_path)
+    e = estimate.estimate(s, SHAPE, [])
+    assert e.at_least and e.text().startswith("at least ")
+    assert e.seconds == pytest.approx(2 * (1 + 20))
+    assert any("no finished run" in b for b in e.basis)
+
+
+def test_the_last_run_gives_the_orchestration_per_segment_before_and_after(tmp_path):
+    s = spec_file(tmp_path)
+    e = estimate.estimate(s, SHAPE, [last_run(points=2)])
+    assert not e.at_least and e.k == 1000
+    # two points of one segment: windows, 10 s around each segment, the last run's
+    # 60 s before the sweep and its analysis (20 s for 2 points, as many as here)
+    assert e.seconds == pytest.approx(2 * (21 + 10) + 60 + 20)
+    assert e.remaining(plan(s, SHAPE)[1:]) == pytest.approx(31 + 20)
+    # this run's own overhead, once measured, replaces the history's
+    assert e.remaining(plan(s, SHAPE)[1:], measured_overhead=30.0) == pytest.approx(51 + 20)
+
+
+def test_segments_each_pay_their_warm_up_and_orchestration(tmp_path):
+    s = spec_file(tmp_path, emulated={"warmup_s": 1, "measure_s": 40, "segment_s": 20})
+    e = estimate.estimate(s, SHAPE, [last_run(points=2, before_sweep_s=0.0, after_sweep_s=0.0)])
+    assert e.seconds == pytest.approx(2 * (2 * (1 + 10) + 40))
+
+
+def test_auto_dilation_takes_the_k_the_last_calibration_asks_for(tmp_path):
+    from orchestrator.experiment.calibrate import choose_k
+
+    s = spec_file(tmp_path, dilation={"emulated": "auto"})
+    want, _ = choose_k(CAL, s, SHAPE)
+    e = estimate.estimate(s, SHAPE, [last_run()])
+    assert e.k == want and "last calibration" in e.basis[0]
+    # a k other than the calibration's means a second calibration, as the run does
+    cals = 1 + (want != CAL["k"])
+    assert e.fixed_s == pytest.approx(60.0 * cals + 20.0 * len(plan(s, SHAPE, k=want)) / 4)
+
+
+def test_history_keeps_the_newest_and_skips_a_torn_line(tmp_path, monkeypatch):
+    monkeypatch.setattr(estimate, "KEEP", 3)
+    path = tmp_path / "h" / estimate.HISTORY
+    for i in range(5):
+        estimate.append_history(path, last_run(spec=f"s{i}"))
+    with path.open("a") as f:
+        f.write('{"kind": "run", "spe')  # a run cut off while writing
+    got = estimate.read_history(path)
+    assert [r["spec"] for r in got] == ["s2", "s3", "s4"]
+    assert estimate.accuracy(got)[-1].endswith("(-17%)")
+
+
+def test_history_is_per_testbed_shape_not_per_slot(tmp_path, monkeypatch):
+    monkeypatch.setenv("RAINMAKER_STATE_DIR", str(tmp_path))
+
+    class Inv:
+        emulation, clients, workers, name = object(), [1], [1, 2], "emulated3"
+
+    assert estimate.history_path(Inv()) == tmp_path / "history" / "emulated-1c2w" / estimate.HISTORY
+    assert estimate.history_path(None) == estimate.history_path(Inv())
+    Inv.emulation, Inv.name = None, "lab/tofino 1"
+    assert estimate.history_path(Inv()).parent.name == "lab_tofino_1"
+
+
+def finished_run(tmp_path, s) -> RunDir:
+    rd = RunDir.new(tmp_path / "results", s.name, "20261206-000000")
+    points = plan(s, SHAPE)
+    sweep = Sweep(rd.path, points, resume=False)
+    rd.write_manifest({"points": [{"dilation": 1000}], "calibration": CAL | {"point": {}}})
+    for i, p in enumerate(points):
+        cuts = [10.0, 10.0] if i == 0 else [20.0]
+        rd.point(p.id).fresh().write_point({"id": p.id, "warmup_s": 1, "measure_s": 20} | {"segments": cuts})
+        sweep.start(p.id)
+        sweep.finish(p.id, DONE, valid=True)
+    doc = json.loads(rd.sweep.read_text())
+    t = time.time()
+    # the first point took 42 s around its two 11 s segments, the second 31 s around one of 21
+    for pid, wall in zip(doc["points"], (42.0, 31.0)):
+        doc["points"][pid]["attempts_log"][0]["started"] = t - wall
+        doc["points"][pid]["finished"] = t
+    rd.sweep.write_text(json.dumps(doc))
+    return rd
+
+
+def test_a_finished_run_records_its_orchestration_per_segment(tmp_path):
+    s = spec_file(tmp_path)
+    rd = finished_run(tmp_path, s)
+    clock = estimate.Clock(t0=time.monotonic() - 100)
+    clock.sweep_t0, clock.sweep_t1, clock.calibrations = clock.t0 + 20, clock.t0 + 95, 1
+    r = estimate.record(rd, s, clock, {"seconds": 90.0, "at_least": False})
+    # per segment: (42 - 22) / 2 = 10 and (31 - 21) / 1 = 10
+    assert r["segment_overhead_s"] == pytest.approx(10.0)
+    assert (r["points"], r["segments"], r["k"], r["calibration"]["k"]) == (2, 3, 1000, 1000)
+    assert "point" not in r["calibration"]
+    assert r["before_sweep_s"] == pytest.approx(20, abs=0.2) and r["sweep_s"] == pytest.approx(75, abs=0.2)
+    assert r["wall_s"] >= 100 and r["estimated_s"] == 90.0
+
+
+def test_each_points_line_has_the_elapsed_time_and_the_eta(tmp_path):
+    s = spec_file(tmp_path)
+    rd = finished_run(tmp_path, s)
+    points = plan(s, SHAPE)
+    clock = estimate.Clock(t0=time.monotonic() - 125)
+    eta = estimate.Eta(rd, s, True, clock, [last_run(after_sweep_s=6.0)])
+    # this run's own 10 s per segment: 21 + 10 left for the last point, and the analysis
+    line = eta.line(points[1], points[1:], 1, 2)
+    assert line == f"point 2 of 2, {points[1].id}: elapsed 2.1 min, ETA 37 s"
+    bare = estimate.Eta(RunDir.new(tmp_path / "r2", "x", "1"), s, True, clock, [])
+    assert "ETA at least 42 s" in bare.line(points[0], points, 0, 2)
