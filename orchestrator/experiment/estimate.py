@@ -23,6 +23,7 @@ warm-ups and measurements the plan gives, at the k it was planned with.
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -102,7 +103,10 @@ class Clock:
 
 def point_walls(rd: RunDir) -> list[dict]:
     """Each measured point's wall time (its first attempt's start to its end, retries
-    and re-measurements included) beside its windows: segments, warm-ups, measurement."""
+    and re-measurements included) beside its windows (segments, warm-ups, measurement)
+    and the attempts the stall rule set aside (stalled/), with theirs."""
+    from .layout import STALLED
+
     try:
         state = json.loads(rd.sweep.read_text()).get("points", {})
     except (OSError, ValueError):
@@ -117,18 +121,76 @@ def point_walls(rd: RunDir) -> list[dict]:
         cuts = p.get("segments") or [p.get("measure_s")]
         if not started or not all(isinstance(c, (int, float)) for c in cuts):
             continue
-        window = len(cuts) * float(p.get("warmup_s") or 0) + sum(cuts)
+        stalled = []
+        for d in sorted((rd.path / STALLED / pid).glob("*/point.json")):
+            try:
+                q = json.loads(d.read_text())
+                stalled.append(float(q.get("warmup_s") or 0) + float(q.get("measure_s") or 0))
+            except (OSError, ValueError, TypeError, AttributeError):
+                continue
         out.append(
-            {"id": pid, "wall_s": float(s["finished"]) - float(started), "segments": len(cuts), "window_s": window}
+            {
+                "id": pid,
+                "wall_s": float(s["finished"]) - float(started),
+                "segments": len(cuts),
+                "window_s": len(cuts) * float(p.get("warmup_s") or 0) + sum(cuts),
+                "stalled": len(stalled),
+                "stalled_s": sum(stalled),
+            }
         )
     return out
+
+
+@dataclass(frozen=True)
+class Costs:
+    """What measuring costs beyond the windows on a testbed: the orchestration around
+    each measurement attempt (agents started, files collected, the model and the
+    checks), and how often the host stalls a measurement, per second of it (each
+    stalled one is measured again, up to remeasure_stalled times)."""
+
+    attempt_s: float
+    stalls_per_s: float
+    measured_s: float  # the seconds of measurement the rate was taken over
+
+    @staticmethod
+    def of(walls: list[dict]) -> Costs | None:
+        attempts = sum(w["segments"] + w["stalled"] for w in walls)
+        if not attempts:
+            return None
+        measured = sum(w["window_s"] + w["stalled_s"] for w in walls)
+        spent = sum(w["wall_s"] - w["window_s"] - w["stalled_s"] for w in walls)
+        stalls = sum(w["stalled"] for w in walls)
+        return Costs(round(max(0.0, spent) / attempts, 2), stalls / measured if measured else 0.0, round(measured, 1))
+
+    def pooled(self, other: Costs | None) -> Costs:
+        """This run's orchestration, with the stall rate over both runs' seconds."""
+        if other is None:
+            return self
+        seconds = self.measured_s + other.measured_s
+        rate = (
+            (self.stalls_per_s * self.measured_s + other.stalls_per_s * other.measured_s) / seconds if seconds else 0.0
+        )
+        return Costs(self.attempt_s, rate, seconds)
+
+    def point_s(self, p: Point, cuts: list[float], limit: int) -> float:
+        """A point's expected wall time: each segment's attempts (1 + q + ... + q^limit,
+        q the chance the host stalls one that long), each its window and orchestration."""
+        out = 0.0
+        for length in cuts:
+            window = p.warmup_s + length
+            q = 1.0 - math.exp(-self.stalls_per_s * window)
+            out += (window + self.attempt_s) * sum(q**i for i in range(limit + 1))
+        return out
+
+    def as_dict(self) -> dict:
+        return {"attempt_s": self.attempt_s, "stalls_per_s": round(self.stalls_per_s, 6), "measured_s": self.measured_s}
 
 
 def record(rd: RunDir, spec: Spec, clock: Clock, estimated: dict | None) -> dict:
     """The history record of a finished run, from its folder and its clock."""
     m = rd.read_manifest()
     walls = point_walls(rd)
-    per_segment = [(w["wall_s"] - w["window_s"]) / w["segments"] for w in walls]
+    costs = Costs.of(walls)
     now = time.monotonic()
     sweep_t0 = clock.sweep_t0 if clock.sweep_t0 is not None else now
     sweep_t1 = clock.sweep_t1 if clock.sweep_t1 is not None else now
@@ -145,20 +207,25 @@ def record(rd: RunDir, spec: Spec, clock: Clock, estimated: dict | None) -> dict
         "probe": "service" in m,
         "points": len(walls),
         "segments": sum(w["segments"] for w in walls),
+        "stalled": sum(w["stalled"] for w in walls),
         "wall_s": round(now - clock.t0, 1),
         "before_sweep_s": round(sweep_t0 - clock.t0, 1),
         "sweep_s": round(sweep_t1 - sweep_t0, 1),
         "after_sweep_s": round(now - sweep_t1, 1),
-        "segment_overhead_s": round(_median(per_segment), 2) if per_segment else None,
+        "costs": costs.as_dict() if costs else None,
         "estimated_s": (estimated or {}).get("seconds"),
         "estimate_at_least": (estimated or {}).get("at_least"),
     }
 
 
-def _median(xs: list[float]) -> float:
-    s = sorted(xs)
-    n = len(s)
-    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+def costs_of(rec: dict | None) -> Costs | None:
+    c = (rec or {}).get("costs")
+    if not isinstance(c, dict):
+        return None
+    try:
+        return Costs(float(c["attempt_s"]), float(c["stalls_per_s"]), float(c.get("measured_s") or 0.0))
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 # -- the estimate ------------------------------------------------------------------------
@@ -171,24 +238,10 @@ class Estimate:
     basis: list[str]
     k: float
     per_point: dict[str, float]  # point id -> seconds (its windows and their orchestration)
-    segment_overhead_s: float
     fixed_s: float  # before and after the sweep
 
     def text(self) -> str:
         return f"{'at least ' if self.at_least else 'about '}{fmt(self.seconds)}"
-
-    segments: dict[str, int] = field(default_factory=dict)  # point id -> its segments
-    after_s: float = 0.0  # the analysis after the sweep
-
-    def remaining(self, pending: list[Point], measured_overhead: float | None = None) -> float:
-        """Seconds left with `pending` to measure, and the analysis: this run's own
-        orchestration per segment, once it has one, replaces the history's."""
-        ov = self.segment_overhead_s if measured_overhead is None else measured_overhead
-        out = 0.0
-        for p in pending:
-            n = self.segments.get(p.id, 1)
-            out += self.per_point.get(p.id, 0.0) + n * (ov - self.segment_overhead_s)
-        return out + self.after_s
 
     def as_dict(self) -> dict:
         return {"seconds": round(self.seconds, 1), "at_least": self.at_least, "k": self.k, "basis": self.basis}
@@ -226,7 +279,7 @@ def _network_at(cal: dict, k: float) -> dict:
 def windows(spec: Spec, shape: TestbedShape, points: list[Point], cal: dict | None) -> tuple[list[Point], str]:
     """The points with the windows the run will size for them (dilation.size_windows)."""
     from . import model_beside
-    from .validity import thresholds_of
+    from .validity import independent, thresholds_of
 
     longest = spec.durations(shape.emulated).measure_max_s
     if longest is None or not points:
@@ -238,10 +291,15 @@ def windows(spec: Spec, shape: TestbedShape, points: list[Point], cal: dict | No
         manifest["calibration"] = _network_at(cal, k)
     out = []
     for p in points:
-        s, _ = model_beside.window_for(asdict(p), manifest, spec, th["max_p99_ci_width"], longest, th["ci_confidence"])
+        s, _ = model_beside.window_for(
+            asdict(p), manifest, spec, th["max_p99_ci_width"], longest, th["ci_confidence"], independent(th)
+        )
         out.append(replace(p, measure_s=s))
     grown = sum(1 for a, b in zip(points, out) if b.measure_s != a.measure_s)
-    return out, f"windows as the model's p99 interval asks ({grown} of {len(out)} longer than measure_s)"
+    return (
+        out,
+        f"windows as the model says the p99 interval and the independence test need ({grown} of {len(out)} longer than measure_s)",
+    )
 
 
 def estimate(spec: Spec, shape: TestbedShape, history: list[dict], *, where: str = "this testbed") -> Estimate:
@@ -263,46 +321,59 @@ def estimate(spec: Spec, shape: TestbedShape, history: list[dict], *, where: str
             f"at least: no finished run on {where} yet, so no calibration and no orchestration time to go by "
             "(each segment's start and collection, the calibration, the report): only the warm-ups and windows"
         )
-        n = {i: len(c) for i, c in cuts.items()}
-        return Estimate(sum(window.values()), True, basis, k, dict(window), 0.0, 0.0, n)
-    ov = float(last.get("segment_overhead_s") or 0.0)
+        return Estimate(sum(window.values()), True, basis, k, dict(window), 0.0)
+    costs = costs_of(last) or Costs(0.0, 0.0, 0.0)
     before = float(last.get("before_sweep_s") or 0.0)
     if shape.emulated and spec.dilation.emulated == "auto" and last.get("calibrations"):
         per_cal = before / max(1, int(last["calibrations"]))
-        cals = 1 + (k != float((cal or {}).get("k") or k))
+        # the run calibrates at the planned k first, and again at the k that one asks for
+        cals = 1 + (k != k0)
         before = per_cal * cals
+        basis.append(
+            f"{cals} calibration{'s' if cals > 1 else ''} (at k = {k0:g}" + (f", then {k:g})" if cals > 1 else ")")
+        )
     after = float(last.get("after_sweep_s") or 0.0) * len(points) / max(1, int(last.get("points") or 1))
-    per_point = {pid: window[pid] + len(cuts[pid]) * ov for pid in window}
+    limit = spec.validity.remeasure_stalled
+    per_point = {p.id: costs.point_s(p, cuts[p.id], limit) for p in points}
     basis.append(
-        f"from the last run here ({last.get('spec')}, {last.get('at')}): {ov:.1f} s of orchestration per segment, "
+        f"from the last run here ({last.get('spec')}, {last.get('at')}): {costs.attempt_s:.1f} s of orchestration "
+        f"per measurement, a stall every {_every(costs.stalls_per_s)} of measurement (measured again), "
         f"{fmt(before)} before the sweep, {fmt(after)} of analysis after it"
     )
     total = before + sum(per_point.values()) + after
-    n = {i: len(c) for i, c in cuts.items()}
-    return Estimate(total, False, basis, k, per_point, ov, before + after, n, after)
+    return Estimate(total, False, basis, k, per_point, before + after)
+
+
+def _every(rate: float) -> str:
+    return "never so far" if rate <= 0 else fmt(1.0 / rate)
 
 
 class Eta:
     """A running sweep's elapsed time and ETA, for each point's progress line: the
-    windows left, each segment's orchestration as this run has measured it so far (the
-    history's before the first point ends), and the analysis after."""
+    windows left with their orchestration and stalls, as this run has measured them so
+    far (the stall rate pooled with the last run's, the history's alone before the first
+    point ends), and the analysis after."""
 
     def __init__(self, rd: RunDir, spec: Spec, emulated: bool, clock: Clock, history: list[dict]):
         self.rd, self.spec, self.emulated, self.clock = rd, spec, emulated, clock
         last = history[-1] if history else {}
-        self.history_ov = last.get("segment_overhead_s")
+        self.past = costs_of(last)
         self.after_s = float(last.get("after_sweep_s") or 0.0) if last else 0.0
 
     def line(self, p: Point, pending: list[Point], done: int, total: int) -> str:
-        walls = point_walls(self.rd)
-        per = [(w["wall_s"] - w["window_s"]) / w["segments"] for w in walls]
-        ov = _median(per) if per else self.history_ov
+        now = Costs.of(point_walls(self.rd))
+        costs = now.pooled(self.past) if now is not None else self.past
+        limit = self.spec.validity.remeasure_stalled
         left = self.after_s
         for q in pending:
             cuts = segments.cuts_of(self.spec, self.emulated, q)
-            left += len(cuts) * (q.warmup_s + (ov or 0.0)) + sum(cuts)
+            left += (costs or Costs(0.0, 0.0, 0.0)).point_s(q, cuts, limit)
         elapsed = time.monotonic() - self.clock.t0
-        eta = f"ETA {fmt(left)}" if ov is not None else f"ETA at least {fmt(left)} (no orchestration time measured yet)"
+        eta = (
+            f"ETA {fmt(left)}"
+            if costs is not None
+            else f"ETA at least {fmt(left)} (no orchestration time measured yet)"
+        )
         return f"point {done + 1} of {total}, {p.id}: elapsed {fmt(elapsed)}, {eta}"
 
 
@@ -321,6 +392,7 @@ def accuracy(records: list[dict]) -> list[str]:
 
 __all__ = [
     "Clock",
+    "Costs",
     "Estimate",
     "Eta",
     "accuracy",

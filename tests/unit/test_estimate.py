@@ -5,6 +5,7 @@ finished run leaves, and each point's ETA line."""
 from __future__ import annotations
 
 import json
+import math
 import time
 
 import pytest
@@ -53,7 +54,7 @@ def last_run(**over) -> dict:
         "segments": 8,
         "before_sweep_s": 60.0,
         "after_sweep_s": 20.0,
-        "segment_overhead_s": 10.0,
+        "costs": {"attempt_s": 10.0, "stalls_per_s": 0.0, "measured_s": 100.0},
         "wall_s": 600.0,
         "estimated_s": 500.0,
         "estimate_at_least": False,
@@ -75,9 +76,15 @@ def test_the_last_run_gives_the_orchestration_per_segment_before_and_after(tmp_p
     # two points of one segment: windows, 10 s around each segment, the last run's
     # 60 s before the sweep and its analysis (20 s for 2 points, as many as here)
     assert e.seconds == pytest.approx(2 * (21 + 10) + 60 + 20)
-    assert e.remaining(plan(s, SHAPE)[1:]) == pytest.approx(31 + 20)
-    # this run's own overhead, once measured, replaces the history's
-    assert e.remaining(plan(s, SHAPE)[1:], measured_overhead=30.0) == pytest.approx(51 + 20)
+
+
+def test_a_host_that_stalls_costs_measurements_again(tmp_path):
+    s = spec_file(tmp_path, validity={"remeasure_stalled": 2})
+    rate = 0.01  # a stall every 100 s of measurement: a 21 s window is stalled with q = 1 - e^-0.21
+    costs = {"attempt_s": 10.0, "stalls_per_s": rate, "measured_s": 1000.0}
+    e = estimate.estimate(s, SHAPE, [last_run(points=2, before_sweep_s=0.0, after_sweep_s=0.0, costs=costs)])
+    q = 1 - math.exp(-rate * 21)
+    assert e.seconds == pytest.approx(2 * 31 * (1 + q + q * q))
 
 
 def test_segments_each_pay_their_warm_up_and_orchestration(tmp_path):
@@ -93,8 +100,8 @@ def test_auto_dilation_takes_the_k_the_last_calibration_asks_for(tmp_path):
     want, _ = choose_k(CAL, s, SHAPE)
     e = estimate.estimate(s, SHAPE, [last_run()])
     assert e.k == want and "last calibration" in e.basis[0]
-    # a k other than the calibration's means a second calibration, as the run does
-    cals = 1 + (want != CAL["k"])
+    # the run calibrates at the planned k, and again at another k the first one asks for
+    cals = 1 + (want != plan(s, SHAPE)[0].dilation)
     assert e.fixed_s == pytest.approx(60.0 * cals + 20.0 * len(plan(s, SHAPE, k=want)) / 4)
 
 
@@ -132,10 +139,15 @@ def finished_run(tmp_path, s) -> RunDir:
         rd.point(p.id).fresh().write_point({"id": p.id, "warmup_s": 1, "measure_s": 20} | {"segments": cuts})
         sweep.start(p.id)
         sweep.finish(p.id, DONE, valid=True)
+    # the first point's second segment was stalled once and measured again
+    stalled = rd.path / "stalled" / points[0].id / "s2-1"
+    stalled.mkdir(parents=True)
+    (stalled / "point.json").write_text(json.dumps({"warmup_s": 1, "measure_s": 10.0}))
     doc = json.loads(rd.sweep.read_text())
     t = time.time()
-    # the first point took 42 s around its two 11 s segments, the second 31 s around one of 21
-    for pid, wall in zip(doc["points"], (42.0, 31.0)):
+    # the first point took 53 s around its two 11 s segments and an 11 s re-measure, the
+    # second 31 s around one of 21
+    for pid, wall in zip(doc["points"], (53.0, 31.0)):
         doc["points"][pid]["attempts_log"][0]["started"] = t - wall
         doc["points"][pid]["finished"] = t
     rd.sweep.write_text(json.dumps(doc))
@@ -148,9 +160,10 @@ def test_a_finished_run_records_its_orchestration_per_segment(tmp_path):
     clock = estimate.Clock(t0=time.monotonic() - 100)
     clock.sweep_t0, clock.sweep_t1, clock.calibrations = clock.t0 + 20, clock.t0 + 95, 1
     r = estimate.record(rd, s, clock, {"seconds": 90.0, "at_least": False})
-    # per segment: (42 - 22) / 2 = 10 and (31 - 21) / 1 = 10
-    assert r["segment_overhead_s"] == pytest.approx(10.0)
-    assert (r["points"], r["segments"], r["k"], r["calibration"]["k"]) == (2, 3, 1000, 1000)
+    # per attempt: (53 - 22 - 11 + 31 - 21) / 4 = 7.5; one stall in 22 + 11 + 21 s measured
+    assert r["costs"]["attempt_s"] == pytest.approx(7.5)
+    assert r["costs"]["stalls_per_s"] == pytest.approx(1 / 54, rel=1e-4)
+    assert (r["points"], r["segments"], r["stalled"], r["k"], r["calibration"]["k"]) == (2, 3, 1, 1000, 1000)
     assert "point" not in r["calibration"]
     assert r["before_sweep_s"] == pytest.approx(20, abs=0.2) and r["sweep_s"] == pytest.approx(75, abs=0.2)
     assert r["wall_s"] >= 100 and r["estimated_s"] == 90.0
@@ -161,9 +174,12 @@ def test_each_points_line_has_the_elapsed_time_and_the_eta(tmp_path):
     rd = finished_run(tmp_path, s)
     points = plan(s, SHAPE)
     clock = estimate.Clock(t0=time.monotonic() - 125)
-    eta = estimate.Eta(rd, s, True, clock, [last_run(after_sweep_s=6.0)])
-    # this run's own 10 s per segment: 21 + 10 left for the last point, and the analysis
+    eta = estimate.Eta(rd, s, True, clock, [last_run(after_sweep_s=6.0)])  # remeasure_stalled 3
+    # this run's own 7.5 s per attempt, its stall pooled with none in the last run's 100 s
+    # (1 in 154 s): 21 + 7.5 for the last point, an expected re-measure, and the analysis
+    q = 1 - math.exp(-21 / 154)
     line = eta.line(points[1], points[1:], 1, 2)
-    assert line == f"point 2 of 2, {points[1].id}: elapsed 2.1 min, ETA 37 s"
+    left = 28.5 * sum(q**i for i in range(4)) + 6
+    assert line == f"point 2 of 2, {points[1].id}: elapsed 2.1 min, ETA {left:.0f} s"
     bare = estimate.Eta(RunDir.new(tmp_path / "r2", "x", "1"), s, True, clock, [])
     assert "ETA at least 42 s" in bare.line(points[0], points, 0, 2)
