@@ -80,7 +80,7 @@ $(STAMPS)/venv: pyproject.toml $(BIN)/python
 demo: setup
 	@echo "== rainmaker demo: Rain on an emulated testbed (1 client, 2 workers, a software switch,"
 	@echo "   all on this machine), provisioned with Ansible, then experiments/demo.yaml: 4 loads,"
-	@echo "   analysed and plotted. 10 to 15 minutes on 2 cores, after setup."
+	@echo "   analysed and plotted. 15 to 20 minutes on 2 cores, after setup."
 	@out=$$($(RM_CLI) testbed up --clients 1 --workers 2 --slot free) || exit $$?; \
 	inv=$${out#inventory: }; echo "$$out"; \
 	[ -f "$$inv" ] || { echo "demo: \`testbed up\` printed no inventory path" >&2; exit 1; }; \

@@ -188,7 +188,7 @@ def size_windows(runner: Measures, rd: RunDir, spec: Spec, shape: TestbedShape, 
     planned again (nothing was measured yet) and the manifest keeps each point's window
     and why (`windows`), which a resumed run applies again."""
     from . import model_beside
-    from .validity import thresholds_of
+    from .validity import independent, thresholds_of
 
     longest = spec.durations(shape.emulated).measure_max_s
     if longest is None:
@@ -197,7 +197,9 @@ def size_windows(runner: Measures, rd: RunDir, spec: Spec, shape: TestbedShape, 
     m = rd.read_manifest()
     windows, points = {}, []
     for p in runner.points:
-        seconds, why = model_beside.window_for(asdict(p), m, spec, th["max_p99_ci_width"], longest, th["ci_confidence"])
+        seconds, why = model_beside.window_for(
+            asdict(p), m, spec, th["max_p99_ci_width"], longest, th["ci_confidence"], independent(th)
+        )
         windows[p.id] = {"measure_s": seconds, "why": why}
         if seconds != p.measure_s:
             log(f"{p.id}: measures {seconds:g} s instead of {p.measure_s:g}: {why}")

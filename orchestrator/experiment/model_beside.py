@@ -34,6 +34,7 @@ its p99 depends on when the phases change.
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import time
 from dataclasses import asdict, replace
@@ -252,16 +253,27 @@ WINDOW_MARGIN = 0.9  # a window is sized for this share of the p99_ci limit: the
 WINDOW_STEPS = 4  # predictions per point: each at the window the previous one asked for
 
 
-def window_for(point: dict, manifest: dict, spec, max_width: float, longest_s: float, confidence: float = 0.95):
-    """The measurement (testbed s) a point needs for its p99's interval, as the model
-    predicts it (p99_spread, the worst class), to stay within WINDOW_MARGIN x
-    `max_width`: its planned measure_s when that does, else longer, up to `longest_s`.
-    The width shrinks about as one over the square root of the window (near saturation
-    more slowly: the tail's correlations reach further); each step predicts again at the
-    window the last one asked for, and after the last prediction the window it asks for
-    is taken unchecked. Returns (seconds, why)."""
-    import math
+def window_for(
+    point: dict,
+    manifest: dict,
+    spec,
+    max_width: float,
+    longest_s: float,
+    confidence: float = 0.95,
+    independence: tuple[float, int] | None = None,
+):
+    """The measurement (testbed s) a point needs, as the model predicts it, up to
+    `longest_s` (its planned measure_s when that is enough):
 
+    - for its p99's interval (p99_spread, the worst class) to stay within WINDOW_MARGIN
+      x `max_width`. The width shrinks about as one over the square root of the window
+      (near saturation more slowly: the tail's correlations reach further); each step
+      predicts again at the window the last one asked for, and after the last
+      prediction the window it asks for is taken unchecked;
+    - with `independence` (alpha, min_n): for Lancet's independence test to pass
+      (series_checks.py), on a series correlated as the model's latencies are.
+
+    Returns (seconds, why)."""
     from scipy.stats import norm
 
     from ..simulate.like import paper_point
@@ -273,24 +285,64 @@ def window_for(point: dict, manifest: dict, spec, max_width: float, longest_s: f
     pp = paper_point(point)
     measure_s = float(point["measure_s"])
     seconds = predicted_at = measure_s
+    width = None
     for _ in range(WINDOW_STEPS):
         predicted_at = seconds
         at = replace(sp, warmup_ns=round(pp.warmup_s * 1e9), measure_ns=round(seconds / k * 1e9))
         sds = (p99_spread(at, pp.id).get("rel_sd") or {}).values()
         if not sds:
-            return measure_s, "the model gave no p99 spread: measure_s"
+            break
         width = z2 * max(sds)
         if width <= target or seconds >= longest_s:
             break
         seconds = min(longest_s, float(math.ceil(seconds * (width / target) ** 2)))
-    said = f"the model's p99 interval {width:.2f} wide at {predicted_at:g} s (target {target:.2f})"
-    if seconds != predicted_at:
-        said += f"; {seconds:g} s by the square-root rule after {WINDOW_STEPS} predictions"
+    if width is None:
+        said = "the model gave no p99 spread"
+    else:
+        said = f"the model's p99 interval {width:.2f} wide at {predicted_at:g} s (target {target:.2f})"
+        if seconds != predicted_at:
+            said += f"; {seconds:g} s by the square-root rule after {WINDOW_STEPS} predictions"
+        if width > target and seconds >= longest_s:
+            said += f": measure_max_s ({longest_s:g} s) is too short for it, the point may fail p99_ci"
+    if independence is not None:
+        more, why = _independent_window(sp, pp, k, independence, longest_s)
+        said += f"; {why}"
+        seconds = max(seconds, more)
     if seconds == measure_s:
         return seconds, said
-    if width > target and seconds >= longest_s:
-        said += f": measure_max_s ({longest_s:g} s) is too short for it, the point may fail p99_ci"
     return seconds, f"{said}; measure_s {measure_s:g} s"
+
+
+def _independent_window(sp, pp, k: float, independence: tuple[float, int], longest_s: float) -> tuple[float, str]:
+    """The window (testbed s) whose latencies pass Lancet's independence test
+    (series_checks.requests_for_independence) on the model's series of the longest
+    window, and why."""
+    import numpy as np
+
+    from ..simulate import engine
+    from .series_checks import PASS_TARGET, requests_for_independence
+
+    alpha, min_n = independence
+    rate = sp.phases[0].rate_rps  # paper requests/s
+    most = int(rate * longest_s / k)
+    long = replace(sp, replay=None, measure_ns=round(min(most, INDEPENDENCE_MODEL_MAX) / rate * 1e9))
+    r = engine.run(long)
+    ok = (r.intended_ns >= long.warmup_ns) & (r.intended_ns < long.end_ns) & (r.outcome == 0)
+    x = r.latency_ns[ok][np.argsort(r.intended_ns[ok], kind="stable")].astype(np.float64)
+    n, p = requests_for_independence(x, alpha, min_n, most)
+    if n is None:
+        return longest_s, (
+            f"even {most:,} requests (measure_max_s) pass the independence test only {100 * p:.0f}% of the time "
+            "by the model's correlations: the point may fail independence"
+        )
+    seconds = float(math.ceil(n / rate * k))
+    return seconds, (
+        f"{n:,} requests ({seconds:g} s) pass the independence test {100 * PASS_TARGET:.0f}% of the time "
+        "by the model's correlations"
+    )
+
+
+INDEPENDENCE_MODEL_MAX = 2_000_000  # requests of the model's series the correlations are read from
 
 
 def _drawn_rps(pd: PointDir, point: dict) -> float | None:

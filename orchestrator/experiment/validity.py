@@ -31,13 +31,20 @@ Checks:
                 was up at the start and at the end, lost no carrier in between, and
                 no port dropped frames because it was down (switch/links.json); a
                 spare port, down the whole time with no host behind it, does not count
+  independence  successive latencies are independent draws (Lancet): no significant
+                lag-1 Spearman rank correlation once the series is thinned to every
+                2nd, 4th, ... sample, with min_samples_p99 samples left
+                (series_checks.py); needs clients/<host>/trace.csv, else 'not run'
+  stationarity  the p99s of the window's two halves agree within what two half
+                windows differ by from draw to draw (series_checks.py); needs the trace
   model_agreement  the measured p99 (paper time, all classes) is within model_tolerance
                 of the model's beside it (points/<id>/model/, model_beside.py):
                 |measured / model - 1| <= tolerance; the message gives both, the
                 ratio and the network the model used; 'not run' without a model
 
 On a simulated point (summary.json's tool is `rainmaker simulate`) interarrival,
-tasks_intact, links_up and model_agreement are 'not run', each saying why: there is no
+independence, stationarity, tasks_intact, links_up and model_agreement are 'not run',
+each saying why: there is no
 measured send time, NIC or link whose faults they look for, and the point is the model.
 """
 
@@ -52,6 +59,8 @@ from .arrivals import check_interarrival
 from .data_path_checks import check_frames_delivered, check_links_up, check_tasks_intact
 from .layout import PointDir
 from .points import ALL, PointData, load_point, p99_interval
+from .series_checks import EXTRA_DEFAULTS as SERIES_DEFAULTS
+from .series_checks import check_independence, check_stationarity
 from .verdict import STALL_CHECKS, Check, Verdict, pct
 
 __all__ = ["STALL_CHECKS", "Check", "Verdict", "check_point", "invalid_reason", "thresholds_of"]
@@ -62,8 +71,14 @@ EXTRA_DEFAULTS = {
     "ci_confidence": 0.95,
     "gof_max_samples": 5000,  # KS on a random subsample: enough power, no pedantry
     "constant_max_cv": 0.10,  # constant arrivals: std / mean of the gaps
+    **SERIES_DEFAULTS,
 }
 MEASURED = "done"  # sweep.py's status of a point whose attempt ran to the end
+
+
+def independent(th: dict) -> tuple[float, int]:
+    """What the independence check asks of a window, for sizing one (model_beside)."""
+    return float(th["independence_alpha"]), int(th["min_samples_p99"])
 
 
 def thresholds_of(spec_validity) -> dict:
@@ -342,6 +357,14 @@ def simulated_checks(data: PointData, arrival: str | None, alpha: float, tol: fl
             f"{arrival or '?'} process itself (its seed: summary.json); there is no measured send time to test",
         ),
         Check(
+            "independence",
+            None,
+            None,
+            None,
+            "not run: simulated testbed: its window's spread is the model's own draws (p99_ci), not a measurement's",
+        ),
+        Check("stationarity", None, None, None, "not run: simulated testbed: the model does not drift"),
+        Check(
             "tasks_intact",
             None,
             None,
@@ -355,7 +378,7 @@ def simulated_checks(data: PointData, arrival: str | None, alpha: float, tol: fl
 
 # The checks of a whole window: a segment of a point (segments.py) does not run them;
 # the point's merged window does.
-WINDOW_CHECKS = ("samples_p99", "p99_ci", "model_agreement")
+WINDOW_CHECKS = ("samples_p99", "p99_ci", "independence", "stationarity", "model_agreement")
 
 
 def in_every_part(check, parts: list[PointDir]) -> Check:
@@ -414,8 +437,14 @@ def check_point(
     if simulated(data):
         checks += simulated_checks(data, arrival or data.arrival(), th["gof_alpha"], th["model_tolerance"])
     else:
+        independence = check_independence(data, th) if not segment else None
         checks += [
             check_interarrival(data, arrival or data.arrival(), th["gof_alpha"], th),
+            *(
+                [independence, check_stationarity(data, th, independence)]
+                if independence is not None
+                else [Check("independence", None, None, None, ""), Check("stationarity", None, None, None, "")]
+            ),
             in_every_part(check_tasks_intact, pieces),
             in_every_part(check_links_up, pieces),
             in_every_part(check_frames_delivered, pieces),

@@ -79,7 +79,15 @@ def test_a_good_point_passes_everything_that_runs(tmp_path):
     v = _verdict(_point(tmp_path, hosts=2))
     assert v.valid, v.to_dict()
     assert v.failed == []
-    assert v.not_run == ["interarrival", "tasks_intact", "links_up", "frames_delivered", "model_agreement"]
+    assert v.not_run == [
+        "interarrival",
+        "independence",
+        "stationarity",
+        "tasks_intact",
+        "links_up",
+        "frames_delivered",
+        "model_agreement",
+    ]
     assert "no trace" in v.check("interarrival").message
     assert "no model beside this point" in v.check("model_agreement").message
     assert "no worker stats" in v.check("tasks_intact").message
@@ -95,6 +103,8 @@ def test_a_good_point_passes_everything_that_runs(tmp_path):
         "samples_p99",
         "p99_ci",
         "interarrival",
+        "independence",
+        "stationarity",
         "tasks_intact",
         "links_up",
         "frames_delivered",

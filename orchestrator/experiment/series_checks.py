@@ -1,0 +1,238 @@
+"""Lancet's checks of the latency samples themselves (Kogias et al., USENIX ATC 2019):
+a p99 read from a window is only as good as its samples are independent draws from one
+distribution.
+
+- **independence**: successive latencies (in intended send order) must not be rank
+  correlated at lag 1 (Spearman). Where they are (a queue carries one request's delay
+  to the next), the series is thinned, every 2nd, 4th, ... sample, as Lancet lowers its
+  sampling rate, until the lag-1 correlation is no longer significant. The check passes
+  when that leaves at least min_samples_p99 samples: that many independent ones are
+  what a p99 needs. It fails when the correlation reaches further than the window can
+  thin (a longer window is the fix), naming the correlation at each step.
+- **stationarity**: the p99 of the window's first half and of its second must agree
+  within what two half windows' p99s differ by from draw to draw: the order
+  statistics' spread at the independent sample count the independence check found,
+  or the model's draw-to-draw spread (model_beside.py) where that is wider. A drift
+  (a host slowing down, a queue still filling) splits them.
+
+Both read clients/<host>/trace.csv (every first send with its latency, short runs) and
+run on a point's whole window (a segment's is a part). Each host's series is checked
+on its own (their clocks are their own); the worst host decides.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from .points import ALL, PointData, read_model_info
+from .verdict import Check
+
+EXTRA_DEFAULTS = {
+    # lag-1 Spearman: correlated below this p-value; the suite's goodness-of-fit level
+    # (gof_alpha): many points, each with its tests, make a stricter level raise false alarms
+    "independence_alpha": 0.001,
+}
+PASS_TARGET = 0.99  # a window is sized so that the model's series would pass this often
+
+
+def steps_tried(n: int, min_n: int) -> list[int]:
+    """The thinning steps Lancet's test goes through on n samples: 1, 2, 4, ... while
+    min_n samples remain, and last the largest step that leaves min_n."""
+    out, step = [], 1
+    while n // step >= max(min_n, 3):
+        out.append(step)
+        step *= 2
+    last = n // max(min_n, 3)
+    if last >= 1 and (not out or last > out[-1]):
+        out.append(last)
+    return out
+
+
+def latency_series(trace: Path, summary: dict):
+    """The answered requests' latencies (ns) of the measurement window, in intended
+    send order: the series Lancet's tests take."""
+    import numpy as np
+    import pandas as pd
+
+    cols = ["intended_ns", "latency_ns"]
+    try:
+        df = pd.read_csv(trace, usecols=cols, engine="pyarrow")
+    except Exception:
+        df = pd.read_csv(trace, usecols=cols)
+    w0 = float(summary.get("warmup_s", 0.0)) * 1e9
+    w1 = w0 + float(summary.get("duration_s", math.inf)) * 1e9
+    df = df[(df["intended_ns"] >= w0) & (df["intended_ns"] < w1) & (df["latency_ns"] > 0)]
+    return df.sort_values("intended_ns", kind="stable")["latency_ns"].to_numpy(dtype=np.float64)
+
+
+def thinned(x, alpha: float, min_n: int) -> dict:
+    """Lancet's independence test with down-sampling: the smallest step (1, 2, 4, ...)
+    at which every step-th sample has no significant lag-1 rank correlation, while at
+    least `min_n` samples remain. Returns the step (None when none does), the samples
+    kept and each step's (step, n, rho, p)."""
+    from scipy.stats import spearmanr
+
+    steps = []
+    for step in steps_tried(len(x), min_n):
+        y = x[::step]
+        if float(y.min()) == float(y.max()):  # constant: no ranks to correlate, trivially independent
+            return {"step": step, "n": len(y), "steps": steps + [(step, len(y), 0.0, 1.0)]}
+        r = spearmanr(y[:-1], y[1:])
+        rho, p = float(r.statistic), float(r.pvalue)
+        steps.append((step, len(y), rho, p))
+        if p >= alpha:
+            return {"step": step, "n": len(y), "steps": steps}
+    return {"step": None, "n": 0, "steps": steps}
+
+
+def requests_for_independence(x, alpha: float, min_n: int, most: int) -> tuple[int | None, float]:
+    """How many requests a window must hold for Lancet's test to pass on it with
+    PASS_TARGET probability, when its latencies are correlated as the series `x` (the
+    model's, in send order) is: at each step the test's statistic is about normal around
+    rho(step) x sqrt(samples) (rho at that lag, from x), the steps taken as independent
+    tries. Grows by a quarter from min_n, up to `most`; returns (requests or None, the
+    pass probability at the last size tried)."""
+    import numpy as np
+    from scipy.stats import norm, rankdata
+
+    z = float(norm.ppf(1 - alpha / 2))
+    r = rankdata(x)
+    r = (r - r.mean()) / (r.std() or 1.0)
+    rho: dict[int, float] = {}
+
+    def at(step: int) -> float:
+        if step not in rho:
+            rho[step] = float(np.mean(r[:-step] * r[step:])) if len(r) > step + 100 else 0.0
+        return rho[step]
+
+    n, p = min_n, 0.0
+    while n <= most:
+        fail = 1.0
+        for step in steps_tried(n, min_n):
+            mu = at(step) * math.sqrt(n // step)
+            fail *= 1.0 - (float(norm.cdf(z - mu)) - float(norm.cdf(-z - mu)))
+        p = 1.0 - fail
+        if p >= PASS_TARGET:
+            return n, p
+        n = math.ceil(n * 1.25)
+    return None, p
+
+
+def _series(data: PointData) -> tuple[dict, str | None]:
+    """Each client host's latency series, or why there is none."""
+    if not data.traces:
+        return {}, "no trace (clients/<host>/trace.csv; a run of at most 2 M sends writes one)"
+    out = {}
+    for host, path in data.traces.items():
+        summary = data.summaries.get(host)
+        if summary is None:
+            continue
+        try:
+            out[host] = latency_series(path, summary)
+        except Exception as e:  # a torn or foreign file: say which, never crash the verdict
+            return {}, f"unreadable trace of {host}: {type(e).__name__}: {e}"
+    return out, None
+
+
+def check_independence(data: PointData, th: dict) -> Check:
+    alpha, min_n = float(th["independence_alpha"]), int(th["min_samples_p99"])
+    series, why = _series(data)
+    if why:
+        return Check("independence", None, None, alpha, f"not run: {why}")
+    detail = {}
+    for host, x in series.items():
+        t = thinned(x, alpha, min_n)
+        detail[host] = {
+            "samples": len(x),
+            "step": t["step"],
+            "independent_samples": t["n"] if t["step"] else 0,
+            "lag1": [{"step": s, "n": n, "rho": round(r, 4), "p": p} for s, n, r, p in t["steps"]],
+        }
+    if not detail:
+        return Check("independence", None, None, alpha, "not run: no client summary beside the traces")
+    # the host that needed the most thinning, or could not thin enough
+    worst = max(detail, key=lambda h: math.inf if detail[h]["step"] is None else detail[h]["step"])
+    d = detail[worst]
+    steps = "; ".join(f"every {s['step']}: rho {s['rho']:+.3f} p={s['p']:.2g} (n={s['n']:,})" for s in d["lag1"])
+    if d["step"] is None:
+        msg = (
+            f"{worst}: successive latencies stay rank-correlated at lag 1 (Spearman, reject below p={alpha:g}) "
+            f"however far {d['samples']:,} samples thin while {min_n:,} remain [{steps or 'too few to test'}]: "
+            "the p99 rests on fewer independent samples than it needs; measure a longer window"
+        )
+        return Check("independence", False, 0, min_n, msg, detail)
+    msg = (
+        f"{worst}: lag-1 Spearman of successive latencies not significant (p >= {alpha:g}) at every "
+        f"{d['step']} of {d['samples']:,} samples: {d['independent_samples']:,} independent (>= {min_n:,}) [{steps}]"
+    )
+    return Check("independence", True, d["independent_samples"], min_n, msg, detail)
+
+
+def _half_p99s(x, step: int) -> tuple[float, float, float, float]:
+    """The two halves' p99s and their relative sd from the order statistics, each half
+    counted at its independent samples (n / step)."""
+    import numpy as np
+
+    half = len(x) // 2
+    a, b = x[:half], x[half:]
+    pa, pb = float(np.percentile(a, 99)), float(np.percentile(b, 99))
+    sds = []
+    for part, p99 in ((a, pa), (b, pb)):
+        n = max(1, len(part) // step)
+        # the order statistics' 1-sigma ranks around the 99th, as a share of the p99
+        d = math.sqrt(0.99 * 0.01 / n)
+        lo, hi = np.percentile(part, [100 * max(0.0, 0.99 - d), 100 * min(1.0, 0.99 + d)])
+        sds.append(float(hi - lo) / 2 / p99 if p99 > 0 else math.inf)
+    return pa, pb, sds[0], sds[1]
+
+
+def check_stationarity(data: PointData, th: dict, independence: Check | None = None) -> Check:
+    from scipy.stats import norm
+
+    confidence = float(th.get("ci_confidence", 0.95))
+    z = float(norm.ppf(0.5 + confidence / 2))
+    series, why = _series(data)
+    if why:
+        return Check("stationarity", None, None, confidence, f"not run: {why}")
+    steps = {}
+    if independence is not None and isinstance(independence.detail, dict):
+        steps = {h: (d.get("step") or 0) for h, d in independence.detail.items() if isinstance(d, dict)}
+    model_sd = (((read_model_info(data.dir) or {}).get("p99_spread") or {}).get("rel_sd") or {}).get(ALL)
+    detail, worst, worst_r = {}, None, -1.0
+    for host, x in series.items():
+        if len(x) < 2 * int(th["min_samples_p99"]):
+            detail[host] = {"samples": len(x), "skipped": "too few samples for a p99 of each half"}
+            continue
+        step = steps.get(host) or max(1, len(x) // int(th["min_samples_p99"]))  # not independent: the least trusted
+        pa, pb, sa, sb = _half_p99s(x, step)
+        # a half window's p99 varies sqrt(2) times as much as the whole window's, draw to draw
+        drawn = float(model_sd) * math.sqrt(2) if isinstance(model_sd, (int, float)) else 0.0
+        sa, sb = max(sa, drawn), max(sb, drawn)
+        mid = (pa + pb) / 2
+        diff = abs(pa - pb) / mid if mid > 0 else math.inf
+        limit = z * math.sqrt(sa * sa + sb * sb)
+        detail[host] = {
+            "first_p99_us": round(pa / 1000, 1),
+            "second_p99_us": round(pb / 1000, 1),
+            "rel_diff": round(diff, 4),
+            "limit": round(limit, 4),
+            "step": step,
+            "model_rel_sd": model_sd,
+        }
+        r = diff / limit if limit > 0 else math.inf
+        if r > worst_r:
+            worst, worst_r = host, r
+    if worst is None:
+        return Check("stationarity", None, None, confidence, "not run: too few samples for a p99 of each half")
+    d = detail[worst]
+    src = "the model's draws" if d["model_rel_sd"] else "the order statistics"
+    msg = (
+        f"{worst}: p99 of the window's first half {d['first_p99_us']:,.1f} us, second half "
+        f"{d['second_p99_us']:,.1f} us (testbed time): {100 * d['rel_diff']:.1f}% apart, "
+        f"{'within' if worst_r <= 1 else 'beyond'} the {100 * d['limit']:.1f}% two half windows differ by "
+        f"at {confidence:.0%} (by {src})"
+    )
+    if worst_r > 1:
+        msg += ": the window drifted (a host slowing, a queue still filling); look at the latency over time"
+    return Check("stationarity", worst_r <= 1, d["rel_diff"], d["limit"], msg, detail)
