@@ -49,6 +49,10 @@ def steps_tried(n: int, min_n: int) -> list[int]:
     return out
 
 
+class NoLatencies(ValueError):
+    """A trace without per-request latencies (a client that does not write them)."""
+
+
 def latency_series(trace: Path, summary: dict):
     """The answered requests' latencies (ns) of the measurement window, in intended
     send order: the series Lancet's tests take."""
@@ -56,6 +60,10 @@ def latency_series(trace: Path, summary: dict):
     import pandas as pd
 
     cols = ["intended_ns", "latency_ns"]
+    with open(trace) as f:
+        header = f.readline().strip().split(",")
+    if not set(cols) <= set(header):
+        raise NoLatencies(f"{trace.name} has no {', '.join(c for c in cols if c not in header)} column")
     try:
         df = pd.read_csv(trace, usecols=cols, engine="pyarrow")
     except Exception:
@@ -130,6 +138,8 @@ def _series(data: PointData) -> tuple[dict, str | None]:
             continue
         try:
             out[host] = latency_series(path, summary)
+        except NoLatencies as e:
+            return {}, f"{host}: {e}"
         except Exception as e:  # a torn or foreign file: say which, never crash the verdict
             return {}, f"unreadable trace of {host}: {type(e).__name__}: {e}"
     return out, None

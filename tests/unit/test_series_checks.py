@@ -1,0 +1,115 @@
+"""Lancet's checks of the latency samples (series_checks.py): independence by lag-1
+Spearman with thinning, stationarity of the window's halves, and the window a
+correlated series needs for the first to pass."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from orchestrator.experiment import series_checks as sc
+
+from .test_validity import DURATION, WARMUP, _point, _verdict
+
+MIN_N = 1000
+
+
+def ar1(n: int, phi: float, seed: int = 1) -> np.ndarray:
+    """A positive latency series whose neighbours are correlated as an AR(1) at phi."""
+    rng = np.random.default_rng(seed)
+    e = rng.normal(size=n)
+    x = np.empty(n)
+    x[0] = e[0]
+    for i in range(1, n):
+        x[i] = phi * x[i - 1] + e[i]
+    return 1e6 + 1e5 * x - (1e5 * x).min() + 1000
+
+
+def trace(latencies: np.ndarray, *, shuffle_rows: bool = True) -> str:
+    """trace.csv rows in the window, in intended order (rows written out of order, as
+    two lcores interleave them)."""
+    n = len(latencies)
+    intended = WARMUP * 1e9 + np.arange(n) * (DURATION * 1e9 / n)
+    rows = [(0, i, f"{t:.0f}", f"{t + 5:.0f}", f"{lat:.0f}") for i, (t, lat) in enumerate(zip(intended, latencies))]
+    if shuffle_rows:
+        rows = rows[1::2] + rows[::2]
+    out = ["lcore,client_id,request_id,class,intended_ns,sent_ns,latency_ns"]
+    out += [f"{lc},{lc},{i},task,{a},{b},{lat}" for lc, i, a, b, lat in rows]
+    return "\n".join(out) + "\n"
+
+
+def test_independent_latencies_pass_without_thinning():
+    x = np.random.default_rng(3).exponential(1e6, 5000)
+    t = sc.thinned(x, 0.001, MIN_N)
+    assert t["step"] == 1 and t["n"] == 5000
+
+
+def test_correlated_latencies_are_thinned_until_independent():
+    t = sc.thinned(ar1(40_000, 0.6), 0.001, MIN_N)
+    # lag-s correlation 0.6^s: significant at 1, 2, 4 with thousands of samples, gone by 16
+    assert t["step"] in (8, 16, 32) and t["n"] >= MIN_N
+    assert [s for s, *_ in t["steps"]][:3] == [1, 2, 4] and all(p < 0.001 for *_, p in t["steps"][:-1])
+
+
+def test_a_window_too_short_to_thin_fails():
+    t = sc.thinned(ar1(5000, 0.95), 0.001, MIN_N)
+    assert t["step"] is None
+    # the steps tried: 1, 2, 4 and last the largest that leaves 1,000 samples (5)
+    assert [s for s, *_ in t["steps"]] == [1, 2, 4, 5]
+
+
+def test_the_steps_end_with_the_largest_that_leaves_enough():
+    assert sc.steps_tried(5000, 1000) == [1, 2, 4, 5]
+    assert sc.steps_tried(4000, 1000) == [1, 2, 4]
+    assert sc.steps_tried(999, 1000) == []
+
+
+def test_the_window_a_correlated_series_needs():
+    iid = np.random.default_rng(4).exponential(1e6, 200_000)
+    n, p = sc.requests_for_independence(iid, 0.001, MIN_N, 200_000)
+    assert n == MIN_N and p >= sc.PASS_TARGET
+    model = ar1(400_000, 0.8)
+    n, p = sc.requests_for_independence(model, 0.001, MIN_N, 400_000)
+    # at 0.8 the correlation falls below the test's reach after some 16-32 steps
+    assert n is not None and 8 * MIN_N <= n <= 64 * MIN_N and p >= sc.PASS_TARGET
+    # and the test passes on a series that long, as predicted
+    assert sc.thinned(ar1(n, 0.8, seed=9), 0.001, MIN_N)["step"] is not None
+    none, p = sc.requests_for_independence(model, 0.001, MIN_N, 3 * MIN_N)
+    assert none is None and p < sc.PASS_TARGET
+
+
+def test_the_checks_read_the_trace_in_intended_order(tmp_path):
+    rng = np.random.default_rng(6)
+    good = _verdict(_point(tmp_path / "a", trace=trace(rng.exponential(1e6, 20_000) + 1e5)))
+    ind, st = good.check("independence"), good.check("stationarity")
+    assert ind.passed is True and "at every 1 of 20,000" in ind.message
+    assert st.passed is True and "apart, within" in st.message
+    # written out of order, a correlated series is still read as one
+    bad = _verdict(_point(tmp_path / "b", trace=trace(ar1(20_000, 0.99))))
+    c = bad.check("independence")
+    assert c.passed is False and "measure a longer window" in c.message and not bad.valid
+    assert c.detail["client0"]["lag1"][0]["rho"] > 0.9
+
+
+def test_a_drifting_window_is_not_stationary(tmp_path):
+    rng = np.random.default_rng(7)
+    x = rng.exponential(1e6, 20_000) + 1e5
+    x[10_000:] *= 1.6  # the host slowed down halfway
+    v = _verdict(_point(tmp_path, trace=trace(x)))
+    c = v.check("stationarity")
+    assert c.passed is False and "drifted" in c.message
+    assert c.detail["client0"]["second_p99_us"] > 1.4 * c.detail["client0"]["first_p99_us"]
+
+
+def test_a_trace_without_latencies_is_not_run_and_says_why(tmp_path):
+    old = "lcore,client_id,request_id,class,intended_ns,sent_ns\n0,0,0,task,600000000,600000100\n"
+    v = _verdict(_point(tmp_path, trace=old))
+    for name in ("independence", "stationarity"):
+        c = v.check(name)
+        assert c.passed is None and "no latency_ns column" in c.message
+
+
+def test_a_segment_leaves_them_to_the_whole_window(tmp_path):
+    rng = np.random.default_rng(8)
+    d = _point(tmp_path, trace=trace(rng.exponential(1e6, 20_000) + 1e5))
+    v = _verdict(d, segment=True)
+    assert v.check("independence").passed is None and v.check("stationarity").passed is None
