@@ -91,19 +91,25 @@ class NetnsPair:
         self.close()
 
 
-def netns_socket(netns: str, family: int, type_: int, proto: int) -> socket.socket:
-    """A socket created inside `netns` (setns in a short-lived thread; the socket stays there)."""
+def enter_netns(netns: str) -> None:
+    """Move the calling thread (only it: the test's other threads stay) into `netns`."""
+    fd = os.open(f"/run/netns/{netns}", os.O_RDONLY)
+    try:
+        if _libc.setns(fd, CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), f"setns({netns})")
+    finally:
+        os.close(fd)
+
+
+def in_netns(netns: str, fn):
+    """fn() run in a short-lived thread inside `netns`; its result (sockets it made stay
+    in that namespace), or its exception raised here."""
     out: dict = {}
 
     def inner() -> None:
         try:
-            fd = os.open(f"/run/netns/{netns}", os.O_RDONLY)
-            try:
-                if _libc.setns(fd, CLONE_NEWNET) != 0:
-                    raise OSError(ctypes.get_errno(), f"setns({netns})")
-            finally:
-                os.close(fd)
-            out["sock"] = socket.socket(family, type_, proto)
+            enter_netns(netns)
+            out["value"] = fn()
         except BaseException as e:  # noqa: BLE001 - reported to the caller
             out["err"] = e
 
@@ -112,7 +118,12 @@ def netns_socket(netns: str, family: int, type_: int, proto: int) -> socket.sock
     t.join()
     if "err" in out:
         raise out["err"]
-    return out["sock"]
+    return out["value"]
+
+
+def netns_socket(netns: str, family: int, type_: int, proto: int) -> socket.socket:
+    """A socket created inside `netns`."""
+    return in_netns(netns, lambda: socket.socket(family, type_, proto))
 
 
 class RawPeer:

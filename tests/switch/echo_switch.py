@@ -5,8 +5,6 @@ return: for tests of the loop itself (link delay, real-time priority)."""
 
 from __future__ import annotations
 
-import ctypes
-import os
 import socket
 import struct
 import sys
@@ -16,7 +14,7 @@ import time
 from switch.emulator.ports import PortSet, PortSpec
 from switch.emulator.rain import make_store
 from switch.emulator.realtime import Realtime
-from tests.netpeer import CLONE_NEWNET, NetnsPair, RawPeer, frame, parse_udp
+from tests.netpeer import NetnsPair, RawPeer, enter_netns, frame, parse_udp
 
 DEV_PORT = 1
 PORT = 4791 - 1  # any UDP port: the echo does not look
@@ -36,13 +34,7 @@ class EchoSwitch:
 
     def _main(self) -> None:
         try:
-            libc = ctypes.CDLL("libc.so.6", use_errno=True)
-            fd = os.open(f"/run/netns/{self.pair.a.netns}", os.O_RDONLY)
-            try:  # this thread only: the test's other threads stay where they are
-                if libc.setns(fd, CLONE_NEWNET) != 0:
-                    raise OSError(ctypes.get_errno(), "setns")
-            finally:
-                os.close(fd)
+            enter_netns(self.pair.a.netns)  # this thread only: the test's other threads stay
             store = make_store()
             store.ports.add(DEV_PORT, "BF_SPEED_100G", "BF_FEC_TYP_NONE", enable=True)
             self.ports = PortSet(store, [PortSpec(DEV_PORT, self.pair.a.iface)], link_delay_us=self.link_delay_us)

@@ -10,17 +10,14 @@ DISPATCHes received, 789 sent).
 
 from __future__ import annotations
 
-import ctypes
-import os
 import subprocess
-import threading
 import time
 
 import pytest
 
 from switch.emulator.ports import PortSet, PortSpec
 from switch.emulator.rain import make_store
-from tests.netpeer import CLONE_NEWNET, NetnsPair, RawPeer, mac_bytes
+from tests.netpeer import NetnsPair, RawPeer, in_netns, mac_bytes
 
 pytestmark = pytest.mark.integration  # root: network namespaces and packet sockets
 
@@ -35,29 +32,13 @@ def pair():
 
 def port_set(pair: NetnsPair) -> PortSet:
     """A PortSet on side a's interface, its socket opened inside side a's namespace."""
-    out: dict = {}
 
-    def inner() -> None:
-        try:
-            libc = ctypes.CDLL("libc.so.6", use_errno=True)
-            fd = os.open(f"/run/netns/{pair.a.netns}", os.O_RDONLY)
-            try:
-                if libc.setns(fd, CLONE_NEWNET) != 0:
-                    raise OSError(ctypes.get_errno(), "setns")
-            finally:
-                os.close(fd)
-            store = make_store()
-            store.ports.add(DEV_PORT, "BF_SPEED_100G", "BF_FEC_TYP_NONE", enable=True)
-            out["ports"] = PortSet(store, [PortSpec(DEV_PORT, pair.a.iface)])
-        except BaseException as e:  # noqa: BLE001 - reported below
-            out["error"] = e
+    def make() -> PortSet:
+        store = make_store()
+        store.ports.add(DEV_PORT, "BF_SPEED_100G", "BF_FEC_TYP_NONE", enable=True)
+        return PortSet(store, [PortSpec(DEV_PORT, pair.a.iface)])
 
-    t = threading.Thread(target=inner)
-    t.start()
-    t.join()
-    if "error" in out:
-        raise out["error"]
-    return out["ports"]
+    return in_netns(pair.a.netns, make)
 
 
 def link(pair: NetnsPair, state: str) -> None:
