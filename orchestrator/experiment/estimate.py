@@ -93,6 +93,7 @@ class Clock:
     sweep_t0: float | None = None
     sweep_t1: float | None = None
     calibrations: int = 0
+    calibrated: list[dict] = field(default_factory=list)  # each calibration's result, in order
 
     def sweep_started(self) -> None:
         self.sweep_t0 = time.monotonic()
@@ -204,6 +205,9 @@ def record(rd: RunDir, spec: Spec, clock: Clock, estimated: dict | None) -> dict
         "auto": bool((m.get("dilation") or {}).get("auto")),
         "calibration": {k: v for k, v in cal.items() if k != "point"} if cal else None,
         "calibrations": clock.calibrations,
+        # every calibration, at its k: the testbed's overheads grow with k (a lower rate
+        # wakes sleeping processes more often), and the next estimate reads them by k
+        "calibrated": [{k: v for k, v in c.items() if k != "point"} for c in clock.calibrated],
         "probe": "service" in m,
         "points": len(walls),
         "segments": sum(w["segments"] for w in walls),
@@ -257,15 +261,91 @@ def fmt(seconds: float) -> str:
     return f"{h} h {m:02d} min"
 
 
-def _k_of(spec: Spec, shape: TestbedShape, cal: dict | None, planned: float) -> tuple[float, str]:
-    from . import calibrate
+def calibrations_by_k(history: list[dict]) -> dict[float, dict]:
+    """The newest calibration at each k the testbed was calibrated at."""
+    out: dict[float, dict] = {}
+    for rec in history:  # oldest first: a newer one replaces an older at its k
+        for c in [*(rec.get("calibrated") or []), rec.get("calibration")]:
+            if (
+                isinstance(c, dict)
+                and isinstance(c.get("k"), (int, float))
+                and isinstance(c.get("round_trip_us"), dict)
+            ):
+                out[float(c["k"])] = c
+    return out
 
+
+def calibration_at(known: dict[float, dict], k: float, spread: float = 0.0) -> dict | None:
+    """What a calibration at k would measure: the known one at k, else its round trip
+    and handler error interpolated in log k between the nearest known (the nearest one's
+    beyond them), in testbed time, with the model's network in paper time at k (as
+    calibrate.summarise makes it). `spread` moves the round trip by that share."""
+    from .calibrate import HOST_LEGS, WORKER_PACKETS
+
+    if not known:
+        return None
+    ks = sorted(known)
+    lo = max((x for x in ks if x <= k), default=ks[0])
+    hi = min((x for x in ks if x >= k), default=ks[-1])
+    t = 0.0 if hi == lo else (math.log(k) - math.log(lo)) / (math.log(hi) - math.log(lo))
+
+    def mix(get) -> float:
+        return (1 - t) * get(known[lo]) + t * get(known[hi])
+
+    rt = mix(lambda c: float(c["round_trip_us"]["mean"])) * (1 + spread)
+    over = mix(lambda c: float(c.get("service_overshoot_us") or 0.0))
+    base = known[lo if t < 0.5 else hi]
+    net = dict(base.get("network") or {})
+    net.update(
+        client_switch_ns=round(rt * 1000 / HOST_LEGS / k),
+        switch_worker_ns=round(rt * 1000 / HOST_LEGS / k),
+        worker_pkt_ns=round(over * 1000 / WORKER_PACKETS / k),
+    )
+    return {**base, "k": k, "round_trip_us": {**base["round_trip_us"], "mean": round(rt, 1)},
+            "service_overshoot_us": round(over, 1), "network": net}  # fmt: skip
+
+
+def auto_k(spec: Spec, shape: TestbedShape, known: dict[float, dict], k0: float, spread: float = 0.0):
+    """The k an automatic dilation reaches (dilation.choose_dilation's walk): calibrate
+    at the planned k, plan again at the k that asks for, calibrate there, raise it while
+    asked (never lower after the first), at most MAX_CALIBRATIONS times. Returns (k,
+    the ks calibrated at, the calibration at k)."""
+    from . import calibrate
+    from .dilation import MAX_CALIBRATIONS
+
+    k, ks = k0, [k0]
+    first = calibration_at(known, k0, spread)
+    cal = first
+    for i in range(MAX_CALIBRATIONS):
+        nk, _ = calibrate.choose_k(cal, spec, shape)
+        if nk == k or (i > 0 and nk < k) or i == MAX_CALIBRATIONS - 1:
+            break
+        k = nk
+        ks.append(k)
+        cal = calibration_at(known, k, spread)
+        cal = {**cal, "cpu": first["cpu"]} if "cpu" in first else cal  # as choose_dilation keeps it
+    return k, ks, cal
+
+
+def _k_of(spec: Spec, shape: TestbedShape, known: dict[float, dict], planned: float) -> tuple[float, list[float], str]:
     if not shape.emulated or spec.dilation.emulated != "auto":
-        return planned, f"k = {planned:g}, the spec's"
-    if cal is None:
-        return planned, f"k = {planned:g} as planned before any calibration (the run's calibration may raise it)"
-    k, _ = calibrate.choose_k(cal, spec, shape)
-    return k, f"k = {k:g}: what the last calibration here (at k = {cal.get('k', 0):g}) asks of this spec"
+        return planned, [planned], f"k = {planned:g}, the spec's"
+    if not known:
+        return (
+            planned,
+            [planned],
+            f"k = {planned:g} as planned before any calibration (the run's calibration may raise it)",
+        )
+    k, ks, _ = auto_k(spec, shape, known, planned)
+    at = ", ".join(f"{x:g}" for x in sorted(known))
+    return (
+        k,
+        ks,
+        (
+            f"k = {k:g}: what calibrations at k = {' then '.join(f'{x:g}' for x in ks)} ask of this spec, their "
+            f"overheads read from this testbed's calibrations at k = {at}"
+        ),
+    )
 
 
 def _network_at(cal: dict, k: float) -> dict:
@@ -302,40 +382,28 @@ def windows(spec: Spec, shape: TestbedShape, points: list[Point], cal: dict | No
     )
 
 
-ROUND_TRIP_SPREAD = 0.3  # this testbed's calibrated round trip, run to run (264 to 476 us for the demo)
-
-
-def _k_nearby(spec: Spec, shape: TestbedShape, cal: dict | None, k: float) -> float | None:
-    """The k an automatic dilation would choose if this run's calibration measured a
-    round trip ROUND_TRIP_SPREAD longer or shorter than the last one, when not k."""
-    from . import calibrate
-
-    if cal is None or not shape.emulated or spec.dilation.emulated != "auto":
-        return None
-    for f in (1 + ROUND_TRIP_SPREAD, 1 - ROUND_TRIP_SPREAD):
-        rt = dict(cal["round_trip_us"], mean=cal["round_trip_us"]["mean"] * f)
-        other, _ = calibrate.choose_k({**cal, "round_trip_us": rt}, spec, shape)
-        if other != k:
-            return other
-    return None
+ROUND_TRIP_SPREAD = 0.3  # this testbed's calibrated round trip, run to run (264 to 476 us for the demo at k = 1000)
 
 
 def estimate(spec: Spec, shape: TestbedShape, history: list[dict], *, where: str = "this testbed") -> Estimate:
     """The run's wall time on a testbed whose history is `history` (oldest first)."""
     last = history[-1] if history else None
-    cal = (last or {}).get("calibration")
+    known = calibrations_by_k(history)
     planned = plan(spec, shape)
     k0 = planned[0].dilation if planned else 1.0
-    k, k_why = _k_of(spec, shape, cal, k0)
-    est = _at(spec, shape, last, planned, k0, k, k_why, where)
-    other = _k_nearby(spec, shape, cal, k)
-    if other is not None:
-        alt = _at(spec, shape, last, planned, k0, other, "", where)
-        est.basis.append(
-            f"k may be {other:g} instead: the calibrated round trip varies by about {100 * ROUND_TRIP_SPREAD:.0f}% "
-            f"from run to run here, and that much would move it; at k = {other:g} the run takes about "
-            f"{fmt(alt.seconds)} (the run's log says which k it chose, and why)"
-        )
+    k, ks, k_why = _k_of(spec, shape, known, k0)
+    est = _at(spec, shape, last, known, planned, ks, k_why, where)
+    if known and shape.emulated and spec.dilation.emulated == "auto":
+        for f in (ROUND_TRIP_SPREAD, -ROUND_TRIP_SPREAD):
+            other, oks, _ = auto_k(spec, shape, known, k0, f)
+            if other != k:
+                alt = _at(spec, shape, last, known, planned, oks, "", where, spread=f)
+                est.basis.append(
+                    f"k may be {other:g} instead: the calibrated round trip varies by about "
+                    f"{100 * ROUND_TRIP_SPREAD:.0f}% from run to run here, and that much would move it; at k = "
+                    f"{other:g} the run takes about {fmt(alt.seconds)} (the run's log says which k it chose, and why)"
+                )
+                break
     return est
 
 
@@ -343,14 +411,16 @@ def _at(
     spec: Spec,
     shape: TestbedShape,
     last: dict | None,
+    known: dict[float, dict],
     planned: list[Point],
-    k0: float,
-    k: float,
+    ks: list[float],
     k_why: str,
     where: str,
+    spread: float = 0.0,
 ) -> Estimate:
-    """estimate() at dilation k."""
-    cal = (last or {}).get("calibration")
+    """estimate() when the run calibrates at `ks` and measures at the last of them."""
+    k0, k = ks[0], ks[-1]
+    cal = calibration_at(known, k, spread)
     points = plan(spec, shape, k=k) if k != k0 else planned
     points, w_why = windows(spec, shape, points, cal)
     if cal is None:
@@ -366,14 +436,13 @@ def _at(
         return Estimate(sum(window.values()), True, basis, k, dict(window), 0.0)
     costs = costs_of(last) or Costs(0.0, 0.0, 0.0)
     before = float(last.get("before_sweep_s") or 0.0)
-    if shape.emulated and spec.dilation.emulated == "auto" and last.get("calibrations"):
-        per_cal = before / max(1, int(last["calibrations"]))
-        # the run calibrates at the planned k first, and again at the k that one asks for
-        cals = 1 + (k != k0)
-        before = per_cal * cals
-        basis.append(
-            f"{cals} calibration{'s' if cals > 1 else ''} (at k = {k0:g}" + (f", then {k:g})" if cals > 1 else ")")
-        )
+    if shape.emulated and last.get("calibrations"):
+        # the last run's time before its sweep, per calibration, times this run's
+        before = before / max(1, int(last["calibrations"])) * len(ks)
+        if spec.dilation.emulated == "auto":
+            basis.append(
+                f"{len(ks)} calibration{'s' if len(ks) > 1 else ''} (at k = {', '.join(f'{x:g}' for x in ks)})"
+            )
     after = float(last.get("after_sweep_s") or 0.0) * len(points) / max(1, int(last.get("points") or 1))
     limit = spec.validity.remeasure_stalled
     per_point = {p.id: costs.point_s(p, cuts[p.id], limit) for p in points}

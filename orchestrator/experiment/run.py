@@ -207,7 +207,7 @@ def run(
         finish(rd.path, s.spec.plots, log)
     if planned is not None and s.sweep.counts()["done"] == len(s.points):
         # a whole run, start to end, is what the next estimate goes by
-        clock.calibrations = s.calibrations
+        clock.calibrations, clock.calibrated = s.calibrations, s.calibrated
         rec = estimate.record(rd, s.spec, clock, planned.as_dict())
         try:
             estimate.append_history(history_file, rec)

@@ -77,7 +77,8 @@ class Sweeper:
         self.measure = measure or measure_any  # (bench, point, attempt, **where) -> Verdict | None
         self.log, self.progress = bench.log, bench.progress
         self.failed_before = False  # the last attempt failed: the next one waits for the testbed
-        self.calibrations = 0  # run for this run (estimate.py's history keeps the count)
+        self.calibrations = 0  # run for this run, and what each measured (estimate.py's history keeps them)
+        self.calibrated: list[dict] = []
         self.eta = None  # estimate.Eta: each point's line says the elapsed time and the ETA
 
     @property
@@ -239,6 +240,7 @@ class Sweeper:
         rd = RunDir(self.bench.run_dir)
         rd.write_manifest(cal.record(rd.path, rd.read_manifest(), result, point))
         self.log(cal.describe(result))
+        self.calibrated.append(result)
         return result
 
     # -- between attempts (seams the tests replace) ----------------------------------

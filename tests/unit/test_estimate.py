@@ -94,15 +94,12 @@ def test_segments_each_pay_their_warm_up_and_orchestration(tmp_path):
 
 
 def test_auto_dilation_takes_the_k_the_last_calibration_asks_for(tmp_path):
-    from orchestrator.experiment.calibrate import choose_k
-
     s = spec_file(tmp_path, dilation={"emulated": "auto"})
-    want, _ = choose_k(CAL, s, SHAPE)
+    k, ks, _ = estimate.auto_k(s, SHAPE, {1000.0: CAL}, plan(s, SHAPE)[0].dilation)
     e = estimate.estimate(s, SHAPE, [last_run()])
-    assert e.k == want and "last calibration" in e.basis[0]
-    # the run calibrates at the planned k, and again at another k the first one asks for
-    cals = 1 + (want != plan(s, SHAPE)[0].dilation)
-    assert e.fixed_s == pytest.approx(60.0 * cals + 20.0 * len(plan(s, SHAPE, k=want)) / 4)
+    assert e.k == k and "calibrations at k" in e.basis[0]
+    # the last run's 60 s before its sweep was one calibration; this run calibrates at each of ks
+    assert e.fixed_s == pytest.approx(60.0 * len(ks) + 20.0 * len(plan(s, SHAPE, k=k)) / 4)
 
 
 def test_history_keeps_the_newest_and_skips_a_torn_line(tmp_path, monkeypatch):
@@ -183,3 +180,41 @@ def test_each_points_line_has_the_elapsed_time_and_the_eta(tmp_path):
     assert line == f"point 2 of 2, {points[1].id}: elapsed 2.1 min, ETA {left:.0f} s"
     bare = estimate.Eta(RunDir.new(tmp_path / "r2", "x", "1"), s, True, clock, [])
     assert "ETA at least 42 s" in bare.line(points[0], points, 0, 2)
+
+
+def cal_at_k(k: float, rt: float, over: float = 5.0) -> dict:
+    return {
+        "k": k,
+        "round_trip_us": {"mean": rt, "p50": rt, "p99": 2 * rt},
+        "service_overshoot_us": over,
+        "network": {"client_switch_ns": round(rt * 250 / k), "switch_worker_ns": round(rt * 250 / k)},
+    }
+
+
+def test_a_calibration_at_another_k_is_read_between_the_known_ones():
+    known = {100.0: cal_at_k(100, 140.0), 1000.0: cal_at_k(1000, 400.0)}
+    mid = estimate.calibration_at(known, 10**2.5)  # halfway in log k
+    assert mid["round_trip_us"]["mean"] == pytest.approx(270.0)
+    assert mid["network"]["client_switch_ns"] == round(270.0 * 1000 / 4 / 10**2.5)
+    assert estimate.calibration_at(known, 5000)["round_trip_us"]["mean"] == 400.0  # the nearest beyond them
+    assert estimate.calibration_at(known, 100)["round_trip_us"]["mean"] == 140.0
+    assert estimate.calibration_at(known, 100, spread=0.3)["round_trip_us"]["mean"] == pytest.approx(182.0)
+    assert estimate.calibration_at({}, 100) is None
+
+
+def test_auto_dilation_walks_the_ks_the_run_would_calibrate_at(tmp_path):
+    from orchestrator.experiment.calibrate import choose_k
+
+    s = spec_file(tmp_path, dilation={"emulated": "auto"})
+    k0 = plan(s, SHAPE)[0].dilation
+    # the overheads grow with k, as this testbed's did: 140 us at k = 100, 228 at 500, 400 at 1000
+    known = {100.0: cal_at_k(100, 140.0), 500.0: cal_at_k(500, 228.0), 1000.0: cal_at_k(1000, 400.0)}
+    k1, _ = choose_k(known[float(k0)] if float(k0) in known else estimate.calibration_at(known, k0), s, SHAPE)
+    k, ks, cal = estimate.auto_k(s, SHAPE, known, k0)
+    assert ks[0] == k0 and ks[-1] == k and cal["k"] == k
+    if k1 != k0:
+        assert ks[1] == k1  # the first calibration's answer, then the walk goes on from there
+    again, _ = choose_k(cal, s, SHAPE)
+    assert again <= k  # settled: the calibration at k asks for no more
+    history = [last_run(calibration=None, calibrated=list(known.values()))]
+    assert estimate.estimate(s, SHAPE, history).k == k
