@@ -55,8 +55,8 @@ def choose_dilation(runner: Measures, rd: RunDir, spec: Spec, shape: TestbedShap
 
     whys: list[str] = []
     for i in range(MAX_CALIBRATIONS):
-        k, why = cal_mod.choose_k(cal, spec, shape)
         planned = runner.points[0].dilation
+        k, why = cal_mod.choose_k(cal, spec, shape, hold=planned if i > 0 else None)
         if k == planned or (i > 0 and k < planned):
             whys.append(why if k == planned else f"{why}; k stays {planned:g}: a smaller k was found wanting")
             break

@@ -317,7 +317,7 @@ def auto_k(spec: Spec, shape: TestbedShape, known: dict[float, dict], k0: float,
     first = calibration_at(known, k0, spread)
     cal = first
     for i in range(MAX_CALIBRATIONS):
-        nk, _ = calibrate.choose_k(cal, spec, shape)
+        nk, _ = calibrate.choose_k(cal, spec, shape, hold=k if i > 0 else None)
         if nk == k or (i > 0 and nk < k) or i == MAX_CALIBRATIONS - 1:
             break
         k = nk

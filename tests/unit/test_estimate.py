@@ -218,3 +218,17 @@ def test_auto_dilation_walks_the_ks_the_run_would_calibrate_at(tmp_path):
     assert again <= k  # settled: the calibration at k asks for no more
     history = [last_run(calibration=None, calibrated=list(known.values()))]
     assert estimate.estimate(s, SHAPE, history).k == k
+
+
+def test_a_calibrated_k_is_raised_only_beyond_the_overheads_spread(tmp_path):
+    from orchestrator.experiment.calibrate import RAISE_MARGIN, choose_k
+
+    s = spec_file(tmp_path, dilation={"emulated": "auto"}, load={"capacity_fraction": [0.5, 0.8]})
+    # 273 us of overheads ask for k = 546 at 5% of a 10 us task: 1000 from scratch, but a
+    # run calibrated at 500 stays there (the same round trip was 228 us in the run before)
+    cal = cal_at_k(500, 267.0, 6.0)
+    assert choose_k(cal, s, SHAPE)[0] == 1000
+    k, why = choose_k(cal, s, SHAPE, hold=500.0)
+    assert k == 500 and "k stays 500" in why
+    far = cal_at_k(500, 500 * 0.5 * (1 + RAISE_MARGIN) + 20, 0.0)
+    assert choose_k(far, s, SHAPE, hold=500.0)[0] == 1000
