@@ -106,6 +106,18 @@ def _send(hogs: list[Hog], sig: int) -> None:
             pass
 
 
+def stopped(hogs: list[Hog], timeout_s: float = 5.0) -> None:
+    """Wait until every paused process is stopped (state T): SIGSTOP takes effect when
+    the process is next scheduled, which on two busy cores is not at once."""
+    deadline = time.monotonic() + timeout_s
+    for h in hogs:
+        while time.monotonic() < deadline:
+            st = _stat(h.pid)
+            if st is None or st[2] in ("T", "t", "Z"):
+                break
+            time.sleep(0.005)
+
+
 def main(argv: list[str]) -> int:
     if not argv or argv[0] != "--" or len(argv) < 2:
         print("usage: python -m tests.quiet_machine -- CMD [ARG...]", file=sys.stderr)
@@ -129,6 +141,7 @@ def main(argv: list[str]) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, forward)
     _send(hogs, signal.SIGSTOP)
+    stopped(hogs)
     try:
         # its own process group: a Ctrl-C reaches it once, through `forward`, not twice
         child = subprocess.Popen(cmd, process_group=0)

@@ -113,3 +113,12 @@ def test_a_segment_leaves_them_to_the_whole_window(tmp_path):
     d = _point(tmp_path, trace=trace(rng.exponential(1e6, 20_000) + 1e5))
     v = _verdict(d, segment=True)
     assert v.check("independence").passed is None and v.check("stationarity").passed is None
+
+
+def test_a_long_message_does_not_hide_the_failed_checks_after_it():
+    from orchestrator.experiment.validity import Check, Verdict, invalid_reason
+
+    checks = [Check("independence", False, 0, 1000, "x" * 5000), Check("links_up", False, 1, 0, "a link went down")]
+    reason = invalid_reason(Verdict("p", checks, {}))
+    assert reason.startswith("validity: independence: ") and "links_up: a link went down" in reason
+    assert len(reason) <= 1100
