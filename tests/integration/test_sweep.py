@@ -148,7 +148,12 @@ def test_tasks_come_back_through_the_switch(testbed, tmp_path):
     for pid in state:
         assert "error" not in json.loads((rd.point(pid).model / "model.json").read_text())
         check = next(c for c in rd.point(pid).read_verdict()["checks"] if c["name"] == "model_agreement")
-        assert check["status"] != "not run", check
+        # (seen once 'not run' on one point of a clean run: the message says which case)
+        assert check["status"] != "not run", (
+            pid,
+            check["message"],
+            sorted(p.name for p in rd.point(pid).model.rglob("*")),
+        )
     assert a["model_p99_us_paper"].notna().all() and a["model_ratio"].notna().all()
     assert (a["mean_quota"] == 2).all() and (a["worker_queue_max"] <= 2).all()
     assert (rd.plots / "queue_depth.png").stat().st_size > 10_000
