@@ -348,16 +348,9 @@ def _k_of(spec: Spec, shape: TestbedShape, known: dict[float, dict], planned: fl
     )
 
 
-def _network_at(cal: dict, k: float) -> dict:
-    """The calibration's network (paper ns at its own k) at another k: the testbed's
-    overheads stay what they were in testbed time."""
-    ck = float(cal.get("k") or k)
-    net = cal.get("network") or {}
-    return {**cal, "network": {n: round(v * ck / k) for n, v in net.items() if isinstance(v, (int, float))}}
-
-
 def windows(spec: Spec, shape: TestbedShape, points: list[Point], cal: dict | None) -> tuple[list[Point], str]:
-    """The points with the windows the run will size for them (dilation.size_windows)."""
+    """The points with the windows the run will size for them (dilation.size_windows),
+    on `cal`, a calibration at the points' k (calibration_at)."""
     from . import model_beside
     from .validity import independent, thresholds_of
 
@@ -365,10 +358,9 @@ def windows(spec: Spec, shape: TestbedShape, points: list[Point], cal: dict | No
     if longest is None or not points:
         return points, "the spec's windows (no measure_max_s)"
     th = thresholds_of(spec.validity)
-    k = points[0].dilation
     manifest = {"testbed": {"kind": "emulated" if shape.emulated else "hardware", "workers": shape.worker_hosts}}
     if cal is not None:
-        manifest["calibration"] = _network_at(cal, k)
+        manifest["calibration"] = cal
     out = []
     for p in points:
         s, _ = model_beside.window_for(

@@ -145,9 +145,15 @@ def _series(data: PointData) -> tuple[dict, str | None]:
     return out, None
 
 
-def check_independence(data: PointData, th: dict) -> Check:
-    alpha, min_n = float(th["independence_alpha"]), int(th["min_samples_p99"])
+def check_series(data: PointData, th: dict) -> list[Check]:
+    """Both checks, on the traces read once."""
     series, why = _series(data)
+    independence = check_independence(series, why, th)
+    return [independence, check_stationarity(data, series, why, th, independence)]
+
+
+def check_independence(series: dict, why: str | None, th: dict) -> Check:
+    alpha, min_n = float(th["independence_alpha"]), int(th["min_samples_p99"])
     if why:
         return Check("independence", None, None, alpha, f"not run: {why}")
     detail = {}
@@ -201,12 +207,13 @@ def _half_p99s(x, step: int) -> tuple[float, float, float, float]:
     return pa, pb, sds[0], sds[1]
 
 
-def check_stationarity(data: PointData, th: dict, independence: Check | None = None) -> Check:
+def check_stationarity(
+    data: PointData, series: dict, why: str | None, th: dict, independence: Check | None = None
+) -> Check:
     from scipy.stats import norm
 
     confidence = float(th.get("ci_confidence", 0.95))
     z = float(norm.ppf(0.5 + confidence / 2))
-    series, why = _series(data)
     if why:
         return Check("stationarity", None, None, confidence, f"not run: {why}")
     steps = {}

@@ -60,7 +60,7 @@ from .data_path_checks import check_frames_delivered, check_links_up, check_task
 from .layout import PointDir
 from .points import ALL, PointData, load_point, p99_interval
 from .series_checks import EXTRA_DEFAULTS as SERIES_DEFAULTS
-from .series_checks import check_independence, check_stationarity
+from .series_checks import check_series
 from .verdict import STALL_CHECKS, Check, Verdict, pct
 
 __all__ = ["STALL_CHECKS", "Check", "Verdict", "check_point", "invalid_reason", "thresholds_of"]
@@ -378,7 +378,8 @@ def simulated_checks(data: PointData, arrival: str | None, alpha: float, tol: fl
 
 # The checks of a whole window: a segment of a point (segments.py) does not run them;
 # the point's merged window does.
-WINDOW_CHECKS = ("samples_p99", "p99_ci", "independence", "stationarity", "model_agreement")
+SERIES = ("independence", "stationarity")
+WINDOW_CHECKS = ("samples_p99", "p99_ci", *SERIES, "model_agreement")
 
 
 def in_every_part(check, parts: list[PointDir]) -> Check:
@@ -440,14 +441,10 @@ def check_point(
     if simulated(data):
         checks += simulated_checks(data, arrival or data.arrival(), th["gof_alpha"], th["model_tolerance"])
     else:
-        independence = check_independence(data, th) if not segment else None
         checks += [
             check_interarrival(data, arrival or data.arrival(), th["gof_alpha"], th),
-            *(
-                [independence, check_stationarity(data, th, independence)]
-                if independence is not None
-                else [Check("independence", None, None, None, ""), Check("stationarity", None, None, None, "")]
-            ),
+            # a segment's are replaced below: its window is a part (not read for nothing)
+            *(check_series(data, th) if not segment else [Check(n, None, None, None, "") for n in SERIES]),
             in_every_part(check_tasks_intact, pieces),
             in_every_part(check_links_up, pieces),
             in_every_part(check_frames_delivered, pieces),
