@@ -30,6 +30,9 @@ def test_only_niced_cpu_bound_processes_outside_the_tree_are_chosen():
     try:
         for p in (hog, idle):  # (each nices itself once Python is up)
             assert until(lambda p=p: os.getpriority(os.PRIO_PROCESS, p.pid) == 19, timeout=10)
+        # A niced process still starting up is runnable, and starved on a busy machine:
+        # it is idle only once it sleeps (the only sleep after its nice is the long one).
+        assert until(lambda: _state(idle.pid) == "S", timeout=30)
         found = {h.pid: h for h in background_hogs({os.getpid()}, sample_s=0.5)}
         assert hog.pid in found and found[hog.pid].nice == 19 and found[hog.pid].share >= 0.5
         assert busy.pid not in found and idle.pid not in found
