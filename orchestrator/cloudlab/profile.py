@@ -21,6 +21,15 @@ Tofino. rainmaker programs nothing on it (the inventory's `switch.kind: lan`), s
 the systems that schedule inside the server run there. Its names (`client0`,
 `worker0`, interfaces `client0:data` on the LAN `lan`) are what `rainmaker cloudlab
 import` recognises: no switch node, and one LAN joining every node.
+
+The third, `kind="shared-vlan"`, is for a Tofino outside the experiment (a lab's own
+switch, reached over a CloudLab shared VLAN): no switch node; the hosts' data
+interfaces are on one LAN, `data-vlan`, that joins the named shared VLAN (geni-lib's
+`Link.connectSharedVlan`; the VLAN itself is created by whoever owns it, with
+`createSharedVlan`, and shared with the project). Data addresses are as in the Tofino
+topology (the last stays for the switch's scheduling address); `rainmaker cloudlab
+import` takes the switch from the map file (`switch: {external: true, ...}`) and
+finds the hosts on the shared-VLAN link of the manifest.
 """
 
 from __future__ import annotations
@@ -52,6 +61,9 @@ RAKAIA = {"kind": "lan", "clients": 1, "workers": 1, "hardware_type": "xl170", "
 _TYPE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _URN_RE = re.compile(r"^urn:publicid:IDN\+[A-Za-z0-9.-]+\+image\+[A-Za-z0-9_.-]+(//?|:)[A-Za-z0-9_.:-]+$")
 _NODE_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
+_VLAN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$")
+KINDS = ("tofino", "lan", "shared-vlan")
+VLAN_LINK = "data-vlan"  # the hosts' LAN joined to the shared VLAN (its client_id in the manifest)
 
 
 @dataclass(frozen=True)
@@ -66,6 +78,7 @@ class Topology:
     subnet: str = "10.10.1.0/24"
     bandwidth_gbps: int = 100
     kind: str = "tofino"  # tofino: each host cabled to the switch node; lan: one LAN, no switch (--network)
+    shared_vlan: str | None = None  # shared-vlan: the shared VLAN's name (--shared-vlan)
 
     def check(self) -> Topology:
         """Refuse what the portal would refuse later, naming the option and the fix."""
@@ -73,14 +86,31 @@ class Topology:
         def no(msg: str, fix: str) -> CloudlabError:
             return CloudlabError(msg, fix=fix)
 
-        if self.kind not in ("tofino", "lan"):
-            raise no(f"--network '{self.kind}' is not a topology", "use tofino or lan")
+        if self.kind not in KINDS:
+            raise no(f"--network '{self.kind}' is not a topology", "use " + ", ".join(KINDS))
+        if self.kind == "shared-vlan":
+            if not self.shared_vlan:
+                raise no(
+                    "--network shared-vlan needs the shared VLAN's name",
+                    "add --shared-vlan NAME: the name its owner gave it (the portal lists the shared VLANs "
+                    "your project may join)",
+                )
+            if not _VLAN_RE.match(self.shared_vlan):
+                raise no(
+                    f"--shared-vlan '{self.shared_vlan}' is not a shared VLAN name",
+                    "use letters, digits, '-' and '_' (at most 32), as the portal lists it",
+                )
+        elif self.shared_vlan is not None:
+            raise no(
+                f"--shared-vlan {self.shared_vlan} names a shared VLAN, and --network {self.kind} has none",
+                "add --network shared-vlan (a Tofino outside the experiment), or drop --shared-vlan",
+            )
         if self.clients < 1 or self.workers < 1:
             raise no(
                 "a Rain testbed needs at least one client and one worker",
                 "use --clients 1 or more, --workers 1 or more",
             )
-        if self.kind == "tofino" and self.clients + self.workers > MAX_HOSTS:
+        if self.kind != "lan" and self.clients + self.workers > MAX_HOSTS:
             raise no(
                 f"{self.clients + self.workers} hosts: a Tofino has at most {MAX_HOSTS} ports to cable them to",
                 f"ask for at most {MAX_HOSTS} clients and workers together",
@@ -300,6 +330,81 @@ pc.printRequestRSpec(request)
 '''
 
 
+_VLAN_TEMPLATE = '''\
+"""Rain testbed: {clients} client(s) and {workers} worker(s) on {hardware_type}, on the shared VLAN {shared_vlan}.
+
+The Tofino switch is not part of the experiment: it belongs to a lab and is cabled
+to the shared VLAN {shared_vlan!r}, which the hosts' data interfaces join (one LAN,
+{vlan_link}). Data addresses are {subnet} (clients first, then workers; the last
+address stays free for the switch's scheduling address). Written by rainmaker:
+    {command}
+
+Instructions:
+When the experiment is ready, download its manifest (the experiment's page, tab
+"Manifest") and turn it into a rainmaker inventory; the map file says where the
+switch is (switch: {{external: true, address: ..., user: ...}}) and which of its
+ports each host is cabled to:
+
+    rainmaker cloudlab import manifest.xml --map map.yaml -o cloudlab.yaml
+    rainmaker provision --check -i cloudlab.yaml
+"""
+
+import geni.portal as portal
+import geni.rspec.pg as pg
+import geni.rspec.emulab  # noqa: F401  Emulab's extensions (no shaping)
+
+VLAN_LINK = {vlan_link!r}
+NETWORK = {network!r}  # the data network {subnet}, as a 32-bit number
+PREFIX = {prefix}
+IMAGES = [
+{images}
+]
+
+pc = portal.Context()
+pc.defineParameter("clients", "Client hosts (they send the load)", portal.ParameterType.INTEGER, {clients})
+pc.defineParameter("workers", "Worker hosts (they serve it)", portal.ParameterType.INTEGER, {workers})
+pc.defineParameter("host_type", "Hardware type of the hosts", portal.ParameterType.NODETYPE, {hardware_type!r},
+                   longDescription="Raw PCs with a ConnectX NIC on the cluster that carries the shared VLAN.")
+pc.defineParameter("host_image", "Disk image of the hosts", portal.ParameterType.IMAGE, {image!r}, IMAGES)
+pc.defineParameter("shared_vlan", "Shared VLAN of the Tofino switch", portal.ParameterType.STRING,
+                   {shared_vlan!r},
+                   longDescription="The name its owner gave the shared VLAN the lab's Tofino is on; your "
+                   "project must be allowed to join it.")
+pc.defineParameter("bandwidth_gbps", "Speed of the data LAN (Gb/s)", portal.ParameterType.INTEGER,
+                   {bandwidth_gbps}, advanced=True)
+params = pc.bindParameters()
+
+{hosts_code}
+if params.clients < 1:
+    pc.reportError(portal.ParameterError("A Rain testbed needs at least one client.", ["clients"]))
+if params.workers < 1:
+    pc.reportError(portal.ParameterError("A Rain testbed needs at least one worker.", ["workers"]))
+if not params.shared_vlan:
+    pc.reportError(portal.ParameterError("Name the shared VLAN the Tofino switch is on.", ["shared_vlan"]))
+if len(hosts) + 1 > (1 << (32 - PREFIX)) - 2:
+    pc.reportError(portal.ParameterError("The data network %s/%d cannot address %d hosts and the switch."
+                                         % (dotted(NETWORK), PREFIX, len(hosts)), ["clients", "workers"]))
+if len(hosts) > {max_hosts}:
+    pc.reportError(portal.ParameterError("A Tofino has at most {max_hosts} ports for the hosts.", ["clients", "workers"]))
+pc.verifyParameters()
+
+request = pc.makeRequestRSpec()
+lan = request.LAN(VLAN_LINK)
+lan.bandwidth = params.bandwidth_gbps * 1000 * 1000  # kb/s
+lan.setNoBandwidthShaping()
+lan.connectSharedVlan(params.shared_vlan)  # the switch is on the VLAN, not in the experiment
+
+netmask = dotted((0xFFFFFFFF << (32 - PREFIX)) & 0xFFFFFFFF)
+for i, name in enumerate(hosts):
+    host = request.RawPC(name)
+    host.hardware_type = params.host_type
+    host.disk_image = params.host_image
+    lan.addInterface(host.addInterface("data", pg.IPv4Address(dotted(NETWORK + 1 + i), netmask)))
+
+pc.printRequestRSpec(request)
+'''
+
+
 def render(topo: Topology, command: str = "rainmaker cloudlab profile") -> str:
     """The profile's text. Every value is inserted as a Python literal (repr), never as code."""
     topo.check()
@@ -308,6 +413,23 @@ def render(topo: Topology, command: str = "rainmaker cloudlab profile") -> str:
     if topo.image_urn not in IMAGES.values():
         images.insert(0, (topo.image_urn, topo.image_urn.rpartition("+")[2].lstrip("/:")))
     images_text = "\n".join(f"    {pair!r}," for pair in images)
+    if topo.kind == "shared-vlan":
+        return _VLAN_TEMPLATE.format(
+            clients=topo.clients,
+            workers=topo.workers,
+            hardware_type=topo.hardware_type,
+            image=topo.image_urn,
+            images=images_text,
+            shared_vlan=topo.shared_vlan,
+            vlan_link=VLAN_LINK,
+            subnet=str(net),
+            network=int(net.network_address),
+            prefix=net.prefixlen,
+            bandwidth_gbps=topo.bandwidth_gbps,
+            max_hosts=MAX_HOSTS,
+            command=_docstring_safe(command),
+            hosts_code=_HOSTS_CODE,
+        )
     if topo.kind == "lan":
         return _LAN_TEMPLATE.format(
             clients=topo.clients,

@@ -285,6 +285,6 @@ def test_the_help_names_the_lan_and_the_rakaia_preset(monkeypatch, capsys):
     code, out, _ = rainmaker(monkeypatch, capsys, "cloudlab", "--help")
     assert code == 0 and "--preset rakaia" in out and "kind: lan" in out
     code, out, _ = rainmaker(monkeypatch, capsys, "cloudlab", "profile", "--help")
-    assert code == 0 and "--network [tofino|lan]" in out and "--preset [rakaia]" in out
+    assert code == 0 and "--network [tofino|lan|shared-vlan]" in out and "--preset [rakaia]" in out
     code, out, _ = rainmaker(monkeypatch, capsys, "cloudlab", "import", "--help")
     assert code == 0 and "--network [tofino|lan]" in out and "{name: lan, kind: lan}" in out
