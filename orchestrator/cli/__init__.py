@@ -11,13 +11,14 @@ failures; RAINMAKER_DEBUG=1 shows the traceback too.
     hosts       inventory check / export, exec, provision
     switch      switch start / stop / status / tables / registers
     experiment  plan, run, calibrate, analyze, plot, report
+    preflight   preflight (what a spec needs of each machine, checked)
     simulate    simulate, compare
     cloudlab    cloudlab profile / import / ...
 """
 
 from __future__ import annotations
 
-from . import cloudlab, experiment, hosts, simulate, switch, testbed  # noqa: F401  (their verbs join the group on import)
+from . import cloudlab, experiment, hosts, preflight, simulate, switch, testbed  # noqa: F401  (their verbs join the group on import)
 from .app import cli, console, err_console, main
 
 __all__ = ["cli", "console", "err_console", "main"]

@@ -162,6 +162,12 @@ def plan_cmd(spec: str, inv_path: str | None, as_json: bool) -> None:
     help="on an emulated testbed, skip measuring the testbed before the first point (the model "
     "beside each point then uses the testbed kind's default delays)",
 )
+@click.option(
+    "--no-preflight",
+    is_flag=True,
+    help="skip checking every machine for what SPEC needs before the sweep (rainmaker preflight; "
+    "a needed check that fails otherwise stops the run before it starts)",
+)
 def run_cmd(
     spec: str,
     inv_path: str | None,
@@ -171,6 +177,7 @@ def run_cmd(
     retry_wait: float,
     no_analysis: bool,
     no_calibrate: bool,
+    no_preflight: bool,
 ) -> None:
     """Run SPEC on the testbed as a resumable sweep, then analyze, plot and report.
 
@@ -214,6 +221,7 @@ def run_cmd(
             progress=sys.stdout.isatty(),
             analyze_after=not no_analysis,
             calibrate=not no_calibrate,
+            preflight=not no_preflight,
         )
     except KeyboardInterrupt:
         sys.exit(interrupted_status())

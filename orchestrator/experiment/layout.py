@@ -4,6 +4,8 @@
       manifest.json         provenance                      run.py      -> analysis, plots, report
       sweep.json            each point's state and verdict  sweep.py    -> sweep.py (resume), analysis
       run.log               the run's log lines             run.py      -> people
+      preflight.json        each machine's checks before the sweep (or its resume)
+                                                            run.py (orchestrator/preflight) -> people
       summary.parquet       one row per point and class     analyze.py  -> plots, report
       timeseries.parquet    p50/p99 per interval            analyze.py  -> plots
       plots/<kind>.png|svg  the figures                     plots.py    -> report
@@ -52,6 +54,7 @@ from ..errors import UsageError
 MANIFEST = "manifest.json"
 SWEEP = "sweep.json"
 RUN_LOG = "run.log"
+PREFLIGHT = "preflight.json"  # orchestrator/preflight's Report, written before the sweep
 SUMMARY = "summary.parquet"
 TIMESERIES = "timeseries.parquet"
 PLOTS = "plots"

@@ -19,7 +19,7 @@ from ..inventory import Inventory
 from ..systems import get as get_system
 from .bench import Bench
 from .dilation import choose_dilation, probe_service, size_windows, with_service, with_windows
-from .layout import RunDir
+from .layout import PREFLIGHT, RunDir
 from .machines import host_facts, shape_of
 from .plan import Point, TestbedShape, plan
 from .progress import Progress, RunLog
@@ -93,6 +93,18 @@ def resumed(rd: RunDir, spec: Spec, shape: TestbedShape, auto: bool) -> tuple[Sp
     return spec, with_windows(points, m) if m else points
 
 
+def checked_machines(spec: Spec, inv: Inventory):
+    """The preflight's report, or PreflightFailed listing the needed checks that failed:
+    the run then stops before its folder is made (`--no-preflight` skips it)."""
+    from ..preflight import PreflightFailed
+    from ..preflight import preflight as check
+
+    report = check(inv, spec)
+    if report.blocking:
+        raise PreflightFailed(report, what=f"rainmaker run {spec.name}")
+    return report
+
+
 def before_sweep(s: Sweeper, rd: RunDir, shape: TestbedShape, *, auto: bool, calibrate: bool, fresh: bool) -> None:
     """On a shared-core testbed, calibrate (and choose k when it is automatic); on a new
     run, measure the handler's service times when they are the testbed's own (RocksDB)
@@ -135,12 +147,14 @@ def run(
     analyze_after: bool = True,
     calibrate: bool = True,
     calibrate_only: bool = False,
+    preflight: bool = True,
 ) -> Path:
     """`retries`: attempts after the first for a point that meets an infrastructure
     failure; `retry_wait`: the most seconds a point waits, in all, for the testbed to
     answer again between its attempts (retry.py). On `resume`, failed points are
     measured again, interrupted ones too; done points are kept. `calibrate`: on a
-    shared-core testbed, measure the testbed before the first point (calibrate.py)."""
+    shared-core testbed, measure the testbed before the first point (calibrate.py).
+    `preflight`: check the machines first (orchestrator/preflight, checked_machines)."""
     from . import estimate
 
     clock = estimate.Clock()
@@ -152,6 +166,7 @@ def run(
     shape = shape_of(inv)
     auto = shape.emulated and spec.dilation.emulated == "auto"
     rpc_without_auto_k(spec, auto)
+    checked = checked_machines(spec, inv) if preflight else None
     if resume is not None:
         rd = RunDir.to_resume(resume)
         spec, points = resumed(rd, spec, shape, auto)
@@ -164,6 +179,8 @@ def run(
         f"{'resuming' if resume else 'run'} {spec.name}: {len(points)} points, {sweep.counts()['done']} done; "
         f"results in {rd.path}"
     )
+    if checked is not None:
+        log(f"{checked.summary()} ({checked.write(rd.path / PREFLIGHT).name})")
     if sweep.retried:
         log(f"resume measures failed points again: {', '.join(sweep.retried)}")
     history_file = estimate.history_path(inv)
