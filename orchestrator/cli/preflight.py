@@ -34,7 +34,7 @@ def lines(report) -> list[Text]:
 @click.argument("spec", required=False)
 @click.option("-i", "--inventory", "inv_path", help=INVENTORY_HELP)
 @click.option("-o", "--output", metavar="FILE", help="also write the report as JSON (preflight.json's format)")
-@click.option("--json", "as_json", is_flag=True, help="print the report as JSON instead of the table")
+@click.option("--json", "as_json", is_flag=True, help="print the report as JSON instead of the list of checks")
 def preflight_cmd(spec: str | None, inv_path: str | None, output: str | None, as_json: bool) -> None:
     """Check every machine for what SPEC needs (without SPEC: the main job, Rain).
 
