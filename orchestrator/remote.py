@@ -4,8 +4,11 @@ Everything rainmaker does to a machine goes through here (with the agents), on r
 hardware and on the emulated testbed alike. Three rules shape the module:
 
 * Host keys are verified. Only the inventory's pinned known_hosts file is consulted,
-  unknown or changed keys are refused, and neither ~/.ssh nor an SSH agent is used, so
-  a run depends on the inventory alone.
+  unknown or changed keys are refused, and neither ~/.ssh (its config included) nor an
+  SSH agent is used, so a run depends on the inventory alone. The one way around a
+  direct connection is the inventory's own: a gateway (ssh.jump), itself a connection
+  with the same pinned-key policy, which every connection of a Group shares (`Gateway`);
+  commands and SFTP ride the connection through it alike.
 * Commands are argv lists, quoted element by element, so arguments arrive literally.
   A shell string is accepted only where a person wrote one (`run_shell`).
 * Every remote command runs under `timeout` on the remote side, so a deadline here
@@ -16,21 +19,23 @@ Remote scripts are POSIX sh and need only coreutils, grep, awk, util-linux `sets
 (2.31 or later, for -f) and /proc, which every Linux host we target has (servers, the
 Tofino switch's OS, namespaces).
 
-It is one module of about 900 lines on purpose: each rule above is kept by a few
-pieces that must agree (the host-key policy and the connection; `compose` and the sh
-scripts whose arguments it quotes; the pidfiles the scripts write and the methods that
-stop by group), and a reader checking a rule finds all of it here.
+It is one module of about 1000 lines on purpose: each rule above is kept by a few
+pieces that must agree (the host-key policy and the connection, the gateway's too;
+`compose` and the sh scripts whose arguments it quotes; the pidfiles the scripts write
+and the methods that stop by group), and a reader checking a rule finds all of it here.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import logging
 import os
 import re
 import shlex
 import socket
 import stat
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -59,6 +64,39 @@ _BG_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 # -- targets -----------------------------------------------------------------------------
 @dataclass(frozen=True)
+class JumpHost:
+    """The gateway (bastion) a target is reached through: the inventory's ssh.jump."""
+
+    address: str
+    port: int
+    user: str
+    key: Path | None
+    known_hosts: Path | None
+    connect_timeout_s: float = 10.0
+    dead_peer_s: float = 10.0
+
+    def __str__(self) -> str:
+        return f"{self.user}@{self.address}:{self.port}"
+
+
+def jump_host(inv: Inventory) -> JumpHost | None:
+    """The inventory's gateway, with its key and known_hosts defaulted to ssh.key and
+    ssh.known_hosts; None when the machines are reached directly."""
+    j = inv.ssh.jump
+    if j is None:
+        return None
+    return JumpHost(
+        j.address,
+        j.port,
+        j.user,
+        inv.jump_key,
+        inv.jump_known_hosts,
+        connect_timeout_s=inv.ssh.connect_timeout_s,
+        dead_peer_s=inv.ssh.dead_peer_s,
+    )
+
+
+@dataclass(frozen=True)
 class Target:
     """One machine to reach: where, as whom, with which key, pinned to which host key."""
 
@@ -72,6 +110,7 @@ class Target:
     deploy_root: Path
     connect_timeout_s: float = 10.0  # inventory ssh.connect_timeout_s
     dead_peer_s: float = 10.0  # inventory ssh.dead_peer_s: a silent host is lost after this long
+    jump: JumpHost | None = None  # inventory ssh.jump: the gateway it is reached through
 
     @property
     def run_dir(self) -> PurePosixPath:
@@ -91,6 +130,7 @@ def _target(inv: Inventory, name: str, role: Role, mgmt: Mgmt, deploy_root: Path
         deploy_root=deploy_root,
         connect_timeout_s=inv.ssh.connect_timeout_s,
         dead_peer_s=inv.ssh.dead_peer_s,
+        jump=jump_host(inv),
     )
 
 
@@ -191,18 +231,23 @@ class _RefuseUnknown(paramiko.RejectPolicy):
         raise _UnknownHostKey(hostname, key)
 
 
-def make_connection(target: Target, *, connect_timeout: float = 10.0) -> fabric.Connection:
-    """An unopened Fabric connection that trusts only `target.known_hosts`.
+def make_connection(
+    target: Target | JumpHost, *, connect_timeout: float = 10.0, gateway: fabric.Connection | None = None
+) -> fabric.Connection:
+    """An unopened Fabric connection that trusts only `target.known_hosts`, through
+    `gateway` (an opened connection to the jump host, made here too) when given.
 
     Fabric's defaults would read ~/.ssh/config and /etc/ssh/ssh_config, try the agent and
     ~/.ssh/id_*, and accept any host key (AutoAddPolicy): all of that is switched off.
     """
+    which = "ssh.jump.key (or ssh.key)" if isinstance(target, JumpHost) else "ssh.key (or mgmt.key)"
     if target.key is None:
-        raise _Unreachable("no SSH private key configured; fix: set ssh.key (or mgmt.key) in the inventory")
+        raise _Unreachable(f"no SSH private key configured; fix: set {which} in the inventory")
     if target.known_hosts is None:
+        where = "ssh.jump.known_hosts (or ssh.known_hosts)" if isinstance(target, JumpHost) else "ssh.known_hosts"
         raise _Unreachable(
             "no known_hosts configured, and host keys are always verified; "
-            "fix: set ssh.known_hosts in the inventory to a file holding this host's key"
+            f"fix: set {where} in the inventory to a file holding this host's key"
         )
     config = fabric.Config(ssh_config=paramiko.SSHConfig(), lazy=True)  # no ssh/fabric config files
     conn = fabric.Connection(
@@ -210,6 +255,7 @@ def make_connection(target: Target, *, connect_timeout: float = 10.0) -> fabric.
         user=target.user,
         port=target.port,
         config=config,
+        gateway=gateway,
         connect_timeout=max(1, round(connect_timeout)),
         connect_kwargs={
             "key_filename": str(target.key),
@@ -229,9 +275,16 @@ def make_connection(target: Target, *, connect_timeout: float = 10.0) -> fabric.
     return conn
 
 
-def _explain(target: Target, e: BaseException) -> str:
+def _explain(target: Target | JumpHost, e: BaseException) -> str:
     """A connection failure in words a person can act on."""
     where = f"{target.address}:{target.port}"
+    if isinstance(e, paramiko.ChannelException):  # the gateway could not reach the target
+        return (
+            f"unreachable: the gateway {target.jump} could not connect to {where} ({e.text}); "
+            f"fix: check the machine's mgmt address as the gateway sees it, and that it is up"
+            if isinstance(target, Target) and target.jump is not None
+            else f"unreachable: {where}: {e.text}"
+        )
     pattern = target.address if target.port == 22 else f"[{target.address}]:{target.port}"
     kh = target.known_hosts
     if isinstance(e, paramiko.BadHostKeyException):
@@ -242,10 +295,13 @@ def _explain(target: Target, e: BaseException) -> str:
             f"`ssh-keygen -R '{pattern}' -f {kh}` and add the new key"
         )
     if isinstance(e, _UnknownHostKey):
+        gw = target.jump if isinstance(target, Target) else None
         return (
             f"unknown host key: {where} is not in {kh} (it offered {e.key.get_name()} {fingerprint(e.key)}); "
             f"refusing to connect; fix: verify that fingerprint, then `ssh-keyscan -p {target.port} "
-            f"{target.address} >> {kh}` (or let `rainmaker testbed up` write it)"
+            f"{target.address} >> {kh}`"
+            + (f" (run ssh-keyscan on the gateway {gw.address}: only it reaches the machine)" if gw else "")
+            + " (or let `rainmaker testbed up` write it)"
         )
     if isinstance(e, paramiko.AuthenticationException):
         return (
@@ -445,18 +501,108 @@ def _bound_dead_peers(conn: Any, dead_peer_s: float) -> None:
         pass
 
 
+class Gateway:
+    """One SSH connection to a jump host, shared by the Remotes that go through it (a
+    Group's: one gateway connection, not one per machine). Opened on first use, and
+    again if it died; thread-safe, since a Group's threads open their connections at
+    once (each connection through it is a direct-tcpip channel of its transport)."""
+
+    def __init__(self, jump: JumpHost, *, connect_timeout: float | None = None):
+        self.jump = jump
+        self.connect_timeout = jump.connect_timeout_s if connect_timeout is None else connect_timeout
+        self._lock = threading.Lock()
+        self._conn: Any = None
+
+    def __repr__(self) -> str:
+        return f"Gateway({self.jump})"
+
+    def connection(self) -> fabric.Connection:
+        """The open connection to the gateway; raises _Unreachable naming it otherwise."""
+        with self._lock:
+            if self._conn is not None and self._conn.is_connected:
+                return self._conn
+            self._close()
+            named = f"gateway {self.jump} (ssh.jump)"
+            try:
+                conn = make_connection(self.jump, connect_timeout=self.connect_timeout)
+            except _Unreachable as e:
+                raise _Unreachable(f"{named}: {e}") from None
+            try:
+                conn.open()
+            except Exception as e:  # paramiko raises many unrelated types here
+                conn.close()
+                raise _Unreachable(f"{named}: {_explain(self.jump, e)}") from None
+            _bound_dead_peers(conn, self.jump.dead_peer_s)
+            self._conn = conn
+            return conn
+
+    def _close(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except Exception:  # noqa: BLE001 - a connection that is already gone
+                pass
+            self._conn = None
+
+    def close(self) -> None:
+        with self._lock:
+            self._close()
+
+
+class _OpenFailureLogged(logging.Filter):
+    """paramiko logs every refused channel as an ERROR; open_forward reports it itself."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "open FAILED" not in record.getMessage()
+
+
+logging.getLogger("paramiko.transport").addFilter(_OpenFailureLogged())
+
+
+def _keep_open_failure_reasons(transport: paramiko.Transport) -> None:
+    """Keep the far end's reason for refusing a channel ("Connection refused", "No route
+    to host") in `transport.rm_open_failure`: paramiko's ChannelException keeps only the
+    code's name ("Connect failed"), and a refused port (nothing listens: the switch's
+    software is down) is not an unreachable one."""
+    if getattr(transport, "rm_open_failure_kept", False):
+        return
+    original = transport._handler_table[paramiko.common.MSG_CHANNEL_OPEN_FAILURE]
+
+    def parse(m: paramiko.Message) -> None:
+        peek = paramiko.Message(m.asbytes())
+        peek.get_int(), peek.get_int()  # channel, code
+        transport.rm_open_failure = peek.get_text()
+        original(m)
+
+    transport._handler_table[paramiko.common.MSG_CHANNEL_OPEN_FAILURE] = parse
+    transport.rm_open_failure_kept = True
+
+
 class Remote:
-    """One machine over one SSH connection, opened on first use and reused.
+    """One machine over one SSH connection, opened on first use and reused; through the
+    target's gateway when it has one (`gateway`: a shared one, else its own).
 
     Not thread-safe: use one Remote per thread (Group does).
     """
 
-    def __init__(self, target: Target, *, connect_timeout: float | None = None, connection: Any = None):
+    def __init__(
+        self,
+        target: Target,
+        *,
+        connect_timeout: float | None = None,
+        connection: Any = None,
+        gateway: Gateway | None = None,
+    ):
         """`connect_timeout`: the target's (the inventory's ssh.connect_timeout_s) unless
-        given; `connection`: an already made connection-like object (tests inject fakes)."""
+        given; `connection`: an already made connection-like object (tests inject fakes);
+        `gateway`: the connection to target.jump to share (a Group's), else one of its own."""
         self.target = target
         self.connect_timeout = target.connect_timeout_s if connect_timeout is None else connect_timeout
         self._conn: Any = connection
+        if gateway is not None and gateway.jump != target.jump:
+            raise ValueError(f"{target.name} is reached through {target.jump}, not {gateway.jump}")
+        self._own_gateway = gateway is None and target.jump is not None
+        self.gateway = Gateway(target.jump, connect_timeout=connect_timeout) if self._own_gateway else gateway
 
     def __repr__(self) -> str:
         t = self.target
@@ -469,31 +615,70 @@ class Remote:
         self.close()
 
     def close(self) -> None:
-        if self._conn is not None:
-            try:
-                self._conn.close()
-            finally:
-                self._conn = None
+        try:
+            if self._conn is not None:
+                try:
+                    self._conn.close()
+                finally:
+                    self._conn = None
+        finally:
+            if self._own_gateway and self.gateway is not None:
+                self.gateway.close()
 
     def _connection(self) -> Any:
         """The open connection; raises _Unreachable with an explanation otherwise."""
         if self._conn is None:
-            conn = make_connection(self.target, connect_timeout=self.connect_timeout)
+            gw = self.gateway.connection() if self.gateway is not None else None
+            conn = make_connection(self.target, connect_timeout=self.connect_timeout, gateway=gw)
             try:
                 conn.open()
             except Exception as e:  # paramiko raises many unrelated types here
                 conn.close()
-                raise _Unreachable(_explain(self.target, e)) from None
+                through = f" (through the gateway {self.target.jump})" if gw is not None else ""
+                raise _Unreachable(_explain(self.target, e) + through) from None
             _bound_dead_peers(conn, self.target.dead_peer_s)
             self._conn = conn
         return self._conn
 
     def _drop(self) -> None:
-        """Forget a connection that failed mid-use; the next call reconnects."""
+        """Forget a connection that failed mid-use; the next call reconnects (a shared
+        gateway stays: the Gateway reopens it if it died)."""
         try:
-            self.close()
-        except Exception:
-            self._conn = None
+            if self._conn is not None:
+                self._conn.close()
+        except Exception:  # noqa: BLE001 - a connection that is already gone
+            pass
+        self._conn = None
+
+    def open_forward(self, host: str, port: int, *, timeout: float) -> paramiko.Channel:
+        """A direct-tcpip channel from this machine to host:port (as `ssh -L` opens one
+        per connection): the far end is dialled by the machine's sshd, so `host` is as
+        the machine sees it. A connection found dead is opened again once. Raises
+        RemoteError: the machine unreachable, or its sshd could not connect (the text
+        says which, e.g. "Connection refused")."""
+        what = f"forward to {host}:{port}"
+        for attempt in (1, 2):
+            t0 = time.monotonic()
+            transport = None
+            try:
+                transport = self._connection().client.get_transport()
+                if transport is None or not transport.is_active():
+                    raise EOFError("the SSH connection is closed")
+                _keep_open_failure_reasons(transport)
+                transport.rm_open_failure = None
+                return transport.open_channel("direct-tcpip", (host, port), ("127.0.0.1", 0), timeout=timeout)
+            except _Unreachable as e:
+                error = str(e)
+            except paramiko.ChannelException as e:  # the machine's sshd refused or failed the forward
+                reason = getattr(transport, "rm_open_failure", None)  # e.g. "Connection refused"
+                error = f"{self.target.name} could not connect to {host}:{port}: {reason or e.text}"
+            except (paramiko.SSHException, OSError, EOFError) as e:
+                self._drop()
+                error = f"connection lost: {e or type(e).__name__}"
+                if attempt == 1:
+                    continue
+            raise RemoteError(HostResult(self.target.name, what, None, error=error, duration_s=time.monotonic() - t0))
+        raise AssertionError("unreachable")  # the loop returns or raises
 
     # -- commands ------------------------------------------------------------------
     def run(
@@ -864,7 +1049,13 @@ class Group:
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise ValueError(f"target {dup[0]!r} listed twice")
-        make = remote_factory or (lambda t: Remote(t, connect_timeout=connect_timeout))
+        # one connection to each gateway, shared by the targets behind it
+        self.gateways: dict[JumpHost, Gateway] = {
+            j: Gateway(j, connect_timeout=connect_timeout) for j in dict.fromkeys(t.jump for t in targets) if j
+        }
+        make = remote_factory or (
+            lambda t: Remote(t, connect_timeout=connect_timeout, gateway=self.gateways.get(t.jump))
+        )
         self.targets = list(targets)
         self.remotes: dict[str, Remote] = {t.name: make(t) for t in self.targets}
         self.max_workers = max(1, min(max_workers, len(self.targets) or 1))
@@ -876,8 +1067,12 @@ class Group:
         self.close()
 
     def close(self) -> None:
-        for r in self.remotes.values():
-            r.close()
+        try:
+            for r in self.remotes.values():
+                r.close()
+        finally:
+            for g in self.gateways.values():
+                g.close()
 
     def _fan(self, what: str, op: Callable[[Remote], HostResult], check: bool) -> dict[str, HostResult]:
         def one(name: str) -> HostResult:

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from .. import yamlfile
 from ..errors import InventoryError, Problem, UsageError
-from .model import Emulation, Host, Hugepages, Inventory, Mgmt, Nic, Ssh, Switch, SwitchPort
+from .model import Emulation, Host, Hugepages, Inventory, Jump, Mgmt, Nic, Ssh, Switch, SwitchPort
 from .validate import check, warnings
 
 __all__ = [
@@ -18,6 +18,7 @@ __all__ = [
     "Host",
     "Hugepages",
     "Inventory",
+    "Jump",
     "Mgmt",
     "Nic",
     "Ssh",
@@ -68,7 +69,10 @@ def _absolute(inv: Inventory, base: Path) -> Inventory:
         p = p.expanduser()
         return p if p.is_absolute() else (base / p).resolve()
 
-    ssh = inv.ssh.model_copy(update={"key": fix(inv.ssh.key), "known_hosts": fix(inv.ssh.known_hosts)})
+    jump = inv.ssh.jump
+    if jump is not None:
+        jump = jump.model_copy(update={"key": fix(jump.key), "known_hosts": fix(jump.known_hosts)})
+    ssh = inv.ssh.model_copy(update={"key": fix(inv.ssh.key), "known_hosts": fix(inv.ssh.known_hosts), "jump": jump})
     sw = inv.switch
     if sw.mgmt is not None:
         sw = sw.model_copy(update={"mgmt": sw.mgmt.model_copy(update={"key": fix(sw.mgmt.key)})})

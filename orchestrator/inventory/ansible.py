@@ -2,15 +2,20 @@
 
 Groups: `switch`, `clients`, `workers` (and `hosts` = clients + workers). Host keys
 are pinned: ssh is told to use the testbed's known_hosts and to refuse unknown keys.
+Behind a gateway (ssh.jump) every connection goes through a ProxyCommand that pins the
+gateway's key the same way: `ssh -J` would not, since it passes no -o option to the
+jump hop (that ssh would read ~/.ssh/config and ask about an unknown key).
 """
 
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 from typing import Any
 
 import yaml
 
+from ..errors import UsageError
 from .model import Host, Inventory, Mgmt
 
 
@@ -42,11 +47,48 @@ def _host_vars(inv: Inventory, h: Host) -> dict[str, Any]:
     return v
 
 
-def export(inv: Inventory) -> dict[str, Any]:
+def _ssh_path(p: Path) -> str:
+    """A file path as an ssh -o option's value: ssh splits UserKnownHostsFile at spaces
+    unless the value is in double quotes (which a path then cannot hold)."""
+    text = str(p)
+    if '"' in text or "\n" in text:
+        raise UsageError(f"the path {text!r} cannot be given to ssh", fix="use a path without '\"' or line breaks")
+    return f'"{text}"' if any(c.isspace() for c in text) else text
+
+
+def proxy_command(inv: Inventory) -> str | None:
+    """The ProxyCommand that reaches a machine through the inventory's gateway, pinning
+    the gateway's host key (and no config file, agent or other key), or None without
+    one. It is run by /bin/sh with %h and %p replaced, so each word is shell-quoted and
+    a literal % doubled."""
+    j = inv.ssh.jump
+    if j is None:
+        return None
+    argv = ["ssh", "-F", "/dev/null", "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes"]
+    argv += ["-o", "IdentitiesOnly=yes", "-o", "GlobalKnownHostsFile=/dev/null"]
+    if inv.jump_known_hosts is not None:
+        argv += ["-o", "UserKnownHostsFile=" + _ssh_path(inv.jump_known_hosts)]
+    if inv.jump_key is not None:
+        argv += ["-i", str(inv.jump_key)]
+    argv += ["-p", str(j.port), "-l", j.user, "-W", "%h:%p", "--", j.address]
+    words = [shlex.quote(a) if a == "%h:%p" else shlex.quote(a.replace("%", "%%")) for a in argv]
+    return " ".join(words)
+
+
+def ssh_common_args(inv: Inventory) -> str:
+    """ansible_ssh_common_args: host keys pinned, one key, no prompts; and the gateway's
+    ProxyCommand. Ansible splits it with shlex, so each option is one shell word."""
     common = ["-o StrictHostKeyChecking=yes", "-o IdentitiesOnly=yes", "-o BatchMode=yes"]
     if inv.ssh.known_hosts is not None:
-        common.append("-o UserKnownHostsFile=" + shlex.quote(str(inv.ssh.known_hosts)))
+        common.append("-o " + shlex.quote("UserKnownHostsFile=" + _ssh_path(inv.ssh.known_hosts)))
         common.append("-o GlobalKnownHostsFile=/dev/null")
+    proxy = proxy_command(inv)
+    if proxy is not None:
+        common.append("-o " + shlex.quote("ProxyCommand=" + proxy))
+    return " ".join(common)
+
+
+def export(inv: Inventory) -> dict[str, Any]:
     sw = inv.switch
     sw_vars = _conn(inv, sw.mgmt) if sw.mgmt is not None else {}
     sw_vars.update(
@@ -72,7 +114,7 @@ def export(inv: Inventory) -> dict[str, Any]:
     return {
         "all": {
             "vars": {
-                "ansible_ssh_common_args": " ".join(common),
+                "ansible_ssh_common_args": ssh_common_args(inv),
                 "ansible_python_interpreter": "/usr/bin/python3",
                 "rainmaker_testbed": inv.name,
                 "rainmaker_emulated": inv.is_emulated,

@@ -164,6 +164,10 @@ class Switch(Strict):
     service_mac: str = "02:52:4d:ff:ff:fe"
     deploy_root: Path = Path("/opt/rainmaker")
     netns: str | None = None  # emulated: the namespace standing for the switch
+    # The BFRuntime port answers only on the switch (or its management network): bfrt is
+    # then the address as the switch sees it, and rainmaker reaches it through an SSH
+    # tunnel to the switch that it opens itself (through ssh.jump, if any).
+    bfrt_via_ssh: bool = False
     ports: list[SwitchPort] = Field(default_factory=list)  # tofino, emulated: at least one (validate.py)
 
     @field_validator("mgmt")
@@ -468,11 +472,38 @@ class Deploy(Strict):
     build: Literal["local", "host"] = "local"
 
 
+class Jump(Strict):
+    """A gateway (bastion) host every SSH connection of the testbed goes through, as
+    `ssh -J` would: the machines' mgmt addresses are the ones the gateway reaches. Its
+    host key is pinned like every other (its own known_hosts, or the inventory's)."""
+
+    address: str
+    user: str
+    port: int = Field(22, ge=1, le=65535)
+    key: Path | None = None  # private key for the gateway; default: ssh.key
+    known_hosts: Path | None = None  # the gateway's pinned host key; default: ssh.known_hosts
+
+    @field_validator("address")
+    @classmethod
+    def _addr(cls, v: str) -> str:
+        return host_address(v, "the gateway's address", "gateway.lab.example.org")
+
+    @field_validator("user")
+    @classmethod
+    def _user(cls, v: str) -> str:
+        if not re.match(r"^[a-z_][a-z0-9_.-]*$", v):
+            raise bad(f"'{v}' is not a valid user name", "use your login name on the gateway, e.g. alice")
+        return v
+
+
 class Ssh(Strict):
     """SSH settings shared by every machine of the testbed."""
 
     key: Path | None = None  # default private key for every mgmt block
     known_hosts: Path | None = None  # pinned host keys; unknown hosts are refused
+    # The gateway every connection goes through, when the machines are reachable only
+    # from it (a lab behind a bastion); none: the machines are reached directly.
+    jump: Jump | None = None
     # How long a machine may take to answer a new connection, and how long one that goes
     # silent on an open connection is waited for before it is lost (its point fails; a
     # retry waits for it): a testbed on one LAN may shorten them, one across the
@@ -549,3 +580,15 @@ class Inventory(Strict):
 
     def key_for(self, mgmt: Mgmt) -> Path | None:
         return mgmt.key or self.ssh.key
+
+    @property
+    def jump_key(self) -> Path | None:
+        """The private key for the gateway (ssh.jump.key, or ssh.key); None without a gateway."""
+        j = self.ssh.jump
+        return None if j is None else j.key or self.ssh.key
+
+    @property
+    def jump_known_hosts(self) -> Path | None:
+        """Where the gateway's host key is pinned (ssh.jump.known_hosts, or ssh.known_hosts)."""
+        j = self.ssh.jump
+        return None if j is None else j.known_hosts or self.ssh.known_hosts

@@ -22,7 +22,7 @@ def _dups(items: list[tuple[str, str]], what: str, fix: str) -> list[Problem]:
 
 def check(inv: Inventory) -> list[Problem]:
     """Every cross-field problem of `inv`, each with its field and fix, in the order a
-    reader meets the fields. A flat list of rules (about 120 lines) on purpose: each is
+    reader meets the fields. A flat list of rules (about 200 lines) on purpose: each is
     a line or two with its own message, and reads alone."""
     p: list[Problem] = []
     sw = inv.switch
@@ -31,6 +31,14 @@ def check(inv: Inventory) -> list[Problem]:
     p += _dups(names, "name", "give every machine its own name")
     lan = not sw.programmable  # a plain LAN: no service address, no login, no ports
     if lan:
+        if sw.bfrt_via_ssh:
+            p.append(
+                Problem(
+                    "switch.bfrt_via_ssh",
+                    "a plain LAN (kind: lan) has no BFRuntime port to tunnel to",
+                    "remove bfrt_via_ssh, or set kind: tofino if the hosts are cabled to a Tofino",
+                )
+            )
         for f in ("mgmt", "bfrt", "sde", "sde_install", "sde_version", "netns"):
             if getattr(sw, f) is not None:
                 p.append(
@@ -159,6 +167,35 @@ def check(inv: Inventory) -> list[Problem]:
                 )
             )
 
+    jump = inv.ssh.jump
+    if jump is not None and inv.jump_key is None:
+        p.append(
+            Problem(
+                "ssh.jump.key",
+                f"the gateway {jump.address} has no key: neither ssh.jump.key nor ssh.key is given",
+                "add key: ~/.ssh/id_ed25519 under ssh.jump (the key your gateway account accepts), or set ssh.key",
+            )
+        )
+    if jump is not None and inv.jump_known_hosts is None:
+        p.append(
+            Problem(
+                "ssh.jump.known_hosts",
+                f"the gateway {jump.address} has no pinned host key: neither ssh.jump.known_hosts nor "
+                "ssh.known_hosts is given, and unknown host keys are always refused",
+                f"collect its key with `ssh-keyscan -p {jump.port} {jump.address} >> FILE`, check the "
+                "fingerprint with your lab, and set known_hosts: FILE under ssh.jump (or ssh.known_hosts)",
+            )
+        )
+    if jump is not None:
+        for path, m in [("switch.mgmt", sw.mgmt)] + [(f"hosts[{i}].mgmt", h.mgmt) for i, h in enumerate(inv.hosts)]:
+            if m is not None and m.address == jump.address and m.port == jump.port:
+                p.append(
+                    Problem(
+                        "ssh.jump.address",
+                        f"the gateway is {path} itself ({jump.address}): a machine cannot be its own jump host",
+                        "give the gateway's own address, or remove ssh.jump if the machines are reached directly",
+                    )
+                )
     if inv.dpdk.source == "prefix" and inv.deploy.build == "local":
         p.append(
             Problem(
@@ -208,6 +245,14 @@ def warnings(inv: Inventory, base_dir: Path) -> list[Problem]:
         "known_hosts file",
         "collect the keys with `ssh-keyscan HOST >> FILE` and check their fingerprints",
     )
+    if inv.ssh.jump is not None:
+        need("ssh.jump.key", inv.ssh.jump.key, "SSH key", "point it at the private key your gateway account accepts")
+        need(
+            "ssh.jump.known_hosts",
+            inv.ssh.jump.known_hosts,
+            "known_hosts file",
+            f"collect the gateway's key with `ssh-keyscan {inv.ssh.jump.address} >> FILE` and check its fingerprint",
+        )
     out += _icrc(inv)
     if inv.ssh.known_hosts is None:
         out.append(

@@ -490,3 +490,117 @@ def test_a_plain_lan_is_not_warned_about_the_switchs_writes(tmp_path):
     d = lan()
     d["ssh"] = {"known_hosts": "/etc/ssh/ssh_known_hosts"}
     assert not [w for w in warnings(load(write(tmp_path, d)), tmp_path) if w.path == "roce.icrc_check"]
+
+
+# -- behind a gateway (ssh.jump) -----------------------------------------------------------
+def _behind_gateway(**jump) -> dict:
+    d = base()
+    d["ssh"] = {"key": "/k/lab", "known_hosts": "/k/known_hosts", "jump": {"address": "gw.lab.example.org", **jump}}
+    return d
+
+
+def test_a_gateway_takes_the_inventorys_key_and_known_hosts_unless_given_its_own(tmp_path):
+    inv = load(write(tmp_path, _behind_gateway(user="alice")))
+    assert (inv.ssh.jump.address, inv.ssh.jump.user, inv.ssh.jump.port) == ("gw.lab.example.org", "alice", 22)
+    assert (inv.jump_key, inv.jump_known_hosts) == (Path("/k/lab"), Path("/k/known_hosts"))
+    (tmp_path / "gw_key").write_text("x")
+    inv = load(write(tmp_path, _behind_gateway(user="alice", port=2222, key="gw_key", known_hosts="gw_kh")))
+    # relative paths resolve against the inventory's folder, like every key path
+    assert (inv.jump_key, inv.jump_known_hosts) == ((tmp_path / "gw_key").resolve(), (tmp_path / "gw_kh").resolve())
+    assert load(write(tmp_path, base())).jump_key is None
+
+
+@pytest.mark.parametrize(
+    ("jump", "path", "said"),
+    [
+        ({"address": "gw..lab", "user": "alice"}, "ssh.jump.address", "neither an IP address nor a valid host name"),
+        ({"address": "gw", "user": "Alice Smith"}, "ssh.jump.user", "not a valid user name"),
+        ({"address": "gw", "user": "alice", "port": 0}, "ssh.jump.port", "greater than or equal to 1"),
+        ({"address": "gw", "user": "alice", "proxy": "x"}, "ssh.jump.proxy", ""),
+        ({"address": "gw"}, "ssh.jump.user", ""),
+    ],
+)
+def test_a_malformed_gateway_is_named_by_field(tmp_path, jump, path, said):
+    d = base()
+    d["ssh"] = {"key": "/k/lab", "known_hosts": "/k/kh", "jump": jump}
+    err = problems_of(tmp_path, d)
+    assert [p.path for p in err.problems] == [path], err.render()
+    assert said in err.problems[0].message
+
+
+def test_a_gateway_without_a_key_or_pinned_host_key_is_refused_with_the_fix(tmp_path):
+    d = base()
+    d["ssh"] = {"jump": {"address": "gw.lab.example.org", "user": "alice"}}
+    err = problems_of(tmp_path, d)
+    by_path = {p.path: p for p in err.problems}
+    assert set(by_path) == {"ssh.jump.key", "ssh.jump.known_hosts"}
+    assert "ssh-keyscan -p 22 gw.lab.example.org" in by_path["ssh.jump.known_hosts"].fix
+    assert by_path["ssh.jump.key"].line is not None  # located in the file
+
+
+def test_a_machine_cannot_be_its_own_gateway(tmp_path):
+    d = _behind_gateway(user="alice")
+    d["ssh"]["jump"]["address"] = "192.0.2.22"
+    err = problems_of(tmp_path, d)
+    assert [p.path for p in err.problems] == ["ssh.jump.address"] and "hosts[1].mgmt" in err.problems[0].message
+
+
+def test_bfrt_via_ssh_is_for_a_switch_rainmaker_programs(tmp_path):
+    d = base()
+    d["switch"]["bfrt_via_ssh"] = True
+    d["switch"]["bfrt"] = "127.0.0.1:50052"  # as the switch sees it
+    inv = load(write(tmp_path, d))
+    assert inv.switch.bfrt_via_ssh and inv.switch.bfrt_host == "127.0.0.1"
+    assert load(write(tmp_path, base())).switch.bfrt_via_ssh is False
+    lan = base()
+    lan["switch"] = {"name": "lan0", "kind": "lan", "bfrt_via_ssh": True}
+    for h in lan["hosts"]:
+        del h["nic"]["switch_port"]
+    err = problems_of(tmp_path, lan)
+    assert [p.path for p in err.problems] == ["switch.bfrt_via_ssh"]
+
+
+def _proxy_argv(common_args: str) -> list[str]:
+    """What the ProxyCommand in Ansible's ssh arguments runs, with %h:%p as ssh fills
+    them in: split as Ansible splits them (shlex), then run by /bin/sh as ssh runs it,
+    with `ssh` swapped for a program that prints its arguments."""
+    import json
+    import shlex
+    import subprocess
+    import sys
+
+    words = shlex.split(common_args)
+    (cmd,) = [w.removeprefix("ProxyCommand=") for w in words if w.startswith("ProxyCommand=")]
+    assert words[words.index("ProxyCommand=" + cmd) - 1] == "-o"
+    assert cmd.startswith("ssh ")
+    cmd = cmd.replace("%h", "192.0.2.22").replace("%p", "22").replace("%%", "%")  # ssh's own expansion
+    show = f"{shlex.quote(sys.executable)} -c 'import json, sys; print(json.dumps(sys.argv[1:]))'"
+    out = subprocess.run(["sh", "-c", show + cmd[3:]], capture_output=True, text=True, check=True).stdout
+    return json.loads(out)
+
+
+def test_ansible_reaches_the_machines_through_the_gateway_pinning_its_key(tmp_path):
+    odd = tmp_path / "it's a 50% dir"
+    odd.mkdir()
+    (odd / "kh").write_text("")
+    d = _behind_gateway(user="alice", port=2222, key=str(odd / "gw key"), known_hosts=str(odd / "kh"))
+    inv = load(write(tmp_path, d))
+    args = export(inv)["all"]["vars"]["ansible_ssh_common_args"]
+    argv = _proxy_argv(args)
+    # the gateway's own host key is pinned, and nothing but the inventory is read
+    assert argv[:2] == ["-F", "/dev/null"]
+    opts = [argv[i + 1] for i, a in enumerate(argv) if a == "-o"]
+    assert "StrictHostKeyChecking=yes" in opts and "BatchMode=yes" in opts and "IdentitiesOnly=yes" in opts
+    assert f'UserKnownHostsFile="{odd / "kh"}"' in opts  # double quotes: ssh splits this option at spaces
+    assert argv[argv.index("-i") + 1] == str(odd / "gw key")
+    assert argv[-8:] == ["-p", "2222", "-l", "alice", "-W", "192.0.2.22:22", "--", "gw.lab.example.org"]
+    # the machines' own keys stay pinned in the inventory's file
+    assert "UserKnownHostsFile=/k/known_hosts" in args and "StrictHostKeyChecking=yes" in args
+    assert "ProxyCommand" not in export(load(write(tmp_path, base())))["all"]["vars"]["ansible_ssh_common_args"]
+
+
+def test_the_shipped_gateway_example_is_valid():
+    inv = load(EXAMPLE.with_name("rack1-gateway.yaml"))
+    assert inv.ssh.jump.user == "alice" and inv.switch.bfrt_via_ssh and inv.switch.bfrt_host == "127.0.0.1"
+    assert inv.jump_known_hosts == EXAMPLE.parent / "gateway_known_hosts"
+    assert "ProxyCommand=ssh " in export(inv)["all"]["vars"]["ansible_ssh_common_args"]

@@ -433,3 +433,74 @@ def test_find_a_background_process_by_its_pidfile(tmp_path: Path) -> None:
     assert r.find("switch") is None
     with pytest.raises(ValueError, match="background name"):
         r.find("../x")
+
+
+# -- behind a gateway (ssh.jump), never opened -----------------------------------------
+def test_targets_carry_the_gateway_with_its_own_or_the_inventorys_key_and_known_hosts() -> None:
+    from orchestrator.remote import JumpHost
+
+    inv = _inventory(key="/k/default", known_hosts="/k/kh", jump={"address": "gw.lab", "user": "alice"})
+    gw = JumpHost("gw.lab", 22, "alice", Path("/k/default"), Path("/k/kh"))
+    assert {t.jump for t in targets(inv)} == {gw}
+    own = _inventory(
+        key="/k/default",
+        known_hosts="/k/kh",
+        dead_peer_s=4,
+        jump={"address": "gw.lab", "user": "alice", "port": 2022, "key": "/k/gw", "known_hosts": "/k/gw_kh"},
+    )
+    j = targets(own)[0].jump
+    assert (j.port, j.key, j.known_hosts, j.dead_peer_s) == (2022, Path("/k/gw"), Path("/k/gw_kh"), 4.0)
+    assert str(j) == "alice@gw.lab:2022"
+    assert targets(_inventory())[0].jump is None
+
+
+def test_the_gateway_is_a_connection_with_the_same_pinned_key_policy(tmp_path: Path) -> None:
+    from orchestrator.remote import JumpHost
+
+    kh = tmp_path / "gw_kh"
+    kh.write_text(f"gw.lab {PINNED}\n")
+    gw = make_connection(JumpHost("gw.lab", 22, "alice", tmp_path / "gw_id", kh))
+    assert isinstance(gw.client._policy, paramiko.RejectPolicy)  # unknown keys refused, never added
+    assert gw.client.get_host_keys().lookup("gw.lab") and len(gw.client._system_host_keys) == 0
+    assert gw.connect_kwargs["key_filename"] == [str(tmp_path / "gw_id")] and gw.connect_kwargs["allow_agent"] is False
+    inner = make_connection(_target(tmp_path), gateway=gw)
+    assert inner.gateway is gw  # Fabric opens a direct-tcpip channel through it
+    assert isinstance(inner.client._policy, paramiko.RejectPolicy)
+    assert dict(inner.ssh_config) == {"hostname": "127.0.0.1"}  # still no ssh config read
+    with pytest.raises(Exception, match=r"set ssh.jump.known_hosts \(or ssh.known_hosts\)"):
+        make_connection(JumpHost("gw.lab", 22, "alice", tmp_path / "gw_id", None))
+
+
+def test_a_group_shares_one_gateway_connection_and_closes_it(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from orchestrator.remote import Gateway, JumpHost
+
+    j1 = JumpHost("gw1.lab", 22, "alice", tmp_path / "id", tmp_path / "kh")
+    j2 = JumpHost("gw2.lab", 22, "alice", tmp_path / "id", tmp_path / "kh")
+    ts = [replace(_target(tmp_path), name=n, jump=j) for n, j in (("a", j1), ("b", j1), ("c", j2), ("d", None))]
+    closed: list[str] = []
+    with Group(ts) as g:
+        assert set(g.gateways) == {j1, j2}
+        assert g.remotes["a"].gateway is g.remotes["b"].gateway is g.gateways[j1]
+        assert g.remotes["c"].gateway is g.gateways[j2] and g.remotes["d"].gateway is None
+        for gw in g.gateways.values():
+            gw._conn = SimpleNamespace(close=lambda gw=gw: closed.append(gw.jump.address), is_connected=True)
+    assert sorted(closed) == ["gw1.lab", "gw2.lab"]  # the group closed its gateways
+    alone = Remote(ts[0])
+    assert isinstance(alone.gateway, Gateway) and alone.gateway.jump == j1  # one of its own
+    with pytest.raises(ValueError, match="reached through"):
+        Remote(ts[0], gateway=Gateway(j2))
+
+
+def test_an_unusable_gateway_is_named_in_every_hosts_error(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from orchestrator.remote import JumpHost
+
+    gw = JumpHost("gw.lab", 2022, "alice", None, tmp_path / "kh")
+    with Group([replace(_target(tmp_path), name=n, jump=gw) for n in ("a", "b")]) as g:
+        res = g.run(["true"], timeout=5, check=False)
+    for r in res.values():
+        assert not r.ok and r.error.startswith("gateway alice@gw.lab:2022 (ssh.jump): no SSH private key"), r.error
+        assert "set ssh.jump.key (or ssh.key)" in r.error
