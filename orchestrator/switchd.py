@@ -12,6 +12,10 @@ BFRuntime.
 Readiness is probed: the emulator's ready line (or bf_switchd's BFRuntime port), its
 BFRuntime port listening, a BFRuntime session that subscribes and reads the program,
 every port's $PORT_UP.
+
+Every BFRuntime user dials the address `bfrt_dial` gives: switch.bfrt, or, with
+switch.bfrt_via_ssh, the local end of an SSH tunnel to the switch (bfrt_tunnel.py), so
+a switch whose gRPC port answers only on its management network is programmed alike.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ READER_CLIENT_IDS = 64
 class SwitchStatus:
     name: str
     kind: str
-    bfrt: str
+    bfrt: str  # as the inventory gives it; with `via`, as the switch sees it
     process: str  # "running (process group N)", "not running", or TOFINO_PROCESS
     running: bool | None  # None: unknown (tofino: BFRuntime answering is what tells)
     answers: bool = False  # BFRuntime answered
@@ -50,6 +54,7 @@ class SwitchStatus:
     ports: dict[int, dict] = field(default_factory=dict)
     names: dict[int, str] = field(default_factory=dict)  # dev_port -> front-panel name
     error: str | None = None
+    via: str | None = None  # the SSH tunnel BFRuntime is reached through (switch.bfrt_via_ssh)
 
     @property
     def ok(self) -> bool:
@@ -145,6 +150,16 @@ def emulator_argv(inv: Inventory, program: str, log_path: str, extra: Sequence[s
     return argv + list(extra)
 
 
+def bfrt_dial(inv: Inventory):
+    """Where to dial the switch's BFRuntime, as a bfrt_tunnel.Dial (its `address`; close
+    it when done): switch.bfrt, or the local end of an SSH tunnel to the switch, open
+    while the dial is (switch.bfrt_via_ssh). Every BFRuntime user goes through here."""
+    from . import bfrt_tunnel
+
+    need_switch(inv, "BFRuntime")
+    return bfrt_tunnel.dial(inv)
+
+
 def connect(
     inv: Inventory,
     *,
@@ -153,14 +168,15 @@ def connect(
     client_id: int = READER_CLIENT_ID,
     timeout: float = CONNECT_TIMEOUT_S,
 ):
-    """A BFRuntime session to the inventory's switch (switch.bfrt.Client). A reader (no
+    """A BFRuntime session to the inventory's switch (a switch.bfrt.Client dialled
+    through `bfrt_dial`: it holds the tunnel, if any, until closed). A reader (no
     `bind`) on the reader id takes the first free one of READER_CLIENT_IDS ids."""
-    from switch.bfrt.client import Client
+    from .bfrt_tunnel import session_class
 
     need_switch(inv, "a BFRuntime session")
     spare = READER_CLIENT_IDS - 1 if not bind and client_id == READER_CLIENT_ID else 0
-    return Client(
-        inv.switch.bfrt, p4_name=program, client_id=client_id, spare_ids=spare, bind=bind, connect_timeout=timeout
+    return session_class()(
+        inv, p4_name=program, client_id=client_id, spare_ids=spare, bind=bind, connect_timeout=timeout
     )
 
 
@@ -288,6 +304,8 @@ def status(inv: Inventory, *, timeout: float = 3.0) -> SwitchStatus:
     need_switch(inv, "the switch's status")
     sw = inv.switch
     st = SwitchStatus(sw.name, sw.kind, sw.bfrt, TOFINO_PROCESS, None, names={p.dev_port: p.port for p in sw.ports})
+    if sw.bfrt_via_ssh:
+        st.via = f"an SSH tunnel to {sw.name}" + (f" through {inv.ssh.jump.address}" if inv.ssh.jump else "")
     if sw.kind == "emulated":
         with _remote(inv) as r:
             bg = r.find(PROCESS)
@@ -335,21 +353,31 @@ def liveness(inv: Inventory, *, timeout: float = 3.0) -> tuple[str, str]:
             return UNKNOWN, f"cannot look for the emulator's process on {sw.name}: {e.result.error or e.message}"
         if not running:
             return DOWN, f"the emulator's process is not running on {sw.name}"
-    host, _, port = sw.bfrt.rpartition(":")
-    try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
-    except ConnectionRefusedError:
-        return DOWN, f"its BFRuntime port {sw.bfrt} refuses connections"
-    except OSError as e:
-        return UNKNOWN, f"its BFRuntime port {sw.bfrt} did not accept a connection ({e.strerror or e})"
-    channel = grpc.insecure_channel(sw.bfrt)
-    try:
-        grpc.channel_ready_future(channel).result(timeout=timeout)
-    except grpc.FutureTimeoutError:
-        return UNKNOWN, f"BFRuntime at {sw.bfrt} accepts connections but did not answer within {timeout:g} s"
-    finally:
-        channel.close()
-    return UP, f"BFRuntime at {sw.bfrt} answers"
+    with bfrt_dial(inv) as dial:
+        if dial.tunnel is not None:  # the port as the switch sees it, asked of its sshd
+            try:
+                dial.tunnel.probe()
+            except RemoteError as e:
+                why = e.result.error or e.message
+                if "refused" in why.lower() and "could not connect" in why:
+                    return DOWN, f"its BFRuntime port {sw.bfrt} refuses connections (asked through {dial.tunnel})"
+                return UNKNOWN, f"cannot reach its BFRuntime port {sw.bfrt} through {dial.tunnel}: {why}"
+        else:
+            host, _, port = sw.bfrt.rpartition(":")
+            try:
+                socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+            except ConnectionRefusedError:
+                return DOWN, f"its BFRuntime port {sw.bfrt} refuses connections"
+            except OSError as e:
+                return UNKNOWN, f"its BFRuntime port {sw.bfrt} did not accept a connection ({e.strerror or e})"
+        channel = grpc.insecure_channel(dial.address)
+        try:
+            grpc.channel_ready_future(channel).result(timeout=timeout)
+        except grpc.FutureTimeoutError:
+            return UNKNOWN, f"BFRuntime at {dial} accepts connections but did not answer within {timeout:g} s"
+        finally:
+            channel.close()
+        return UP, f"BFRuntime at {dial} answers"
 
 
 # -- reading the switch (any switch that answers BFRuntime) ------------------------------

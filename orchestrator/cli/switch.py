@@ -118,12 +118,13 @@ def _print_switch_status(st) -> None:
     console.print(f"switch [bold]{st.name}[/] ({st.kind}): {st.process}")
     if st.running is False:
         return
+    bfrt = st.bfrt if st.via is None else f"{st.bfrt} (through {st.via})"
     if not st.answers:
-        console.print(f"  BFRuntime {st.bfrt}: [red]no answer[/]")
+        console.print(f"  BFRuntime {bfrt}: [red]no answer[/]")
         if st.error:
             console.print(Text("  " + st.error.replace("\n", "\n  ")))
         return
-    console.print(f"  BFRuntime {st.bfrt}: program [bold]{st.program}[/]")
+    console.print(f"  BFRuntime {bfrt}: program [bold]{st.program}[/]")
     up = sum(p["up"] for p in st.ports.values())
     console.print(f"  ports: {up} of {len(st.ports)} up")
     for dev, p in st.ports.items():

@@ -58,10 +58,17 @@ class _UpSlot(click.ParamType):
     help="a slower testbed on purpose: the switch holds every frame it sends this many microseconds "
     "(testbed time), as longer links would",
 )
-def testbed_up(clients: int, workers: int, slot: int | str, link_delay_us: float) -> None:
+@click.option(
+    "--bastion",
+    is_flag=True,
+    help="a lab behind a gateway: the machines are reachable only through a bastion namespace's sshd "
+    "(the inventory gets ssh.jump and switch.bfrt_via_ssh)",
+)
+def testbed_up(clients: int, workers: int, slot: int | str, link_delay_us: float, bastion: bool) -> None:
     """Build an emulated testbed: one network namespace per host and one for the switch,
     veth data links host <-> switch, a management bridge, an sshd per machine with pinned
-    host keys.
+    host keys. With --bastion, this machine reaches them only through a bastion namespace
+    (SSH through it; BFRuntime tunnelled over SSH to the switch).
 
     Progress goes to stderr; stdout gets one line, `inventory: PATH`, the inventory it
     wrote. While it is the only testbed up it is every other command's default
@@ -72,9 +79,9 @@ def testbed_up(clients: int, workers: int, slot: int | str, link_delay_us: float
         err_console.print(f"[dim]·[/] {m}")
 
     inv = (
-        up_in_free_slot(clients, workers, link_delay_us=link_delay_us, log=log)
+        up_in_free_slot(clients, workers, link_delay_us=link_delay_us, bastion=bastion, log=log)
         if slot == "free"
-        else EmulatedTestbed(slot).up(clients, workers, link_delay_us=link_delay_us, log=log)
+        else EmulatedTestbed(slot).up(clients, workers, link_delay_us=link_delay_us, bastion=bastion, log=log)
     )
     click.echo(f"inventory: {inv}")  # plain: `make demo` reads the path from it
 

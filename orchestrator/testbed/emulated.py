@@ -15,7 +15,16 @@ generates; host keys are pinned in the testbed's known_hosts. Data interfaces ca
 no kernel IP (the kernel would answer DPDK's UDP with ICMP port-unreachable).
 The blackhole route keeps stray testbed packets on this machine once the bridge is gone.
 
-About 650 lines in one module: building a testbed is one ordered sequence of
+With a bastion (`up(bastion=True)`, `rainmaker testbed up --bastion`) the testbed is a
+lab behind a gateway: the root namespace loses its address on the bridge, so it has no
+route to the machines (the blackhole takes 10.79.S.0/24), and a namespace rmS-bastion
+with its own sshd sits on the bridge (10.79.S.253) and on a link of its own to the root
+namespace (10.81.S.1, the root end 10.81.S.254), forwarding no packets. Only SSH
+through it reaches the machines; the inventory says so (ssh.jump, with the bastion's
+key pinned in a known_hosts of its own) and tunnels BFRuntime over SSH to the switch
+(switch.bfrt_via_ssh). Probes of the machines' sshd then run inside the bastion.
+
+About 760 lines in one module: building a testbed is one ordered sequence of
 namespace, link and sshd steps, and taking it down must undo exactly those, so both
 directions live together.
 """
@@ -43,6 +52,16 @@ SWITCH_NAME = "sw0"
 DATA_IFACE = "data0"
 MGMT_IFACE = "mgmt0"
 MAX_HOSTS = 15
+BASTION = "bastion"  # its namespace rmS-bastion, its state folder machines/bastion
+_BANNERS = (  # run inside a namespace: print each address whose sshd greets
+    "import socket, sys\n"
+    "for a in sys.argv[1:]:\n"
+    "    try:\n"
+    "        with socket.create_connection((a, 22), timeout=0.5) as s:\n"
+    "            s.settimeout(0.5)\n"
+    "            if s.recv(64).startswith(b'SSH-2.0-'): print(a)\n"
+    "    except OSError: pass\n"
+)
 
 
 @dataclass(frozen=True)
@@ -62,6 +81,7 @@ class Plan:
     slot: int
     clients: int
     workers: int
+    bastion: bool = False  # the machines reachable only through a bastion namespace
 
     @property
     def prefix(self) -> str:
@@ -92,6 +112,19 @@ class Plan:
     @property
     def machines(self) -> list[Machine]:
         return [self.switch, *self.hosts]
+
+    @property
+    def bastion_netns(self) -> str:
+        return f"{self.prefix}-{BASTION}"
+
+    @property
+    def bastion_ip(self) -> str:
+        """The bastion's address on its link to the root namespace (its sshd's)."""
+        return f"10.81.{self.slot}.1"
+
+    @property
+    def bastion_mgmt_ip(self) -> str:
+        return f"{self.mgmt_net}.253"
 
     def mgmt_ip(self, m: Machine) -> str:
         return f"{self.mgmt_net}.{250 if m.role == 'switch' else m.index}"
@@ -193,6 +226,17 @@ def _ssh_banner(addr: str, port: int = 22, timeout: float = 0.5) -> bool:
         return False
 
 
+def _banners(addrs: list[str], netns: str | None) -> set[str]:
+    """The addresses whose sshd greets, seen from this namespace or from `netns` (the
+    bastion's: the only one that reaches the machines behind it)."""
+    if netns is None:
+        return {a for a in addrs if _ssh_banner(a)}
+    import sys
+
+    r = _run(["ip", "netns", "exec", netns, sys.executable, "-c", _BANNERS, *addrs], check=False, timeout=30)
+    return set(r.stdout.split()) & set(addrs)
+
+
 # -- the testbed ---------------------------------------------------------------------
 
 
@@ -211,14 +255,16 @@ def slot_in_use(slot: int) -> bool:
     )
 
 
-def up_in_free_slot(clients: int, workers: int, *, link_delay_us: float = 0.0, log=print, slots=state.SLOTS) -> Path:
+def up_in_free_slot(
+    clients: int, workers: int, *, link_delay_us: float = 0.0, bastion: bool = False, log=print, slots=state.SLOTS
+) -> Path:
     """`up` in the lowest of `slots` nothing uses, so a testbed someone has up is never
     reused (nor later taken down with this one). A slot lost to a race moves on."""
     for slot in slots:
         if slot_in_use(slot):
             continue
         try:
-            return EmulatedTestbed(slot).up(clients, workers, link_delay_us=link_delay_us, log=log)
+            return EmulatedTestbed(slot).up(clients, workers, link_delay_us=link_delay_us, bastion=bastion, log=log)
         except SlotTaken:
             continue
     raise TestbedError(
@@ -261,18 +307,26 @@ class EmulatedTestbed:
     def deploy_root(self, m: Machine) -> Path:
         return self.machine_dir(m) / "root"
 
+    @property
+    def bastion_known_hosts(self) -> Path:
+        """The bastion's pinned host key: a file of its own, as a lab's gateway often has."""
+        return self.ssh_dir / "bastion_known_hosts"
+
     def _saved_plan(self) -> Plan | None:
         try:
             d = json.loads(self.plan_path.read_text())
-            return Plan(self.slot, d["clients"], d["workers"])
+            return Plan(self.slot, d["clients"], d["workers"], d.get("bastion", False))
         except (OSError, ValueError, KeyError):
             return None
 
     # Up ------------------------------------------------------------------------------
-    def up(self, clients: int = 1, workers: int = 2, *, link_delay_us: float = 0.0, log=print) -> Path:
+    def up(
+        self, clients: int = 1, workers: int = 2, *, link_delay_us: float = 0.0, bastion: bool = False, log=print
+    ) -> Path:
         """Build the testbed and write its inventory. `link_delay_us`: the emulated
         switch holds every frame it sends that long (emulation.link_delay_us); on a
-        testbed already up it only rewrites the inventory."""
+        testbed already up it only rewrites the inventory. `bastion`: the machines are
+        reachable only through a bastion namespace (the module's docstring)."""
         from ..inventory.model import LINK_DELAY_US_MAX
 
         if not 0 <= link_delay_us <= LINK_DELAY_US_MAX:
@@ -294,7 +348,7 @@ class EmulatedTestbed:
                 raise TestbedError(
                     f"`{tool}` is missing", fix="run `make setup` (apt: iproute2 openssh-server ethtool util-linux)"
                 )
-        plan = Plan(self.slot, clients, workers)
+        plan = Plan(self.slot, clients, workers, bastion)
         existing = self._saved_plan()
         if existing is not None:
             if existing == plan and self.healthy(existing):
@@ -308,7 +362,8 @@ class EmulatedTestbed:
                 return self.inventory_path
             raise TestbedError(
                 f"a testbed already exists in slot {self.slot} ({existing.clients} client(s), "
-                f"{existing.workers} worker(s){'' if self.healthy(existing) else ', not healthy'})",
+                f"{existing.workers} worker(s){', behind a bastion' if existing.bastion else ''}"
+                f"{'' if self.healthy(existing) else ', not healthy'})",
                 fix=f"take it down first: rainmaker testbed down --slot {self.slot}",
             )
         stray = [n for n in _netns_list() if n.startswith(plan.prefix + "-")]
@@ -333,13 +388,16 @@ class EmulatedTestbed:
             )
         self.dir.mkdir(parents=True, exist_ok=True)
         os.chmod(self.dir, 0o755)
-        self.plan_path.write_text(json.dumps({"clients": clients, "workers": workers, "complete": False}))
+        shape = {"clients": clients, "workers": workers, "bastion": bastion}
+        self.plan_path.write_text(json.dumps({**shape, "complete": False}))
         self._network(plan, log)
+        if bastion:
+            self._bastion_network(plan, log)
         self._keys(plan, log)
         self._sshd(plan, log)
         self._wait_ssh(plan, log)
         inv = self._write_inventory(plan, link_delay_us)
-        self.plan_path.write_text(json.dumps({"clients": clients, "workers": workers, "complete": True}))
+        self.plan_path.write_text(json.dumps({**shape, "complete": True}))
         log(f"testbed slot {self.slot} up in {time.monotonic() - t0:.1f} s; inventory: {inv}")
         return inv
 
@@ -378,6 +436,28 @@ class EmulatedTestbed:
                 _ns(nsn, ["ip", "link", "set", ifc, "up"])
         log(f"network: {len(plan.machines)} namespaces, {len(plan.hosts)} data links")
 
+    def _bastion_network(self, plan: Plan, log) -> None:
+        """The root namespace leaves the management network, and a bastion joins it: on
+        the bridge, and on a link of its own to the root namespace. It forwards nothing,
+        so only connections it makes itself (SSH's) reach the machines."""
+        ns = plan.bastion_netns
+        _run(["ip", "addr", "del", f"{plan.mgmt_net}.254/24", "dev", plan.bridge])
+        _run(["ip", "netns", "add", ns])
+        _ns(ns, ["sysctl", "-qw", "net.ipv4.ip_forward=0", "net.ipv6.conf.all.disable_ipv6=1"])
+        _ns(ns, ["ip", "link", "set", "lo", "up"])
+        inside, outside = f"{plan.prefix}m-b", f"{plan.prefix}m-gw"  # `down` removes rmSm-* links
+        for root_end, ifname, addr in ((inside, MGMT_IFACE, plan.bastion_mgmt_ip), (outside, "gw0", plan.bastion_ip)):
+            _run(["ip", "link", "add", root_end, "type", "veth", "peer", "name", f"{root_end}x"])
+            _run(["ip", "link", "set", f"{root_end}x", "netns", ns])
+            _ns(ns, ["ip", "link", "set", f"{root_end}x", "name", ifname])
+            _ns(ns, ["ip", "addr", "add", f"{addr}/24", "dev", ifname])
+            _ns(ns, ["ip", "link", "set", ifname, "up"])
+        _run(["ip", "link", "set", inside, "master", plan.bridge])
+        _run(["ip", "link", "set", inside, "up"])
+        _run(["ip", "addr", "add", f"10.81.{plan.slot}.254/24", "dev", outside])
+        _run(["ip", "link", "set", outside, "up"])
+        log(f"network: bastion {ns} at {plan.bastion_ip}; no route from here to {plan.mgmt_net}.0/24")
+
     def _keys(self, plan: Plan, log) -> None:
         self.ssh_dir.mkdir(parents=True, exist_ok=True)
         os.chmod(self.ssh_dir, 0o700)
@@ -400,83 +480,108 @@ class EmulatedTestbed:
             lines.append(f"{plan.mgmt_ip(m)} {pub[0]} {pub[1]}")
         self.known_hosts.write_text("\n".join(lines) + "\n")
         log(f"ssh: orchestrator key and {len(plan.machines)} host keys; pinned in {self.known_hosts}")
+        if plan.bastion:
+            d = self.dir / "machines" / BASTION
+            d.mkdir(parents=True, exist_ok=True)
+            hk = d / "ssh_host_ed25519_key"
+            if not hk.exists():
+                _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", BASTION, "-f", str(hk)])
+            pub = hk.with_suffix(".pub").read_text().split()
+            self.bastion_known_hosts.write_text(f"{plan.bastion_ip} {pub[0]} {pub[1]}\n")
+            log(f"ssh: the bastion's host key pinned in {self.bastion_known_hosts}")
 
     def _sshd(self, plan: Plan, log) -> None:
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege-separation dir
         for m in plan.machines:
-            d = self.machine_dir(m)
-            cfg = d / "sshd_config"
-            cfg.write_text(
-                "\n".join(
-                    [
-                        f"ListenAddress {plan.mgmt_ip(m)}",
-                        "Port 22",
-                        f"HostKey {d / 'ssh_host_ed25519_key'}",
-                        f"PidFile {d / 'sshd.pid'}",
-                        f"AuthorizedKeysFile {self.ssh_dir / 'authorized_keys'}",
-                        "PermitRootLogin prohibit-password",
-                        "PubkeyAuthentication yes",
-                        "PasswordAuthentication no",
-                        "KbdInteractiveAuthentication no",
-                        "UsePAM no",
-                        "X11Forwarding no",
-                        "AllowTcpForwarding no",
-                        "PrintMotd no",
-                        "Subsystem sftp internal-sftp",
-                        # Processes started over SSH see where their deploy root is. SHLVL=1:
-                        # sshd runs every command through root's login shell, and Debian's
-                        # bash reads ~/.bashrc for a command sshd starts unless it is a nested
-                        # shell. This machine's root ~/.bashrc is a person's interactive set-up
-                        # (here `pyenv init`: 130 ms a command, and once a `pyenv rehash` race
-                        # that broke a probe's output), not the emulated host's: with it every
-                        # SSH command took 136 ms, without it 48 ms (a run's short point: 3.7 s
-                        # -> 2.1 s; every Ansible task on a host pays it too).
-                        f"SetEnv RAINMAKER_HOST={m.name} RAINMAKER_DEPLOY_ROOT={self.deploy_root(m)} SHLVL=1",
-                        "MaxStartups 64:30:128",
-                        "MaxSessions 64",
-                        "",
-                    ]
-                )
+            # Behind a bastion the switch forwards its BFRuntime port over SSH
+            # (switch.bfrt_via_ssh); otherwise no machine forwards anything.
+            forward = plan.bastion and m.role == "switch"
+            env = f"RAINMAKER_HOST={m.name} RAINMAKER_DEPLOY_ROOT={self.deploy_root(m)} SHLVL=1"
+            self._start_sshd(m.netns(plan.slot), m.name, self.machine_dir(m), plan.mgmt_ip(m), env, forward)
+        if plan.bastion:  # a gateway: it forwards connections to the machines, and runs nothing of ours
+            self._start_sshd(
+                plan.bastion_netns, BASTION, self.dir / "machines" / BASTION, plan.bastion_ip, "SHLVL=1", True
             )
-            os.chmod(cfg, 0o600)
-            _run([SSHD, "-t", "-f", str(cfg)])
-            # A UTS namespace gives each machine its own hostname (Ansible's ansible_hostname).
-            # -r: no re-execution of sshd for each connection. Re-executing (fresh ASLR per
-            # connection) cost 12.6 ms of CPU before the greeting, 1.1 ms without, on this
-            # machine's two shared cores: under load a greeting took over 1 s, and every
-            # SSH connection of a run or a provisioning paid it. These sshds listen only on
-            # the testbed's own bridge and take only the testbed's key.
-            _run(
+        log(f"ssh: {len(plan.machines) + plan.bastion} sshd started")
+
+    def _start_sshd(self, ns: str, name: str, d: Path, listen: str, env: str, forward: bool) -> None:
+        """An sshd in namespace `ns` with hostname `name`, its files in `d`, on `listen`:22."""
+        cfg = d / "sshd_config"
+        cfg.write_text(
+            "\n".join(
                 [
-                    "ip",
-                    "netns",
-                    "exec",
-                    m.netns(plan.slot),
-                    "unshare",
-                    "--uts",
-                    "sh",
-                    "-c",
-                    'hostname "$1" && exec "$2" -r -f "$3" -E "$4"',
-                    "sh",
-                    m.name,
-                    SSHD,
-                    str(cfg),
-                    str(d / "sshd.log"),
+                    f"ListenAddress {listen}",
+                    "Port 22",
+                    f"HostKey {d / 'ssh_host_ed25519_key'}",
+                    f"PidFile {d / 'sshd.pid'}",
+                    f"AuthorizedKeysFile {self.ssh_dir / 'authorized_keys'}",
+                    "PermitRootLogin prohibit-password",
+                    "PubkeyAuthentication yes",
+                    "PasswordAuthentication no",
+                    "KbdInteractiveAuthentication no",
+                    "UsePAM no",
+                    "X11Forwarding no",
+                    # local: direct-tcpip channels (ssh -L, -W, a jump), never remote listeners
+                    f"AllowTcpForwarding {'local' if forward else 'no'}",
+                    "PrintMotd no",
+                    "Subsystem sftp internal-sftp",
+                    # Processes started over SSH see where their deploy root is. SHLVL=1:
+                    # sshd runs every command through root's login shell, and Debian's
+                    # bash reads ~/.bashrc for a command sshd starts unless it is a nested
+                    # shell. This machine's root ~/.bashrc is a person's interactive set-up
+                    # (here `pyenv init`: 130 ms a command, and once a `pyenv rehash` race
+                    # that broke a probe's output), not the emulated host's: with it every
+                    # SSH command took 136 ms, without it 48 ms (a run's short point: 3.7 s
+                    # -> 2.1 s; every Ansible task on a host pays it too).
+                    f"SetEnv {env}",
+                    "MaxStartups 64:30:128",
+                    "MaxSessions 64",
+                    "",
                 ]
             )
-        log(f"ssh: {len(plan.machines)} sshd started")
+        )
+        os.chmod(cfg, 0o600)
+        _run([SSHD, "-t", "-f", str(cfg)])
+        # A UTS namespace gives each machine its own hostname (Ansible's ansible_hostname).
+        # -r: no re-execution of sshd for each connection. Re-executing (fresh ASLR per
+        # connection) cost 12.6 ms of CPU before the greeting, 1.1 ms without, on this
+        # machine's two shared cores: under load a greeting took over 1 s, and every
+        # SSH connection of a run or a provisioning paid it. These sshds listen only on
+        # the testbed's own bridge and take only the testbed's key.
+        _run(
+            [
+                "ip",
+                "netns",
+                "exec",
+                ns,
+                "unshare",
+                "--uts",
+                "sh",
+                "-c",
+                'hostname "$1" && exec "$2" -r -f "$3" -E "$4"',
+                "sh",
+                name,
+                SSHD,
+                str(cfg),
+                str(d / "sshd.log"),
+            ]
+        )
 
     def _wait_ssh(self, plan: Plan, log, timeout: float = 15.0) -> None:
         deadline = time.monotonic() + timeout
         pending = {plan.mgmt_ip(m): m.name for m in plan.machines}
-        while pending and time.monotonic() < deadline:
-            for addr in list(pending):
-                if _ssh_banner(addr):
+        outside = {plan.bastion_ip: BASTION} if plan.bastion else {}
+        seen_from = plan.bastion_netns if plan.bastion else None  # only the bastion reaches the machines
+        while (pending or outside) and time.monotonic() < deadline:
+            for addr in _banners(list(outside), None) if outside else ():
+                del outside[addr]
+            if not outside:  # (the bastion's namespace exists: its sshd answers)
+                for addr in _banners(list(pending), seen_from):
                     del pending[addr]
-            if pending:
+            if pending or outside:
                 time.sleep(0.05)
-        if pending:
-            names = ", ".join(pending.values())
+        if pending or outside:
+            names = ", ".join([*outside.values(), *pending.values()])
             raise TestbedError(
                 f"sshd did not answer on {names} within {timeout:.0f} s",
                 fix=f"see the sshd logs under {self.dir / 'machines'}; then `rainmaker testbed down --slot {self.slot}`",
@@ -530,6 +635,13 @@ class EmulatedTestbed:
             "ssh": {"key": str(self.key), "known_hosts": str(self.known_hosts)},
             "emulation": emulation,
         }
+        if plan.bastion:  # a lab behind a gateway: every SSH connection through it, BFRuntime tunnelled
+            inv["ssh"]["jump"] = {
+                "address": plan.bastion_ip,
+                "user": "root",
+                "known_hosts": str(self.bastion_known_hosts),
+            }
+            inv["switch"]["bfrt_via_ssh"] = True
         header = (
             f"# Written by `rainmaker testbed up --slot {self.slot}`: the emulated testbed on this machine.\n"
             f"# It is the default inventory while it is the only testbed up; `rainmaker testbed down\n"
@@ -562,23 +674,29 @@ class EmulatedTestbed:
         if plan is None:
             return {"slot": self.slot, "up": False, "machines": []}
         names = set(_netns_list())
+        seen_from = plan.bastion_netns if plan.bastion and plan.bastion_netns in names else None
+        greeting = (
+            _banners([plan.mgmt_ip(m) for m in plan.machines], seen_from) if seen_from or not plan.bastion else set()
+        )
+        machines = [(m.name, m.role, m.netns(plan.slot), plan.mgmt_ip(m), self.machine_dir(m)) for m in plan.machines]
+        if plan.bastion:
+            greeting |= _banners([plan.bastion_ip], None)
+            machines.append((BASTION, BASTION, plan.bastion_netns, plan.bastion_ip, self.dir / "machines" / BASTION))
         rows = []
-        for m in plan.machines:
-            pidf = self.machine_dir(m) / "sshd.pid"
+        for name, role, ns, addr, d in machines:
             try:
-                pid = int(pidf.read_text().strip())
-                alive = _pid_alive(pid)
+                alive = _pid_alive(int((d / "sshd.pid").read_text().strip()))
             except (OSError, ValueError):
                 alive = False
-            ns = m.netns(plan.slot)
+            m = next((x for x in plan.hosts if x.name == name), None)
             rows.append(
                 {
-                    "name": m.name,
-                    "role": m.role,
+                    "name": name,
+                    "role": role,
                     "netns": ns if ns in names else "missing",
-                    "mgmt": plan.mgmt_ip(m),
-                    "sshd": "up" if alive and _ssh_banner(plan.mgmt_ip(m)) else "down",
-                    "data": "-" if m.role == "switch" else f"{plan.data_ip(m)} via {plan.switch_port(m)}",
+                    "mgmt": addr,
+                    "sshd": "up" if alive and addr in greeting else "down",
+                    "data": "-" if m is None else f"{plan.data_ip(m)} via {plan.switch_port(m)}",
                 }
             )
         try:
@@ -634,8 +752,9 @@ class EmulatedTestbed:
             if link == plan.bridge or link.startswith(f"{prefix}m-") or link.startswith(f"{prefix}d"):
                 _run(["ip", "link", "del", link], check=False)
                 removed.append(f"link {link}")
-        # 6. Orphaned TCP sockets towards the management network.
+        # 6. Orphaned TCP sockets towards the management network (and a bastion's link).
         _run(["ss", "-K", "dst", f"{plan.mgmt_net}.0/24"], check=False)
+        _run(["ss", "-K", "dst", f"10.81.{self.slot}.0/24"], check=False)
         # DPDK runtime dirs of programs that ran on this slot's hosts.
         for d in Path("/var/run/dpdk").glob(f"{prefix}-*") if Path("/var/run/dpdk").is_dir() else []:
             shutil.rmtree(d, ignore_errors=True)
