@@ -166,11 +166,11 @@ def run(
     shape = shape_of(inv)
     auto = shape.emulated and spec.dilation.emulated == "auto"
     rpc_without_auto_k(spec, auto)
-    checked = checked_machines(spec, inv) if preflight else None
-    if resume is not None:
+    if resume is not None:  # (a folder that is no run is bad input, before the machines are asked)
         rd = RunDir.to_resume(resume)
         spec, points = resumed(rd, spec, shape, auto)
-    else:
+    checked = checked_machines(spec, inv) if preflight else None
+    if resume is None:
         points = plan(spec, shape)
         rd = RunDir.new(results_root, spec.name, time.strftime("%Y%m%d-%H%M%S"))
     sweep = Sweep(rd.path, points, resume=resume is not None)
