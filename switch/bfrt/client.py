@@ -278,9 +278,11 @@ class Table:
         return [self.decode(e) for e in self.client.read_entries([entry], [self.name])]
 
     def default(self) -> Entry:
-        """The default entry (action and parameters)."""
-        (found,) = self.client.read_entries([pb.TableEntry(table_id=self.info.id, is_default_entry=True)], [self.name])
-        return self.decode(found)
+        """The default entry (action and parameters). A table without one (bf_switchd's
+        $mirror.cfg, tf1.pktgen.app_cfg: actions, but no default entry) answers none:
+        an entry with no action and no data."""
+        found = self.client.read_entries([pb.TableEntry(table_id=self.info.id, is_default_entry=True)], [self.name])
+        return self.decode(found[0]) if found else Entry(key={}, is_default=True)
 
     def attribute(self, name: str) -> pb.TableAttribute:
         """A table attribute as the switch holds it (`name` as bf-rt.json lists it, e.g.
@@ -532,9 +534,12 @@ class Pre:
         return {e.key["$MGID"]: e.data.get("$MULTICAST_NODE_ID", []) for e in self.groups_table.entries()}
 
     def clear(self) -> None:
-        """Every group, then every node."""
-        self.groups_table.clear()
-        self.nodes_table.clear()
+        """Every group, then every node, one DELETE each: bf_switchd's PRE tables have no
+        table clear (a DELETE without a key is refused UNIMPLEMENTED there)."""
+        for table, key in ((self.groups_table, "$MGID"), (self.nodes_table, "$MULTICAST_NODE_ID")):
+            with self.client.batch() as b:
+                for e in table.entries():
+                    b.delete(table, {key: e.key[key]})
 
 
 class Ports:

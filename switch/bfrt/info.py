@@ -18,7 +18,7 @@ from typing import Any
 from .errors import BfrtNameError
 
 MATCH_PRIORITY = "$MATCH_PRIORITY"
-_UINT_WIDTH = {"uint8": 8, "uint16": 16, "uint32": 32, "uint64": 64}
+_UINT_WIDTH = {"uint8": 8, "uint16": 16, "uint32": 32, "uint64": 64, "int32": 32}  # int32: $PORT's serdes taps
 
 
 def aliases(names: Iterable[str]) -> dict[str, str]:
@@ -122,6 +122,20 @@ class ActionInfo:
         return self.by_name[_resolve(self._names, name, "parameter", f"action {self.name}")]
 
 
+def _data_fields(entries: Any) -> tuple[FieldInfo, ...]:
+    """Data fields from bf-rt.json: entries wrapped as {mandatory, read_only, singleton |
+    oneof}, or flat fields (P4 action data)."""
+    out: list[FieldInfo] = []
+    for d in entries:
+        if "singleton" not in d and "oneof" not in d:
+            out.append(FieldInfo.parse(d))
+            continue
+        members = [d["singleton"]] if "singleton" in d else d["oneof"]
+        ro = d.get("read_only", False)
+        out += [FieldInfo.parse(m, mandatory=d.get("mandatory", False), read_only=ro) for m in members]
+    return tuple(out)
+
+
 class TableInfo:
     """One table of bf-rt.json."""
 
@@ -135,21 +149,11 @@ class TableInfo:
         self.operations: tuple[str, ...] = tuple(j.get("supported_operations", ()))
         self.attributes: tuple[str, ...] = tuple(j.get("attributes", ()))
         self.keys = tuple(FieldInfo.parse(k, match=k.get("match_type", "Exact")) for k in j.get("key", ()))
-        data: list[FieldInfo] = []
-        for d in j.get("data", ()):
-            members = [d["singleton"]] if "singleton" in d else d.get("oneof", [])
-            data += [
-                FieldInfo.parse(m, mandatory=d.get("mandatory", False), read_only=d.get("read_only", False))
-                for m in members
-            ]
-        self.data = tuple(data)
+        self.data = _data_fields(j.get("data", ()))
         self.actions = tuple(
-            ActionInfo(
-                a["id"],
-                a["name"],
-                a.get("action_scope", "TableAndDefault"),
-                tuple(FieldInfo.parse(p) for p in a.get("data", ())),
-            )
+            # bf-p4c writes action data flat; bf_switchd's fixed tables ($mirror.cfg) also
+            # wrap it as table data: the SDE client reads both.
+            ActionInfo(a["id"], a["name"], a.get("action_scope", "TableAndDefault"), _data_fields(a.get("data", ())))
             for a in j.get("action_specs", ())
         )
         self.key_by_id = {f.id: f for f in self.keys}
