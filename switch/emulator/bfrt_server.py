@@ -12,7 +12,8 @@ Behaves as bf_switchd does (docs/bfruntime.md), so that the SDE's own Python cli
   holds no thread; past `Limits.sessions` a new stream is refused RESOURCE_EXHAUSTED.
 - GetForwardingPipelineConfig: config[0] = {p4_name, bfruntime_info (bf-rt.json)} and
   non_p4_config.bfruntime_info (the fixed tables); both are JSON with "tables".
-- SetForwardingPipelineConfig: BIND (only subscribed clients, one binder per program),
+- SetForwardingPipelineConfig: BIND (only subscribed clients, else UNAVAILABLE; one
+  binder per program, bound once, else ALREADY_EXISTS),
   VERIFY, and the warm init actions with the running program (every table back to its
   initial state; WARM_INIT_STARTED / FINISHED to every subscriber): what the SDE
   client's clear_all_tables() sends.
@@ -22,10 +23,13 @@ Behaves as bf_switchd does (docs/bfruntime.md), so that the SDE's own Python cli
 - Write: INSERT / MODIFY / DELETE / INSERT_OR_MODIFY (and MODIFY_INC on $pre.mgid);
   the default entry via is_default_entry; DELETE without a key clears the table;
   table operations ("Sync") and attributes arrive as INSERT. CONTINUE_ON_ERROR tries
-  every update; the other atomicities stop at the first failure and undo the updates
-  before it.
-- Read: one entry, all entries, the default entry (flagged); a register cell once per
-  pipe (the same field id repeated); table attributes (EntryScope, port_status_notif_cb,
+  every update; ROLLBACK_ON_ERROR stops at the first failure, undoes the updates before
+  it and reports that failure only; DATAPLANE_ATOMIC is UNIMPLEMENTED. An operation a
+  table's driver lacks (a register cell's DELETE, a $PORT_STAT INSERT, a PRE table
+  clear) is UNIMPLEMENTED.
+- Read: one entry, all entries, the default entry (flagged), only the data fields named
+  if any are; a register cell once per pipe (the same field id repeated); the port
+  lookups refuse from_hw; table attributes (EntryScope, port_status_notif_cb,
   poll_intvl_ms) as last written or as initially set.
 - Errors: gRPC UNKNOWN with trailer `grpc-status-details-bin` = google.rpc.Status whose
   details hold one packed bfrt_proto.Error per update up to the last that failed (OK
@@ -59,8 +63,27 @@ from switch.bfrt import bfruntime_pb2 as pb
 from switch.bfrt import bfruntime_pb2_grpc as pb_grpc
 from switch.errors import SwitchError
 
-from .schema import MATCH_PRIORITY_ID, PORT_METADATA_DATA_ID, FieldSpec, Kind, Match, Program, TableSpec
-from .tables import AlreadyExists, Code, InvalidArgument, NotFound, TableError, TableStore, Unsupported
+from . import fixed_tables
+from .schema import (
+    MATCH_PRIORITY_ID,
+    PORT_METADATA_DATA_ID,
+    PORT_STAT_FIELDS,
+    FieldSpec,
+    Kind,
+    Match,
+    Program,
+    TableSpec,
+)
+from .tables import (
+    PORT_SETTING_DEFAULTS,
+    AlreadyExists,
+    Code,
+    InvalidArgument,
+    NotFound,
+    TableError,
+    TableStore,
+    Unsupported,
+)
 
 log = logging.getLogger(__name__)
 
@@ -203,6 +226,8 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
             return self.store.pre
         if spec.kind is Kind.SNAPSHOT:
             return None
+        if spec.kind is Kind.FIXED:
+            return self.store.fixed[spec.name]
         return self.store.ports
 
     # ------------------------------------------------------------ stream and binding
@@ -291,10 +316,13 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
 
     def SetForwardingPipelineConfig(self, request: Any, context: grpc.ServicerContext) -> Any:
         log.debug("SetForwardingPipelineConfig <- %s", _brief(request))
-        if request.device_id != 0:
-            context.abort(grpc.StatusCode.NOT_FOUND, f"no device {request.device_id} (the emulator is device 0)")
         Action = pb.SetForwardingPipelineConfigRequest
         names = [c.p4_name for c in request.config]
+        if request.action == Action.BIND:
+            self._bind(request, names, context)
+            return pb.SetForwardingPipelineConfigResponse()
+        if request.device_id != 0:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"no device {request.device_id} (the emulator is device 0)")
         if request.action == Action.WARM_INIT_END:  # ends a VERIFY_AND_WARM_INIT_BEGIN; carries no config
             if names:
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, "WARM_INIT_END cannot carry a config")
@@ -311,23 +339,35 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
         if request.action in (Action.VERIFY_AND_WARM_INIT_BEGIN, Action.VERIFY_AND_WARM_INIT_BEGIN_AND_END):
             self._warm_init(request, context, finish=request.action == Action.VERIFY_AND_WARM_INIT_BEGIN_AND_END)
             return pb.SetForwardingPipelineConfigResponse()
-        if request.action != Action.BIND:
-            context.abort(
-                grpc.StatusCode.UNIMPLEMENTED, "the emulator cannot load a pipeline: start it with the program instead"
-            )
+        context.abort(
+            grpc.StatusCode.UNIMPLEMENTED, "the emulator cannot load a pipeline: start it with the program instead"
+        )
+
+    def _bind(self, request: Any, names: list[str], context: grpc.ServicerContext) -> None:
+        """BIND, checked in bf_switchd's order (forwardingConfigBind): a subscribed client
+        (else UNAVAILABLE), one config, a program no client holds, the caller included
+        (else ALREADY_EXISTS), then one the device runs (else NOT_FOUND)."""
         with self._lock:
             if request.client_id not in self._subscribers:
                 context.abort(
-                    grpc.StatusCode.FAILED_PRECONDITION,
-                    f"client {request.client_id} has not subscribed (send a subscribe on StreamChannel first)",
+                    grpc.StatusCode.UNAVAILABLE,
+                    f"Unknown client. Client_id:{request.client_id} (send a subscribe on StreamChannel first)",
                 )
-            if self._binder not in (None, request.client_id):
+            if len(names) != 1:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"Exactly one config message required, got {names}")
+            if self._binder is not None and names[0] == self.program.name:
                 context.abort(
-                    grpc.StatusCode.ALREADY_EXISTS, f"{self.program.name} is already bound to client {self._binder}"
+                    grpc.StatusCode.ALREADY_EXISTS,
+                    f"Client ID {request.client_id} trying to bind but Client ID {self._binder} already owns this P4",
+                )
+            if request.device_id != 0 or names[0] != self.program.name:
+                context.abort(
+                    grpc.StatusCode.NOT_FOUND,
+                    f"Failed to find BfRtInfo for program {names[0]} on device {request.device_id} "
+                    f"(device 0 runs {self.program.name!r})",
                 )
             self._binder = request.client_id
         log.info("client %d bound to %s", request.client_id, self.program.name)
-        return pb.SetForwardingPipelineConfigResponse()
 
     def _warm_init(self, request: Any, context: grpc.ServicerContext, *, finish: bool) -> None:
         """A warm init with the running program: bf_switchd reloads it, so every table
@@ -378,8 +418,10 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
                 f"a Write carries at most {self.limits.updates} updates, not {n}: send them in several",
             )
+        if request.atomicity == pb.WriteRequest.DATAPLANE_ATOMIC:  # bf_switchd: before any update
+            context.abort(grpc.StatusCode.UNIMPLEMENTED, "DATAPLANE_ATOMIC isn't implemented")
         errors: list[_Failure | None] = [None] * n
-        stop_at_first = request.atomicity != pb.WriteRequest.CONTINUE_ON_ERROR
+        stop_at_first = request.atomicity == pb.WriteRequest.ROLLBACK_ON_ERROR
         with self.store.lock:
             undo: list[Undo] = []
             for i, update in enumerate(request.updates):
@@ -390,12 +432,10 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
                 except Exception as e:  # noqa: BLE001 - a request must never take the server down
                     errors[i] = self._error(e, f"update {i}")
                 if errors[i] is not None and stop_at_first:
+                    # bf_switchd aborts the transaction: the updates before are undone,
+                    # those after never tried, and only the failure is reported.
                     for step in reversed(undo):
                         step()
-                    for j in range(n):
-                        if errors[j] is None:
-                            why = "rolled back" if j < i else "not applied"
-                            errors[j] = _Failure(Code.ABORTED, f"{why}: update {i} failed")
                     break
         if any(errors):
             self._abort(context, errors, "update", n)
@@ -509,6 +549,8 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
         if entry.WhichOneof("value") == "handle_id":
             raise Unsupported("entry handles are not supported", table=spec.name)
         has_key = entry.HasField("key") and len(entry.key.fields) > 0
+        if spec.kind is Kind.FIXED:
+            return self._write_fixed(update.type, spec, obj, entry, has_key)
         if entry.is_default_entry and spec.kind is not Kind.MATCH:
             raise InvalidArgument("this table has no default entry", table=spec.name)
         if not has_key and not entry.is_default_entry:
@@ -593,15 +635,13 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
     def _write_register(self, utype: int, spec: TableSpec, reg: Any, entry: Any, target: Any) -> Undo:
         U = pb.Update
         index, pipe = self._index(spec, entry), self._pipe(target, entry)
-        if utype == U.DELETE:
-            value = 0
-        elif utype in (U.INSERT, U.MODIFY, U.INSERT_OR_MODIFY):
+        if utype in (U.INSERT, U.MODIFY):
             values = self._data(spec, spec.data_by_id, entry.data.fields, "register data")
             if 1 not in values:
                 raise InvalidArgument(f"data field {spec.data[0].name} is missing", table=spec.name)
             value = values[1]
-        else:
-            raise Unsupported(f"{U.Type.Name(utype)} on a register", table=spec.name)
+        else:  # the driver's register table has no entry delete or add-or-modify
+            raise Unsupported(f"{U.Type.Name(utype)} on a register (DELETE without a key clears it)", table=spec.name)
         cells = reg.cells_of(pipe)
         old = reg.write(index, value, pipe)
 
@@ -614,12 +654,10 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
     def _write_counter(self, utype: int, spec: TableSpec, ctr: Any, entry: Any, target: Any) -> Undo:
         U = pb.Update
         index = self._index(spec, entry)
-        if utype == U.DELETE:
-            values = {}
-        elif utype in (U.INSERT, U.MODIFY, U.INSERT_OR_MODIFY):
+        if utype in (U.INSERT, U.MODIFY):
             values = self._data(spec, spec.data_by_id, entry.data.fields, "counter data")
-        else:
-            raise Unsupported(f"{U.Type.Name(utype)} on a counter", table=spec.name)
+        else:  # the driver's counter table has no entry delete or add-or-modify
+            raise Unsupported(f"{U.Type.Name(utype)} on a counter (DELETE without a key clears it)", table=spec.name)
         by_name = {spec.data_by_id[i].name: v for i, v in values.items()}
         old = ctr.write(index, by_name.get("$COUNTER_SPEC_PKTS", 0), by_name.get("$COUNTER_SPEC_BYTES", 0))
         return lambda: ctr.write(index, *old)
@@ -687,7 +725,11 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
     def _write_port(self, utype: int, spec: TableSpec, ports: Any, entry: Any, target: Any) -> Undo:
         U = pb.Update
         (dev_port,) = self._key(spec, entry.key, all_mandatory=True).values()
-        args = {self._PORT_ARGS[n]: v for n, v in self._named_data(spec, entry).items()}
+        named = self._named_data(spec, entry)
+        args = {self._PORT_ARGS[n]: v for n, v in named.items() if n in self._PORT_ARGS}
+        settings = {n: v for n, v in named.items() if n not in self._PORT_ARGS}
+        if settings:
+            args["settings"] = settings
         old = ports.get(dev_port)
         if utype == U.INSERT_OR_MODIFY:
             utype = U.MODIFY if old is not None else U.INSERT
@@ -695,7 +737,14 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
             missing = [n for n in ("$SPEED", "$FEC") if self._PORT_ARGS[n] not in args]
             if missing:
                 raise InvalidArgument(f"data field(s) {', '.join(missing)} missing", table=spec.name)
-            ports.add(dev_port, args.pop("speed"), args.pop("fec"), **args)
+            if old is None:
+                ports.add(dev_port, args.pop("speed"), args.pop("fec"), **args)
+            else:
+                # The driver's port add succeeds on an added port and changes nothing;
+                # the rest of the entry is then applied as a modify.
+                ports.check_speed_fec(args.pop("speed"), args.pop("fec"))
+                args.pop("n_lanes", None)
+                ports.modify(dev_port, **args)
         elif utype == U.MODIFY:
             ports.modify(dev_port, **args)
         elif utype == U.DELETE:
@@ -707,15 +756,61 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
     def _write_port_stat(self, utype: int, spec: TableSpec, ports: Any, entry: Any, target: Any) -> Undo:
         U = pb.Update
         (dev_port,) = self._key(spec, entry.key, all_mandatory=True).values()
-        if utype not in (U.MODIFY, U.INSERT_OR_MODIFY, U.DELETE):
+        if utype != U.MODIFY:  # the driver's $PORT_STAT has only modify (to clear) and table clear
             raise Unsupported(
-                f"{U.Type.Name(utype)} on $PORT_STAT (MODIFY sets counters, DELETE zeroes them)", table=spec.name
+                f"{U.Type.Name(utype)} on $PORT_STAT: MODIFY with zeros clears counters, "
+                "DELETE without a key clears every port's",
+                table=spec.name,
             )
-        values = {} if utype == U.DELETE else self._named_data(spec, entry)
-        if not values:
-            values = {f.name: 0 for f in spec.data}
-        old = ports.set_stats(dev_port, values)
+        values = self._named_data(spec, entry)
+        nonzero = sorted(n for n, v in values.items() if v)
+        if nonzero:
+            raise InvalidArgument(f"$PORT_STAT counters can only be cleared (written 0): {nonzero}", table=spec.name)
+        old = ports.set_stats(dev_port, values or dict.fromkeys(PORT_STAT_FIELDS, 0))
         return lambda: ports.set_stats(dev_port, old)
+
+    # -- the other fixed tables (fixed_tables.py)
+
+    _FIXED_OPS = {
+        pb.Update.INSERT: fixed_tables.ADD,
+        pb.Update.MODIFY: fixed_tables.MOD,
+        pb.Update.DELETE: fixed_tables.DEL,
+        pb.Update.MODIFY_INC: fixed_tables.MOD_INC,
+    }
+
+    def _write_fixed(self, utype: int, spec: TableSpec, table: Any, entry: Any, has_key: bool) -> Undo:
+        U = pb.Update
+        if entry.is_default_entry or not spec.keys:  # a keyless table is its default entry
+            if has_key:
+                raise InvalidArgument("Non-empty key for default entry", table=spec.name)
+            if utype in (U.DELETE, U.RESET):
+                return table.reset_default()
+            if utype != U.MODIFY:
+                raise Unsupported(f"{U.Type.Name(utype)} of the default entry: MODIFY sets it", table=spec.name)
+            return table.write(fixed_tables.DEFAULT, (), None, self._named_data(spec, entry))
+        if not has_key:
+            if utype != U.DELETE:
+                raise InvalidArgument(f"{U.Type.Name(utype)} needs a key", table=spec.name)
+            return table.clear()
+        values = self._key(spec, entry.key, all_mandatory=True)
+        key = tuple(values[f.id] for f in spec.keys)
+        op = self._FIXED_OPS.get(utype)
+        if op is None:  # (no fixed table's driver implements add-or-modify)
+            raise Unsupported(f"{U.Type.Name(utype)} on {spec.name}", table=spec.name)
+        action = None
+        if entry.data.action_id:
+            a = spec.action_by_id.get(entry.data.action_id)
+            if a is None:
+                raise InvalidArgument(
+                    f"action id {entry.data.action_id} is not an action of this table", table=spec.name
+                )
+            action = a.name
+        fields = dict(spec.data_by_id)
+        if action is not None:
+            fields.update(spec.action_by_name[action].param_by_id)
+        decoded = self._data(spec, fields, entry.data.fields, "data")
+        named = {fields[i].name: v for i, v in decoded.items()}
+        return table.write(op, key, action, named, bool(entry.table_flags.mod_del))
 
     # -- table attributes
 
@@ -749,10 +844,15 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
         spec, which = self._attribute(attr)
         if which == "entry_scope":
             scope = attr.entry_scope
-            if scope.pipe_scope.WhichOneof("scope") == "user_defined" or scope.pipe_scope.predef != pb.Mode.ALL:
+            symmetric = (
+                scope.pipe_scope.WhichOneof("scope") != "user_defined" and scope.pipe_scope.predef == pb.Mode.ALL
+            )
+            table = self._objects[spec.name][1]
+            # bf_switchd changes a table's scope while it is empty. The emulator keeps
+            # the scope it was given, but its pipes still share the table's entries.
+            if not symmetric and spec.kind is Kind.MATCH and len(table):
                 raise Unsupported(
-                    "only symmetric tables (pipe scope ALL): the emulator's pipes share every table",
-                    table=spec.name,
+                    "the pipe scope of a table that holds entries cannot change: clear it first", table=spec.name
                 )
         key = (spec.id, which)
         with self._lock:
@@ -829,7 +929,7 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
         why = "it captures nothing in the emulator" if spec.kind is Kind.SNAPSHOT else "it is read-only"
         raise Unsupported(f"{pb.Update.Type.Name(utype)} on {spec.name}: {why}", table=spec.name)
 
-    _write_port_str_info = _write_port_hdl_info = _write_snapshot = _read_only
+    _write_port_str_info = _write_port_hdl_info = _write_port_fp_idx_info = _write_snapshot = _read_only
 
     # -- DELETE without a key
 
@@ -857,12 +957,9 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
                 obj.packets[:], obj.bytes[:] = saved
 
             return undo_counter
-        if spec.kind is Kind.PRE_MGID:
-            groups = obj.clear_groups()
-            return lambda: [obj.restore_group(m, g) for m, g in groups.items()]
-        if spec.kind is Kind.PRE_NODE:
-            nodes = obj.clear_nodes()
-            return lambda: [obj.restore_node(n, x) for n, x in nodes.items()]
+        if spec.kind is Kind.PORT_STAT:  # tna_ports does this: every added port's counters zero
+            saved = {c.dev_port: obj.set_stats(c.dev_port, dict.fromkeys(PORT_STAT_FIELDS, 0)) for c in obj.all()}
+            return lambda: [obj.set_stats(p, old) for p, old in saved.items()]
         if spec.kind is Kind.PORT:
             old = obj.clear()
             return lambda: [obj.restore(c.dev_port, c) for c in old]
@@ -977,6 +1074,8 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
                 Kind.PORT: lambda: len(obj.all()),
                 Kind.PORT_STR_INFO: lambda: len(obj.names),
                 Kind.PORT_HDL_INFO: lambda: len(obj.names),
+                Kind.PORT_FP_IDX_INFO: lambda: len(obj.names),
+                Kind.FIXED: lambda: len(obj.keys()),
                 Kind.PORT_METADATA: lambda: len(obj.metadata),
                 Kind.SNAPSHOT: lambda: 0,
             }.get(spec.kind, lambda: spec.size)()
@@ -993,7 +1092,11 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
         has_key = req.HasField("key") and len(req.key.fields) > 0
         wanted = {f.field_id for f in req.data.fields}
         if spec.kind is Kind.MATCH:
-            return self._read_match(spec, obj, req, has_key, tgt)
+            return self._read_match(spec, obj, req, has_key, tgt, wanted)
+        if spec.kind is Kind.FIXED:
+            return self._read_fixed(spec, obj, req, has_key, tgt, wanted)
+        if req.table_flags.from_hw and spec.kind in _NO_HW_READ:
+            raise Unsupported(f"{spec.name} is a software lookup: read it without from_hw", table=spec.name)
         if req.is_default_entry:
             raise InvalidArgument("this table has no default entry", table=spec.name)
         keys = [self._single_key(spec, req)] if has_key else None
@@ -1026,14 +1129,14 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
         e.data.fields.extend(df for df in fields if not wanted or df.field_id in wanted)
         return pb.Entity(table_entry=e)
 
-    def _read_match(self, spec: TableSpec, table: Any, req: Any, has_key: bool, tgt: Any) -> Iterable:
+    def _read_match(self, spec: TableSpec, table: Any, req: Any, has_key: bool, tgt: Any, wanted: set) -> Iterable:
         def data(action: str, params: dict) -> tuple[int, list]:
             a = spec.action_by_name[action]
             return a.id, [_data_field(p, params[p.name]) for p in a.params]
 
         if req.is_default_entry:
             action_id, fields = data(*table.default_entry())
-            return [self._answer(spec, (), fields, action_id=action_id, default=True, tgt=tgt)]
+            return [self._answer(spec, (), fields, action_id=action_id, default=True, tgt=tgt, wanted=wanted)]
         key_fields = [f for f in spec.keys if f.id != MATCH_PRIORITY_ID]
         prio_field = spec.key_by_id.get(MATCH_PRIORITY_ID)
 
@@ -1042,7 +1145,7 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
             if prio_field is not None:
                 items.append((prio_field, e.priority))
             action_id, fields = data(e.action, e.params)
-            return self._answer(spec, items, fields, action_id=action_id, tgt=tgt)
+            return self._answer(spec, items, fields, action_id=action_id, tgt=tgt, wanted=wanted)
 
         if has_key:
             key, priority = self._match_key(spec, req.key)
@@ -1122,24 +1225,28 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
     def _read_port(self, spec, ports, keys, pipe, wanted, tgt) -> Iterable:
         f = spec.data_by_name
         configs = [ports.config(p) for p in keys] if keys is not None else ports.all()
-        return [
-            self._answer(
-                spec,
-                [(spec.keys[0], c.dev_port)],
-                [
-                    _data_field(f["$SPEED"], c.speed),
-                    _data_field(f["$FEC"], c.fec),
-                    _data_field(f["$N_LANES"], c.n_lanes),
-                    _data_field(f["$PORT_ENABLE"], c.enable),
-                    _data_field(f["$AUTO_NEGOTIATION"], c.autoneg),
-                    *self._port_name_fields(f, ports, c.dev_port),
-                    _data_field(f["$PORT_UP"], ports.is_up(c.dev_port)),
-                ],
-                tgt=tgt,
-                wanted=wanted,
-            )
-            for c in configs
-        ]
+
+        def fields(c: Any) -> list:
+            live = {
+                "$SPEED": c.speed,
+                "$FEC": c.fec,
+                "$N_LANES": c.n_lanes,
+                "$PORT_ENABLE": c.enable,
+                "$AUTO_NEGOTIATION": c.autoneg,
+                **{n: ports.setting(c, n) for n in PORT_SETTING_DEFAULTS},
+                # veth interfaces: no media, no PTP timestamps captured
+                "$MEDIA_TYPE": "BF_MEDIA_TYPE_UNKNOWN",
+                "$IS_VALID": True,
+                "$IS_INTERNAL": False,
+                "$PORT_UP": ports.is_up(c.dev_port),
+                "$TIMESTAMP_1588_VALID": False,
+                "$TIMESTAMP_1588_VALUE": 0,
+                "$TIMESTAMP_1588_ID": 0,
+            }
+            out = [_data_field(f[n], v) for n, v in live.items()]
+            return out + self._port_name_fields(f, ports, c.dev_port)
+
+        return [self._answer(spec, [(spec.keys[0], c.dev_port)], fields(c), tgt=tgt, wanted=wanted) for c in configs]
 
     @staticmethod
     def _port_name_fields(f: dict, ports: Any, dev_port: int) -> list:
@@ -1164,6 +1271,34 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
             self._answer(spec, [(conn, h[0]), (chnl, h[1])], [_data_field(f, d)], tgt=tgt, wanted=wanted)
             for h, d in found
         ]
+
+    def _read_port_fp_idx_info(self, spec, ports, keys, pipe, wanted, tgt) -> Iterable:
+        order = ports.front_panel_order()  # fp index -> dev_port
+        indexes = keys if keys is not None else range(len(order))
+        for i in indexes:
+            if i >= len(order):
+                raise NotFound(f"no front-panel port with index {i} ({len(order)} are named)", table=spec.name)
+        f = spec.data[0]
+        return [
+            self._answer(spec, [(spec.keys[0], i)], [_data_field(f, order[i])], tgt=tgt, wanted=wanted) for i in indexes
+        ]
+
+    def _read_fixed(self, spec: TableSpec, table: Any, req: Any, has_key: bool, tgt: Any, wanted: set) -> Iterable:
+        def answer(key: tuple, default: bool = False) -> Any:
+            action, values = table.read(key)
+            action_id = spec.action_by_name[action].id if action else 0
+            fields = [_data_field(f, v) for f, v in values]
+            return self._answer(
+                spec, list(zip(spec.keys, key)), fields, action_id=action_id, default=default, tgt=tgt, wanted=wanted
+            )
+
+        if req.is_default_entry or not spec.keys:
+            # bf_switchd answers nothing for a table without a default entry
+            return [answer((), default=True)] if fixed_tables.DEFAULT in table.b.ops else []
+        if has_key:
+            values = self._key(spec, req.key, all_mandatory=True)
+            return [answer(tuple(values[f.id] for f in spec.keys))]
+        return (answer(k) for k in table.keys())
 
     def _read_port_metadata(self, spec, ports, keys, pipe, wanted, tgt) -> Iterable:
         if keys is not None:
@@ -1193,6 +1328,10 @@ class BfrtServicer(pb_grpc.BfRuntimeServicer):
             for p, s in stats
         ]
 
+
+# Lookup tables the port manager answers from its own maps: bf_switchd refuses to read
+# them from hardware (the SDE client's default read flag), BF_NOT_SUPPORTED.
+_NO_HW_READ = frozenset({Kind.PORT_STR_INFO, Kind.PORT_HDL_INFO, Kind.PORT_FP_IDX_INFO})
 
 # What packing an Error into an Any adds: its type URL and the field framing.
 _ANY_OVERHEAD = len("type.googleapis.com/bfrt_proto.Error") + 8

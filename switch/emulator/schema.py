@@ -9,7 +9,8 @@ declared once, here, with the names bf-p4c gives (tables and registers under
 - `layout(program)` assigns BF-RT ids and field types (`TableSpec`, `FieldSpec`) to it,
   adds the tables bf-p4c adds to every program (the ingress parser's $PORT_METADATA,
   pipe.snapshot.*) and the fixed non-P4 tables ($pre.mgid, $pre.node, $PORT, $PORT_STAT,
-  $PORT_STR_INFO, $PORT_HDL_INFO);
+  $PORT_STR_INFO, $PORT_HDL_INFO, $PORT_FP_IDX_INFO; the others Tofino 1 has are declared
+  in fixed_tables.py);
 - `Layout.p4_json()` / `Layout.non_p4_json()` render the two bf-rt.json documents.
 
 The server decodes requests with the same `TableSpec`s it renders, so the JSON a client
@@ -242,6 +243,7 @@ PORT_STAT_TABLE_ID = 0xFF010002
 PRE_MGID_TABLE_ID = 0xFF020001
 PRE_NODE_TABLE_ID = 0xFF020002
 PORT_HDL_INFO_TABLE_ID = 0xFF010003
+PORT_FP_IDX_INFO_TABLE_ID = 0xFF010004
 PORT_STR_INFO_TABLE_ID = 0xFF010005
 
 # The emulator's own id spaces for P4 objects (P4Info-like prefixes).
@@ -258,6 +260,8 @@ SPEEDS = (
     "BF_SPEED_10G",
     "BF_SPEED_25G",
     "BF_SPEED_40G",
+    "BF_SPEED_40G_NB",
+    "BF_SPEED_40G_NON_BREAKABLE",
     "BF_SPEED_50G",
     "BF_SPEED_100G",
     "BF_SPEED_200G",
@@ -265,6 +269,21 @@ SPEEDS = (
 )
 FECS = ("BF_FEC_TYP_NONE", "BF_FEC_TYP_FIRECODE", "BF_FEC_TYP_REED_SOLOMON", "BF_FEC_TYP_FC", "BF_FEC_TYP_RS")
 AUTONEG = ("PM_AN_DEFAULT", "PM_AN_FORCE_ENABLE", "PM_AN_FORCE_DISABLE")
+LOOPBACK = (
+    "BF_LPBK_NONE",
+    "BF_LPBK_MAC_NEAR",
+    "BF_LPBK_MAC_FAR",
+    "BF_LPBK_PCS_NEAR",
+    "BF_LPBK_SERDES_NEAR",
+    "BF_LPBK_SERDES_FAR",
+)
+PORT_DIR = ("PM_PORT_DIR_DEFAULT", "PM_PORT_DIR_TX_ONLY", "PM_PORT_DIR_RX_ONLY")
+MEDIA_TYPES = ("BF_MEDIA_TYPE_COPPER", "BF_MEDIA_TYPE_OPTICAL", "BF_MEDIA_TYPE_UNKNOWN")
+
+# The counters the emulator measures, in the order of a port's live cells (ports.py adds
+# to them in place), and then two of its own (bf_switchd's $PORT_STAT has neither;
+# docs/emulation.md): carrier losses of the port's link, and frames dropped at the port
+# because it was down (no carrier, or not enabled through $PORT), whichever way they went.
 PORT_STAT_FIELDS = (
     "$FramesReceivedOK",
     "$FramesReceivedAll",
@@ -274,16 +293,39 @@ PORT_STAT_FIELDS = (
     "$FramesTransmittedAll",
     "$OctetsTransmittedwithouterror",
     "$OctetsTransmittedTotal",
-    # The emulator's own (bf_switchd's $PORT_STAT has neither; docs/emulation.md): carrier
-    # losses of the port's link, and frames dropped at the port because it was down
-    # (no carrier, or not enabled through $PORT), whichever way they went.
     "$LinkDownEvents",
     "$FramesDroppedPortDown",
 )
+# bf_switchd's $PORT_STAT: its RMON counters (field id = bf_rmon_counter_t + 1) and the
+# rates it adds; those the emulator does not measure read zero.
+_PRI = range(8)
+_LENGTHS = ("lt_64", "eq_64", "65_127", "128_255", "256_511", "512_1023", "1024_1518", "1519_2047",
+            "2048_4095", "4096_8191", "8192_9215", "9216")  # fmt: skip
+SDE_PORT_STAT_FIELDS = (
+    "$FramesReceivedOK", "$FramesReceivedAll", "$FramesReceivedwithFCSError", "$FrameswithanyError",
+    "$OctetsReceivedinGoodFrames", "$OctetsReceived", "$FramesReceivedwithUnicastAddresses",
+    "$FramesReceivedwithMulticastAddresses", "$FramesReceivedwithBroadcastAddresses",
+    "$FramesReceivedoftypePAUSE", "$FramesReceivedwithLengthError", "$FramesReceivedUndersized",
+    "$FramesReceivedOversized", "$FragmentsReceived", "$JabberReceived", "$PriorityPauseFrames",
+    "$CRCErrorStomped", "$FrameTooLong", "$RxVLANFramesGood", "$FramesDroppedBufferFull",
+    *(f"$FramesReceivedLength_{n}" for n in _LENGTHS),
+    "$FramesTransmittedOK", "$FramesTransmittedAll", "$FramesTransmittedwithError",
+    "$OctetsTransmittedwithouterror", "$OctetsTransmittedTotal", "$FramesTransmittedUnicast",
+    "$FramesTransmittedMulticast", "$FramesTransmittedBroadcast", "$FramesTransmittedPause",
+    "$FramesTransmittedPriPause", "$FramesTransmittedVLAN",
+    *(f"$FramesTransmittedLength_{n}" for n in _LENGTHS),
+    *(f"$Pri{p}FramesTransmitted" for p in _PRI),
+    *(f"$Pri{p}FramesReceived" for p in _PRI),
+    *(f"$TransmitPri{p}Pause1USCount" for p in _PRI),
+    *(f"$ReceivePri{p}Pause1USCount" for p in _PRI),
+    "$ReceiveStandardPause1USCount", "$FramesTruncated", "$TimeInSec", "$TimeinNSec",
+    "$TX_PPS", "$RX_PPS", "$TX_RATE", "$RX_RATE",
+)  # fmt: skip
 PORT_LINK_DOWN_EVENTS = PORT_STAT_FIELDS.index("$LinkDownEvents")
 PORT_FRAMES_DROPPED_DOWN = PORT_STAT_FIELDS.index("$FramesDroppedPortDown")
 
 _UINT_WIDTH = {"uint8": 8, "uint16": 16, "uint32": 32, "uint64": 64}
+_INT_WIDTH = {**_UINT_WIDTH, "int32": 32}  # int32 travels as 4 bytes, two's complement
 
 
 _AUTO = object()  # FieldSpec.default: what bf-p4c writes for the type (0 for uints, nothing else)
@@ -314,14 +356,14 @@ class FieldSpec:
     default: Any = _AUTO  # the type's default_value in bf-rt.json (None: none written)
 
     def __post_init__(self):
-        if self.type in _UINT_WIDTH:
-            object.__setattr__(self, "width", _UINT_WIDTH[self.type])
+        if self.type in _INT_WIDTH:
+            object.__setattr__(self, "width", _INT_WIDTH[self.type])
         elif self.type == "bool":
             object.__setattr__(self, "width", 1)
 
     @property
     def is_int(self) -> bool:
-        return self.type == "bytes" or self.type in _UINT_WIDTH
+        return self.type == "bytes" or self.type in _INT_WIDTH
 
     @property
     def is_register_data(self) -> bool:
@@ -383,15 +425,25 @@ class FieldSpec:
 
 @dataclass(frozen=True)
 class ActionSpec:
+    """An action of a table. `style` is how its JSON is written: "p4" (bf-p4c's), or as
+    the SDE's fixed tables write theirs, "wrapped" (data entries as a table's, e.g.
+    $mirror.cfg) or "flat" (fields without read_only, e.g. tf1.pktgen.app_cfg)."""
+
     id: int
     name: str
     scope: str
     params: tuple[FieldSpec, ...]
+    style: str = "p4"
 
     def __post_init__(self):
         object.__setattr__(self, "param_by_id", {p.id: p for p in self.params})
 
     def to_json(self) -> dict[str, Any]:
+        if self.style == "wrapped":
+            return {"id": self.id, "name": self.name, "data": [p.data_json() for p in self.params]}
+        if self.style == "flat":
+            data = [{k: v for k, v in p.param_json().items() if k != "read_only"} for p in self.params]
+            return {"id": self.id, "name": self.name, "data": data}
         return {
             "id": self.id,
             "name": self.name,
@@ -413,6 +465,8 @@ class Kind(str, enum.Enum):
     PORT_STAT = "port_stat"
     PORT_STR_INFO = "port_str_info"
     PORT_HDL_INFO = "port_hdl_info"
+    PORT_FP_IDX_INFO = "port_fp_idx_info"
+    FIXED = "fixed"  # the other fixed-function tables: state kept, no effect (fixed_tables.py)
     PORT_METADATA = "port_metadata"
     SNAPSHOT = "snapshot"  # served (readable, always empty): the emulator has no MAU stages to capture
 
@@ -454,7 +508,7 @@ class TableSpec:
         if self.const_default is not None and not self.fixed:
             out["has_const_default_action"] = self.const_default
         out["key"] = [k.key_json() for k in self.keys]
-        if self.kind is Kind.MATCH:
+        if self.kind is Kind.MATCH or self.actions:
             out["action_specs"] = [a.to_json() for a in self.actions]
         out["data"] = [d.data_json() for d in self.data]
         out["supported_operations"] = list(self.operations)
@@ -683,6 +737,9 @@ FEC_READ_BACK = {
     "BF_FEC_TYP_RS": "BF_FEC_TYP_REED_SOLOMON",
 }
 PORT_KEY_NOTE = "$bfrt_port_type_class"
+SERDES_TAPS = ("$SDS_TX_PRE", "$SDS_TX_PRE2", "$SDS_TX_POST", "$SDS_TX_POST2")
+# $PORT_STAT as served: bf_switchd's counters (ids 1 to 95), then the emulator's two.
+PORT_STAT_SERVED = SDE_PORT_STAT_FIELDS + PORT_STAT_FIELDS[PORT_LINK_DOWN_EVENTS:]
 
 
 def fixed_tables(max_ports: int = 512) -> tuple[TableSpec, ...]:
@@ -705,15 +762,36 @@ def fixed_tables(max_ports: int = 512) -> tuple[TableSpec, ...]:
             (dev_port,),
             (
                 # Not mandatory in the SDE's table either; INSERT still needs both (bfrt_server).
-                FieldSpec(1, "$SPEED", "string", choices=SPEEDS, **opt),
+                FieldSpec(1, "$SPEED", "string", choices=SPEEDS, annotations=(("$bfrt_field_imp_level", "2"),), **opt),
                 FieldSpec(2, "$FEC", "string", choices=FECS, **opt),
                 FieldSpec(3, "$N_LANES", "uint32", default=1, **opt),
                 FieldSpec(4, "$PORT_ENABLE", "bool", default=False, **opt),
                 FieldSpec(5, "$AUTO_NEGOTIATION", "string", choices=AUTONEG, **opt),
+                FieldSpec(6, "$LOOPBACK_MODE", "string", choices=LOOPBACK, **opt),
+                FieldSpec(7, "$TX_MTU", "uint32", default=10240, **opt),
+                FieldSpec(8, "$RX_MTU", "uint32", default=10240, **opt),
+                FieldSpec(9, "$TX_PFC_EN_MAP", "uint32", **opt),
+                FieldSpec(10, "$RX_PFC_EN_MAP", "uint32", **opt),
+                FieldSpec(11, "$TX_PAUSE_FRAME_EN", "bool", default=False, **opt),
+                FieldSpec(12, "$RX_PAUSE_FRAME_EN", "bool", default=False, **opt),
+                FieldSpec(13, "$CUT_THROUGH_EN", "bool", default=False, **opt),
+                FieldSpec(14, "$PORT_DIR", "string", choices=PORT_DIR, **opt),
+                FieldSpec(15, "$MEDIA_TYPE", "string", choices=MEDIA_TYPES, **ro),
+                FieldSpec(16, "$SDS_TX_ATTN", "uint32", **opt),
+                *(FieldSpec(i, n, "int32", default="0", **opt) for i, n in enumerate(SERDES_TAPS, start=17)),
+                FieldSpec(21, "$IS_VALID", "bool", **ro),
+                FieldSpec(22, "$IS_INTERNAL", "bool", **ro),
                 FieldSpec(23, "$CONN_ID", "uint32", **ro),
                 FieldSpec(24, "$CHNL_ID", "uint32", **ro),
                 FieldSpec(25, "$PORT_UP", "bool", **ro),
                 FieldSpec(26, "$PORT_NAME", "string", **ro),
+                FieldSpec(27, "$RX_PRSR_PRI_THRESH", "uint32", default=None, **opt),
+                FieldSpec(28, "$TIMESTAMP_1588_DELTA_TX", "uint16", default=None, **opt),
+                FieldSpec(29, "$TIMESTAMP_1588_DELTA_RX", "uint16", default=None, **opt),
+                FieldSpec(30, "$TIMESTAMP_1588_VALID", "bool", **ro),
+                FieldSpec(31, "$TIMESTAMP_1588_VALUE", "uint64", **ro),
+                FieldSpec(32, "$TIMESTAMP_1588_ID", "uint32", **ro),
+                FieldSpec(33, "$PLL_OVRCLK", "float", default=0, **opt),
             ),
             attributes=("port_status_notif_cb",),
             **fixed,
@@ -725,7 +803,7 @@ def fixed_tables(max_ports: int = 512) -> tuple[TableSpec, ...]:
             Kind.PORT_STAT,
             max_ports,
             (dev_port,),
-            tuple(FieldSpec(i, n, "uint64", **opt) for i, n in enumerate(PORT_STAT_FIELDS, start=1)),
+            tuple(FieldSpec(i, n, "uint64", **opt) for i, n in enumerate(PORT_STAT_SERVED, start=1)),
             attributes=("poll_intvl_ms",),
             **fixed,
         ),
@@ -739,6 +817,16 @@ def fixed_tables(max_ports: int = 512) -> tuple[TableSpec, ...]:
                 FieldSpec(1, "$CONN_ID", "uint32", match=exact, annotations=((PORT_KEY_NOTE, "port_hdl_conn_id"),)),
                 FieldSpec(2, "$CHNL_ID", "uint32", match=exact, annotations=((PORT_KEY_NOTE, "port_hdl_chnl_id"),)),
             ),
+            (FieldSpec(1, "$DEV_PORT", "uint32", **ro),),
+            **fixed,
+        ),
+        TableSpec(
+            PORT_FP_IDX_INFO_TABLE_ID,
+            "$PORT_FP_IDX_INFO",
+            "PortFpIdxInfo",
+            Kind.PORT_FP_IDX_INFO,
+            max_ports,
+            (FieldSpec(1, "$FP_IDX", "uint32", match=exact),),
             (FieldSpec(1, "$DEV_PORT", "uint32", **ro),),
             **fixed,
         ),
@@ -767,6 +855,7 @@ def fixed_tables(max_ports: int = 512) -> tuple[TableSpec, ...]:
                 FieldSpec(5, "$MULTICAST_ECMP_L1_XID_VALID", "bool", **rep),
                 FieldSpec(6, "$MULTICAST_ECMP_L1_XID", "uint16", **rep),
             ),
+            attributes=("pre_device_config",),
             **fixed,
         ),
         TableSpec(
@@ -801,4 +890,6 @@ def layout(program: Program) -> Layout:
     p4.append(_port_metadata_table(program, _PARSER_BASE + 1))
     snapshot_ids = iter(range(_SNAPSHOT_BASE + 1, _SNAPSHOT_BASE + 100))
     p4 += _snapshot_tables(lambda: next(snapshot_ids))
-    return Layout(program, tuple(p4), fixed_tables())
+    from .fixed_tables import fixed_function_tables  # (it builds on this module's types)
+
+    return Layout(program, tuple(p4), fixed_tables() + fixed_function_tables())

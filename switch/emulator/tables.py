@@ -39,15 +39,18 @@ import bisect
 import difflib
 import enum
 import itertools
+import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from switch.errors import SwitchError
 
 from . import schema
 from .schema import Match
+
+log = logging.getLogger(__name__)
 
 # ---------------------------------------------------------------- errors
 
@@ -704,15 +707,13 @@ class Pre:
             return old
 
     def delete_node(self, node_id: int) -> McastNode:
+        """Delete a node; groups it is a member of lose it first (the driver's
+        bf_mc_node_destroy dissociates a node from its group). Returns the node."""
         with self._lock:
             old = self.node(node_id)
-            users = sorted(m for m, g in self.groups.items() if node_id in g.node_ids)
-            if users:
-                raise FailedPrecondition(
-                    f"node {node_id} is a member of multicast group(s) {users}",
-                    table=self.NODE,
-                    fix="remove it from those groups first",
-                )
+            for mgid, g in list(self.groups.items()):
+                if node_id in g.node_ids:
+                    self.remove_members(mgid, [node_id])
             del self.nodes[node_id]
             return old
 
@@ -871,7 +872,8 @@ class Pre:
 
 @dataclass(frozen=True)
 class PortConfig:
-    """A `$PORT` entry."""
+    """A `$PORT` entry. `settings` holds the writable fields the emulator stores without
+    acting on them ($LOOPBACK_MODE, $TX_MTU, ...: docs/bfruntime.md), by field name."""
 
     dev_port: int
     speed: str
@@ -879,6 +881,38 @@ class PortConfig:
     n_lanes: int
     enable: bool = False
     autoneg: str = "PM_AN_DEFAULT"
+    settings: Mapping[str, Any] = field(default_factory=dict)
+
+
+# $PORT fields the driver applies only together (bf_rt_port_table_impl.cpp): with one of a
+# group missing it logs an error, applies none of them, and the write still succeeds.
+PORT_FIELD_GROUPS = (
+    ("$TX_MTU", "$RX_MTU"),
+    ("$TX_PFC_EN_MAP", "$RX_PFC_EN_MAP"),
+    ("$TX_PAUSE_FRAME_EN", "$RX_PAUSE_FRAME_EN"),
+    ("$SDS_TX_ATTN", "$SDS_TX_PRE", "$SDS_TX_POST"),
+)
+# What the stored fields read before a client sets them (bf_switchd's defaults).
+PORT_SETTING_DEFAULTS: dict[str, Any] = {
+    "$LOOPBACK_MODE": "BF_LPBK_NONE",
+    "$TX_MTU": 10240,
+    "$RX_MTU": 10240,
+    "$TX_PFC_EN_MAP": 0,
+    "$RX_PFC_EN_MAP": 0,
+    "$TX_PAUSE_FRAME_EN": False,
+    "$RX_PAUSE_FRAME_EN": False,
+    "$CUT_THROUGH_EN": False,
+    "$PORT_DIR": "PM_PORT_DIR_DEFAULT",
+    "$SDS_TX_ATTN": 0,
+    "$SDS_TX_PRE": 0,
+    "$SDS_TX_PRE2": 0,
+    "$SDS_TX_POST": 0,
+    "$SDS_TX_POST2": 0,
+    "$RX_PRSR_PRI_THRESH": 0,
+    "$TIMESTAMP_1588_DELTA_TX": 0,
+    "$TIMESTAMP_1588_DELTA_RX": 0,
+    "$PLL_OVRCLK": 0.0,
+}
 
 
 _LANES = {
@@ -887,6 +921,8 @@ _LANES = {
     "BF_SPEED_10G": 1,
     "BF_SPEED_25G": 1,
     "BF_SPEED_40G": 4,
+    "BF_SPEED_40G_NB": 4,
+    "BF_SPEED_40G_NON_BREAKABLE": 4,
     "BF_SPEED_50G": 2,
     "BF_SPEED_100G": 4,
     "BF_SPEED_200G": 4,
@@ -982,6 +1018,11 @@ class Ports:
         except NotFound:
             raise NotFound(f"no front-panel port {conn}/{chnl}", table="$PORT_HDL_INFO") from None
 
+    def front_panel_order(self) -> list[int]:
+        """The named dev_ports in front-panel order (connector, then channel): the
+        port manager's front-panel index ($PORT_FP_IDX_INFO) is the position here."""
+        return [d for d, n in sorted(self.names.items(), key=lambda dn: self.handle(dn[1]))]
+
     @staticmethod
     def handle(name: str) -> tuple[int, int]:
         """(conn, chnl) of a front-panel name."""
@@ -1008,25 +1049,53 @@ class Ports:
         n_lanes: int | None = None,
         enable: bool = False,
         autoneg: str = "PM_AN_DEFAULT",
+        settings: Mapping[str, Any] | None = None,
     ) -> PortConfig:
         with self._lock:
             self._check_port(dev_port)
             if dev_port in self._ports:
                 raise AlreadyExists(f"port {dev_port} is already added", table=self.TABLE)
-            cfg = self._validated(PortConfig(dev_port, speed, fec, n_lanes or _LANES.get(speed, 1), enable, autoneg))
+            cfg = PortConfig(dev_port, speed, fec, n_lanes or _LANES.get(speed, 1), enable, autoneg)
+            cfg = self._validated(replace(cfg, settings=self._settings({}, settings or {})))
             self._ports[dev_port] = cfg
             self._stats.setdefault(dev_port, [0] * len(schema.PORT_STAT_FIELDS))
             return cfg
 
     def modify(self, dev_port: int, **changes: Any) -> PortConfig:
-        """Change fields of an added port (speed, fec, n_lanes, enable, autoneg); returns the old config."""
+        """Change fields of an added port (speed, fec, n_lanes, enable, autoneg, and
+        `settings`, merged into the stored ones); returns the old config."""
         with self._lock:
             old = self.config(dev_port)
-            unknown = set(changes) - {"speed", "fec", "n_lanes", "enable", "autoneg"}
+            unknown = set(changes) - {"speed", "fec", "n_lanes", "enable", "autoneg", "settings"}
             if unknown:
                 raise InvalidArgument(f"unknown port fields {sorted(unknown)}", table=self.TABLE)
+            if "settings" in changes:
+                changes["settings"] = self._settings(old.settings, changes["settings"])
             self._ports[dev_port] = self._validated(replace(old, **changes))
             return old
+
+    def _settings(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+        unknown = set(new) - set(PORT_SETTING_DEFAULTS)
+        if unknown:
+            raise InvalidArgument(f"unknown port fields {sorted(unknown)}", table=self.TABLE)
+        given = dict(new)
+        for group in PORT_FIELD_GROUPS:
+            sent = [n for n in group if n in given]
+            if sent and len(sent) < len(group):  # as the driver: none applied, no error
+                log.warning("$PORT: %s ignored: the driver sets %s only together", sent, ", ".join(group))
+                for n in sent:
+                    del given[n]
+        for name, value, choices in (
+            ("$LOOPBACK_MODE", given.get("$LOOPBACK_MODE"), schema.LOOPBACK),
+            ("$PORT_DIR", given.get("$PORT_DIR"), schema.PORT_DIR),
+        ):
+            if value is not None and value not in choices:
+                raise InvalidArgument(f"{name} {value!r} is not one of {', '.join(choices)}", table=self.TABLE)
+        return {**old, **given}
+
+    def setting(self, cfg: PortConfig, name: str) -> Any:
+        """A stored $PORT field's value, or its default."""
+        return cfg.settings.get(name, PORT_SETTING_DEFAULTS[name])
 
     def delete(self, dev_port: int) -> PortConfig:
         with self._lock:
@@ -1049,17 +1118,21 @@ class Ports:
                 self._ports[dev_port] = cfg
 
     def stats(self, dev_port: int) -> dict[str, int]:
+        """The port's counters as $PORT_STAT serves them: the live ones, and zero for
+        those the emulator does not measure."""
         self.config(dev_port)
         values = self._stats.get(dev_port) or self._new_stats(dev_port)
-        return dict(zip(schema.PORT_STAT_FIELDS, values))
+        return {**dict.fromkeys(schema.PORT_STAT_SERVED, 0), **dict(zip(schema.PORT_STAT_FIELDS, values))}
 
     def set_stats(self, dev_port: int, values: Mapping[str, int]) -> dict[str, int]:
-        """Overwrite counters (usually with zeros); returns the previous values."""
+        """Overwrite counters the emulator measures (usually with zeros; the others stay
+        zero); returns the previous values."""
         with self._lock:
             old = self.stats(dev_port)
             s = self._stats[dev_port]
             for name, v in values.items():
-                s[schema.PORT_STAT_FIELDS.index(name)] = v
+                if name in schema.PORT_STAT_FIELDS:
+                    s[schema.PORT_STAT_FIELDS.index(name)] = v
             return old
 
     def _check_port(self, dev_port: int) -> None:
@@ -1067,6 +1140,12 @@ class Ports:
             raise InvalidArgument(
                 f"$DEV_PORT {dev_port!r} is not a device port (0..{self.max_ports - 1})", table=self.TABLE
             )
+
+    def check_speed_fec(self, speed: str, fec: str) -> None:
+        """What the driver checks of an add before it looks whether the port is added."""
+        for value, choices, name in ((speed, schema.SPEEDS, "$SPEED"), (fec, schema.FECS, "$FEC")):
+            if value not in choices:
+                raise InvalidArgument(f"{name} {value!r} is not one of {', '.join(choices)}", table=self.TABLE)
 
     def _validated(self, cfg: PortConfig) -> PortConfig:
         cfg = replace(cfg, fec=schema.FEC_READ_BACK.get(cfg.fec, cfg.fec))
@@ -1100,6 +1179,9 @@ class TableStore:
         self.counters = {c.name: CounterArray(c, self.lock) for c in program.counters}
         self.pre = Pre(self.lock)
         self.ports = Ports(self.lock)
+        from .fixed_tables import fixed_tables_of  # (it builds on this module's errors)
+
+        self.fixed = fixed_tables_of(self, self.layout.fixed)  # the fixed tables kept but not acted on
         self._names = {
             kind: schema.aliases(objs)
             for kind, objs in (("table", self.tables), ("register", self.registers), ("counter", self.counters))
@@ -1126,6 +1208,8 @@ class TableStore:
             self.pre.clear_groups()
             self.pre.clear_nodes()
             self.ports.metadata.clear()
+            for t in self.fixed.values():
+                t.reset()
             for cfg in self.ports.all():
                 self.ports.set_stats(cfg.dev_port, dict.fromkeys(schema.PORT_STAT_FIELDS, 0))
 

@@ -368,11 +368,6 @@ def test_attribute_get_and_set(sde, server):
     sde.write(pb.Update(type=pb.Update.INSERT, entity=pb.Entity(table_attribute=written)))
     (got,) = sde.read(read)
     assert got.table_attribute.entry_scope.pipe_scope.args == 0xFF
-    # The emulator's pipes share every table: asymmetric scopes are refused.
-    written.entry_scope.pipe_scope.predef = pb.Mode.SINGLE
-    with pytest.raises(grpc.RpcError) as e:
-        sde.write(pb.Update(type=pb.Update.INSERT, entity=pb.Entity(table_attribute=written)))
-    assert errors(e.value) == ["UNIMPLEMENTED"]
     # $PORT's port_status_notif_cb and $PORT_STAT's poll_intvl_ms.
     port, stat = sde.info.table("$PORT"), sde.info.table("$PORT_STAT")
     assert port.attributes == ["port_status_notif_cb"] and stat.attributes == ["poll_intvl_ms"]
@@ -554,3 +549,284 @@ def test_every_served_table_parses_and_reads(sde):
         if t.type in skip:
             continue
         sde.read(pb.Entity(table_entry=entry(t)))
+
+
+# ---------------------------------------------------------------- bf_switchd's answers, item by item
+
+
+def _write_attr(sde: Session, attr: pb.TableAttribute) -> None:
+    sde.write(pb.Update(type=pb.Update.INSERT, entity=pb.Entity(table_attribute=attr)))
+
+
+def _add_port(sde: Session, dev: int, speed: str = "BF_SPEED_100G", **more: Any) -> None:
+    port = sde.info.table("$PORT")
+    fields = [port.encode("$SPEED", speed), port.encode("$FEC", "BF_FEC_TYP_NONE")]
+    fields += [port.encode(n, v) for n, v in more.items()]
+    sde.write(update("INSERT", entry(port, key(port, __DEV_PORT=dev), fields)))
+
+
+def _read_one(sde: Session, table: SdeTable, k: pb.TableKey, *names: str, from_hw: bool = False) -> dict:
+    e = entry(table, k)
+    e.data.fields.extend(pb.DataField(field_id=table.data_field(n).id) for n in names)
+    e.table_flags.from_hw = from_hw
+    (got,) = sde.read(pb.Entity(table_entry=e))
+    return table.decode(got.table_entry.data.fields)
+
+
+def test_a_second_bind_by_the_holder_is_already_exists(sde):
+    # forwardingConfigBind looks at every client's binding, the caller's own included.
+    with pytest.raises(grpc.RpcError) as e:
+        sde.bind()
+    assert e.value.code() == grpc.StatusCode.ALREADY_EXISTS and "already owns this P4" in e.value.details()
+
+
+def test_a_bind_without_subscribing_is_unavailable(server):
+    loner = Session(f"127.0.0.1:{server.port}", client_id=6, subscribe=False)
+    try:
+        with pytest.raises(grpc.RpcError) as e:
+            loner.bind()
+        assert e.value.code() == grpc.StatusCode.UNAVAILABLE and "Unknown client" in e.value.details()
+    finally:
+        loner.close()
+
+
+def test_fixed_function_tables_are_served_and_keep_their_state(sde, server):
+    ids = {
+        "$PORT_FP_IDX_INFO": 0xFF010004, "$pre.ecmp": 0xFF020003, "$pre.lag": 0xFF020004,
+        "$pre.prune": 0xFF020005, "$pre.port": 0xFF020006, "$mirror.cfg": 0xFF040001,
+        "tf1.dev.device_configuration": 0xFF060001, "tf1.tm.queue.sched_shaping": 0xFF050026,
+        "tf1.tm.counter.eg_port": 0xFF050042, "tf1.pktgen.app_cfg": 0xFF030002,
+    }  # fmt: skip
+    assert {n: sde.info.tables[n].id for n in ids} == ids
+    # $PORT_FP_IDX_INFO: front-panel index -> dev_port, in front-panel order
+    fp = sde.info.table("$PORT_FP_IDX_INFO")
+    assert fp.keys["$FP_IDX"].type == "uint32" and fp.data["$DEV_PORT"].read_only
+    assert [fp.decode(e.table_entry.data.fields)["$DEV_PORT"] for e in sde.read(pb.Entity(table_entry=entry(fp)))] == [
+        132,
+        140,
+    ]
+    # $pre.ecmp: add, grow with MODIFY_INC, delete; $pre.lag has no delete
+    ecmp, lag = sde.info.table("$pre.ecmp"), sde.info.table("$pre.lag")
+    sde.write(update("INSERT", entry(ecmp, key(ecmp, __MULTICAST_ECMP_ID=5), [ecmp.encode("$MULTICAST_NODE_ID", [1])])))
+    sde.write(
+        update("MODIFY_INC", entry(ecmp, key(ecmp, __MULTICAST_ECMP_ID=5), [ecmp.encode("$MULTICAST_NODE_ID", [2])]))
+    )
+    assert _read_one(sde, ecmp, key(ecmp, __MULTICAST_ECMP_ID=5)) == {"$MULTICAST_NODE_ID": [1, 2]}
+    sde.write(update("DELETE", entry(ecmp, key(ecmp, __MULTICAST_ECMP_ID=5))))
+    assert sde.read(pb.Entity(table_entry=entry(ecmp))) == []
+    sde.write(update("INSERT", entry(lag, key(lag, __MULTICAST_LAG_ID=3), [lag.encode("$DEV_PORT", [132, 140])])))
+    with pytest.raises(grpc.RpcError) as e:
+        sde.write(update("DELETE", entry(lag, key(lag, __MULTICAST_LAG_ID=3))))
+    assert errors(e.value) == ["UNIMPLEMENTED"]
+    # $mirror.cfg: a session with its action, read back, cleared
+    mirror = sde.info.table("$mirror.cfg")
+    fields = [mirror.encode("$session_enable", True), mirror.encode("$direction", "BOTH"),
+              mirror.encode("$ucast_egress_port", 140), mirror.encode("$ucast_egress_port_valid", True)]  # fmt: skip
+    sde.write(update("INSERT", entry(mirror, key(mirror, __sid=7), fields, action="$normal")))
+    (got,) = sde.read(pb.Entity(table_entry=entry(mirror, key(mirror, __sid=7))))
+    assert got.table_entry.data.action_id == mirror.actions["$normal"]
+    data = mirror.decode(got.table_entry.data.fields)
+    assert (data["$direction"], data["$ucast_egress_port"], data["$session_enable"]) == ("BOTH", 140, True)
+    sde.write(update("DELETE", entry(mirror)))
+    assert sde.read(pb.Entity(table_entry=entry(mirror))) == []
+    # the device configuration: its default entry
+    dev = sde.info.table("tf1.dev.device_configuration")
+    read_default = pb.Entity(table_entry=pb.TableEntry(table_id=dev.id, is_default_entry=True))
+    (got,) = sde.read(read_default)
+    cfg = dev.decode(got.table_entry.data.fields)
+    assert cfg["num_pipes"] == PIPES and cfg["flow_learn_timeout_usec"] == 500 and got.table_entry.is_default_entry
+    modify = pb.TableEntry(table_id=dev.id, is_default_entry=True)
+    modify.data.fields.append(dev.encode("flow_learn_timeout_usec", 900))
+    sde.write(pb.Update(type=pb.Update.MODIFY, entity=pb.Entity(table_entry=modify)))
+    (got,) = sde.read(read_default)
+    assert dev.decode(got.table_entry.data.fields)["flow_learn_timeout_usec"] == 900
+    # TM: every queue's shaping exists and is modified, never added; eg_port watermarks only clear
+    shaping, eg = sde.info.table("tf1.tm.queue.sched_shaping"), sde.info.table("tf1.tm.counter.eg_port")
+    k = key(shaping, pg_id=1, pg_queue=2)
+    sde.write(update("MODIFY", entry(shaping, k, [shaping.encode("unit", "PPS"), shaping.encode("max_rate", 1000)])))
+    assert _read_one(sde, shaping, k, "unit", "max_rate") == {"unit": "PPS", "max_rate": 1000}
+    with pytest.raises(grpc.RpcError) as e:
+        sde.write(update("INSERT", entry(shaping, k, [shaping.encode("max_rate", 1)])))
+    assert errors(e.value) == ["UNIMPLEMENTED"]
+    _add_port(sde, 132)
+    with pytest.raises(grpc.RpcError) as e:
+        sde.write(update("MODIFY", entry(eg, key(eg, dev_port=132), [eg.encode("watermark_cells", 5)])))
+    assert errors(e.value) == ["INVALID_ARGUMENT"]
+    # pktgen: 8 applications, stored (the emulator generates nothing)
+    app = sde.info.table("tf1.pktgen.app_cfg")
+    assert len(sde.read(pb.Entity(table_entry=entry(app)))) == 8
+    k = key(app, app_id=3)
+    timer = [app.encode("app_enable", True), pb.DataField(field_id=1, stream=(5000).to_bytes(4, "big"))]
+    sde.write(update("MODIFY", entry(app, k, timer, action="trigger_timer_periodic")))
+    (got,) = sde.read(pb.Entity(table_entry=entry(app, k)))
+    assert got.table_entry.data.action_id == app.actions["trigger_timer_periodic"]
+    assert app.decode([f for f in got.table_entry.data.fields if f.field_id != 1])["app_enable"] is True
+
+
+def test_port_serves_all_33_fields(sde):
+    port = sde.info.table("$PORT")
+    assert len(port.data) == 33 and port.data["$MEDIA_TYPE"].read_only and port.data["$SDS_TX_PRE"].type == "int32"
+    _add_port(sde, 132, **{"$TX_MTU": 9000, "$RX_MTU": 9000, "$LOOPBACK_MODE": "BF_LPBK_MAC_NEAR"})
+    got = _read_one(sde, port, key(port, __DEV_PORT=132))
+    assert (got["$TX_MTU"], got["$RX_MTU"], got["$LOOPBACK_MODE"]) == (9000, 9000, "BF_LPBK_MAC_NEAR")
+    assert (got["$CUT_THROUGH_EN"], got["$IS_VALID"], got["$IS_INTERNAL"]) == (False, True, False)
+    # the driver sets MTUs only in pairs: one alone is ignored, the write succeeds
+    sde.write(update("MODIFY", entry(port, key(port, __DEV_PORT=132), [port.encode("$TX_MTU", 1500)])))
+    assert _read_one(sde, port, key(port, __DEV_PORT=132), "$TX_MTU") == {"$TX_MTU": 9000}
+    with pytest.raises(grpc.RpcError) as e:  # an enum value the driver does not know
+        sde.write(update("MODIFY", entry(port, key(port, __DEV_PORT=132), [port.encode("$PORT_DIR", "SIDEWAYS")])))
+    assert errors(e.value) == ["INVALID_ARGUMENT"]
+
+
+def test_port_stat_serves_every_counter(sde, server):
+    stat = sde.info.table("$PORT_STAT")
+    assert stat.data["$FramesReceivedwithFCSError"].id == 3 and stat.data["$RX_RATE"].id == 95
+    assert len(stat.data) == 97  # bf_switchd's 95, and the emulator's two link counters
+    _add_port(sde, 132)
+    server.store.ports.count_rx(132, 100)
+    got = _read_one(sde, stat, key(stat, __DEV_PORT=132))
+    assert got["$FramesReceivedOK"] == 1 and got["$OctetsReceived"] == 100 and got["$FramesTruncated"] == 0
+    # tna_ports: zero some counters by name
+    zero = [stat.encode(n, 0) for n in ("$FramesReceivedOK", "$FramesReceivedwithFCSError", "$FrameswithanyError")]
+    sde.write(update("MODIFY", entry(stat, key(stat, __DEV_PORT=132), zero)))
+    assert _read_one(sde, stat, key(stat, __DEV_PORT=132), "$FramesReceivedOK", "$OctetsReceived") == {
+        "$FramesReceivedOK": 0,
+        "$OctetsReceived": 100,
+    }
+
+
+def test_a_read_naming_fields_returns_only_those(sde):
+    port = sde.info.table("$PORT")
+    _add_port(sde, 140)
+    assert set(_read_one(sde, port, key(port, __DEV_PORT=140), "$PORT_UP", "$SPEED")) == {"$PORT_UP", "$SPEED"}
+    assert len(_read_one(sde, port, key(port, __DEV_PORT=140))) == 33
+    # a match-action entry: only the named action data field
+    fwd = sde.info.table("forward.forward")
+    k = key(fwd, **{"hdr.ipv4.dst_addr": 0x0A000001})
+    params = [pb.DataField(field_id=1, stream=(7).to_bytes(2, "big")), pb.DataField(field_id=2, stream=bytes(6))]
+    sde.write(update("INSERT", entry(fwd, k, params, "SwitchIngress.forward.set_egress")))
+    (full,) = sde.read(pb.Entity(table_entry=entry(fwd, k)))
+    assert [f.field_id for f in full.table_entry.data.fields] == [1, 2]
+    e = entry(fwd, k)
+    e.data.fields.add(field_id=2)
+    (got,) = sde.read(pb.Entity(table_entry=e))
+    assert [f.field_id for f in got.table_entry.data.fields] == [2]
+
+
+def test_rollback_reports_only_the_failure_and_applies_nothing(sde):
+    fwd = sde.info.table("forward.forward")
+    drop = "SwitchIngress.forward.drop"
+    k1, k2 = key(fwd, **{"hdr.ipv4.dst_addr": 1}), key(fwd, **{"hdr.ipv4.dst_addr": 2})
+    sde.write(update("INSERT", entry(fwd, k1, action=drop)))
+    req = pb.WriteRequest(
+        target=sde.target(),
+        client_id=sde.client_id,
+        atomicity=pb.WriteRequest.ROLLBACK_ON_ERROR,
+        updates=[update("INSERT", entry(fwd, k2, action=drop)), update("INSERT", entry(fwd, k1, action=drop)),
+                 update("DELETE", entry(fwd, k1))],
+    )  # fmt: skip
+    with pytest.raises(grpc.RpcError) as e:
+        sde.stub.Write(req)
+    assert errors(e.value) == ["OK", "ALREADY_EXISTS"]  # the updates before padded OK, none after
+    assert len(sde.read(pb.Entity(table_entry=entry(fwd)))) == 1  # k2 rolled back, k1 kept
+
+
+def test_dataplane_atomic_is_unimplemented_and_applies_nothing(sde):
+    fwd = sde.info.table("forward.forward")
+    req = pb.WriteRequest(
+        target=sde.target(),
+        client_id=sde.client_id,
+        atomicity=pb.WriteRequest.DATAPLANE_ATOMIC,
+        updates=[
+            update("INSERT", entry(fwd, key(fwd, **{"hdr.ipv4.dst_addr": 1}), action="SwitchIngress.forward.drop"))
+        ],
+    )
+    with pytest.raises(grpc.RpcError) as e:
+        sde.stub.Write(req)
+    assert e.value.code() == grpc.StatusCode.UNIMPLEMENTED and errors(e.value) is None
+    assert sde.read(pb.Entity(table_entry=entry(fwd))) == []
+
+
+def test_register_and_counter_cells_are_not_deleted_by_key(sde, server):
+    reg, ctr = sde.info.table("bidir_queue.balance"), sde.info.table("events")
+    server.store.register("balance").write(3, 7)
+    server.store.counter("events").count(1, 64)
+    for t, k in ((reg, key(reg, __REGISTER_INDEX=3)), (ctr, key(ctr, __COUNTER_INDEX=1))):
+        with pytest.raises(grpc.RpcError) as e:
+            sde.write(update("DELETE", entry(t, k)))
+        assert errors(e.value) == ["UNIMPLEMENTED"]
+    assert server.store.register("balance").read(3) == [7, 7] and server.store.counter("events").read(1) == (1, 64)
+    sde.write(update("DELETE", entry(reg)), update("DELETE", entry(ctr)))  # keyless: the table clear
+    assert server.store.register("balance").read(3) == [0, 0] and server.store.counter("events").read(1) == (0, 0)
+
+
+def test_single_pipe_scope_is_accepted_on_an_empty_table(sde):
+    fwd = sde.info.table("forward.forward")
+    scope = pb.TableAttribute(table_id=fwd.id)
+    scope.entry_scope.gress_scope.predef = pb.Mode.ALL
+    scope.entry_scope.pipe_scope.predef = pb.Mode.SINGLE
+    scope.entry_scope.prsr_scope.predef = pb.Mode.ALL
+    _write_attr(sde, scope)
+    (got,) = sde.read(pb.Entity(table_attribute=pb.TableAttribute(table_id=fwd.id, entry_scope={})))
+    assert got.table_attribute.entry_scope.pipe_scope.predef == pb.Mode.SINGLE
+
+
+def test_deleting_a_member_node_takes_it_out_of_its_group(sde, server):
+    node, mgid = sde.info.table("$pre.node"), sde.info.table("$pre.mgid")
+    for n in (1, 2):
+        fields = [node.encode("$MULTICAST_RID", n), node.encode("$MULTICAST_LAG_ID", []), node.encode("$DEV_PORT", [n])]
+        sde.write(update("INSERT", entry(node, key(node, __MULTICAST_NODE_ID=n), fields)))
+    members = [mgid.encode("$MULTICAST_NODE_ID", [1, 2])]  # no L1 exclusion ids: the defaults
+    sde.write(update("INSERT", entry(mgid, key(mgid, __MGID=9), members)))
+    sde.write(update("DELETE", entry(node, key(node, __MULTICAST_NODE_ID=1))))
+    assert _read_one(sde, mgid, key(mgid, __MGID=9), "$MULTICAST_NODE_ID") == {"$MULTICAST_NODE_ID": [2]}
+    assert server.store.mcast_group(9) == ((2, (2,)),)
+    with pytest.raises(grpc.RpcError) as e:  # the driver's PRE tables have no table clear
+        sde.write(update("DELETE", entry(node)))
+    assert errors(e.value) == ["UNIMPLEMENTED"]
+
+
+def test_adding_an_added_port_modifies_it(sde):
+    port = sde.info.table("$PORT")
+    _add_port(sde, 132, speed="BF_SPEED_25G")
+    _add_port(sde, 132, speed="BF_SPEED_100G", **{"$PORT_ENABLE": True})  # succeeds
+    got = _read_one(sde, port, key(port, __DEV_PORT=132), "$SPEED", "$PORT_ENABLE")
+    assert got == {"$SPEED": "BF_SPEED_25G", "$PORT_ENABLE": True}  # port add kept it; the rest applied
+
+
+def test_port_lookups_refuse_from_hw(sde):
+    names, handles, fp = (
+        sde.info.table("$PORT_STR_INFO"),
+        sde.info.table("$PORT_HDL_INFO"),
+        sde.info.table("$PORT_FP_IDX_INFO"),
+    )
+    for t, k in ((names, key(names, __PORT_NAME="1/0")), (handles, key(handles, __CONN_ID=1, __CHNL_ID=0)), (fp, None)):
+        e = entry(t, k)
+        e.table_flags.from_hw = True
+        with pytest.raises(grpc.RpcError) as err:
+            sde.read(pb.Entity(table_entry=e))
+        assert errors(err.value) == ["UNIMPLEMENTED"], t.name
+        e.table_flags.from_hw = False
+        assert sde.read(pb.Entity(table_entry=e))  # without it: answered, read-all included
+
+
+def test_port_stat_modify_only_zeroes(sde, server):
+    stat = sde.info.table("$PORT_STAT")
+    _add_port(sde, 132)
+    server.store.ports.count_rx(132, 64)
+    with pytest.raises(grpc.RpcError) as e:
+        sde.write(update("MODIFY", entry(stat, key(stat, __DEV_PORT=132), [stat.encode("$FramesReceivedOK", 5)])))
+    assert errors(e.value) == ["INVALID_ARGUMENT"]
+    assert server.store.ports.stats(132)["$FramesReceivedOK"] == 1
+    with pytest.raises(grpc.RpcError) as e:  # no entry delete on $PORT_STAT
+        sde.write(update("DELETE", entry(stat, key(stat, __DEV_PORT=132))))
+    assert errors(e.value) == ["UNIMPLEMENTED"]
+
+
+def test_port_stat_keyless_delete_clears_every_port(sde, server):
+    stat = sde.info.table("$PORT_STAT")
+    for dev in (132, 140):
+        _add_port(sde, dev)
+        server.store.ports.count_tx(dev, 64)
+    sde.write(update("DELETE", entry(stat)))  # tna_ports' clear
+    assert all(server.store.ports.stats(d)["$FramesTransmittedAll"] == 0 for d in (132, 140))
