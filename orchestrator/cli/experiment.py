@@ -203,7 +203,9 @@ def run_cmd(
         if resume:
             raise UsageError("a handler-alone run is not resumable", fix="run it again without --resume")
         try:
-            run_dir = handler_alone.run(spec, inv, p, results_root=Path(results), console=console)
+            run_dir = handler_alone.run(
+                spec, inv, p, results_root=Path(results), console=console, preflight=not no_preflight
+            )
         except KeyboardInterrupt:
             sys.exit(interrupted_status())
         console.print(f"results: [bold]{run_dir}[/] (report.md, costs.json)")

@@ -220,11 +220,13 @@ def run(
     *,
     results_root: Path = Path("results"),
     console=None,
+    preflight: bool = True,
 ) -> Path:
-    """Measure the handler on one worker host; the run folder it wrote."""
+    """Measure the handler on one worker host; the run folder it wrote. `preflight`:
+    check the machines first (every machine answers; nothing more is needed)."""
     from rich.console import Console
 
-    from .layout import RunDir
+    from .layout import PREFLIGHT, RunDir
     from .machines import Testbed, deploy, host_facts
 
     spec_path = Path(spec_path)
@@ -240,6 +242,15 @@ def run(
             fix=f"use one of {', '.join(names)}" if names else "add a worker host to the inventory",
         )
     console = console or Console(highlight=False, soft_wrap=True)
+    checked = None
+    if preflight:
+        from ..preflight import PreflightFailed
+        from ..preflight import preflight as check
+        from ..preflight.needs import HANDLER_ALONE
+
+        checked = check(inv, needs=HANDLER_ALONE)
+        if checked.blocking:
+            raise PreflightFailed(checked, what=f"rainmaker run {spec.name}")
     rd = RunDir.new(results_root, spec.name, time.strftime("%Y%m%d-%H%M%S"))
     logf = open(rd.log, "a")
 
@@ -254,6 +265,8 @@ def run(
         f"{h.requests:,} requests each{f', each held {h.dilation:g} x its run time' if h.dilation > 1 else ''}; "
         f"results in {rd.path}"
     )
+    if checked is not None:
+        log(f"{checked.summary()} ({checked.write(rd.path / PREFLIGHT).name})")
     tb = Testbed(inv)
     rows: list[dict] = []
     raw: dict[str, list[dict]] = {}

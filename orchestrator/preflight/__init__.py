@@ -49,11 +49,11 @@ def judge(inv: Inventory, needs: Needs, answers: dict[str, dict | str], liveness
     ]
 
 
-def preflight(inv: Inventory, spec=None) -> Report:
+def preflight(inv: Inventory, spec=None, *, needs: Needs | None = None) -> Report:
     """Probe every machine of `inv` and judge it for `spec` (an experiment Spec; None:
-    the main job's needs)."""
+    the main job's needs), or for `needs` when given (a run that is no sweep)."""
     t0 = time.monotonic()
-    needs = needs_of(spec)
+    needs = needs or needs_of(spec)
     answers, liveness = probe_machines(inv)
     report = Report(inventory=inv.name, needs=needs.as_dict(), checks=judge(inv, needs, answers, liveness))
     report.probes = {n: a for n, a in answers.items()}

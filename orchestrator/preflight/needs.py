@@ -42,6 +42,11 @@ class Needs:
         }
 
 
+# The RocksDB handler measured alone (rain-worker --kv-bench, figure 2): no DPDK port, no
+# switch, no kernel option; only that every machine answers.
+HANDLER_ALONE = Needs("the RocksDB handler alone (rain-worker --kv-bench)", (), dpdk=False)
+
+
 def needs_of(spec=None) -> Needs:
     """The needs of `spec` (an orchestrator.experiment.spec.Spec), or of the main job."""
     systems = tuple(spec.systems) if spec is not None else DEFAULT_SYSTEMS

@@ -52,6 +52,10 @@ def test_the_handler_alone_gives_a_table_plots_and_costs_a_spec_can_use(testbed,
     assert "SCAN, by key count" in report and "| 200 |" in report
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["kind"] == "handler_alone" and manifest["host"] == inv.workers[0].name
+    # the machines were checked first, for what this run needs: that each answers
+    pre = json.loads((run_dir / "preflight.json").read_text())
+    assert pre["needs"]["systems"] == [] and not pre["needs"]["dpdk"], pre["needs"]
+    assert {c["machine"] for c in pre["checks"]} >= {h.name for h in inv.hosts} and pre["ok"], pre["checks"]
     # `rainmaker analyze|plot|report` draw such a run again from its table, not as a sweep
     assert handler_alone.is_run(run_dir) and not handler_alone.is_run(tmp_path)
     (run_dir / "report.md").unlink()
