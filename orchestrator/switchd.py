@@ -385,13 +385,26 @@ def liveness(inv: Inventory, *, timeout: float = 3.0) -> tuple[str, str]:
 BIG_REGISTER = 4096  # cells: larger registers are summarised unless asked for
 
 
-def tables(client) -> list[dict]:
-    """Every match-action table of the program and the fixed ones ($PORT, $pre.*):
+# The fixed tables rainmaker's controllers write. bf_switchd serves many more (TM,
+# mirror, pktgen, LAG, ...), some with an entry per queue or port; `everything` lists them.
+WRITTEN_FIXED = ("$PORT", "$pre.mgid", "$pre.node")
+
+
+def _fixed(name: str) -> bool:
+    """A table of the device, not of the P4 program: `$PORT`, `$pre.*`, `tf1.tm.*`, ..."""
+    return name.startswith(("$", "tf1.", "tf2.", "tf3."))
+
+
+def tables(client, *, everything: bool = False) -> list[dict]:
+    """Every match-action table of the program and the fixed ones rainmaker writes
+    ($PORT, $pre.mgid, $pre.node; `everything`: every fixed table the switch serves):
     [{name, size, keys: [field names], entries: [{key, action, data}], default}]."""
     out = []
-    infos = sorted(client.info.tables.values(), key=lambda t: (t.name.startswith("$"), t.name))
+    infos = sorted(client.info.tables.values(), key=lambda t: (_fixed(t.name), t.name))
     for info in infos:
         if info.table_type in ("Register", "Counter", "PortStat"):
+            continue
+        if _fixed(info.name) and info.name not in WRITTEN_FIXED and not everything:
             continue
         t = client.table(info.name)
         rows = [{"key": e.key, "action": _short(e.action), "data": e.data, "priority": e.priority} for e in t.entries()]

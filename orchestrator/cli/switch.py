@@ -133,18 +133,29 @@ def _print_switch_status(st) -> None:
         console.print(f"    {st.names.get(dev, '?'):>5} dev_port {dev:<3} {speed:>5} {state}")
 
 
+# $PORT's fields that `switch tables` shows without --all (bf_switchd serves 33).
+PORT_COLUMNS = ("$PORT_NAME", "$SPEED", "$FEC", "$N_LANES", "$AUTO_NEGOTIATION", "$PORT_ENABLE", "$PORT_UP")
+
+
 @switch_group.command("tables")
 @click.option("-i", "--inventory", "inv_path", help=INVENTORY_HELP)
+@click.option(
+    "--all",
+    "everything",
+    is_flag=True,
+    help="every fixed table the switch serves (TM, mirror, pktgen, LAG, ...) and every $PORT field",
+)
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
-def switch_tables(inv_path: str | None, as_json: bool) -> None:
+def switch_tables(inv_path: str | None, everything: bool, as_json: bool) -> None:
     """Print every table of the running program (and $PORT, $pre.mgid, $pre.node) with
-    its entries and default action."""
+    its entries and default action; $PORT by its main fields (--all: every field, and
+    every fixed table)."""
     import json
 
     from .. import switchd
 
     with switchd.connect(_inventory(inv_path)) as client:
-        data = switchd.tables(client)
+        data = switchd.tables(client, everything=everything)
         program = client.p4_name
     if as_json:
         click.echo(json.dumps(data, indent=1, default=str))
@@ -165,6 +176,8 @@ def switch_tables(inv_path: str | None, as_json: bool) -> None:
         if has_action:
             tab.add_column("action")
         data_cols = [] if has_action else sorted({n for e in t["entries"] for n in e["data"]})
+        if t["name"] == "$PORT" and not everything:  # 33 fields; these say how a port is set up
+            data_cols = [c for c in PORT_COLUMNS if c in data_cols]
         for c in data_cols:
             tab.add_column(c, overflow="fold")
         if has_action:

@@ -217,7 +217,7 @@ def test_beyond_the_session_limit_a_new_stream_is_refused_resource_exhausted():
 
 def test_a_held_client_id_is_skipped_by_a_reader_and_refused_to_a_fixed_one(switch):
     address = f"127.0.0.1:{switch.port}"
-    inv = SimpleNamespace(switch=SimpleNamespace(bfrt=address, programmable=True))
+    inv = SimpleNamespace(switch=SimpleNamespace(name="sw0", bfrt=address, bfrt_via_ssh=False, programmable=True))
     with switchd.connect(inv) as first, switchd.connect(inv) as second:
         assert (first.client_id, second.client_id) == (7, 8)
         with pytest.raises(BfrtConnectError, match="already subscribed") as e:
@@ -248,7 +248,9 @@ def test_a_reader_skips_ids_bf_switchd_refuses_by_ending_the_stream():
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     try:
-        inv = SimpleNamespace(switch=SimpleNamespace(bfrt=f"127.0.0.1:{port}", programmable=True))
+        inv = SimpleNamespace(
+            switch=SimpleNamespace(name="sw0", bfrt=f"127.0.0.1:{port}", bfrt_via_ssh=False, programmable=True)
+        )
         with switchd.connect(inv) as reader:
             assert reader.client_id == 9
         with pytest.raises(BfrtConnectError, match="same client id") as e:

@@ -131,6 +131,12 @@ def test_tables_lists_every_table_with_entries(monkeypatch, capsys, programmed):
     assert "default stamp()" in out and "100G" in out and "$FEC" in out
     assert "neg_cap=-131072" in out
     assert "pipe.SwitchIngress.bidir_queue.balance" not in out  # registers are `registers`' job
+    # the device's other fixed tables (TM, mirror, ...) and $PORT's other fields: with --all
+    assert "tf1.tm.queue.sched_shaping" not in out and "$LOOPBACK_MODE" not in out
+    code, out_all, _ = run(monkeypatch, capsys, "switch", "tables", "-i", str(programmed), "--all", "--json")
+    every = {t["name"]: t for t in json.loads(out_all)}
+    assert code == 0 and {"tf1.tm.queue.sched_shaping", "$mirror.cfg", "$pre.lag"} <= set(every)
+    assert "$LOOPBACK_MODE" in every["$PORT"]["entries"][0]["data"]
     code, out, _ = run(monkeypatch, capsys, "switch", "tables", "-i", str(programmed), "--json")
     names = {t["name"] for t in json.loads(out)}
     assert "pipe.SwitchEgress.rdma_writer.build_write" in names
