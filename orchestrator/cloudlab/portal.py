@@ -433,6 +433,15 @@ class Portal:
                 fix="give the CA that signed the portal's certificate with --portal-ca FILE (verification is "
                 "never turned off)",
             ) from None
+        except (ssl.SSLEOFError, ConnectionResetError) as e:
+            # Under TLS 1.3 the client's certificate is judged after the client's side of
+            # the handshake is done: a refusal may arrive as an alert or as a closed socket.
+            raise CertificateError(
+                f"CloudLab portal {where}: the connection closed during the TLS handshake ({e}); the portal "
+                "does that when it refuses the client certificate",
+                fix="download a fresh certificate from the portal (Download Credentials) and pass it with --cert; "
+                "if it is fresh, check --portal",
+            ) from None
         except ssl.SSLError as e:
             why = e.reason or str(e)
             theirs = re.search(r"alert|certificate (required|unknown|revoked|expired)|unknown ca", why.lower())

@@ -213,6 +213,19 @@ def combine(rounds: list[list[dict]]) -> list[dict]:
     return sorted(out, key=lambda r: (r["op"], r["count"], r["item_bytes"]))
 
 
+def checked_machines(inv: Inventory, name: str):
+    """The preflight's report for what this run needs (every machine answers), or
+    PreflightFailed before the run folder is made."""
+    from ..preflight import PreflightFailed
+    from ..preflight import preflight as check
+    from ..preflight.needs import HANDLER_ALONE
+
+    report = check(inv, needs=HANDLER_ALONE)
+    if report.blocking:
+        raise PreflightFailed(report, what=f"rainmaker run {name}")
+    return report
+
+
 def run(
     spec_path: str | Path,
     inv: Inventory,
@@ -242,15 +255,7 @@ def run(
             fix=f"use one of {', '.join(names)}" if names else "add a worker host to the inventory",
         )
     console = console or Console(highlight=False, soft_wrap=True)
-    checked = None
-    if preflight:
-        from ..preflight import PreflightFailed
-        from ..preflight import preflight as check
-        from ..preflight.needs import HANDLER_ALONE
-
-        checked = check(inv, needs=HANDLER_ALONE)
-        if checked.blocking:
-            raise PreflightFailed(checked, what=f"rainmaker run {spec.name}")
+    checked = checked_machines(inv, spec.name) if preflight else None
     rd = RunDir.new(results_root, spec.name, time.strftime("%Y%m%d-%H%M%S"))
     logf = open(rd.log, "a")
 

@@ -93,6 +93,14 @@ def resumed(rd: RunDir, spec: Spec, shape: TestbedShape, auto: bool) -> tuple[Sp
     return spec, with_windows(points, m) if m else points
 
 
+def refuse_what_cannot_run(spec: Spec, inv: Inventory, auto: bool) -> None:
+    """Refuse, before anything starts, a spec this testbed cannot run (pure checks)."""
+    supported_or_explain(spec)
+    agents_can_run(inv)
+    systems_fit_network(spec, inv)
+    rpc_without_auto_k(spec, auto)
+
+
 def checked_machines(spec: Spec, inv: Inventory):
     """The preflight's report, or PreflightFailed listing the needed checks that failed:
     the run then stops before its folder is made (`--no-preflight` skips it)."""
@@ -160,20 +168,18 @@ def run(
     clock = estimate.Clock()
     spec_path = Path(spec_path)
     spec = load_spec(spec_path)
-    supported_or_explain(spec)
-    agents_can_run(inv)
-    systems_fit_network(spec, inv)
     shape = shape_of(inv)
     auto = shape.emulated and spec.dilation.emulated == "auto"
-    rpc_without_auto_k(spec, auto)
+    refuse_what_cannot_run(spec, inv, auto)
     if resume is not None:  # (a folder that is no run is bad input, before the machines are asked)
         rd = RunDir.to_resume(resume)
         spec, points = resumed(rd, spec, shape, auto)
+        sweep = Sweep(rd.path, points, resume=True)
     checked = checked_machines(spec, inv) if preflight else None
     if resume is None:
         points = plan(spec, shape)
         rd = RunDir.new(results_root, spec.name, time.strftime("%Y%m%d-%H%M%S"))
-    sweep = Sweep(rd.path, points, resume=resume is not None)
+        sweep = Sweep(rd.path, points, resume=False)
     log = RunLog(rd, console)
     log(
         f"{'resuming' if resume else 'run'} {spec.name}: {len(points)} points, {sweep.counts()['done']} done; "

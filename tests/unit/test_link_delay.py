@@ -143,7 +143,7 @@ def test_the_alarm_wakes_epoll_at_its_deadline_and_is_quiet_once_read():
 def test_testbed_up_takes_a_delay_and_status_shows_it(state_dir, monkeypatch, capsys):
     seen = {}
 
-    def up(self, clients, workers, *, link_delay_us=0.0, log=print):
+    def up(self, clients, workers, *, link_delay_us=0.0, bastion=False, log=print):
         seen["delay"] = link_delay_us
         return self.inventory_path
 

@@ -88,7 +88,7 @@ def test_free_slot_skips_slots_any_testbed_holds(state_dir, monkeypatch):
     monkeypatch.setattr(emulated, "_links", lambda: ["lo", "rm2br"])
     tried = []
 
-    def up(self, clients, workers, log, link_delay_us=0.0):
+    def up(self, clients, workers, log, link_delay_us=0.0, bastion=False):
         tried.append(self.slot)
         if self.slot == 3:
             raise emulated.SlotTaken("raced")
