@@ -75,7 +75,7 @@ class Tunnel:
     def probe(self) -> None:
         """Whether the far end accepts a connection, asked of the switch's sshd: returns,
         or raises RemoteError (its text has the switch's reason, e.g. Connection refused)."""
-        self.channel().close()
+        _close(self.channel())
 
     def trouble(self) -> str | None:
         """What is wrong with the tunnel now (its SSH connection closed, or the last
@@ -112,7 +112,7 @@ class Tunnel:
         with self._pairs_lock:
             if self.closed:
                 sock.close()
-                chan.close()
+                _close(chan)
                 return
             self._pairs.add(pair)
         try:
@@ -121,8 +121,8 @@ class Tunnel:
             with self._pairs_lock:
                 self._pairs.discard(pair)
             transport = chan.get_transport()
-            chan.close()
-            sock.close()
+            sock.close()  # first: the client must see its connection end whatever the channel does
+            _close(chan)
             if not self.closed and (transport is None or not transport.is_active()):
                 self.error = f"the SSH connection to {self.target.name} was lost"
 
@@ -137,11 +137,19 @@ class Tunnel:
         with self._pairs_lock:
             pairs, self._pairs = list(self._pairs), set()
         for sock, chan in pairs:
-            chan.close()
             sock.close()
+            _close(chan)
         self._acceptor.join(timeout=5)
         with self._ssh:
             self.remote.close()
+
+
+def _close(chan: paramiko.Channel) -> None:
+    """Close a channel whose SSH connection may be gone (paramiko then raises EOFError)."""
+    try:
+        chan.close()
+    except (OSError, EOFError, paramiko.SSHException):
+        pass
 
 
 def _pump(sock: socket.socket, chan: paramiko.Channel) -> None:
