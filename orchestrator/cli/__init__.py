@@ -13,13 +13,14 @@ failures; RAINMAKER_DEBUG=1 shows the traceback too.
     experiment  plan, run, calibrate, analyze, plot, report
     preflight   preflight (what a spec needs of each machine, checked)
     simulate    simulate, compare
+    serve       serve (the results browser)
     cloudlab    cloudlab profile / import (files)
     cloudlab_portal  cloudlab start / status / extend / terminate (the portal)
 """
 
 from __future__ import annotations
 
-from . import cloudlab, cloudlab_portal, experiment, hosts, preflight, simulate, switch, testbed  # noqa: F401  (their verbs join the group on import)
+from . import cloudlab, cloudlab_portal, experiment, hosts, preflight, serve, simulate, switch, testbed  # noqa: F401  (their verbs join the group on import)
 from .app import cli, console, err_console, main
 
 __all__ = ["cli", "console", "err_console", "main"]
