@@ -14,13 +14,14 @@ failures; RAINMAKER_DEBUG=1 shows the traceback too.
     preflight   preflight (what a spec needs of each machine, checked)
     simulate    simulate, compare
     serve       serve (the results browser)
+    crate       export, import (a run as an RO-Crate zip, to share)
     cloudlab    cloudlab profile / import (files)
     cloudlab_portal  cloudlab start / status / extend / terminate (the portal)
 """
 
 from __future__ import annotations
 
-from . import cloudlab, cloudlab_portal, experiment, hosts, preflight, serve, simulate, switch, testbed  # noqa: F401  (their verbs join the group on import)
+from . import cloudlab, cloudlab_portal, crate, experiment, hosts, preflight, serve, simulate, switch, testbed  # noqa: F401  (their verbs join the group on import)
 from .app import cli, console, err_console, main
 
 __all__ = ["cli", "console", "err_console", "main"]
