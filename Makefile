@@ -19,11 +19,12 @@ BFRT_STUBS  := switch/bfrt/_gen/.stamp
 # emulated host (openssh-server), DPDK 22.11 (runtime, headers, testpmd), a C toolchain,
 # libibverbs (rain-worker's --rdma ibverbs; it builds without it), RocksDB (its
 # --handler rocksdb), memcached (a real server for rpc-client's memcached protocol) and
-# libmemcached-tools (memaslap, the generator rpc-client's benchmark compares with).
+# libmemcached-tools (memaslap, the generator rpc-client's benchmark compares with),
+# chromium and chromium-driver (the results browser's test drives a real browser).
 APT_PACKAGES := iproute2 ethtool openssh-server openssh-client procps psmisc util-linux \
                 iputils-ping tcpdump python3 python3-venv python3-dev gcc make pkg-config \
                 dpdk dpdk-dev libdpdk-dev zlib1g-dev libibverbs-dev librocksdb-dev memcached \
-                libmemcached-tools
+                libmemcached-tools chromium chromium-driver
 
 .PHONY: setup build demo test lint clean help figures-sim
 
@@ -105,8 +106,8 @@ test: setup
 FIGURES_SIM ?= fig1a fig1b fig6a fig6b fig6c fig7 fig8 fig9 fig11a fig11b fig11c rakaia-sim rakaia-sim-bimodal rakaia-sim-constant
 SIM_ARGS    ?= --warmup 0.1 --measure 1 --repetitions 1
 figures-sim: setup
-	@for f in $(FIGURES_SIM); do \
-	  $(RM_CLI) simulate experiments/$$f.yaml --results results/sim $(SIM_ARGS) || exit $$?; done
+	@# one command for all but fig10 (its own options): one progress bar, one ETA over them
+	$(RM_CLI) simulate $(FIGURES_SIM:%=experiments/%.yaml) --results results/sim $(SIM_ARGS)
 	$(RM_CLI) simulate experiments/fig10.yaml --results results/sim --system rain
 	@# one page: every figure's claims judged at paper scale (the newest run of each)
 	$(RM_CLI) claims --page results/sim/claims.md \
