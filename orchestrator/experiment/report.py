@@ -260,7 +260,7 @@ def _model_section(run_dir: Path, df, spec, manifest: dict) -> list[str]:
     infos = {d.id: points.read_model_info(d) for d in rd.points()}
     if not any(infos.values()):
         return lines + [
-            f"No model beside the points (`points/<id>/model/`): `rainmaker analyze --model {run_dir}` simulates them.",
+            "No model beside the points (`points/<id>/model/`): `rainmaker analyze --model RUN_DIR` simulates them.",
             "",
         ]
     lines += [
