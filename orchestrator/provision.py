@@ -3,7 +3,8 @@
 One call, one run directory (ansible-runner's private data dir) under the testbed's
 work folder, holding the exported inventory and runner's artifacts (the full event
 log, for post-mortems). Runner's events feed two things (provision_events.py): a live
-progress display (current play and task, per-host counts) and a `ProvisionReport`
+progress display (a bar of tasks with a rough ETA, the current play and task, per-host
+counts; on a terminal only) and a `ProvisionReport`
 (per-host counts, the tasks that changed something, or would in check mode, and the
 duration). A
 failed run raises `ProvisionError` naming every host and task that failed, with the
@@ -15,6 +16,7 @@ redacted from every message we keep: the inventory names key files, never conten
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -28,6 +30,7 @@ from .deploy import ansible_vars as deploy_vars
 from .errors import Interrupted, ProvisionError
 from .inventory import Inventory
 from .inventory.ansible import export_yaml
+from .progress import Bar
 from .provision_events import EventAggregator, HostCounts, ProvisionReport, TaskChange, failure_message, redact
 
 PLAYBOOKS = Path(__file__).resolve().parent.parent / "playbooks"
@@ -38,6 +41,8 @@ ROLES = PLAYBOOKS / "roles"
 REMOTE_TEMP = "/tmp/.ansible-rm"
 CONTROL_PERSIST_S = 15  # short: `testbed down` and the next run should not find stale masters
 KEEP_RUNS = 20  # run directories kept per testbed (older ones are pruned)
+TASKS_FILE = "provision-tasks.json"  # tasks each kind of run started last time: the bar's total
+TASK_STARTS = ("playbook_on_task_start", "playbook_on_handler_task_start")
 DEPLOY_TAG = "deploy"  # the rainmaker_deploy role's tag (playbooks/hosts.yml, verify.yml)
 
 
@@ -175,11 +180,15 @@ def provision(
     kwargs["extravars"] = {**kwargs["extravars"], **(extra_vars or {})}  # the caller's extra vars win
     if timeout:
         kwargs["timeout"] = timeout
+    counts, key = _tasks_file(inv, work_dir, work), _run_key(playbook, check, tags, skip_tags, limit)
+    bar = Bar(console or _stderr(), enabled=progress, below=lambda: agg, transient=True)
     t0 = time.monotonic()
-    r = _run(ansible_runner, kwargs, agg, progress, console)
+    r = _run(ansible_runner, kwargs, agg, bar, _planned(counts, key), _what(check, playbook))
     duration = time.monotonic() - t0
+    if r.status == "successful":
+        _remember(counts, key, agg.tasks)
     if r.status == "canceled":
-        what = "the dry run" if check else "verifying" if Path(playbook) == VERIFY else "provisioning"
+        what = {"dry run": "the dry run", "verify": "verifying"}.get(_what(check, playbook), "provisioning")
         raise Interrupted(
             f"{what} of {inv.name} stopped after {duration:.0f} s; ansible's events so far are in "
             f"{run_dir / 'artifacts'}" + ("" if check or Path(playbook) == VERIFY else "; what it changed stays"),
@@ -224,19 +233,101 @@ def _runner_args(inv, run_dir, playbook, inventory_file, work, agg, check, tags,
     return kwargs
 
 
-def _run(ansible_runner, kwargs: dict[str, Any], agg: EventAggregator, progress: bool, console):
-    """ansible_runner.run, under the live display. ansible-runner turns SIGINT and
+def _run(ansible_runner, kwargs: dict[str, Any], agg: EventAggregator, bar: Bar, planned: int | None, what: str):
+    """ansible_runner.run, under the progress bar. ansible-runner turns SIGINT and
     SIGTERM into a "canceled" run (it stops ansible-playbook cleanly) and leaves its
     handlers installed: ours are put back after."""
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        with _live(agg, progress, console):
-            return ansible_runner.run(**kwargs)
+        with bar:
+            bar.start(planned, label=what)
+            if planned is None:
+                bar.eta_text("no ETA: no earlier run of these tags here to count tasks by")
+            return ansible_runner.run(**{**kwargs, "event_handler": _following(agg, bar, planned)})
     finally:
         if threading.current_thread() is threading.main_thread():
             for sig, h in handlers.items():
                 if h is not None:  # None: set outside Python, cannot be put back
                     signal.signal(sig, h)
+
+
+def _following(agg: EventAggregator, bar: Bar, planned: int | None):
+    """`agg` as runner's event handler, moving the bar as each task ends (the next one
+    starts, or the recap comes): tasks done of as many as the last run of this kind
+    started (Ansible does not say how many it will run: `when`, tags and includes decide
+    as it goes), the ETA from the time per task so far. Rough: an apt install takes
+    minutes, a check a fraction of a second."""
+    last = [time.monotonic()]
+
+    def handler(event: dict) -> bool:
+        keep = agg(event)
+        kind = event.get("event")
+        if kind in TASK_STARTS or (kind == "playbook_on_stats" and agg.tasks):
+            now = time.monotonic()
+            done = agg.tasks - (kind in TASK_STARTS)  # a task is done when the next starts, or the recap comes
+            if planned is None:
+                bar.update(completed=done)
+            elif done > 0:
+                bar.update(total=max(planned, agg.tasks))  # more than last time: the total grows
+                bar.did(spent_s=now - last[0])
+            last[0] = now
+        return keep
+
+    return handler
+
+
+def _what(check: bool, playbook: Path) -> str:
+    return "dry run" if check else "verify" if Path(playbook) == VERIFY else "provision"
+
+
+def _stderr():
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+# -- how many tasks a run starts: remembered from the last one of its kind --------------
+
+
+def _tasks_file(inv: Inventory, work_dir: Path | None, work: Path) -> Path:
+    """An emulated testbed's counts go beside its run history (estimate.py), which
+    outlives its slot (`testbed down` removes the slot, and so its work folder); other
+    testbeds keep them in their work folder, as does a caller that chose that folder."""
+    if inv.emulation is not None and work_dir is None:
+        from .experiment.estimate import history_path
+
+        return history_path(inv).parent / TASKS_FILE
+    return work / TASKS_FILE
+
+
+def _run_key(playbook: Path, check: bool, tags, skip_tags, limit) -> str:
+    return json.dumps([Path(playbook).name, check, sorted(tags or []), sorted(skip_tags or []), limit])
+
+
+def _known(path: Path) -> dict:
+    try:
+        known = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return known if isinstance(known, dict) else {}
+
+
+def _planned(path: Path, key: str) -> int | None:
+    n = _known(path).get(key)
+    return n if isinstance(n, int) and n > 0 else None
+
+
+def _remember(path: Path, key: str, tasks: int) -> None:
+    """Keep this run's count for the next (written whole, then renamed). A state folder
+    this user cannot write only costs the next run its ETA."""
+    known = _known(path) | {key: tasks}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(known, indent=1) + "\n")
+        tmp.replace(path)
+    except OSError:
+        pass
 
 
 def _raise_unless_done(report: ProvisionReport, r, inv: Inventory, run_dir: Path, limit: str | None) -> None:
@@ -268,35 +359,6 @@ def _raise_unless_done(report: ProvisionReport, r, inv: Inventory, run_dir: Path
     if err is not None:
         err.report = report  # type: ignore[attr-defined]
         raise err
-
-
-class _live:
-    """A transient rich Live display of the aggregator, on stderr; nothing when disabled."""
-
-    def __init__(self, agg: EventAggregator, enabled: bool, console=None):
-        self.agg, self.enabled, self.console = agg, enabled, console
-        self.live = None
-
-    def __enter__(self):
-        if self.enabled:
-            from rich.console import Console
-            from rich.live import Live
-
-            console = self.console or Console(stderr=True)
-            self.live = Live(
-                get_renderable=lambda: self.agg,
-                console=console,
-                transient=True,
-                refresh_per_second=4,
-                redirect_stdout=False,
-                redirect_stderr=False,
-            )
-            self.live.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.live is not None:
-            self.live.stop()
 
 
 __all__ = [

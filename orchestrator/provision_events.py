@@ -262,6 +262,7 @@ class EventAggregator:
         self.notes: dict[str, list[str]] = {}  # message -> hosts: debug tasks' messages, module warnings
         self.missing: dict[str, list[str]] = {}  # host -> what it lacks ("missing: ..." messages)
         self.roles: list[str] = []  # roles whose tasks ran, in order
+        self.tasks = 0  # tasks started (once each, whatever the hosts): the progress bar's count
         self._changed_items: dict[tuple[str, str], list[str]] = {}
         self._tasks: dict[str, tuple[str, str | None, str | None]] = {}  # task uuid -> (task, role, play)
 
@@ -295,6 +296,7 @@ class EventAggregator:
         elif kind in ("playbook_on_task_start", "playbook_on_handler_task_start"):
             self.task = data.get("task") or data.get("name") or "?"
             self.role = data.get("role") or None
+            self.tasks += 1
             if self.role and self.role not in self.roles:
                 self.roles.append(self.role)
             if data.get("task_uuid"):

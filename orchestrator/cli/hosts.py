@@ -115,7 +115,8 @@ def provision(inv_path: str | None, check: bool, tags: str | None, limit: str | 
     deploy root), hugepages, dpdk_host (DPDK 22.11, the NIC, CPU isolation checks), roce
     (RoCEv2 on workers' ConnectX), deploy (binaries and agents). Switch: common,
     hugepages, tofino_sde (SDE checks, the program compiled and installed, bf_switchd as
-    a service, ports up). Idempotent: a second run changes nothing.
+    a service, ports up). Idempotent: a second run changes nothing. On a terminal a bar
+    counts the tasks done, with a rough ETA once a run of the same kind has counted them.
 
     \b
     --check    dry run: what would change, and what hardware or vendor software each

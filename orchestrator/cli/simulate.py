@@ -12,7 +12,7 @@ from .app import cli, console
 
 
 @cli.command("simulate")
-@click.argument("spec")  # the loader explains a folder or a binary, with a fix
+@click.argument("specs", nargs=-1, required=True, metavar="SPEC...")  # the loader explains a folder, with a fix
 @click.option("--results", "results", default="results", show_default=True, help="where new runs go")
 @click.option("--ideal", is_flag=True, help="no network delay and no per-packet cost: the pure queueing model")
 @click.option(
@@ -86,7 +86,7 @@ from .app import cli, console
 )
 @click.option("--no-analysis", is_flag=True, help="skip analysis, plots and report at the end")
 def simulate_cmd(
-    spec: str,
+    specs: tuple[str, ...],
     results: str,
     ideal: bool,
     like: str | None,
@@ -102,7 +102,8 @@ def simulate_cmd(
     resume: str | None,
     no_analysis: bool,
 ) -> None:
-    """Run SPEC on the simulated testbed: the same run folder as `rainmaker run`.
+    """Run SPEC on the simulated testbed: the same run folder as `rainmaker run`;
+    several SPECs one after the other, with the same options and one progress bar.
 
     \b
     The simulated testbed is a discrete-event model of the scheduling system in
@@ -124,7 +125,9 @@ def simulate_cmd(
       rainmaker simulate experiments/demo.yaml --ideal --threads 16
       rainmaker simulate experiments/demo.yaml --like results/demo/20260101-120000
       rainmaker compare results/demo/20260101-120000 results/demo/<simulated run>
-    Ctrl-C keeps the done points:
+      rainmaker simulate experiments/fig6a.yaml experiments/fig6b.yaml --measure 1
+    On a terminal a bar shows the points done and a rough ETA. Ctrl-C keeps the done
+    points:
       rainmaker simulate experiments/fig6a.yaml --resume results/fig6a/<timestamp>"""
     from ..errors import UsageError
     from ..simulate.runner import simulate
@@ -136,28 +139,58 @@ def simulate_cmd(
             "--like and --ideal ask for two different networks (the measured run's, and none)",
             fix="give one of them",
         )
-    try:
-        run_dir = simulate(
-            spec,
-            results_root=Path(results),
-            ideal=ideal,
-            like=like,
-            worker_hosts=workers,
-            threads=threads,
-            systems=list(systems) or None,
-            warmup_s=warmup_s,
-            measure_s=measure_s,
-            repetitions=repetitions,
-            seed=seed,
-            jobs=jobs,
-            cluster=cluster,
-            resume=Path(resume) if resume else None,
-            console=console,
-            analyze_after=not no_analysis,
+    if len(specs) > 1 and (like or resume):
+        raise UsageError(
+            f"--{'like' if like else 'resume'} names the run of one spec, and {len(specs)} specs were given",
+            fix="give one SPEC with it",
         )
+    kw = dict(
+        results_root=Path(results),
+        ideal=ideal,
+        like=like,
+        worker_hosts=workers,
+        threads=threads,
+        systems=list(systems) or None,
+        warmup_s=warmup_s,
+        measure_s=measure_s,
+        repetitions=repetitions,
+        seed=seed,
+        jobs=jobs,
+        cluster=cluster,
+        resume=Path(resume) if resume else None,
+        console=console,
+        analyze_after=not no_analysis,
+    )
+    if len(specs) > 1:
+        _simulate_each(specs, kw)
+        return
+    try:
+        run_dir = simulate(specs[0], **kw)
     except KeyboardInterrupt:
         sys.exit(interrupted_status())
     console.print(f"results: [bold]{run_dir}[/]")
+
+
+def _simulate_each(specs: tuple[str, ...], kw: dict) -> None:
+    """Each spec in turn under one bar: all their points, an ETA over all of them. Every
+    spec is planned first, so that one the simulator refuses stops the batch before any runs."""
+    from ..progress import Bar
+    from ..simulate.runner import Options, planned_work, simulate
+
+    keys = ("worker_hosts", "threads", "ideal", "seed", "systems", "warmup_s", "measure_s", "repetitions")
+    opts = Options(**{k: kw[k] for k in keys})
+    planned = [planned_work(s, opts) for s in specs]
+    with Bar(console) as bar:
+        bar.start(sum(n for n, _ in planned), work=sum(w for _, w in planned))
+        for i, spec in enumerate(specs):
+            bar.update(label=f"{Path(spec).stem} ({i + 1} of {len(specs)})")
+            try:
+                run_dir = simulate(spec, **kw, bar=bar)
+            except KeyboardInterrupt:
+                if specs[i + 1 :]:
+                    console.print(f"not begun: {' '.join(specs[i + 1 :])}")
+                sys.exit(interrupted_status())
+            console.print(f"results: [bold]{run_dir}[/]")
 
 
 @cli.command("compare")

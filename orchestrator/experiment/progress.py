@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+from ..progress import Bar
 from .layout import RunDir
 from .plan import Point
 
@@ -28,47 +29,19 @@ class RunLog:
         self.file.close()
 
 
-class Progress:
-    """Point, phase and ETA on the terminal (rich), or plain lines when not a TTY."""
-
-    def __init__(self, console=None, enabled: bool = True):
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
-        from rich.progress import Progress as RP
-
-        self.console = console or Console()
-        self.enabled = enabled
-        self.rp = RP(
-            TextColumn("[bold]{task.fields[pid]}[/]"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[phase]}"),
-            TimeElapsedColumn(),
-            TextColumn("{task.fields[eta]}"),  # the run's own (estimate.Eta), not rich's rate
-            console=self.console,
-            transient=False,
-            disable=not enabled,
-        )
-        self.task = None
-
-    def __enter__(self):
-        self.rp.__enter__()
-        return self
-
-    def __exit__(self, *exc):
-        self.rp.__exit__(*exc)
+class Progress(Bar):
+    """The sweep's bar (orchestrator/progress.py): points done of all, the current point
+    and its phase, and the run's own ETA (estimate.Eta), given at each point's start."""
 
     def start(self, total: int, done: int) -> None:
-        self.task = self.rp.add_task("sweep", total=total, completed=done, pid="", phase="", eta="")
+        super().start(total, done)
 
     def point(self, p: Point, eta: str = "") -> None:
-        if self.task is not None:
-            self.rp.update(self.task, pid=p.id, phase="", eta=eta)
+        self.update(label=p.id, doing="")
+        self.eta_text(eta)
 
     def phase(self, name: str) -> None:
-        if self.task is not None:
-            self.rp.update(self.task, phase=name)
+        self.update(doing=name)
 
     def advance(self) -> None:
-        if self.task is not None:
-            self.rp.advance(self.task)
+        self.update(advance=1)

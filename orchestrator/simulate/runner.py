@@ -18,6 +18,11 @@ bytes per request, 80 MB at paper scale); the orchestrating process writes them 
 checks the point's validity. So remote workers need no shared file system, and a
 point's folder is written whole or not at all.
 
+On a terminal a progress bar (orchestrator/progress.py) shows the points done and an
+ETA paced by the points' own wall times, each weighed by the requests it simulates
+(the simulator has no estimate of its own); `simulate(..., bar=)` moves a bar its
+caller holds, one over several specs.
+
 Ctrl-C stops the workers, puts the unfinished points back to todo and keeps the done
 ones: `rainmaker simulate SPEC --resume RUN_DIR` continues (exit status 130).
 """
@@ -30,6 +35,7 @@ import platform
 import signal
 import time
 from collections.abc import Callable, Iterator
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -43,6 +49,7 @@ from ..experiment.provenance import git_state
 from ..experiment.spec import Dilation, Spec
 from ..experiment.spec import load as load_spec
 from ..experiment.sweep import DONE, FAILED, Sweep
+from ..progress import Bar
 from ..systems import get as get_system
 from .engine import core_hash
 from .model import Plan
@@ -237,7 +244,7 @@ class LocalPool:
         # The server imports the simulator once; each worker is then a fork of it, not a
         # fresh interpreter importing numpy and the model again (seconds per pool).
         ctx.set_forkserver_preload(["orchestrator.simulate.runner", "orchestrator.simulate.writer"])
-        self.jobs = jobs
+        self.jobs = self.parallel = jobs
         self.ex = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_quiet_sigint)
         self.where = f"{jobs} local process(es)"
 
@@ -310,7 +317,8 @@ class DaskPool:
                 f"--cluster {address}: no Dask scheduler answers there ({e})",
                 fix="give the scheduler's address as `dask scheduler` prints it, e.g. tcp://10.0.0.1:8786",
             ) from None
-        n = len(self.client.scheduler_info().get("workers", {}))
+        workers = self.client.scheduler_info().get("workers", {})
+        n, self.parallel = len(workers), max(1, sum(int(w.get("nthreads", 1)) for w in workers.values()))
         self.where = f"Dask cluster {address} ({n} worker(s))"
         self.futures: list = []
 
@@ -381,10 +389,12 @@ def simulate(
     console=None,
     progress: bool = True,
     analyze_after: bool = True,
+    bar: Bar | None = None,
 ) -> Path:
     """Simulate every point of the spec at `spec_path`; return the run folder. On
     `resume`, the run's own options (manifest.json) plan the same points and only the
-    points not done are simulated."""
+    points not done are simulated. `bar`: a started bar its caller holds (its total
+    counts these points), else the run shows its own."""
     spec_path = Path(spec_path)
     _not_a_handler_spec(spec_path)
     opts = Options(
@@ -420,19 +430,42 @@ def simulate(
         f"{len(p.points)} points, {sweep.counts()['done']} done; results in {rd.path}"
     )
     tasks = [(x.id, sims[x.id], asdict(x)) for x in sweep.pending()]
-    try:
-        _run_tasks(tasks, remote, jobs, rd, sweep, p.spec, log)
-    except KeyboardInterrupt:
-        log(f"interrupted: done points are kept; continue with `rainmaker simulate {spec_path} --resume {rd.path}`")
-        log.close()
-        raise
-    log(sweep.summary())
-    if analyze_after and sweep.counts()["done"]:
-        from ..experiment.report import finish
+    own = bar is None
+    if bar is None:
+        bar = Bar(log.console, enabled=progress)
+        bar.start(len(p.points), len(p.points) - len(tasks), p.spec.name, work=sum(work_of(t[2]) for t in tasks))
+    with bar if own else nullcontext():
+        try:
+            _run_tasks(tasks, remote, jobs, rd, sweep, p.spec, log, bar)
+        except KeyboardInterrupt:
+            log(f"interrupted: done points are kept; continue with `rainmaker simulate {spec_path} --resume {rd.path}`")
+            log.close()
+            raise
+        log(sweep.summary())
+        if analyze_after and sweep.counts()["done"]:
+            from ..experiment.report import finish
 
-        finish(rd.path, p.spec.plots, log)
+            bar.update(doing="analysis, plots, report")
+            finish(rd.path, p.spec.plots, log)
     log.close()
     return rd.path
+
+
+def work_of(point: dict) -> float:
+    """A point's share of the simulation's work, which paces the ETA: the requests it
+    simulates (its load over its warm-up and measurement), at least one."""
+    return max(1.0, point["offered_rps"] * (point["warmup_s"] + point["measure_s"]))
+
+
+def planned_work(spec_path: str | Path, opts: Options) -> tuple[int, float]:
+    """The points a new simulate() of `spec_path` plans and their work, for a bar over
+    several specs; it refuses what simulate() would, before any of them runs."""
+    spec_path = Path(spec_path)
+    _not_a_handler_spec(spec_path)
+    spec = only_systems(load_spec(spec_path), opts.systems)
+    supported_or_explain(spec)
+    points = plan_points(spec, opts).points
+    return len(points), sum(work_of(asdict(x)) for x in points)
 
 
 def _shape(p: Plan, opts: Options) -> str:
@@ -472,7 +505,7 @@ def _prepared(spec: Spec, opts: Options) -> tuple[Plan, dict[str, int], dict]:
     return p, seeds, sims
 
 
-def _run_tasks(tasks: list, remote, jobs: int | None, rd: RunDir, sweep: Sweep, spec: Spec, log) -> None:
+def _run_tasks(tasks: list, remote, jobs: int | None, rd: RunDir, sweep: Sweep, spec: Spec, log, bar: Bar) -> None:
     """The pending points on the cluster or this machine's cores. On Ctrl-C or an error
     the pool is stopped and the points it was running go back to todo."""
     pool = remote
@@ -480,7 +513,7 @@ def _run_tasks(tasks: list, remote, jobs: int | None, rd: RunDir, sweep: Sweep, 
         if tasks:
             pool = remote or LocalPool(max(1, min(jobs or os.cpu_count() or 1, len(tasks))))
             log(f"{len(tasks)} point(s) on {pool.where}")
-            _collect(pool, tasks, rd, sweep, spec, log)
+            _collect(pool, tasks, rd, sweep, spec, log, bar)
     except BaseException as e:
         if pool is not None:
             pool.stop()
@@ -495,15 +528,20 @@ def _run_tasks(tasks: list, remote, jobs: int | None, rd: RunDir, sweep: Sweep, 
             pool.close()
 
 
-def _collect(pool, tasks, rd: RunDir, sweep: Sweep, spec: Spec, log: Callable[[str], None]) -> None:
+def _collect(pool, tasks, rd: RunDir, sweep: Sweep, spec: Spec, log: Callable[[str], None], bar: Bar) -> None:
     """Write each point as its result arrives, then its verdict and its sweep state."""
     from ..experiment.validity import check_point, invalid_reason
     from . import writer
 
-    n, done = len(tasks), 0
-    for pid, files in pool.run(tasks, sweep.start):
+    def started(pid: str) -> None:
+        sweep.start(pid)
+        bar.update(doing=pid)
+
+    n, done, work = len(tasks), 0, {pid: work_of(pt) for pid, _, pt in tasks}
+    for pid, files in pool.run(tasks, started):
         done += 1
         if FAILED_KEY in files:
+            bar.did(work=work[pid], spent_s=None)  # refused at once: nothing to pace by
             why = " | ".join(line.strip() for line in files[FAILED_KEY].decode().splitlines() if line.strip())
             sweep.finish(pid, FAILED, why[:1000])
             log(f"[{done}/{n}] {pid}: failed: {why}")
@@ -512,10 +550,11 @@ def _collect(pool, tasks, rd: RunDir, sweep: Sweep, spec: Spec, log: Callable[[s
         verdict = check_point(rd.point(pid).path, point | {"status": "done"}, spec.validity)
         timing = json.loads(files[layout.TIMING])
         sweep.finish(pid, DONE, None if verdict.valid else invalid_reason(verdict), valid=verdict.valid)
-        p99 = timing.get("p99_us")
+        p99, wall = timing.get("p99_us"), timing.get("point_wall_s", timing.get("core_wall_s", 0))
+        bar.did(work=work[pid], spent_s=wall / pool.parallel)  # its wall, shared with the points beside it
         log(
             f"[{done}/{n}] {pid}: {timing.get('answered', 0):,} tasks, p99 "
             + (f"{p99:,.1f} us" if isinstance(p99, (int, float)) else "-")
-            + f", {timing.get('point_wall_s', timing.get('core_wall_s', 0)):.1f} s"
+            + f", {wall:.1f} s"
             + ("" if verdict.valid else f" (not valid: {', '.join(verdict.failed)})")
         )
