@@ -139,17 +139,15 @@ def _new_crate():
         return ROCrate()
 
 
+def _get(m: dict, key: str) -> dict:
+    return m[key] if isinstance(m.get(key), dict) else {}
+
+
 def build(facts: RunFacts, *, authors: Sequence[Author], license: str) -> dict:
     """The crate's JSON-LD (ro-crate-metadata.json) for the run."""
-    from rocrate.model import ComputerLanguage, ContextEntity, Person, SoftwareApplication
+    from rocrate.model import ContextEntity, Person
 
     crate = _new_crate()
-    m = facts.manifest
-    spec = m.get("spec") if isinstance(m.get("spec"), dict) else {}
-    git = m.get("git") if isinstance(m.get("git"), dict) else {}
-    testbed = m.get("testbed") if isinstance(m.get("testbed"), dict) else {}
-    versions = m.get("versions") if isinstance(m.get("versions"), dict) else {}
-
     people = [
         crate.add(Person(crate, a.id or f"#author-{i + 1}", properties={"name": a.name}))
         for i, a in enumerate(authors or [Author(PLACEHOLDER_AUTHOR)])
@@ -162,68 +160,8 @@ def build(facts: RunFacts, *, authors: Sequence[Author], license: str) -> dict:
         (WORKFLOW_RO_CRATE, "Workflow RO-Crate", "1.0"),
     ):
         crate.add(ContextEntity(crate, pid, properties={"@type": "CreativeWork", "name": name, "version": version}))
-
-    lang = crate.add(
-        ComputerLanguage(
-            crate,
-            SPEC_LANGUAGE,
-            properties={
-                "name": "rainmaker experiment spec",
-                "alternateName": "rainmaker spec (YAML)",
-                "description": "A rainmaker experiment: systems, workload, loads, repetitions, validity, "
-                "claims; `rainmaker run SPEC` runs it on a testbed",
-            },
-        )
-    )
-    tools = [
-        crate.add(
-            SoftwareApplication(crate, f"#software-{re.sub(r'[^A-Za-z0-9._-]', '-', name)}", properties={"name": name})
-        )
-        for name in versions
-    ]
-    for t, v in zip(tools, versions.values()):
-        t["softwareVersion"] = str(v)
-    rev = git.get("revision") or "unknown"
-    workflow = crate.add_workflow(
-        None,
-        "crate/spec.yaml",
-        main=True,
-        lang=lang,
-        properties={
-            "name": f"{facts.experiment} (rainmaker experiment spec)",
-            "description": str(spec.get("description") or "").strip()
-            or f"The experiment spec of {facts.experiment}, as the run recorded it (manifest.json: spec)",
-            "encodingFormat": "application/yaml",
-            "version": str(rev),
-            "conformsTo": {"@id": BIOSCHEMAS_WORKFLOW},
-            "softwareRequirements": tools,
-        },
-    )
-    inventory = crate.add_file(
-        None,
-        "crate/inventory.yaml",
-        properties={
-            "name": "The testbed inventory, keys and secrets removed",
-            "encodingFormat": "application/yaml",
-            "description": _inventory_description(facts),
-        },
-    )
-    params = [
-        crate.add(
-            ContextEntity(
-                crate,
-                f"#{key}",
-                properties={"@type": "PropertyValue", "name": name, "value": str(value)},
-            )
-        )
-        for key, name, value in (
-            ("git-revision", "rainmaker git revision", rev),
-            ("git-dirty", "uncommitted changes in the checkout", git.get("dirty", "unknown")),
-            ("testbed-kind", "testbed kind", testbed.get("kind", "unknown")),
-            ("inventory-name", "testbed", (m.get("inventory") or {}).get("name", "unknown")),
-        )
-    ]
-    results = _results(crate, facts)
+    workflow = _workflow(crate, facts)
+    action = _action(crate, facts, workflow, people)
     crate.add_file(
         None,
         "crate/export.json",
@@ -244,33 +182,9 @@ def build(facts: RunFacts, *, authors: Sequence[Author], license: str) -> dict:
             "description": "What this crate is and how to open it",
         },
     )
-    status, error = _status(facts)
-    started = iso(m.get("created_unix"))
-    ended = _ended(facts) or started
-    action_props: dict[str, Any] = {
-        "name": f"rainmaker run {facts.experiment} ({facts.run})",
-        "description": f"`rainmaker run` of the experiment {facts.experiment} on a {testbed.get('kind', 'unknown')} "
-        f"testbed: {len(facts.sweep)} point(s), {_done(facts)} done",
-        "actionStatus": {"@id": f"http://schema.org/{status}"},
-        "agent": people[0] if len(people) == 1 else people,
-    }
-    if started:
-        action_props["startTime"] = started
-    if ended:
-        action_props["endTime"] = ended
-    if error:
-        action_props["error"] = error
-    action = crate.add_action(
-        workflow,
-        identifier=f"#run-{facts.run}",
-        object=[workflow, inventory, *params],
-        result=results,
-        properties=action_props,
-    )
-
     root = crate.root_dataset
     root["name"] = f"{facts.experiment}: rainmaker run {facts.run}"
-    root["description"] = _description(facts, spec)
+    root["description"] = _description(facts, _get(facts.manifest, "spec"))
     root["license"] = lic
     root["author"] = people if len(people) > 1 else people[0]
     root["datePublished"] = datetime.datetime.now(datetime.UTC).date().isoformat()
@@ -279,6 +193,108 @@ def build(facts: RunFacts, *, authors: Sequence[Author], license: str) -> dict:
     root["keywords"] = ["rainmaker", "in-network scheduling", "RO-Crate", "Workflow Run Crate", facts.experiment]
     crate.metadata["conformsTo"] = [{"@id": RO_CRATE}, {"@id": WORKFLOW_RO_CRATE}]
     return crate.metadata.generate()
+
+
+def _workflow(crate, facts: RunFacts):
+    """The instrument: the spec, in rainmaker's spec language, with the tools that ran it."""
+    from rocrate.model import ComputerLanguage, SoftwareApplication
+
+    spec = _get(facts.manifest, "spec")
+    versions = _get(facts.manifest, "versions")
+    lang = crate.add(
+        ComputerLanguage(
+            crate,
+            SPEC_LANGUAGE,
+            properties={
+                "name": "rainmaker experiment spec",
+                "alternateName": "rainmaker spec (YAML)",
+                "description": "A rainmaker experiment: systems, workload, loads, repetitions, validity, "
+                "claims; `rainmaker run SPEC` runs it on a testbed",
+            },
+        )
+    )
+    tools = [_tool(crate, SoftwareApplication, name, str(v)) for name, v in versions.items() if name != "platform"]
+    return crate.add_workflow(
+        None,
+        "crate/spec.yaml",
+        main=True,
+        lang=lang,
+        properties={
+            "name": f"{facts.experiment} (rainmaker experiment spec)",
+            "description": str(spec.get("description") or "").strip()
+            or f"The experiment spec of {facts.experiment}, as the run recorded it (manifest.json: spec)",
+            "encodingFormat": "application/yaml",
+            "version": str(_get(facts.manifest, "git").get("revision") or "unknown"),
+            "conformsTo": {"@id": BIOSCHEMAS_WORKFLOW},
+            "softwareRequirements": tools,
+        },
+    )
+
+
+def _action(crate, facts: RunFacts, workflow, people: list):
+    """The run as a CreateAction: its inputs (object), what it wrote (result), when, by whom."""
+    from rocrate.model import ContextEntity
+
+    m = facts.manifest
+    git, testbed, versions = _get(m, "git"), _get(m, "testbed"), _get(m, "versions")
+    inventory = crate.add_file(
+        None,
+        "crate/inventory.yaml",
+        properties={
+            "name": "The testbed inventory, keys and secrets removed",
+            "encodingFormat": "application/yaml",
+            "description": _inventory_description(facts),
+        },
+    )
+    params = [
+        crate.add(
+            ContextEntity(crate, f"#{key}", properties={"@type": "PropertyValue", "name": name, "value": str(value)})
+        )
+        for key, name, value in (
+            ("git-revision", "rainmaker git revision", git.get("revision") or "unknown"),
+            ("git-dirty", "uncommitted changes in the checkout", git.get("dirty", "unknown")),
+            ("testbed-kind", "testbed kind", testbed.get("kind", "unknown")),
+            ("inventory-name", "testbed", _get(m, "inventory").get("name", "unknown")),
+            ("platform", "the machine that ran rainmaker", versions.get("platform", "unknown")),
+        )
+    ]
+    status, error = _status(facts)
+    started = iso(m.get("created_unix"))
+    ended = _ended(facts) or started
+    props: dict[str, Any] = {
+        "name": f"rainmaker run {facts.experiment} ({facts.run})",
+        "description": f"`rainmaker run` of the experiment {facts.experiment} (testbed kind: "
+        f"{testbed.get('kind', 'unknown')}): {len(facts.sweep)} point(s), {_done(facts)} done",
+        "actionStatus": f"http://schema.org/{status}",  # a string, as the profile's examples (and validator) have it
+        "agent": people[0] if len(people) == 1 else people,
+    }
+    props.update({k: v for k, v in (("startTime", started), ("endTime", ended), ("error", error)) if v})
+    return crate.add_action(
+        workflow,
+        identifier=f"#run-{facts.run}",
+        object=[workflow, inventory, *params],
+        result=_results(crate, facts),
+        properties=props,
+    )
+
+
+# Where a tool the manifest names is found: an absolute @id and url, as Process Run Crate
+# recommends; a Python package's is its PyPI page at the version that ran.
+_HOMES = {
+    "python": "https://www.python.org/",
+    "dpdk": "https://www.dpdk.org/",
+    "rainmaker": None,  # no public home known to the manifest: a local id
+}
+
+
+def _tool(crate, cls, name: str, version: str):
+    """A SoftwareApplication for a tool manifest.json's `versions` records."""
+    home = _HOMES.get(name, f"https://pypi.org/project/{name}/{version}/")
+    ident = home or f"#software-{re.sub(r'[^A-Za-z0-9._-]', '-', name)}"
+    props = {"name": name, "softwareVersion": version}
+    if home:
+        props["url"] = home
+    return crate.add(cls(crate, ident, properties=props))
 
 
 def _results(crate, facts: RunFacts) -> list:
@@ -330,7 +346,7 @@ def _results(crate, facts: RunFacts) -> list:
                             "description": "the point's validity checks: each with its value, threshold and message",
                         },
                     )
-                    p.append_to("hasPart", v)
+                    p["hasPart"] = v
                     out.append(v)
     return out
 
@@ -364,7 +380,7 @@ def _description(facts: RunFacts, spec: dict) -> str:
     what = str(spec.get("description") or "").strip()
     kind = (facts.manifest.get("testbed") or {}).get("kind", "unknown")
     head = (
-        f"A run of the rainmaker experiment {facts.experiment} on a {kind} testbed ({len(facts.sweep)} points, "
+        f"A run of the rainmaker experiment {facts.experiment} (testbed kind: {kind}; {len(facts.sweep)} points, "
         f"{_done(facts)} done), with its raw measurements, analysis, figures and report. "
         "`rainmaker import` lays it out as a run folder again."
     )
