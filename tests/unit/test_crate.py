@@ -509,3 +509,38 @@ def test_a_demo_run_reports_the_same_in_a_clean_copy(tmp_path):
     rainmaker(clone, "report", f"results/demo/{run.name}")
     assert (there / "report.md").read_bytes() == (run / "report.md").read_bytes()
     assert (there / "report.html").read_bytes() == (run / "report.html").read_bytes()
+
+
+def test_ctrl_c_leaves_neither_half_a_zip_nor_half_a_run(run, crate, tmp_path, monkeypatch):
+    from orchestrator.crate import export as export_module
+    from orchestrator.crate import importer as importer_module
+
+    def interrupting(real, after: int):
+        calls = []
+
+        def wrapper(*args, **kwargs):
+            calls.append(1)
+            if len(calls) > after:
+                raise KeyboardInterrupt
+            return real(*args, **kwargs)
+
+        return wrapper
+
+    out = tmp_path / "out"
+    out.mkdir()
+    monkeypatch.setattr(export_module, "_put", interrupting(export_module._put, 5))
+    with pytest.raises(KeyboardInterrupt):
+        export_run(run, out / "x.crate.zip")
+    assert list(out.iterdir()) == []
+    monkeypatch.setattr(importer_module, "_copy", interrupting(importer_module._copy, 5))
+    with pytest.raises(KeyboardInterrupt):
+        import_crate(crate, tmp_path / "results")
+    assert list((tmp_path / "results" / "demo").iterdir()) == []
+    # an existing run folder is kept whole when its replacement is interrupted
+    monkeypatch.undo()
+    first = import_crate(crate, tmp_path / "results").path
+    monkeypatch.setattr(importer_module, "_copy", interrupting(importer_module._copy, 5))
+    with pytest.raises(KeyboardInterrupt):
+        import_crate(crate, tmp_path / "results", force=True)
+    assert sorted(p.name for p in first.parent.iterdir()) == [STAMP]
+    assert (first / "report.md").read_bytes() == (run / "report.md").read_bytes()
