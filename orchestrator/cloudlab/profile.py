@@ -183,7 +183,27 @@ def dotted(n):
 
 hosts = ["client%d" % i for i in range(params.clients)] + ["worker%d" % i for i in range(params.workers)]"""
 
-_TEMPLATE = '''\
+# The parts every profile shares, each a format string like the templates they join.
+_DATA_CODE = """NETWORK = {network!r}  # the data network {subnet}, as a 32-bit number
+PREFIX = {prefix}
+IMAGES = [
+{images}
+]
+"""
+# The hosts of a LAN profile (lan, shared-vlan): each with one data address on the LAN.
+_LAN_HOSTS_CODE = """
+netmask = dotted((0xFFFFFFFF << (32 - PREFIX)) & 0xFFFFFFFF)
+for i, name in enumerate(hosts):
+    host = request.RawPC(name)
+    host.hardware_type = params.host_type
+    host.disk_image = params.host_image
+    lan.addInterface(host.addInterface("data", pg.IPv4Address(dotted(NETWORK + 1 + i), netmask)))
+
+pc.printRequestRSpec(request)
+"""
+
+_TEMPLATE = (
+    '''\
 """Rain testbed: {clients} client(s) and {workers} worker(s) on {hardware_type}, each cabled to a Tofino switch.
 
 Every host has one data interface on a point-to-point link to its own port of the
@@ -204,12 +224,9 @@ import geni.rspec.pg as pg
 import geni.rspec.emulab  # noqa: F401  Emulab's extensions (type default image, no shaping)
 
 SWITCH = {switch_name!r}
-NETWORK = {network!r}  # the data network {subnet}, as a 32-bit number
-PREFIX = {prefix}
-IMAGES = [
-{images}
-]
-
+'''
+    + _DATA_CODE
+    + """
 pc = portal.Context()
 pc.defineParameter("clients", "Client hosts (they send the load)", portal.ParameterType.INTEGER, {clients})
 pc.defineParameter("workers", "Worker hosts (they serve it)", portal.ParameterType.INTEGER, {workers})
@@ -261,10 +278,12 @@ for i, name in enumerate(hosts):
     link.setNoInterSwitchLinks()
 
 pc.printRequestRSpec(request)
-'''
+"""
+)
 
 
-_LAN_TEMPLATE = '''\
+_LAN_TEMPLATE = (
+    '''\
 """Hosts on one LAN: {clients} client(s) and {workers} server(s) on {hardware_type}, no Tofino.
 
 The topology of Rakaia's measured results: the hosts share one experiment LAN of the
@@ -285,12 +304,9 @@ import geni.portal as portal
 import geni.rspec.pg as pg
 import geni.rspec.emulab  # noqa: F401  Emulab's extensions (no shaping)
 
-NETWORK = {network!r}  # the data network {subnet}, as a 32-bit number
-PREFIX = {prefix}
-IMAGES = [
-{images}
-]
-
+'''
+    + _DATA_CODE
+    + """
 pc = portal.Context()
 pc.defineParameter("clients", "Client hosts (they send the load)", portal.ParameterType.INTEGER, {clients})
 pc.defineParameter("workers", "Server hosts (the first one serves; Rakaia's paper used one)",
@@ -318,19 +334,13 @@ lan.bandwidth = params.bandwidth_gbps * 1000 * 1000  # kb/s
 # The cluster's switches, as the paper's hosts had them: no shaping node in the path.
 lan.setNoBandwidthShaping()
 lan.best_effort = True
-
-netmask = dotted((0xFFFFFFFF << (32 - PREFIX)) & 0xFFFFFFFF)
-for i, name in enumerate(hosts):
-    host = request.RawPC(name)
-    host.hardware_type = params.host_type
-    host.disk_image = params.host_image
-    lan.addInterface(host.addInterface("data", pg.IPv4Address(dotted(NETWORK + 1 + i), netmask)))
-
-pc.printRequestRSpec(request)
-'''
+"""
+    + _LAN_HOSTS_CODE
+)
 
 
-_VLAN_TEMPLATE = '''\
+_VLAN_TEMPLATE = (
+    '''\
 """Rain testbed: {clients} client(s) and {workers} worker(s) on {hardware_type}, on the shared VLAN {shared_vlan}.
 
 The Tofino switch is not part of the experiment: it belongs to a lab and is cabled
@@ -354,12 +364,9 @@ import geni.rspec.pg as pg
 import geni.rspec.emulab  # noqa: F401  Emulab's extensions (no shaping)
 
 VLAN_LINK = {vlan_link!r}
-NETWORK = {network!r}  # the data network {subnet}, as a 32-bit number
-PREFIX = {prefix}
-IMAGES = [
-{images}
-]
-
+'''
+    + _DATA_CODE
+    + """
 pc = portal.Context()
 pc.defineParameter("clients", "Client hosts (they send the load)", portal.ParameterType.INTEGER, {clients})
 pc.defineParameter("workers", "Worker hosts (they serve it)", portal.ParameterType.INTEGER, {workers})
@@ -393,16 +400,9 @@ lan = request.LAN(VLAN_LINK)
 lan.bandwidth = params.bandwidth_gbps * 1000 * 1000  # kb/s
 lan.setNoBandwidthShaping()
 lan.connectSharedVlan(params.shared_vlan)  # the switch is on the VLAN, not in the experiment
-
-netmask = dotted((0xFFFFFFFF << (32 - PREFIX)) & 0xFFFFFFFF)
-for i, name in enumerate(hosts):
-    host = request.RawPC(name)
-    host.hardware_type = params.host_type
-    host.disk_image = params.host_image
-    lan.addInterface(host.addInterface("data", pg.IPv4Address(dotted(NETWORK + 1 + i), netmask)))
-
-pc.printRequestRSpec(request)
-'''
+"""
+    + _LAN_HOSTS_CODE
+)
 
 
 def render(topo: Topology, command: str = "rainmaker cloudlab profile") -> str:
@@ -413,38 +413,7 @@ def render(topo: Topology, command: str = "rainmaker cloudlab profile") -> str:
     if topo.image_urn not in IMAGES.values():
         images.insert(0, (topo.image_urn, topo.image_urn.rpartition("+")[2].lstrip("/:")))
     images_text = "\n".join(f"    {pair!r}," for pair in images)
-    if topo.kind == "shared-vlan":
-        return _VLAN_TEMPLATE.format(
-            clients=topo.clients,
-            workers=topo.workers,
-            hardware_type=topo.hardware_type,
-            image=topo.image_urn,
-            images=images_text,
-            shared_vlan=topo.shared_vlan,
-            vlan_link=VLAN_LINK,
-            subnet=str(net),
-            network=int(net.network_address),
-            prefix=net.prefixlen,
-            bandwidth_gbps=topo.bandwidth_gbps,
-            max_hosts=MAX_HOSTS,
-            command=_docstring_safe(command),
-            hosts_code=_HOSTS_CODE,
-        )
-    if topo.kind == "lan":
-        return _LAN_TEMPLATE.format(
-            clients=topo.clients,
-            workers=topo.workers,
-            hardware_type=topo.hardware_type,
-            image=topo.image_urn,
-            images=images_text,
-            subnet=str(net),
-            network=int(net.network_address),
-            prefix=net.prefixlen,
-            bandwidth_gbps=topo.bandwidth_gbps,
-            command=_docstring_safe(command),
-            hosts_code=_HOSTS_CODE,
-        )
-    return _TEMPLATE.format(
+    values = dict(  # every template's fields (str.format ignores those a template lacks)
         clients=topo.clients,
         workers=topo.workers,
         hardware_type=topo.hardware_type,
@@ -453,6 +422,8 @@ def render(topo: Topology, command: str = "rainmaker cloudlab profile") -> str:
         switch_name=topo.switch_name,
         switch_hardware_type=topo.switch_hardware_type,
         switch_image=topo.switch_image_urn,
+        shared_vlan=topo.shared_vlan,
+        vlan_link=VLAN_LINK,
         subnet=str(net),
         network=int(net.network_address),
         prefix=net.prefixlen,
@@ -461,6 +432,8 @@ def render(topo: Topology, command: str = "rainmaker cloudlab profile") -> str:
         command=_docstring_safe(command),
         hosts_code=_HOSTS_CODE,
     )
+    template = {"shared-vlan": _VLAN_TEMPLATE, "lan": _LAN_TEMPLATE}.get(topo.kind, _TEMPLATE)
+    return template.format(**values)
 
 
 def _docstring_safe(text: str) -> str:
