@@ -462,6 +462,8 @@ class Eta:
         last = history[-1] if history else {}
         self.past = costs_of(last)
         self.after_s = float(last.get("after_sweep_s") or 0.0) if last else 0.0
+        self.left_s: float | None = None  # the last line's ETA, in seconds from then
+        self.at_least = False  # ... a lower bound (no orchestration time measured yet)
 
     def line(self, p: Point, pending: list[Point], done: int, total: int) -> str:
         now = Costs.of(point_walls(self.rd))
@@ -472,6 +474,7 @@ class Eta:
             cuts = segments.cuts_of(self.spec, self.emulated, q)
             left += (costs or Costs(0.0, 0.0, 0.0)).point_s(q, cuts, limit)
         elapsed = time.monotonic() - self.clock.t0
+        self.left_s, self.at_least = left, costs is None
         eta = (
             f"ETA {fmt(left)}"
             if costs is not None

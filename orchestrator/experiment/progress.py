@@ -36,9 +36,11 @@ class Progress(Bar):
     def start(self, total: int, done: int) -> None:
         super().start(total, done)
 
-    def point(self, p: Point, eta: str = "") -> None:
+    def point(self, p: Point, eta_s: float | None = None, note: str = "") -> None:
+        """A point starts; `eta_s`: the run's estimate of the seconds left (counted down
+        until the next point's), None when the run has none."""
         self.update(label=p.id, doing="")
-        self.eta_text(eta)
+        self.eta_in(eta_s, note=note)
 
     def phase(self, name: str) -> None:
         self.update(doing=name)

@@ -104,7 +104,10 @@ class Sweeper:
             line = self.eta.line(p, pending[i:], done + i, len(self.points)) if self.eta is not None else ""
             if line:
                 self.log(line)
-            self.progress.point(p, line.rsplit(", ", 1)[-1] if line else "")
+            if self.eta is not None:  # the bar counts the ETA down until the next point's
+                self.progress.point(p, self.eta.left_s, " (at least)" if self.eta.at_least else "")
+            else:
+                self.progress.point(p)
             try:
                 verdict = self._measured(p)
             except _GaveUp as e:

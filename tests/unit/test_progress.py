@@ -106,16 +106,20 @@ def test_the_runs_bar_shows_the_point_its_phase_and_the_runs_eta():
     console, out = terminal()
     with Progress(console) as prog:
         prog.start(5, 1)
-        prog.point(SimpleNamespace(id="rain-f0.6-r1"), "ETA 7.5 min")
+        prog.point(SimpleNamespace(id="rain-f0.6-r1"), 7.5 * 60)
         prog.phase("measuring")
         prog.rich.refresh()
-        assert re.search(r"rain-f0\.6-r1 .*1/5 measuring .*ETA 7\.5 min", frames(out))
+        assert re.search(r"rain-f0\.6-r1 .*1/5 measuring .*ETA 7\.[56] min", frames(out))
+        # the ETA counts down between points: a point whose deadline is past says "soon"
+        prog.point(SimpleNamespace(id="rain-f0.7-r1"), 0.0, " (at least)")
+        prog.rich.refresh()
+        assert re.search(r"rain-f0\.7-r1 .*ETA soon \(at least\)", frames(out))
         prog.advance()
     assert "2/5" in frames(out)
     console, out = pipe()
     with Progress(console) as prog:
         prog.start(5, 1)
-        prog.point(SimpleNamespace(id="rain-f0.6-r1"), "ETA 7.5 min")
+        prog.point(SimpleNamespace(id="rain-f0.6-r1"), 450.0)
         prog.advance()
     assert out.getvalue() == ""
 
