@@ -202,6 +202,18 @@ for i, name in enumerate(hosts):
 pc.printRequestRSpec(request)
 """
 
+# A Rain testbed's checks of its parameters (tofino, shared-vlan): hosts of both roles,
+# then addresses and Tofino ports enough for them (formatted first, then inserted).
+_RAIN_HOSTS_CHECK = """if params.clients < 1:
+    pc.reportError(portal.ParameterError("A Rain testbed needs at least one client.", ["clients"]))
+if params.workers < 1:
+    pc.reportError(portal.ParameterError("A Rain testbed needs at least one worker.", ["workers"]))"""
+_RAIN_SWITCH_CHECK = """if len(hosts) + 1 > (1 << (32 - PREFIX)) - 2:
+    pc.reportError(portal.ParameterError("The data network %s/%d cannot address %d hosts and the switch."
+                                         % (dotted(NETWORK), PREFIX, len(hosts)), ["clients", "workers"]))
+if len(hosts) > {max_hosts}:
+    pc.reportError(portal.ParameterError("A Tofino has at most {max_hosts} ports for the hosts.", ["clients", "workers"]))"""
+
 _TEMPLATE = (
     '''\
 """Rain testbed: {clients} client(s) and {workers} worker(s) on {hardware_type}, each cabled to a Tofino switch.
@@ -244,15 +256,8 @@ pc.defineParameter("bandwidth_gbps", "Speed of each data link (Gb/s)", portal.Pa
 params = pc.bindParameters()
 
 {hosts_code}
-if params.clients < 1:
-    pc.reportError(portal.ParameterError("A Rain testbed needs at least one client.", ["clients"]))
-if params.workers < 1:
-    pc.reportError(portal.ParameterError("A Rain testbed needs at least one worker.", ["workers"]))
-if len(hosts) + 1 > (1 << (32 - PREFIX)) - 2:
-    pc.reportError(portal.ParameterError("The data network %s/%d cannot address %d hosts and the switch."
-                                         % (dotted(NETWORK), PREFIX, len(hosts)), ["clients", "workers"]))
-if len(hosts) > {max_hosts}:
-    pc.reportError(portal.ParameterError("A Tofino has at most {max_hosts} ports for the hosts.", ["clients", "workers"]))
+{rain_hosts_check}
+{rain_switch_check}
 pc.verifyParameters()
 
 request = pc.makeRequestRSpec()
@@ -382,17 +387,10 @@ pc.defineParameter("bandwidth_gbps", "Speed of the data LAN (Gb/s)", portal.Para
 params = pc.bindParameters()
 
 {hosts_code}
-if params.clients < 1:
-    pc.reportError(portal.ParameterError("A Rain testbed needs at least one client.", ["clients"]))
-if params.workers < 1:
-    pc.reportError(portal.ParameterError("A Rain testbed needs at least one worker.", ["workers"]))
+{rain_hosts_check}
 if not params.shared_vlan:
     pc.reportError(portal.ParameterError("Name the shared VLAN the Tofino switch is on.", ["shared_vlan"]))
-if len(hosts) + 1 > (1 << (32 - PREFIX)) - 2:
-    pc.reportError(portal.ParameterError("The data network %s/%d cannot address %d hosts and the switch."
-                                         % (dotted(NETWORK), PREFIX, len(hosts)), ["clients", "workers"]))
-if len(hosts) > {max_hosts}:
-    pc.reportError(portal.ParameterError("A Tofino has at most {max_hosts} ports for the hosts.", ["clients", "workers"]))
+{rain_switch_check}
 pc.verifyParameters()
 
 request = pc.makeRequestRSpec()
@@ -432,6 +430,8 @@ def render(topo: Topology, command: str = "rainmaker cloudlab profile") -> str:
         command=_docstring_safe(command),
         hosts_code=_HOSTS_CODE,
     )
+    values["rain_hosts_check"] = _RAIN_HOSTS_CHECK
+    values["rain_switch_check"] = _RAIN_SWITCH_CHECK.format(**values)
     template = {"shared-vlan": _VLAN_TEMPLATE, "lan": _LAN_TEMPLATE}.get(topo.kind, _TEMPLATE)
     return template.format(**values)
 
