@@ -51,6 +51,14 @@ Name = Annotated[str, AfterValidator(_name)]
 _LABEL_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
 
 
+def login_name(v: str, fix: str) -> str:
+    """A login name as useradd takes it (lower case, digits, '_', '-', '.'; not first a
+    digit, '-' or '.'), so a typo is caught here rather than as an SSH refusal."""
+    if not re.match(r"^[a-z_][a-z0-9_.-]*$", v):
+        raise bad(f"'{v}' is not a valid user name", fix)
+    return v
+
+
 def host_address(v: str, what: str, example: str) -> str:
     """An IP address or a host name, as SSH and gRPC resolve them. A dotted string of
     digits is an IPv4 address (the resolver reads it so, never as a name), so 999.1.1.1
@@ -95,9 +103,7 @@ class Mgmt(Strict):
     @field_validator("user")
     @classmethod
     def _user(cls, v: str) -> str:
-        if not re.match(r"^[a-z_][a-z0-9_-]*$", v):
-            raise bad(f"'{v}' is not a valid user name", "use the login name on that machine, e.g. root")
-        return v
+        return login_name(v, "use the login name on that machine, e.g. root")
 
 
 class SwitchPort(Strict):
@@ -491,9 +497,7 @@ class Jump(Strict):
     @field_validator("user")
     @classmethod
     def _user(cls, v: str) -> str:
-        if not re.match(r"^[a-z_][a-z0-9_.-]*$", v):
-            raise bad(f"'{v}' is not a valid user name", "use your login name on the gateway, e.g. alice")
-        return v
+        return login_name(v, "use your login name on the gateway, e.g. alice")
 
 
 class Ssh(Strict):
