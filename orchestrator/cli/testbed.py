@@ -39,6 +39,22 @@ class _UpSlot(click.ParamType):
         self.fail(f"{value!r} is not a slot: give 0..15, or free", param, ctx)
 
 
+class _CpuList(click.ParamType):
+    """A CPU list as the kernel and taskset write it: 0-3, or 0,2,4-5."""
+
+    name = "LIST"
+
+    def convert(self, value, param, ctx):
+        from ..testbed.cpu import parse_cpus
+
+        if isinstance(value, list):
+            return value
+        try:
+            return parse_cpus(str(value))
+        except ValueError as e:
+            self.fail(f"{e}; give CPU numbers and ranges, like 0-3 or 0,2,4-5", param, ctx)
+
+
 @testbed.command("up")
 @click.option("--clients", type=click.IntRange(1, 14), default=1, show_default=True, help="client hosts")
 @click.option("--workers", type=click.IntRange(1, 14), default=2, show_default=True, help="worker hosts")
@@ -64,11 +80,22 @@ class _UpSlot(click.ParamType):
     help="a lab behind a gateway: the machines are reachable only through a bastion namespace's sshd "
     "(the inventory gets ssh.jump and switch.bfrt_via_ssh)",
 )
-def testbed_up(clients: int, workers: int, slot: int | str, link_delay_us: float, bastion: bool) -> None:
+@click.option(
+    "--cpus",
+    type=_CpuList(),
+    default=None,
+    help="confine the testbed to these cores of this machine (like 2-3 or 0,2,4-5): every process in it, "
+    "the switch's data plane included, runs only there  [default: every core]",
+)
+def testbed_up(
+    clients: int, workers: int, slot: int | str, link_delay_us: float, bastion: bool, cpus: list[int] | None
+) -> None:
     """Build an emulated testbed: one network namespace per host and one for the switch,
     veth data links host <-> switch, a management bridge, an sshd per machine with pinned
     host keys. With --bastion, this machine reaches them only through a bastion namespace
-    (SSH through it; BFRuntime tunnelled over SSH to the switch).
+    (SSH through it; BFRuntime tunnelled over SSH to the switch). With --cpus, everything
+    in it runs on those cores only, so that several testbeds can share a many-core
+    machine, each measuring on its own cores (docs/emulation.md).
 
     Progress goes to stderr; stdout gets one line, `inventory: PATH`, the inventory it
     wrote. While it is the only testbed up it is every other command's default
@@ -78,10 +105,9 @@ def testbed_up(clients: int, workers: int, slot: int | str, link_delay_us: float
     def log(m: str) -> None:
         err_console.print(f"[dim]·[/] {m}")
 
+    kw = {"link_delay_us": link_delay_us, "bastion": bastion, "log": log, **({"cpus": cpus} if cpus else {})}
     inv = (
-        up_in_free_slot(clients, workers, link_delay_us=link_delay_us, bastion=bastion, log=log)
-        if slot == "free"
-        else EmulatedTestbed(slot).up(clients, workers, link_delay_us=link_delay_us, bastion=bastion, log=log)
+        up_in_free_slot(clients, workers, **kw) if slot == "free" else EmulatedTestbed(slot).up(clients, workers, **kw)
     )
     click.echo(f"inventory: {inv}")  # plain: `make demo` reads the path from it
 
@@ -157,8 +183,17 @@ def testbed_status(slot: int, as_json: bool) -> None:
     console.print(f"inventory: {st['inventory']}")
     if st.get("link_delay_us"):
         console.print(f"link delay: {st['link_delay_us']:g} us on every frame the switch sends")
+    console.print(_cores_line(st.get("cpus") or []))
     if any(r["sshd"] != "up" for r in st["machines"]):
         sys.exit(1)
+
+
+def _cores_line(cpus: list[int]) -> str:
+    from ..testbed.cpu import format_cpus, online_cpus
+
+    if cpus:
+        return f"cpus: {format_cpus(cpus)} (every process of the testbed runs on these {len(cpus)} core(s) only)"
+    return f"cpus: any of this machine's {format_cpus(online_cpus())} (not confined)"
 
 
 @testbed.command("cpu")
@@ -176,6 +211,8 @@ def testbed_cpu(slot: int, seconds: float, threads: bool, as_json: bool) -> None
     """
     import json
 
+    from rich.markup import escape
+
     from ..errors import UsageError
     from ..testbed import cpu
     from ..testbed.emulated import EmulatedTestbed
@@ -184,11 +221,15 @@ def testbed_cpu(slot: int, seconds: float, threads: bool, as_json: bool) -> None
     st = tb.status()
     if not st["up"]:
         raise UsageError(f"no emulated testbed in slot {slot}", fix="bring one up with `rainmaker testbed up`")
-    usage = cpu.measure({m["name"]: m["netns"] for m in st["machines"]}, seconds)
+    machines = {m["name"]: m["netns"] for m in st["machines"]}
+    usage = cpu.measure(machines, seconds)
     rows = usage if threads else cpu.by_process(usage)
     total = sum(u.share for u in rows)
+    strays = cpu.outside(machines, st["cpus"]) if st.get("cpus") else []
     if as_json:
-        click.echo(json.dumps({"seconds": seconds, "total_share": total, "rows": [u.__dict__ for u in rows]}, indent=1))
+        out = {"seconds": seconds, "total_share": total, "rows": [u.__dict__ for u in rows]}
+        out |= {"cpus": st["cpus"], "outside": [t.__dict__ for t in strays]} if st.get("cpus") else {}
+        click.echo(json.dumps(out, indent=1))
         return
     t = Table(title=f"CPU of the emulated testbed in slot {slot} over {seconds:g} s (100% = one core)")
     for col in ("machine", "pid", *(["tid", "thread"] if threads else []), "program", "CPU"):
@@ -200,6 +241,13 @@ def testbed_cpu(slot: int, seconds: float, threads: bool, as_json: bool) -> None
         t.add_row(*cells)
     console.print(t)
     console.print(f"total: {100 * total:.1f}% of one core ({os.cpu_count()} cores on this machine)")
+    if st.get("cpus"):
+        console.print(_cores_line(st["cpus"]))
+        for x in strays:
+            where = f"{x.machine} pid {x.pid} tid {x.tid} {x.name} ({x.program}) on {x.allowed}"
+            console.print(f"[red]outside them[/]: {escape(where)}")
+        if not strays:
+            console.print("every thread of the testbed is confined to them")
 
 
 # -- inventory -----------------------------------------------------------------------

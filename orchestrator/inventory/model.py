@@ -517,6 +517,7 @@ class Ssh(Strict):
 
 
 LINK_DELAY_US_MAX = 1e6  # the emulator's bound (switch/emulator/ports.py): one second
+CPUS_MAX = 1024  # glibc's CPU_SETSIZE: the CPU numbers sched_setaffinity (and taskset) take are below it
 
 
 class Emulation(Strict):
@@ -527,6 +528,9 @@ class Emulation(Strict):
     # Every frame the emulated switch sends leaves this many microseconds (testbed time)
     # after its pipeline emitted it: longer links, or a slower switch, on purpose.
     link_delay_us: float = 0.0
+    # The cores every process of the testbed may run on (each sshd starts confined to
+    # them, and everything started over SSH inherits it); empty: every core of the machine.
+    cpus: list[int] = Field(default_factory=list)
 
     @field_validator("link_delay_us")
     @classmethod
@@ -536,6 +540,21 @@ class Emulation(Strict):
                 f"a link delay of {v:g} us is not 0..{LINK_DELAY_US_MAX:.0f}",
                 "give microseconds of testbed time, e.g. 2000 for 2 ms (0: none)",
             )
+        return v
+
+    @field_validator("cpus")
+    @classmethod
+    def _cpus(cls, v: list[int]) -> list[int]:
+        wrong = [c for c in v if not 0 <= c < CPUS_MAX]
+        if wrong:
+            raise bad(
+                f"{wrong[0]} is not a CPU number (0..{CPUS_MAX - 1})",
+                "list the cores the testbed may run on, numbered as /sys/devices/system/cpu/online "
+                "numbers them, e.g. cpus: [2, 3] (or leave cpus out: every core)",
+            )
+        twice = sorted({c for c in v if v.count(c) > 1})
+        if twice:
+            raise bad(f"CPU {twice[0]} is listed more than once", "list each core once, e.g. cpus: [2, 3]")
         return v
 
 

@@ -10,6 +10,11 @@ Read from /proc: each thread's time on a CPU in nanoseconds (schedstat, the sche
 own account), not utime + stime, which the kernel samples at its clock tick (10 ms):
 a dozen napping threads each off by a tick would blur a 1 s window by several percent
 of a core. No dependency.
+
+A testbed confined to some of this machine's cores (`emulation.cpus`, `rainmaker testbed
+up --cpus`) has those cores to itself: its cores are theirs (`testbed_cores`), and
+`outside` lists every thread of its namespaces allowed to run elsewhere (read from
+/proc/PID/task/TID/status, Cpus_allowed_list), which should be none.
 """
 
 from __future__ import annotations
@@ -17,8 +22,15 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..inventory import Inventory
+
+ONLINE = Path("/sys/devices/system/cpu/online")
 
 
 @dataclass(frozen=True)
@@ -177,10 +189,115 @@ def cores() -> int:
     return len(os.sched_getaffinity(0))
 
 
-def steal_s() -> float:
-    """CPU seconds the hypervisor has given this virtual machine's cores to someone else
-    since boot (/proc/stat's steal; 0 on bare metal): while it grows, every thread of
-    the machine, real-time ones included, waits however urgent it is."""
+def steal_s(cpus: Iterable[int] | None = None) -> float:
+    """CPU seconds the hypervisor has given this virtual machine's cores (or only `cpus`
+    of them) to someone else since boot (/proc/stat's steal; 0 on bare metal): while it
+    grows, every thread of the machine, real-time ones included, waits however urgent
+    it is."""
+    want = None if cpus is None else {f"cpu{c}" for c in cpus}
+    ticks = 0
     with open("/proc/stat") as f:
-        fields = f.readline().split()
-    return int(fields[8]) / os.sysconf("SC_CLK_TCK") if len(fields) > 8 else 0.0
+        for line in f:
+            fields = line.split()
+            if not fields or not fields[0].startswith("cpu"):
+                break  # the cpu lines come first
+            if (want is None and fields[0] == "cpu") or (want is not None and fields[0] in want):
+                ticks += int(fields[8]) if len(fields) > 8 else 0
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+# -- the cores of a testbed ---------------------------------------------------------------
+def parse_cpus(text: str) -> list[int]:
+    """A CPU list as the kernel writes it (and taskset -c takes it): '0-3', '0,2,4-5'
+    -> the distinct CPU numbers, in order. ValueError names what is wrong."""
+    out: set[int] = set()
+    for part in text.strip().split(","):
+        lo, dash, hi = part.strip().partition("-")
+        if not lo.isdigit() or (dash and not hi.isdigit()):
+            raise ValueError(f"{part.strip()!r} in {text.strip()!r} is not a CPU number or range (like 2 or 0-3)")
+        first, last = int(lo), int(hi) if dash else int(lo)
+        if last < first:
+            raise ValueError(f"the range {part.strip()!r} runs backwards: write it low-high, like {last}-{first}")
+        out.update(range(first, last + 1))
+    return sorted(out)
+
+
+def format_cpus(cpus: Iterable[int]) -> str:
+    """[0, 1, 2, 3] -> '0-3'; [0, 2, 4, 5] -> '0,2,4-5' (parse_cpus's inverse)."""
+    runs: list[list[int]] = []
+    for c in sorted(set(cpus)):
+        if runs and c == runs[-1][1] + 1:
+            runs[-1][1] = c
+        else:
+            runs.append([c, c])
+    return ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def online_cpus() -> list[int]:
+    """Every CPU this machine has online (/sys/devices/system/cpu/online): not this
+    process's affinity, which a caller run under taskset narrows."""
+    try:
+        return parse_cpus(ONLINE.read_text())
+    except (OSError, ValueError):
+        return list(range(os.cpu_count() or 1))
+
+
+def confined_to(inv: Inventory) -> list[int]:
+    """The cores an emulated testbed is confined to (emulation.cpus); [] when it is not."""
+    return sorted(inv.emulation.cpus) if inv.emulation is not None else []
+
+
+def testbed_cpus(inv: Inventory) -> list[int]:
+    """The cores the testbed's processes may run on: its own, or every online CPU."""
+    return confined_to(inv) or online_cpus()
+
+
+def testbed_cores(inv: Inventory) -> int:
+    """How many cores the testbed's processes share: its own when it is confined, else
+    (as before) the cores the runner may run on, which are the machine's."""
+    return len(confined_to(inv)) or cores()
+
+
+@dataclass(frozen=True)
+class Stray:
+    """A thread of a testbed's namespaces allowed to run outside the testbed's cores."""
+
+    machine: str
+    pid: int
+    tid: int
+    name: str  # the thread's name (comm)
+    program: str
+    allowed: str  # its Cpus_allowed_list, like "0-1"
+
+
+def allowed_cpus(pid: int, tid: int | None = None) -> list[int] | None:
+    """The CPUs a thread (the process's main thread without `tid`) may run on, from its
+    /proc status; None when it is gone."""
+    status = Path(f"/proc/{pid}/task/{tid if tid is not None else pid}/status")
+    try:
+        for line in status.read_text().splitlines():
+            if line.startswith("Cpus_allowed_list:"):
+                return parse_cpus(line.split(":", 1)[1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def outside(machines: dict[str, str], cpus: Iterable[int]) -> list[Stray]:
+    """Every thread of the given machines' namespaces ({name: netns}) whose affinity is
+    not within `cpus`: on a confined testbed, what may disturb another testbed's cores
+    (or be disturbed on them). A thread that ends meanwhile is left out."""
+    mine = set(cpus)
+    out = []
+    for machine, netns in machines.items():
+        for pid in namespace_pids(netns):
+            for task in sorted(Path(f"/proc/{pid}/task").glob("*")):
+                if not task.name.isdigit():
+                    continue
+                tid = int(task.name)
+                allowed = allowed_cpus(pid, tid)
+                if allowed is None or set(allowed) <= mine:
+                    continue
+                t = _cpu_ns(task)
+                out.append(Stray(machine, pid, tid, t[0] if t else "?", _program(pid), format_cpus(allowed)))
+    return out

@@ -24,7 +24,12 @@ through it reaches the machines; the inventory says so (ssh.jump, with the basti
 key pinned in a known_hosts of its own) and tunnels BFRuntime over SSH to the switch
 (switch.bfrt_via_ssh). Probes of the machines' sshd then run inside the bastion.
 
-About 760 lines in one module: building a testbed is one ordered sequence of
+With cpus (`up(cpus=[2, 3])`, `rainmaker testbed up --cpus 2-3`) the testbed is confined
+to those cores: every sshd (the bastion's too) starts under `taskset -c`, so everything
+started over SSH inherits that affinity, and the inventory says so (emulation.cpus).
+A testbed up on other cores stays as it is: `up` with other cpus is an error.
+
+About 850 lines in one module: building a testbed is one ordered sequence of
 namespace, link and sshd steps, and taking it down must undo exactly those, so both
 directions live together.
 """
@@ -38,13 +43,14 @@ import signal
 import socket
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import yaml
 
 from ..errors import TestbedError
 from . import state
+from .cpu import format_cpus, online_cpus
 
 BLACKHOLE = "10.64.0.0/10"
 SSHD = "/usr/sbin/sshd"
@@ -82,6 +88,7 @@ class Plan:
     clients: int
     workers: int
     bastion: bool = False  # the machines reachable only through a bastion namespace
+    cpus: tuple[int, ...] = ()  # the cores every process of it may run on; (): every core
 
     @property
     def prefix(self) -> str:
@@ -226,15 +233,45 @@ def _ssh_banner(addr: str, port: int = 22, timeout: float = 0.5) -> bool:
         return False
 
 
-def _banners(addrs: list[str], netns: str | None) -> set[str]:
+def _banners(addrs: list[str], netns: str | None, cpus: tuple[int, ...] = ()) -> set[str]:
     """The addresses whose sshd greets, seen from this namespace or from `netns` (the
-    bastion's: the only one that reaches the machines behind it)."""
+    bastion's: the only one that reaches the machines behind it; the probe runs there
+    on the testbed's `cpus`, as everything in its namespaces does)."""
     if netns is None:
         return {a for a in addrs if _ssh_banner(a)}
     import sys
 
-    r = _run(["ip", "netns", "exec", netns, sys.executable, "-c", _BANNERS, *addrs], check=False, timeout=30)
+    argv = ["ip", "netns", "exec", netns, sys.executable, "-c", _BANNERS, *addrs]
+    r = _run(_confined(argv, cpus), check=False, timeout=30)
     return set(r.stdout.split()) & set(addrs)
+
+
+def _confined(argv: list[str], cpus: tuple[int, ...]) -> list[str]:
+    """argv run on `cpus` only (taskset -c), and so everything it starts; () as it is."""
+    return ["taskset", "-c", format_cpus(cpus), *argv] if cpus else argv
+
+
+def _check_cpus(cpus: list[int] | None) -> tuple[int, ...]:
+    """The cores a testbed is to be confined to, in order, once this machine is known to
+    have them online; () for none (every core)."""
+    from ..inventory.model import CPUS_MAX
+
+    if not cpus:
+        return ()
+    online = online_cpus()
+    wrong = [c for c in cpus if not 0 <= c < CPUS_MAX]
+    twice = sorted({c for c in cpus if list(cpus).count(c) > 1})
+    missing = sorted(set(cpus) - set(online) - set(wrong))
+    if wrong or twice:
+        what = f"{wrong[0]} is not a CPU number" if wrong else f"CPU {twice[0]} is named twice"
+        raise TestbedError(f"cpus {list(cpus)}: {what}", fix=f"give each core once, of {format_cpus(online)}")
+    if missing:
+        raise TestbedError(
+            f"this machine has no CPU {format_cpus(missing)} online (its online CPUs: {format_cpus(online)})",
+            fix=f"give cores it has, e.g. --cpus {format_cpus(online[-max(1, len(online) // 2) :])} "
+            "(see /sys/devices/system/cpu/online)",
+        )
+    return tuple(sorted(cpus))
 
 
 # -- the testbed ---------------------------------------------------------------------
@@ -256,15 +293,26 @@ def slot_in_use(slot: int) -> bool:
 
 
 def up_in_free_slot(
-    clients: int, workers: int, *, link_delay_us: float = 0.0, bastion: bool = False, log=print, slots=state.SLOTS
+    clients: int,
+    workers: int,
+    *,
+    link_delay_us: float = 0.0,
+    bastion: bool = False,
+    cpus: list[int] | None = None,
+    log=print,
+    slots=state.SLOTS,
 ) -> Path:
     """`up` in the lowest of `slots` nothing uses, so a testbed someone has up is never
     reused (nor later taken down with this one). A slot lost to a race moves on."""
+    _check_cpus(cpus)  # before any slot is looked at
+    confine = {"cpus": cpus} if cpus else {}
     for slot in slots:
         if slot_in_use(slot):
             continue
         try:
-            return EmulatedTestbed(slot).up(clients, workers, link_delay_us=link_delay_us, bastion=bastion, log=log)
+            return EmulatedTestbed(slot).up(
+                clients, workers, link_delay_us=link_delay_us, bastion=bastion, log=log, **confine
+            )
         except SlotTaken:
             continue
     raise TestbedError(
@@ -315,18 +363,27 @@ class EmulatedTestbed:
     def _saved_plan(self) -> Plan | None:
         try:
             d = json.loads(self.plan_path.read_text())
-            return Plan(self.slot, d["clients"], d["workers"], d.get("bastion", False))
+            return Plan(self.slot, d["clients"], d["workers"], d.get("bastion", False), tuple(d.get("cpus", ())))
         except (OSError, ValueError, KeyError):
             return None
 
     # Up ------------------------------------------------------------------------------
     def up(
-        self, clients: int = 1, workers: int = 2, *, link_delay_us: float = 0.0, bastion: bool = False, log=print
+        self,
+        clients: int = 1,
+        workers: int = 2,
+        *,
+        link_delay_us: float = 0.0,
+        bastion: bool = False,
+        cpus: list[int] | None = None,
+        log=print,
     ) -> Path:
         """Build the testbed and write its inventory. `link_delay_us`: the emulated
         switch holds every frame it sends that long (emulation.link_delay_us); on a
         testbed already up it only rewrites the inventory. `bastion`: the machines are
-        reachable only through a bastion namespace (the module's docstring)."""
+        reachable only through a bastion namespace (the module's docstring). `cpus`:
+        every sshd of the testbed starts confined to these cores, and so does everything
+        started over SSH (emulation.cpus); None or []: every core of this machine."""
         from ..inventory.model import LINK_DELAY_US_MAX
 
         if not 0 <= link_delay_us <= LINK_DELAY_US_MAX:
@@ -334,6 +391,7 @@ class EmulatedTestbed:
                 f"a link delay of {link_delay_us:g} us is not 0..{LINK_DELAY_US_MAX:.0f}",
                 fix="give microseconds, e.g. --link-delay-us 2000 for 2 ms",
             )
+        confined = _check_cpus(cpus)
         if os.geteuid() != 0:
             raise TestbedError(
                 "the emulated testbed needs root (network namespaces, veths, sshd)", fix="run as root, e.g. with sudo"
@@ -343,29 +401,15 @@ class EmulatedTestbed:
                 f"{clients} clients + {workers} workers is not a testbed this can build",
                 fix=f"use at least 1 client and 1 worker, at most {MAX_HOSTS} hosts in all",
             )
-        for tool in ("ip", "ssh-keygen", "unshare", "ethtool", SSHD):
+        for tool in ("ip", "ssh-keygen", "unshare", "ethtool", SSHD, *(["taskset"] if confined else [])):
             if shutil.which(tool) is None:
                 raise TestbedError(
                     f"`{tool}` is missing", fix="run `make setup` (apt: iproute2 openssh-server ethtool util-linux)"
                 )
-        plan = Plan(self.slot, clients, workers, bastion)
+        plan = Plan(self.slot, clients, workers, bastion, confined)
         existing = self._saved_plan()
         if existing is not None:
-            if existing == plan and self.healthy(existing):
-                log(f"testbed slot {self.slot} is already up ({clients} client(s), {workers} worker(s))")
-                if self.link_delay_us() != link_delay_us:
-                    self._write_inventory(plan, link_delay_us)
-                    log(
-                        f"link delay now {link_delay_us:g} us in its inventory: a switch that runs takes it "
-                        f"when it starts again (rainmaker switch start --restart)"
-                    )
-                return self.inventory_path
-            raise TestbedError(
-                f"a testbed already exists in slot {self.slot} ({existing.clients} client(s), "
-                f"{existing.workers} worker(s){', behind a bastion' if existing.bastion else ''}"
-                f"{'' if self.healthy(existing) else ', not healthy'})",
-                fix=f"take it down first: rainmaker testbed down --slot {self.slot}",
-            )
+            return self._already_up(existing, plan, link_delay_us, log)
         stray = [n for n in _netns_list() if n.startswith(plan.prefix + "-")]
         if stray or plan.bridge in _links():
             raise TestbedError(
@@ -388,7 +432,7 @@ class EmulatedTestbed:
             )
         self.dir.mkdir(parents=True, exist_ok=True)
         os.chmod(self.dir, 0o755)
-        shape = {"clients": clients, "workers": workers, "bastion": bastion}
+        shape = {"clients": clients, "workers": workers, "bastion": bastion, "cpus": list(confined)}
         self.plan_path.write_text(json.dumps({**shape, "complete": False}))
         self._network(plan, log)
         if bastion:
@@ -400,6 +444,41 @@ class EmulatedTestbed:
         self.plan_path.write_text(json.dumps({**shape, "complete": True}))
         log(f"testbed slot {self.slot} up in {time.monotonic() - t0:.1f} s; inventory: {inv}")
         return inv
+
+    def _already_up(self, existing: Plan, plan: Plan, link_delay_us: float, log) -> Path:
+        """`up` of a slot that holds a testbed: the same one, healthy, keeps running (a
+        new link delay goes to its inventory); any other is an error that says how."""
+
+        def on(cpus: tuple[int, ...]) -> str:
+            return f"cores {format_cpus(cpus)}" if cpus else "every core"
+
+        healthy = self.healthy(existing)
+        if existing == plan and healthy:
+            log(f"testbed slot {self.slot} is already up ({plan.clients} client(s), {plan.workers} worker(s))")
+            if self.link_delay_us() != link_delay_us:
+                self._write_inventory(plan, link_delay_us)
+                log(
+                    f"link delay now {link_delay_us:g} us in its inventory: a switch that runs takes it "
+                    f"when it starts again (rainmaker switch start --restart)"
+                )
+            return self.inventory_path
+        if replace(existing, cpus=plan.cpus) == plan and healthy:
+            # Its processes took their cores from their sshd when they started: only a
+            # new testbed moves them.
+            raise TestbedError(
+                f"the testbed in slot {self.slot} is up on {on(existing.cpus)}, not {on(plan.cpus)}: "
+                "every process in it inherited its cores from its machine's sshd when it started",
+                fix=f"take it down and bring it up again: rainmaker testbed down --slot {self.slot}; "
+                f"rainmaker testbed up --slot {self.slot} --clients {plan.clients} --workers {plan.workers}"
+                + (" --bastion" if plan.bastion else "")
+                + (f" --cpus {format_cpus(plan.cpus)}" if plan.cpus else ""),
+            )
+        raise TestbedError(
+            f"a testbed already exists in slot {self.slot} ({existing.clients} client(s), "
+            f"{existing.workers} worker(s){', behind a bastion' if existing.bastion else ''}"
+            f"{f', on {on(existing.cpus)}' if existing.cpus else ''}{'' if healthy else ', not healthy'})",
+            fix=f"take it down first: rainmaker testbed down --slot {self.slot}",
+        )
 
     def _network(self, plan: Plan, log) -> None:
         log(f"network: bridge {plan.bridge} {plan.mgmt_net}.254/24, blackhole {BLACKHOLE}")
@@ -497,15 +576,19 @@ class EmulatedTestbed:
             # (switch.bfrt_via_ssh); otherwise no machine forwards anything.
             forward = plan.bastion and m.role == "switch"
             env = f"RAINMAKER_HOST={m.name} RAINMAKER_DEPLOY_ROOT={self.deploy_root(m)} SHLVL=1"
-            self._start_sshd(m.netns(plan.slot), m.name, self.machine_dir(m), plan.mgmt_ip(m), env, forward)
+            ns = m.netns(plan.slot)
+            self._start_sshd(ns, m.name, self.machine_dir(m), plan.mgmt_ip(m), env, forward, plan.cpus)
         if plan.bastion:  # a gateway: it forwards connections to the machines, and runs nothing of ours
-            self._start_sshd(
-                plan.bastion_netns, BASTION, self.dir / "machines" / BASTION, plan.bastion_ip, "SHLVL=1", True
-            )
-        log(f"ssh: {len(plan.machines) + plan.bastion} sshd started")
+            d = self.dir / "machines" / BASTION
+            self._start_sshd(plan.bastion_netns, BASTION, d, plan.bastion_ip, "SHLVL=1", True, plan.cpus)
+        on = f" on cores {format_cpus(plan.cpus)}" if plan.cpus else ""
+        log(f"ssh: {len(plan.machines) + plan.bastion} sshd started{on}")
 
-    def _start_sshd(self, ns: str, name: str, d: Path, listen: str, env: str, forward: bool) -> None:
-        """An sshd in namespace `ns` with hostname `name`, its files in `d`, on `listen`:22."""
+    def _start_sshd(
+        self, ns: str, name: str, d: Path, listen: str, env: str, forward: bool, cpus: tuple[int, ...] = ()
+    ) -> None:
+        """An sshd in namespace `ns` with hostname `name`, its files in `d`, on `listen`:22,
+        confined to `cpus` (every process it starts inherits them; (): every core)."""
         cfg = d / "sshd_config"
         cfg.write_text(
             "\n".join(
@@ -547,25 +630,12 @@ class EmulatedTestbed:
         # connection) cost 12.6 ms of CPU before the greeting, 1.1 ms without, on this
         # machine's two shared cores: under load a greeting took over 1 s, and every
         # SSH connection of a run or a provisioning paid it. These sshds listen only on
-        # the testbed's own bridge and take only the testbed's key.
-        _run(
-            [
-                "ip",
-                "netns",
-                "exec",
-                ns,
-                "unshare",
-                "--uts",
-                "sh",
-                "-c",
-                'hostname "$1" && exec "$2" -r -f "$3" -E "$4"',
-                "sh",
-                name,
-                SSHD,
-                str(cfg),
-                str(d / "sshd.log"),
-            ]
-        )
+        # the testbed's own bridge and take only the testbed's key. taskset -c: on a
+        # testbed confined to some cores, sshd and every process it starts (agents,
+        # programs, the switch and its data plane thread) inherit its affinity.
+        in_ns = ["ip", "netns", "exec", ns, "unshare", "--uts", "sh", "-c"]
+        hostname_then_sshd = 'hostname "$1" && exec "$2" -r -f "$3" -E "$4"'
+        _run(_confined([*in_ns, hostname_then_sshd, "sh", name, SSHD, str(cfg), str(d / "sshd.log")], cpus))
 
     def _wait_ssh(self, plan: Plan, log, timeout: float = 15.0) -> None:
         deadline = time.monotonic() + timeout
@@ -576,7 +646,7 @@ class EmulatedTestbed:
             for addr in _banners(list(outside), None) if outside else ():
                 del outside[addr]
             if not outside:  # (the bastion's namespace exists: its sshd answers)
-                for addr in _banners(list(pending), seen_from):
+                for addr in _banners(list(pending), seen_from, plan.cpus):
                     del pending[addr]
             if pending or outside:
                 time.sleep(0.05)
@@ -592,6 +662,8 @@ class EmulatedTestbed:
         emulation: dict = {"state_dir": str(self.dir), "slot": self.slot}
         if link_delay_us:
             emulation["link_delay_us"] = float(link_delay_us)
+        if plan.cpus:
+            emulation["cpus"] = list(plan.cpus)
         inv = {
             "name": f"emulated{self.slot}",
             "switch": {
@@ -676,7 +748,9 @@ class EmulatedTestbed:
         names = set(_netns_list())
         seen_from = plan.bastion_netns if plan.bastion and plan.bastion_netns in names else None
         greeting = (
-            _banners([plan.mgmt_ip(m) for m in plan.machines], seen_from) if seen_from or not plan.bastion else set()
+            _banners([plan.mgmt_ip(m) for m in plan.machines], seen_from, plan.cpus)
+            if seen_from or not plan.bastion
+            else set()
         )
         machines = [(m.name, m.role, m.netns(plan.slot), plan.mgmt_ip(m), self.machine_dir(m)) for m in plan.machines]
         if plan.bastion:
@@ -709,6 +783,7 @@ class EmulatedTestbed:
             "complete": complete,
             "inventory": str(self.inventory_path),
             "link_delay_us": self.link_delay_us(),
+            "cpus": list(plan.cpus),  # [] : every core of this machine
             "machines": rows,
         }
 
