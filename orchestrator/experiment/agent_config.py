@@ -12,6 +12,7 @@ from ..errors import UsageError
 from ..inventory import Host, Inventory
 from ..simulate.model import RING_SLOTS, client_timeout_us
 from ..systems.base import System
+from ..testbed.cpu import format_cpus, testbed_cpus
 from .plan import Point, phase_schedule
 from .spec import Memcached, Spec
 
@@ -65,9 +66,14 @@ def dpdk_runtime_dir(inv: Inventory, host: Host, role: str) -> str:
     return f"/var/run/dpdk/{eal(inv, host, role, '')['file_prefix']}"
 
 
-def lcores(host: Host) -> str:
+def lcores(inv: Inventory, host: Host) -> str:
+    """DPDK's --lcores for a host's program. A namespace host's lcore floats over the
+    testbed's cores, which its programs inherit from the host's sshd: those the testbed
+    is confined to (emulation.cpus), else every online CPU of this machine. A CPU set of
+    its own ("0@(0-1)" on any machine) would widen that affinity again. A real host
+    takes its own cores, one lcore each."""
     if host.netns is not None:
-        return "0@(0-1)"  # float over this machine's two cores, shared by everything
+        return f"0@({format_cpus(testbed_cpus(inv))})"
     return ",".join(str(c) for c in host.cores) or "0"
 
 
@@ -134,7 +140,7 @@ def worker(
     cfg = {
         "binary": binary(h, "rain-worker"),
         "out_dir": str(out),
-        "eal": eal(inv, h, "worker", lcores(h)),
+        "eal": eal(inv, h, "worker", lcores(inv, h)),
         "sample_period_s": max(0.01, min(0.5, p.measure_s / 50)),
         "adaptive": adaptive(p),
         "worker": {
@@ -240,7 +246,7 @@ def client(
     return {
         "binary": binary(h, "rain-client"),
         "out_dir": str(out),
-        "eal": eal(inv, h, "client", lcores(h)),
+        "eal": eal(inv, h, "client", lcores(inv, h)),
         "client": c,
         # Above the switch's data plane (20): the client is the measuring instrument.
         "realtime": 30 if inv.shared_system else 0,

@@ -29,6 +29,7 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
+from ..testbed.cpu import format_cpus
 from .layout import PointDir
 from .plan import Point
 from .spec import Constant, RequestClass, Spec, Workload
@@ -147,6 +148,15 @@ def summarise(pd: PointDir, point: Point, mean_service_us: float) -> dict:
             "load_cores": round(cpu["load_busy_s"] / cpu["load_wall_s"], 4),
             "per_request_ms": round(1000 * extra / cpu["requests"], 4),
         }
+        if cpu.get("cpus"):  # a testbed confined to its own cores: did every thread stay on them?
+            strays = cpu.get("outside") or []
+            out["cpu"].update(
+                cpus=cpu["cpus"],
+                confined=not strays,
+                strays=[
+                    f"{t['machine']}: {t['program']} ({t['name']}, tid {t['tid']}, on {t['allowed']})" for t in strays
+                ],
+            )
     return out
 
 
@@ -167,10 +177,24 @@ def describe(cal: dict) -> str:
                 else "; the idle testbed not measured (its pollers rest too long before their long naps)"
             )
             + f", a request {c['per_request_ms']:.3g} ms of CPU"
+            + _confinement(c)
             if (c := cal.get("cpu"))
             else ""
         )
     )
+
+
+def _confinement(c: dict) -> str:
+    """What the calibration says of a testbed confined to its own cores ("" otherwise)."""
+    if not c.get("cpus"):
+        return ""
+    n = len(c["cpus"])
+    said = f"; the testbed confined to core{'s' if n > 1 else ''} {format_cpus(c['cpus'])} ({n} of this machine's)"
+    strays = c.get("strays") or []
+    if not strays:
+        return said
+    more = f" and {len(strays) - 3} more" if len(strays) > 3 else ""
+    return said + f", but {len(strays)} thread(s) may run outside them: {'; '.join(strays[:3])}{more}"
 
 
 def record(run_dir: Path, manifest: dict, cal: dict, point: Point) -> dict:
@@ -278,12 +302,14 @@ def choose_k(
 
 
 def _fit_cpu(k: float, why: str, cpu: dict, top_rps: float) -> tuple[float, str]:
-    """At least the k at which the highest load's CPU fits CPU_SHARE of this machine's
-    cores: the idle testbed's share plus the calibrated CPU per request at that load's
-    testbed rate (paper rate / k). The CPU per request is the same at every k: the
-    workers sleep through their dilated tasks, only the packets cost CPU."""
+    """At least the k at which the highest load's CPU fits CPU_SHARE of the testbed's
+    cores (this machine's, or those it is confined to): the idle testbed's share plus
+    the calibrated CPU per request at that load's testbed rate (paper rate / k). The CPU
+    per request is the same at every k: the workers sleep through their dilated tasks,
+    only the packets cost CPU."""
     per_s = cpu["per_request_ms"] / 1000.0
     room = CPU_SHARE * cpu["cores"] - cpu["idle_cores"]
+    whose = "the testbed's own" if cpu.get("cpus") else "this machine's"  # confined to some cores, or not
 
     def need(kk: float) -> float:
         return cpu["idle_cores"] + per_s * top_rps / kk
@@ -298,7 +324,7 @@ def _fit_cpu(k: float, why: str, cpu: dict, top_rps: float) -> tuple[float, str]
         k = _nice_above(least)
         return k, why + (
             f"; its highest load ({top_rps / 1000:,.0f} kRPS of paper time, {cpu['per_request_ms']:.3g} ms of CPU per "
-            f"request) fits {100 * CPU_SHARE:g}% of this machine's {cpu['cores']} cores only from k = {least:,.0f}: "
+            f"request) fits {100 * CPU_SHARE:g}% of {whose} {cpu['cores']} cores only from k = {least:,.0f}: "
             f"k = {k:g}, {need(k):.2f} cores busy"
         )
     return k, why + f"; at its highest load the testbed needs {need(k):.2f} of {cpu['cores']} cores"

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from ..remote import Background
 from ..systems import get as get_system
 from ..systems.base import System
-from ..testbed.cpu import cores, mark, steal_s, used_s
+from ..testbed.cpu import confined_to, format_cpus, mark, outside, steal_s, testbed_cores, used_s
 from ..testbed.measure_lock import measuring
 from . import agent_config, layout, outcome, segments
 from .bench import AGENT_DONE, REMOTE_PYTHON, Bench
@@ -201,14 +201,17 @@ def await_ready(b: Bench, s: Started) -> Ready:
 
 @contextmanager
 def cores_for(b: Bench, p: Point):
-    """One load at a time on this machine's cores (testbed/measure_lock.py)."""
+    """One load at a time on each of the testbed's cores (testbed/measure_lock.py): its
+    own when it is confined to some (emulation.cpus), else every core of this machine."""
     inv = b.inv
     if not inv.shared_system:
         yield
         return
-    with measuring(inv.emulation.slot if inv.emulation else None, p.id, b.log) as waited:
+    own = confined_to(inv)
+    with measuring(inv.emulation.slot if inv.emulation else None, p.id, b.log, cpus=own) as waited:
         if waited >= 1:
-            b.log(f"{p.id}: this machine's cores are free after {waited:.0f} s: measuring")
+            which = f"cores {format_cpus(own)}" if own else "this machine's cores"
+            b.log(f"{p.id}: {which} are free after {waited:.0f} s: measuring")
         yield
 
 
@@ -237,7 +240,8 @@ def start_load(b: Bench, r: Ready) -> Load:
         coordinator = _coordinator(b, r, ctl_lock)
         if cpu is not None:
             cpu["busy0"] = mark(cpu["machines"])
-        cpu_w0, steal0 = time.monotonic(), steal_s()  # this machine's: on a shared-core testbed, the testbed's
+        # this machine's cores (on a shared-core testbed, the testbed's), or those it is confined to
+        cpu_w0, steal0 = time.monotonic(), steal_s(confined_to(inv) or None)
         delivered = b.tb.parallel(lambda n: b.signal(n, s.clients[n]), list(s.clients))
     except BaseException:
         sampler.stop(a.pd)
@@ -293,8 +297,9 @@ def measure(b: Bench, load: Load) -> Window:
         # The hypervisor's share of this machine's cores during the load (a VM's steal
         # time): while it runs something else, the client cannot keep its schedule,
         # and the validity checks of that schedule say so.
-        c, w0 = load.cpu, load.cpu["w0"]
-        cpu = {"cores": cores(), "steal_share": round((steal_s() - c["steal0"]) / ((t1 - w0) * cores()), 5)}
+        # On a testbed confined to some cores, those are its cores (testbed/cpu.py).
+        c, w0, own, n = load.cpu, load.cpu["w0"], confined_to(inv), testbed_cores(inv)
+        cpu = {"cores": n, "steal_share": round((steal_s(own or None) - c["steal0"]) / ((t1 - w0) * n), 5)}
         if "busy0" in c:
             cpu.update(
                 c["idle"],
@@ -302,6 +307,8 @@ def measure(b: Bench, load: Load) -> Window:
                 load_wall_s=round(t1 - w0, 3),
                 requests=round(p.offered_rps * (p.warmup_s + p.measure_s)),
             )
+            if own:  # the calibration: does every thread of the testbed, its programs up, stay on them?
+                cpu.update(cpus=own, outside=[asdict(t) for t in outside(c["machines"], own)])
         a.pd.write_cpu(cpu)
     return Window(load, t1, queue_sampling, coordination)
 

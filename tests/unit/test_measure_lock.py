@@ -47,7 +47,7 @@ def test_a_second_load_waits_says_for_whom_and_gives_up_on_a_stuck_holder(tmp_pa
     assert said and said[0].startswith("rain-f0.3-r1: waiting for this machine's cores: slot 12's testbed")
     assert f"(point rain-f0.9-r1, pid {holder.pid})" in said[0]
     assert f"slot 12's testbed (point rain-f0.9-r1, pid {holder.pid})" in e.value.message
-    assert "rainmaker-measure.lock" in e.value.fix
+    assert "rainmaker-measure-cpu0.lock" in e.value.fix  # one lock per CPU, the first it waits for
 
 
 def test_the_lock_is_free_the_moment_its_holder_dies(tmp_path, holder):
@@ -69,4 +69,4 @@ def test_one_runner_measures_again_and_again(tmp_path):
     for _ in range(3):
         with measuring(None, "p", pytest.fail, directory=tmp_path) as waited:
             assert waited < 1
-    assert until(lambda: (tmp_path / "rainmaker-measure.json").exists(), timeout=1)
+    assert until(lambda: (tmp_path / "rainmaker-measure-cpu0.json").exists(), timeout=1)
