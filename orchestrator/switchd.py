@@ -142,8 +142,11 @@ def emulator_argv(inv: Inventory, program: str, log_path: str, extra: Sequence[s
     # The emulated switch shares this machine's cores with every host: while frames flow
     # its data plane runs at a real-time priority (below the client's 30, the measuring
     # instrument), so a frame is switched when it arrives, not when the scheduler gets
-    # round to it; bounded so that it never holds a core (docs/emulation.md).
-    argv += ["--grpc", sw.bfrt, "--log", log_path, "--realtime", str(EMULATOR_RT_PRIORITY)]
+    # round to it; bounded so that it never holds a core (docs/emulation.md). Not on a
+    # testbed confined to one core (Inventory.realtime_fits).
+    argv += ["--grpc", sw.bfrt, "--log", log_path]
+    if inv.realtime_fits:
+        argv += ["--realtime", str(EMULATOR_RT_PRIORITY)]
     delay = inv.emulation.link_delay_us if inv.emulation is not None else 0.0
     if delay:  # a slower testbed on purpose (docs/emulation.md)
         argv += ["--link-delay-us", str(delay)]  # str: every digit of the float, unrounded

@@ -249,7 +249,7 @@ def client(
         "eal": eal(inv, h, "client", lcores(inv, h)),
         "client": c,
         # Above the switch's data plane (20): the client is the measuring instrument.
-        "realtime": 30 if inv.shared_system else 0,
+        "realtime": 30 if inv.shared_system and inv.realtime_fits else 0,
         # and on shared cores (a VM) its CPU must wake when a send is due (WakeLatency)
         "cpu_wake_latency_us": 0 if inv.shared_system else None,
     }
@@ -348,7 +348,7 @@ def rpc_client(
         "trace": p.offered_rps / n_clients * (p.warmup_s + p.measure_s) <= 2_000_000,
         # on shared cores the load generator is the measuring instrument, as rain-client is:
         # real-time while the load runs (not while it connects), never holding a core
-        "realtime": 30 if inv.shared_system else 0,
+        "realtime": 30 if inv.shared_system and inv.realtime_fits else 0,
     }
     if p.params.get("spread") == "zipf":
         c["spread"] = f"zipf:{float(p.params.get('zipf_s', 1.0)):g}"

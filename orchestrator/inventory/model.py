@@ -579,6 +579,16 @@ class Inventory(Strict):
         a tofino-model testbed built on it): one kernel, one file system, one apt."""
         return self.switch.netns is not None or any(h.netns is not None for h in self.hosts)
 
+    @property
+    def realtime_fits(self) -> bool:
+        """Whether the testbed's measuring threads (the client's load, the emulated
+        switch's data plane) may run real-time (SCHED_FIFO) on the cores they share: not
+        on a testbed confined to one core. There the client (at most 80% of a core) and
+        the switch (filling the client's rests) leave nothing to the threads they wait
+        for, the workers' pollers and the runner (a testbed on one core froze for 10
+        minutes so); with two cores or more, one stays for them."""
+        return self.emulation is None or len(self.emulation.cpus) != 1
+
     def host(self, name: str) -> Host:
         for h in self.hosts:
             if h.name == name:

@@ -150,6 +150,17 @@ def test_a_namespace_hosts_lcore_floats_over_the_testbeds_cores(state_dir, monke
     assert agent_config.lcores(free, real) == "4,5"  # a real host: its own cores, one lcore each
 
 
+def test_nothing_runs_real_time_on_a_testbed_of_one_core(state_dir, monkeypatch):
+    from orchestrator import switchd
+
+    monkeypatch.setattr(cpu, "online_cpus", lambda: [0, 1, 2, 3])
+    for cpus, rt in (((), True), ((2,), False), ((2, 3), True)):
+        inv = load(written(6 + len(cpus), cpus).inventory_path)
+        assert inv.realtime_fits is rt, cpus
+        argv = switchd.emulator_argv(inv, "rain", "/tmp/emulator.log")
+        assert ("--realtime" in argv) is rt, argv  # the switch's data plane (the clients' load: agent_config)
+
+
 # -- the measurement locks, one per CPU ---------------------------------------------------------
 HOLDER = """
 import sys, time
