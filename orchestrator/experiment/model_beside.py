@@ -368,6 +368,7 @@ def write(point_dir: PointDir | Path, point: dict, manifest: dict, spec=None) ->
     from .points import spec_of
 
     pd = point_dir if isinstance(point_dir, PointDir) else PointDir(Path(point_dir))
+    manifest = of_testbed(manifest, point)
     t0 = time.perf_counter()
     info: dict = {"point_id": point.get("id", pd.id)}
     files: dict[str, bytes] = {}
@@ -406,6 +407,19 @@ def write(point_dir: PointDir | Path, point: dict, manifest: dict, spec=None) ->
     files[layout.MODEL_INFO] = (json.dumps(info, indent=1, default=str) + "\n").encode()
     _write_tree(pd.model, files)
     return info
+
+
+def of_testbed(manifest: dict, point: dict) -> dict:
+    """The manifest as the testbed that measured `point` saw it: on a cluster of
+    testbeds (orchestrator/cluster) each has its own calibration (manifest `testbeds`,
+    the point's `testbed`), which the model of its points takes."""
+    tb = point.get("testbed")
+    testbeds = manifest.get("testbeds")
+    if not isinstance(tb, str) or not isinstance(testbeds, dict) or not isinstance(testbeds.get(tb), dict):
+        return manifest
+    cal = testbeds[tb].get("calibration")
+    out = {k: v for k, v in manifest.items() if k != "calibration"}
+    return out | ({"calibration": cal} if isinstance(cal, dict) else {})
 
 
 def _write_tree(dest: Path, files: dict[str, bytes]) -> None:

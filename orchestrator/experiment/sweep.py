@@ -39,6 +39,9 @@ class PointState:
     # one's, and a point retried through an outage should say what each attempt met.
     # Files written before this field existed load with it empty.
     attempts_log: list[dict] = field(default_factory=list)
+    # Which testbed measured the point, on a cluster of testbeds (orchestrator/cluster);
+    # None on a run of one testbed.
+    testbed: str | None = None
 
 
 # What each field of a point may hold in sweep.json (None is allowed where the default is None).
@@ -52,6 +55,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "finished": (int, float, type(None)),
     "wall_s": (int, float, type(None)),
     "attempts_log": (list,),
+    "testbed": (str, type(None)),
 }
 _LOG_TYPES: dict[str, tuple[type, ...]] = {
     "attempt": (int,),
@@ -141,10 +145,24 @@ class Sweep:
     def pending(self) -> list[Point]:
         return [self.points[pid] for pid in self.order if self.state[pid].status == TODO]
 
-    def start(self, pid: str) -> None:
+    def start(self, pid: str, *, testbed: str | None = None) -> None:
         s = self.state[pid]
         s.status, s.attempts, s.started, s.reason, s.valid = RUNNING, s.attempts + 1, time.time(), None, None
         s.attempts_log.append({"attempt": s.attempts, "started": s.started, "reason": None})
+        if testbed is not None:
+            s.testbed = testbed
+        self._save()
+
+    def adopt(self, pid: str, measured: dict, *, testbed: str, before: list[dict]) -> None:
+        """A point's end as the testbed that measured it recorded it (its sweep.json
+        entry there), after the attempts `before` that lost testbeds ended: this
+        sweep's digest is kept (the testbed planned the point at its own k)."""
+        s = _point_state(self.path, pid, {**measured, "digest": self.state[pid].digest, "testbed": testbed})
+        log = [dict(e) for e in before] + [dict(e) for e in s.attempts_log]
+        for i, e in enumerate(log, 1):
+            e["attempt"] = i
+        s.attempts, s.attempts_log = len(log), log
+        self.state[pid] = s
         self._save()
 
     def attempt_failed(self, pid: str, reason: str) -> None:

@@ -108,21 +108,26 @@ class Sweeper:
                 self.progress.point(p, self.eta.left_s, " (at least)" if self.eta.at_least else "")
             else:
                 self.progress.point(p)
-            try:
-                verdict = self._measured(p)
-            except _GaveUp as e:
-                self.sweep.finish(p.id, FAILED, e.last)
-            else:
-                from .validity import invalid_reason
-
-                if not verdict.valid:
-                    self.log(f"{p.id}: measured, but not valid: {', '.join(verdict.failed)}")
-                self.sweep.finish(p.id, DONE, None if verdict.valid else invalid_reason(verdict), valid=verdict.valid)
+            self.sweep_one(p)
             self.progress.advance()
         try:
             self.bench.clear_leftovers(None, 0)  # the last point's DPDK runtime folders
         except RainmakerError as e:
             self.log(f"clean-up after the sweep: {one_line(e)}")
+
+    def sweep_one(self, p: Point) -> None:
+        """Measure p through the three rules and record its end in sweep.json (done,
+        valid or not, or failed once its retries are spent)."""
+        try:
+            verdict = self._measured(p)
+        except _GaveUp as e:
+            self.sweep.finish(p.id, FAILED, e.last)
+            return
+        from .validity import invalid_reason
+
+        if not verdict.valid:
+            self.log(f"{p.id}: measured, but not valid: {', '.join(verdict.failed)}")
+        self.sweep.finish(p.id, DONE, None if verdict.valid else invalid_reason(verdict), valid=verdict.valid)
 
     def _measured(self, p: Point) -> Verdict:
         """p's verdict, through the three rules; _GaveUp when its retries are spent."""
