@@ -10,6 +10,8 @@
       timeseries.parquet    p50/p99 per interval            analyze.py  -> plots
       plots/<kind>.png|svg  the figures                     plots.py    -> report
       report.md, .html      the report                      report.py   -> people
+      testbeds/<id>/        a run of several testbeds (orchestrator/cluster): each one's
+                            manifest, preflight, calibration/ and run.log  coordinator.py -> people
       points/<point-id>/    PointDir
         point.json          the plan's Point                point.py    -> analysis
         timing.json         seconds per phase of the point  point.py    -> people
@@ -64,6 +66,7 @@ POINTS = "points"
 CALIBRATION = "calibration"  # the calibration point (calibrate.py), laid out as a point
 SERVICE_PROBE = "service-probe"  # a real handler's service times on this testbed (dilation.py), laid out as a point
 STALLED = "stalled"  # stalled/<point-id>/<attempt>/: attempts a stall of the host discarded (sweeper.py)
+TESTBEDS = "testbeds"  # testbeds/<id>/: a run of several testbeds, each one's own files (cluster/coordinator.py)
 SEGMENTS = "segments"  # points/<point-id>/segments/<i>/: a long point's segments (segments.py)
 
 # -- one point ------------------------------------------------------------------------
