@@ -168,6 +168,28 @@ def plan_cmd(spec: str, inv_path: str | None, as_json: bool) -> None:
     help="skip checking every machine for what SPEC needs before the sweep (rainmaker preflight; "
     "a needed check that fails otherwise stops the run before it starts)",
 )
+@click.option(
+    "--cluster",
+    "cluster",
+    metavar="tcp://HOST:PORT",
+    help="measure the points on a Dask cluster of emulated testbeds: each worker started with "
+    "`--resources testbed=1` brings up, provisions and calibrates its own testbed (docs/cluster.md)",
+)
+@click.option(
+    "--testbed",
+    "testbed_kind",
+    metavar="emulated[:N]",
+    help="with --cluster: the testbeds the workers build (emulated, the only kind a cluster holds), and "
+    "how many of them to use (default: every worker that offers one)",
+)
+@click.option(
+    "--testbeds",
+    "testbeds",
+    type=click.IntRange(1, 64),
+    metavar="N",
+    help="N emulated testbeds on this machine at once, each on its own share of the cores "
+    "(a local Dask cluster; -i names an emulated inventory whose shape they take)",
+)
 def run_cmd(
     spec: str,
     inv_path: str | None,
@@ -178,6 +200,9 @@ def run_cmd(
     no_analysis: bool,
     no_calibrate: bool,
     no_preflight: bool,
+    cluster: str | None,
+    testbed_kind: str | None,
+    testbeds: int | None,
 ) -> None:
     """Run SPEC on the testbed as a resumable sweep, then analyze, plot and report.
 
@@ -188,7 +213,31 @@ def run_cmd(
     lists them all). On an emulated testbed one light point first measures the
     testbed (round trip, the handler's error: calibration/, manifest.json), and the
     model beside each point takes them. Ctrl-C keeps the done points:
-      rainmaker run experiments/demo.yaml --resume results/demo/<timestamp>"""
+      rainmaker run experiments/demo.yaml --resume results/demo/<timestamp>
+
+    \b
+    Points in parallel, one testbed per Dask worker (docs/cluster.md):
+      rainmaker run experiments/demo.yaml --testbeds 2     # two testbeds here
+      rainmaker run experiments/demo.yaml --cluster tcp://10.0.0.1:8786 --testbed emulated:4"""
+    if cluster or testbeds or testbed_kind:
+        from .cluster_run import run_on_cluster_cmd
+
+        check_results_folder(results, resume)
+        run_on_cluster_cmd(
+            spec,
+            inv_path,
+            resume=resume,
+            results=results,
+            retries=retries,
+            retry_wait=retry_wait,
+            analyze=not no_analysis,
+            calibrate=not no_calibrate,
+            preflight=not no_preflight,
+            cluster=cluster,
+            testbed_kind=testbed_kind,
+            testbeds=testbeds,
+        )
+        return
     from ..experiment import handler_alone
     from ..experiment.run import run
     from ..inventory import load as load_inv

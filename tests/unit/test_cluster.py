@@ -1,0 +1,205 @@
+"""The parts of a run on a cluster of testbeds (orchestrator/cluster) that need no
+cluster: the testbeds' agreement, a station's archive, sweep.json's `testbed`, the
+model of a point on its own testbed's calibration, the pool's checks and the command
+line's refusals (tests/integration/test_cluster_run.py runs a real LocalCluster)."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from orchestrator.cluster import agreement, shard
+from orchestrator.cluster.connect import Pool, split_cores
+from orchestrator.errors import UsageError
+from orchestrator.experiment.model_beside import of_testbed
+from orchestrator.experiment.sweep import DONE, Sweep
+from tests.cli import rainmaker
+from tests.unit.test_sweep_state import POINTS
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _cal(share: float | None) -> dict | None:
+    return None if share is None else {"paper_time": {"overhead_share_of_service": share}}
+
+
+# -- agreement -------------------------------------------------------------------------
+def test_testbeds_within_the_tolerance_of_the_least_overhead_are_kept():
+    a = agreement.compare({"tb0": _cal(0.20), "tb1": _cal(0.15), "tb2": _cal(0.30)}, 0.15)
+    assert a.reference == "tb1"  # the least overhead: a disturbed testbed only adds
+    assert a.kept == ["tb0", "tb1", "tb2"] and a.left_out == {}  # 1.30 / 1.15 - 1 = 13%
+    assert "all within the model tolerance (15%) of tb1" in a.note
+
+
+def test_a_testbed_that_measures_slower_is_left_out_with_its_numbers():
+    a = agreement.compare({"tb0": _cal(0.15), "tb1": _cal(4.23)}, 0.15)
+    assert a.kept == ["tb0"] and list(a.left_out) == ["tb1"]
+    why = a.left_out["tb1"]
+    assert "423.0% of a mean service time against 15.0% on tb0" in why and "355% slower" in why, why
+    assert "1 left out (tb1)" in a.note
+    assert a.as_dict()["overhead_share_of_service"] == {"tb0": 0.15, "tb1": 4.23}
+
+
+def test_testbeds_not_calibrated_are_merged_unchecked_and_it_says_so():
+    a = agreement.compare({"tb0": _cal(0.15), "tb1": None}, 0.15)
+    assert a.kept == ["tb0", "tb1"] and a.reference is None
+    assert "not compared: tb1 not calibrated" in a.note and "unchecked" in a.note
+    # a calibration without the share (damaged) counts as none
+    assert agreement.overhead({"paper_time": {"overhead_share_of_service": "x"}}) is None
+
+
+# -- a station's archive -----------------------------------------------------------------
+def _tar(members: list[tuple[tarfile.TarInfo, bytes | None]]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as t:
+        for info, data in members:
+            t.addfile(info, io.BytesIO(data) if data is not None else None)
+    return buf.getvalue()
+
+
+def _file(name: str, data: bytes = b"x") -> tuple[tarfile.TarInfo, bytes]:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    return info, data
+
+
+def test_a_point_folder_travels_whole_and_replaces_the_old_one(tmp_path):
+    src = tmp_path / "station"
+    (src / "points/p1/clients").mkdir(parents=True)
+    (src / "points/p1/point.json").write_text('{"id": "p1"}')
+    (src / "points/p1/clients/summary.json").write_text("{}")
+    (src / "points/p2").mkdir(parents=True)  # another point's: not asked for
+    blob = shard.pack(src, ["points/p1", "stalled/p1"])  # stalled/p1 does not exist: skipped
+    run = tmp_path / "run"
+    (run / "points/p1").mkdir(parents=True)
+    (run / "points/p1/old-attempt.txt").write_text("from before")
+    assert shard.unpack(blob, run, "points/p1", "stalled/p1") == ["points/p1"]
+    got = sorted(str(p.relative_to(run)) for p in run.rglob("*"))
+    assert got == ["points", "points/p1", "points/p1/clients", "points/p1/clients/summary.json", "points/p1/point.json"]
+
+
+@pytest.mark.parametrize(
+    "member",
+    [
+        _file("points/p1/../../../etc/passwd"),
+        _file("/etc/passwd"),
+        _file("points/p2/point.json"),  # another point's folder than the one asked for
+        (tarfile.TarInfo("points/p1/link"), None),
+    ],
+    ids=["climbs-out", "absolute", "other-point", "symlink"],
+)
+def test_an_archive_with_what_no_run_folder_has_is_refused_and_writes_nothing(tmp_path, member):
+    info, data = member
+    if data is None:
+        info.type, info.linkname = tarfile.SYMTYPE, "/etc/shadow"
+    blob = _tar([_file("points/p1/point.json"), (info, data)])
+    with pytest.raises(shard.ShardError, match="holds what no run folder has"):
+        shard.unpack(blob, tmp_path / "run", "points/p1")
+    assert not (tmp_path / "run/points").exists()
+    with pytest.raises(shard.ShardError, match="cannot be read"):
+        shard.unpack(b"not a tar archive", tmp_path / "run", "points/p1")
+
+
+# -- sweep.json --------------------------------------------------------------------------
+def test_a_point_adopted_from_its_testbed_keeps_the_lost_attempts_before_it(tmp_path):
+    sw = Sweep(tmp_path, POINTS, resume=False)
+    pid = POINTS[0].id
+    digest = sw.state[pid].digest
+    sw.start(pid, testbed="host-a/slot10")
+    sw.attempt_failed(pid, "testbed host-a/slot10 was lost while measuring it")
+    s = sw.state[pid]
+    lost = [{"attempt": s.attempts, "started": s.started, "reason": s.reason}]
+    # what the other testbed's own sweep.json says of the point: its one attempt, done
+    (tmp_path / "there").mkdir()
+    there = Sweep(tmp_path / "there", POINTS, resume=False)
+    there.start(pid)
+    there.finish(pid, DONE, None, valid=True)
+    measured = json.loads((tmp_path / "there" / Sweep.FILE).read_text())["points"][pid]
+    sw.adopt(pid, measured, testbed="host-b/slot11", before=lost)
+    saved = json.loads((tmp_path / Sweep.FILE).read_text())["points"][pid]
+    assert saved["status"] == DONE and saved["valid"] is True and saved["testbed"] == "host-b/slot11"
+    assert saved["digest"] == digest and saved["attempts"] == 2
+    assert [(a["attempt"], a["reason"]) for a in saved["attempts_log"]] == [
+        (1, "testbed host-a/slot10 was lost while measuring it"),
+        (2, None),
+    ]
+    assert Sweep(tmp_path, POINTS, resume=True).state[pid].testbed == "host-b/slot11"  # a resume reads it
+
+
+def test_a_testbed_that_is_not_a_name_is_refused_on_resume(tmp_path):
+    sw = Sweep(tmp_path, POINTS, resume=False)
+    doc = json.loads((tmp_path / Sweep.FILE).read_text())
+    doc["points"][POINTS[0].id]["testbed"] = 7
+    (tmp_path / Sweep.FILE).write_text(json.dumps(doc))
+    with pytest.raises(UsageError, match="testbed"):
+        Sweep(tmp_path, POINTS, resume=True)
+    assert sw.state[POINTS[0].id].testbed is None  # a run of one testbed names none
+
+
+# -- the model beside a point ----------------------------------------------------------------
+def test_the_model_of_a_point_takes_its_own_testbeds_calibration():
+    manifest = {"k": 1000, "calibration": {"network": "first"}, "testbeds": {"a": {"calibration": {"network": "a"}}}}
+    assert of_testbed(manifest, {"id": "p", "testbed": "a"})["calibration"] == {"network": "a"}
+    assert of_testbed(manifest, {"id": "p"}) is manifest  # a run of one testbed
+    assert of_testbed(manifest, {"id": "p", "testbed": "gone"}) is manifest
+    assert "calibration" not in of_testbed({"testbeds": {"a": {}}}, {"testbed": "a"})  # not calibrated: none
+
+
+# -- the pool ---------------------------------------------------------------------------------
+def test_cores_are_split_evenly_and_too_many_testbeds_are_refused():
+    assert split_cores(2, [0, 1]) == [[0], [1]]
+    assert split_cores(3, list(range(16))) == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9], [10, 11, 12, 13, 14]]
+    with pytest.raises(UsageError, match="fewer than one per testbed") as e:
+        split_cores(3, [0, 1])
+    assert "at most 2 testbed(s)" in e.value.render()
+
+
+class _Client:
+    def __init__(self, workers: dict):
+        self.info = {"workers": workers}
+
+    def scheduler_info(self, n_workers: int = 5) -> dict:
+        return self.info
+
+
+def test_only_workers_that_offer_a_testbed_are_given_points():
+    pool = Pool(
+        _Client(
+            {"tcp://a:1": {"resources": {"testbed": 1}}, "tcp://b:1": {}, "tcp://c:1": {"resources": {"testbed": 1}}}
+        ),
+        "Dask cluster tcp://s:8786",
+    )
+    assert pool.testbed_workers() == ["tcp://a:1", "tcp://c:1"]
+    assert pool.testbed_workers(1) == ["tcp://a:1"]
+    with pytest.raises(UsageError, match="2 worker.s. offer a testbed, fewer than the 3 asked for"):
+        pool.testbed_workers(3)
+    bare = Pool(_Client({"tcp://b:1": {}}), "Dask cluster tcp://s:8786")
+    with pytest.raises(UsageError) as e:
+        bare.testbed_workers()
+    assert "none of its 1 worker(s) offers a testbed" in str(e.value)
+    assert "--resources testbed=1" in e.value.render()
+
+
+# -- the command line ---------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["--cluster", "tcp://127.0.0.1:9", "--testbed", "hardware"], "a cluster holds emulated testbeds only"),
+        (["--cluster", "tcp://127.0.0.1:9", "--testbed", "emulated:0"], "N must be at least 1"),
+        (["--testbed", "emulated:2"], "no --cluster was given"),
+        (["--cluster", "tcp://127.0.0.1:9", "--testbeds", "2"], "--cluster and --testbeds both given"),
+        (["--testbeds", "2", "-i", str(REPO / "orchestrator/inventory/examples/rack1.yaml")], "stay sequential"),
+    ],
+    ids=["not-emulated", "zero", "no-cluster", "both", "hardware"],
+)
+def test_run_on_a_cluster_refuses_what_it_cannot_do_before_connecting(monkeypatch, capsys, tmp_path, args, said):
+    code, out, err = rainmaker(
+        monkeypatch, capsys, "run", str(REPO / "experiments/demo.yaml"), "--results", str(tmp_path / "r"), *args
+    )
+    assert code == 2, (out, err)
+    assert said in " ".join((out + err).split()), out + err
+    assert not (tmp_path / "r").exists()
