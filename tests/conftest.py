@@ -46,6 +46,7 @@ LONGEST_FIRST = (
     "tests/integration/test_points_back_to_back.py",
     "tests/integration/test_sweep.py",
     "tests/integration/test_two_testbeds.py",
+    "tests/integration/test_cluster_run.py",
 )
 
 
