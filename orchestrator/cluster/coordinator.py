@@ -189,7 +189,8 @@ class Coordinator:
         pending = self.sweep.pending()
         workers = [self.prepared[t].worker for t in self.kept]
         self.bar.start(len(self.points), len(self.points) - len(pending))
-        for p in pending:
+        length = self._lengths()
+        for p in sorted(pending, key=lambda p: (-length(p), p.index)):
             f = self.client.submit(
                 st.measure,
                 self.order.key,
@@ -198,7 +199,7 @@ class Coordinator:
                 workers=workers,
                 allow_other_workers=False,
                 resources={st.RESOURCE: 1},
-                priority=-p.index,
+                priority=round(length(p) * 1000),  # the longest first: no testbed left with one at the end
                 pure=False,
             )
             self.futures[f] = p.id
@@ -217,6 +218,20 @@ class Coordinator:
                     self.sweep.finish(pid, FAILED, "every testbed of the run was lost before it was measured")
                 self.futures.clear()
         self.drain()
+
+    def _lengths(self):
+        """A point's expected seconds on a testbed: its warm-up and window, as the first
+        kept testbed sized it (`windows`: measure_max_s grows a point's window to what
+        its p99 interval needs, 20 to 400 s for the demo's points)."""
+        first = self.prepared[self.kept[0]] if self.kept else None
+        windows = (first.windows if first is not None else None) or {}
+
+        def length(p: Point) -> float:
+            w = windows.get(p.id)
+            measure_s = w.get("measure_s", p.measure_s) if isinstance(w, dict) else p.measure_s
+            return float(p.warmup_s) + float(measure_s)
+
+        return length
 
     def _eta(self, started: float) -> None:
         c = self.sweep.counts()
@@ -287,6 +302,11 @@ class Coordinator:
             self.client.unregister_worker_plugin(st.PLUGIN_PREFIX + self.order.key)
         except Exception:  # noqa: BLE001 - a worker that left has nothing to unregister
             pass
+        for topic in (st.EVENTS_PREFIX + self.order.key, "all"):  # else the scheduler writes to a closed client
+            try:
+                self.client.unsubscribe_topic(topic)
+            except Exception:  # noqa: BLE001 - a scheduler already gone has no subscription
+                pass
 
     # -- the manifest ---------------------------------------------------------------------
     def write_manifest(self) -> None:
