@@ -278,7 +278,9 @@ def _check_cpus(cpus: list[int] | None) -> tuple[int, ...]:
 
 
 class SlotTaken(TestbedError):
-    """Another testbed claimed the slot between the checks of `up` and its bridge."""
+    """The slot is held by a testbed this state folder has no plan for: leftovers, or
+    another testbed that claimed it after up_in_free_slot found it free (two stations of
+    a cluster run bring theirs up at once), which then moves on to the next slot."""
 
 
 def slot_in_use(slot: int) -> bool:
@@ -412,7 +414,7 @@ class EmulatedTestbed:
             return self._already_up(existing, plan, link_delay_us, log)
         stray = [n for n in _netns_list() if n.startswith(plan.prefix + "-")]
         if stray or plan.bridge in _links():
-            raise TestbedError(
+            raise SlotTaken(
                 f"slot {self.slot} is in use on this machine ({', '.join(stray + [plan.bridge])}) by a testbed "
                 f"{state.root()} has no state for: another state folder's (RAINMAKER_STATE_DIR), or leftovers",
                 fix=f"use another slot (--slot free); if they are leftovers, clean them with: "
