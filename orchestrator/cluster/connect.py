@@ -70,6 +70,7 @@ class Pool:
     def __init__(self, client, where: str, cluster=None):
         self.client, self.where, self.cluster = client, where, cluster
         self.cpus: dict[str, list[int]] = {}
+        self.option = "--cluster ADDRESS"  # how `rainmaker run` asks for this pool again
 
     @classmethod
     def remote(cls, address: str) -> Pool:
@@ -86,7 +87,9 @@ class Pool:
                 f"--cluster {address}: no Dask scheduler answers there ({e})",
                 fix="give the scheduler's address as `dask scheduler` prints it, e.g. tcp://10.0.0.1:8786",
             ) from None
-        return cls(client, f"Dask cluster {address}")
+        pool = cls(client, f"Dask cluster {address}")
+        pool.option = f"--cluster {address}"
+        return pool
 
     @classmethod
     def local(cls, n: int, *, confine: bool = True, cpus: list[int] | None = None) -> Pool:
@@ -109,6 +112,7 @@ class Pool:
         client = Client(cluster)
         pool = cls(client, f"{n} testbed(s) on this machine (a Dask LocalCluster)", cluster)
         pool.cpus = dict(zip(sorted(pool.workers()), sets, strict=True))
+        pool.option = f"--testbeds {n}"
         return pool
 
     def workers(self) -> dict[str, dict]:

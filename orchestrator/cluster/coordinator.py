@@ -457,7 +457,7 @@ def run_on_cluster(
             co.stop()
             log(
                 f"interrupted: done points are kept; continue with `rainmaker run {spec_path} --resume {rd.path} "
-                "--cluster ...` (or --testbeds N)"
+                f"{pool.option}`"
             )
             raise
         finally:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import time
 
+from rich.markup import escape
+
 from ..progress import Bar
 from .layout import RunDir
 from .plan import Point
@@ -23,7 +25,8 @@ class RunLog:
         self.file.write(time.strftime("%H:%M:%S ") + msg + "\n")
         self.file.flush()
         if self.echo:
-            self.console.print(f"[dim]·[/] {msg}", markup=True, highlight=False)
+            # escaped: a line's own brackets ("[vm-s0] ...", a list of loads) are text, not markup
+            self.console.print(f"[dim]·[/] {escape(msg)}", markup=True, highlight=False)
 
     def close(self) -> None:
         self.file.close()
