@@ -40,16 +40,27 @@ def _files(root: Path) -> set[str]:
     return {str(p.relative_to(root)) for p in root.rglob("*")}
 
 
-@pytest.fixture
-def pool(state_root):
+@pytest.fixture(scope="module")
+def cluster(state_root):
+    """One LocalCluster for the file (its start costs seconds). The test that kills a
+    worker comes last: the nanny's restarted worker has an address the cores were not
+    split for."""
     p = Pool.local(2)
     try:
         yield p
     finally:
         p.close()
-        for slot in SLOTS:
-            from orchestrator.testbed.emulated import EmulatedTestbed
 
+
+@pytest.fixture
+def pool(cluster):
+    """The cluster's two workers, as each run finds them; their testbeds down after."""
+    try:
+        yield cluster
+    finally:
+        from orchestrator.testbed.emulated import EmulatedTestbed
+
+        for slot in SLOTS:
             EmulatedTestbed(slot).down(log=lambda m: None)
 
 
@@ -99,6 +110,58 @@ def test_merged_run_is_a_local_run_plus_its_testbeds(testbed, pool, tmp_path):
     assert not any(slot_in_use(s) for s in SLOTS)  # every testbed down at the end
 
 
+def test_ctrl_c_stops_every_testbed_and_resume_finishes_the_run(pool, tmp_path):
+    """Ctrl-C on the coordinator mid-point: every testbed goes down, the point goes back
+    to todo; `--resume` on the cluster measures what is left and keeps what was done."""
+    spec = spec_file(tmp_path, "stopped", [0.2, 0.4, 0.6], measure=4.0)
+    results = tmp_path / "results"
+    ended = threading.Event()
+
+    def interrupt_mid_point() -> None:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and not ended.is_set():
+            for d in (results / "stopped").glob("*"):
+                try:
+                    state = json.loads(RunDir(d).sweep.read_text())["points"]
+                except (OSError, ValueError):
+                    continue
+                if any(s["status"] == "running" and s["testbed"] for s in state.values()):
+                    time.sleep(1.0)  # its load under way
+                    if not ended.is_set():
+                        os.kill(os.getpid(), signal.SIGINT)  # what Ctrl-C sends the coordinator
+                    return
+            time.sleep(0.2)
+
+    watcher = threading.Thread(target=interrupt_mid_point, daemon=True)
+    watcher.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            _cluster_run(spec, pool, results, analyze_after=False, calibrate=False)  # about stopping: no need
+    finally:
+        ended.set()
+        watcher.join(timeout=10)
+    (run_dir,) = (results / "stopped").glob("*")
+    rd = RunDir(run_dir)
+    assert not any(slot_in_use(s) for s in SLOTS)  # every testbed down
+    state = json.loads(rd.sweep.read_text())["points"]
+    assert "running" not in {s["status"] for s in state.values()}, state
+    interrupted = [pid for pid, s in state.items() if s["status"] == "todo" and s["reason"] == "interrupted"]
+    assert interrupted, state
+    done_before = {
+        pid: rd.point(pid).point_file.stat().st_mtime_ns for pid, s in state.items() if s["status"] == "done"
+    }
+
+    again = _cluster_run(spec, pool, results, analyze_after=False, calibrate=False, resume=run_dir)
+    assert again == run_dir
+    state = json.loads(rd.sweep.read_text())["points"]
+    assert all(s["status"] == "done" for s in state.values()), state
+    for pid, mtime in done_before.items():  # a done point is kept, not measured again
+        assert rd.point(pid).point_file.stat().st_mtime_ns == mtime, pid
+    for pid in interrupted:
+        assert json.loads(rd.point(pid).point_file.read_text())["testbed"] == state[pid]["testbed"]
+    assert not any(slot_in_use(s) for s in SLOTS)
+
+
 def test_a_killed_worker_point_is_measured_on_the_other(pool, tmp_path):
     """SIGKILL to the worker process measuring a point: the point's attempt is recorded
     lost, Dask gives it to the other testbed, and the run ends with every point done."""
@@ -142,55 +205,3 @@ def test_a_killed_worker_point_is_measured_on_the_other(pool, tmp_path):
     lost = [a for a in s["attempts_log"] if a["reason"] and "was lost" in a["reason"]]
     assert lost, s["attempts_log"]
     assert not slot_in_use(tb["slot"])  # the lost testbed taken down by the coordinator
-
-
-def test_ctrl_c_stops_every_testbed_and_resume_finishes_the_run(pool, tmp_path):
-    """Ctrl-C on the coordinator mid-point: every testbed goes down, the point goes back
-    to todo; `--resume` on the cluster measures what is left and keeps what was done."""
-    spec = spec_file(tmp_path, "stopped", [0.2, 0.4, 0.6], measure=4.0)
-    results = tmp_path / "results"
-    ended = threading.Event()
-
-    def interrupt_mid_point() -> None:
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline and not ended.is_set():
-            for d in (results / "stopped").glob("*"):
-                try:
-                    state = json.loads(RunDir(d).sweep.read_text())["points"]
-                except (OSError, ValueError):
-                    continue
-                if any(s["status"] == "running" and s["testbed"] for s in state.values()):
-                    time.sleep(1.0)  # its load under way
-                    if not ended.is_set():
-                        os.kill(os.getpid(), signal.SIGINT)  # what Ctrl-C sends the coordinator
-                    return
-            time.sleep(0.2)
-
-    watcher = threading.Thread(target=interrupt_mid_point, daemon=True)
-    watcher.start()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            _cluster_run(spec, pool, results, analyze_after=False)
-    finally:
-        ended.set()
-        watcher.join(timeout=10)
-    (run_dir,) = (results / "stopped").glob("*")
-    rd = RunDir(run_dir)
-    assert not any(slot_in_use(s) for s in SLOTS)  # every testbed down
-    state = json.loads(rd.sweep.read_text())["points"]
-    assert "running" not in {s["status"] for s in state.values()}, state
-    interrupted = [pid for pid, s in state.items() if s["status"] == "todo" and s["reason"] == "interrupted"]
-    assert interrupted, state
-    done_before = {
-        pid: rd.point(pid).point_file.stat().st_mtime_ns for pid, s in state.items() if s["status"] == "done"
-    }
-
-    again = _cluster_run(spec, pool, results, analyze_after=False, resume=run_dir)
-    assert again == run_dir
-    state = json.loads(rd.sweep.read_text())["points"]
-    assert all(s["status"] == "done" for s in state.values()), state
-    for pid, mtime in done_before.items():  # a done point is kept, not measured again
-        assert rd.point(pid).point_file.stat().st_mtime_ns == mtime, pid
-    for pid in interrupted:
-        assert json.loads(rd.point(pid).point_file.read_text())["testbed"] == state[pid]["testbed"]
-    assert not any(slot_in_use(s) for s in SLOTS)
