@@ -185,10 +185,10 @@ def plan_cmd(spec: str, inv_path: str | None, as_json: bool) -> None:
 @click.option(
     "--testbeds",
     "testbeds",
-    type=click.IntRange(1, 64),
+    type=click.IntRange(1, 16),
     metavar="N",
-    help="N emulated testbeds on this machine at once, each on its own share of the cores "
-    "(a local Dask cluster; -i names an emulated inventory whose shape they take)",
+    help="N emulated testbeds on this machine at once (at most 16, its slots), each on its own share of "
+    "the cores (a local Dask cluster; -i names an emulated inventory whose shape they take)",
 )
 def run_cmd(
     spec: str,
