@@ -113,7 +113,7 @@ def test_merged_run_is_a_local_run_plus_its_testbeds(testbed, pool, tmp_path):
 def test_ctrl_c_stops_every_testbed_and_resume_finishes_the_run(pool, tmp_path):
     """Ctrl-C on the coordinator mid-point: every testbed goes down, the point goes back
     to todo; `--resume` on the cluster measures what is left and keeps what was done."""
-    spec = spec_file(tmp_path, "stopped", [0.2, 0.4, 0.6], measure=4.0)
+    spec = spec_file(tmp_path, "stopped", [0.2, 0.4, 0.6], measure=2.5)
     results = tmp_path / "results"
     ended = threading.Event()
 
@@ -165,7 +165,7 @@ def test_ctrl_c_stops_every_testbed_and_resume_finishes_the_run(pool, tmp_path):
 def test_a_killed_worker_point_is_measured_on_the_other(pool, tmp_path):
     """SIGKILL to the worker process measuring a point: the point's attempt is recorded
     lost, Dask gives it to the other testbed, and the run ends with every point done."""
-    spec = spec_file(tmp_path, "killed", [0.2, 0.4, 0.6], measure=4.0)
+    spec = spec_file(tmp_path, "killed", [0.2, 0.4, 0.6], measure=2.5)
     out: dict = {}
     t = threading.Thread(
         # Not calibrated, so both testbeds measure whatever the other test processes do
