@@ -422,6 +422,10 @@ def test_schedule_pieces_draw_their_own_classes(pair, tmp_path):
 # --- latency histograms ------------------------------------------------------------------
 
 
+# It holds the client's median within 1 ms of the peer's replies: beside the other test
+# processes (two testbeds of a cluster run among them) the client's receive alone was
+# once 1.03 ms late at the median.
+@pytest.mark.alone
 def test_latency_histograms_match_injected_delays(pair, tmp_path):
     delays = {1: 0.002, 2: 0.020}  # task_type -> the peer's reply delay (s)
 
