@@ -60,8 +60,7 @@ def run_on_cluster_cmd(
     testbed_kind: str | None,
     testbeds: int | None,
 ) -> None:
-    from ..cluster.connect import Pool
-    from ..cluster.coordinator import run_on_cluster
+    from ..cluster.connect import Pool, need_distributed
 
     if cluster and testbeds:
         raise UsageError(
@@ -75,6 +74,9 @@ def run_on_cluster_cmd(
         )
     at_most = testbeds_asked(testbed_kind) if cluster else testbeds
     inv = template_inventory(inv_path)
+    need_distributed()  # a clear error before the modules that import it
+    from ..cluster.coordinator import run_on_cluster
+
     pool = Pool.remote(cluster) if cluster else Pool.local(testbeds or 1)
     try:
         run_dir = run_on_cluster(

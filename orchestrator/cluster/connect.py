@@ -16,7 +16,8 @@ from contextlib import contextmanager
 
 from ..errors import UsageError
 from ..testbed.cpu import online_cpus
-from .station import RESOURCE
+
+RESOURCE = "testbed"  # the Dask worker resource of a machine that offers one: `--resources testbed=1`
 
 WORKER_FIX = (
     "start each testbed's worker as root on a machine with rainmaker set up: "
@@ -24,7 +25,7 @@ WORKER_FIX = (
 )
 
 
-def _distributed():
+def need_distributed():
     try:
         import distributed
     except ImportError:
@@ -74,7 +75,7 @@ class Pool:
 
     @classmethod
     def remote(cls, address: str) -> Pool:
-        _distributed()
+        need_distributed()
         from ..simulate.runner import _probe
 
         _probe(address)  # a clear error at once where nothing listens
@@ -95,7 +96,7 @@ class Pool:
     def local(cls, n: int, *, confine: bool = True, cpus: list[int] | None = None) -> Pool:
         """n worker processes on this machine, each a testbed; with `confine`, each on
         its own set of this machine's cores (split_cores)."""
-        _distributed()
+        need_distributed()
         from distributed import Client, LocalCluster
 
         sets = split_cores(n, cpus) if confine else [[] for _ in range(n)]

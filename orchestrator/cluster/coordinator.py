@@ -35,7 +35,7 @@ from ..experiment.plan import Point
 from ..experiment.sweep import DONE, FAILED, RUNNING, Sweep
 from . import agreement, shard
 from . import station as st
-from .connect import Pool
+from .connect import RESOURCE, Pool
 
 WAIT_S = 1.0  # the coordinator's loop: events drained and finished points gathered this often
 # Ctrl-C: the longest the stations get to stop their agents (10 s of grace each), and
@@ -140,7 +140,7 @@ class Coordinator:
                 key=f"prepare-{w}-{self.order.key}",
                 workers=[w],
                 allow_other_workers=False,
-                resources={st.RESOURCE: 1},
+                resources={RESOURCE: 1},
                 pure=False,
             ): w
             for w in workers
@@ -198,7 +198,7 @@ class Coordinator:
                 key=f"point-{p.id}-{self.order.key}",
                 workers=workers,
                 allow_other_workers=False,
-                resources={st.RESOURCE: 1},
+                resources={RESOURCE: 1},
                 priority=round(length(p) * 1000),  # the longest first: no testbed left with one at the end
                 pure=False,
             )

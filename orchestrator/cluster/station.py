@@ -33,7 +33,6 @@ from distributed import WorkerPlugin
 
 from ..errors import RainmakerError, UsageError, one_line
 
-RESOURCE = "testbed"  # the Dask worker resource of a machine that offers one: `--resources testbed=1`
 PLUGIN_PREFIX = "rainmaker-testbed-"
 EVENTS_PREFIX = "rainmaker-run-"  # the Dask event topic of a run's stations (their log lines)
 
