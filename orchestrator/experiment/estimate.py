@@ -17,7 +17,10 @@ An estimate takes from the last run on the testbed:
   service probe and the report, as that run spent them.
 
 With no history the estimate is a lower bound, said as "at least" with why: only the
-warm-ups and measurements the plan gives, at the k it was planned with.
+warm-ups and measurements the plan gives, at the k it was planned with. Where the history
+leaves the run open it is a range, "between A and B": a run that calibrates first with no
+calibration recorded (its windows from measure_s up), and an automatic k whose CPU bound
+rests on one calibration's CPU per request.
 """
 
 from __future__ import annotations
@@ -219,6 +222,7 @@ def record(rd: RunDir, spec: Spec, clock: Clock, estimated: dict | None) -> dict
         "costs": costs.as_dict() if costs else None,
         "estimated_s": (estimated or {}).get("seconds"),
         "estimate_at_least": (estimated or {}).get("at_least"),
+        "estimated_low_s": (estimated or {}).get("low_seconds"),
     }
 
 
@@ -243,12 +247,20 @@ class Estimate:
     k: float
     per_point: dict[str, float]  # point id -> seconds (its windows and their orchestration)
     fixed_s: float  # before and after the sweep
+    # a range's lower end: the windows depend on a calibration the run makes first and
+    # the history holds none; `seconds` is then the windows sized on the network defaults
+    low_s: float | None = None
 
     def text(self) -> str:
+        if self.low_s is not None and not self.at_least:
+            return f"between {fmt(self.low_s)} and {fmt(self.seconds)}"
         return f"{'at least ' if self.at_least else 'about '}{fmt(self.seconds)}"
 
     def as_dict(self) -> dict:
-        return {"seconds": round(self.seconds, 1), "at_least": self.at_least, "k": self.k, "basis": self.basis}
+        out = {"seconds": round(self.seconds, 1), "at_least": self.at_least, "k": self.k, "basis": self.basis}
+        if self.low_s is not None:
+            out["low_seconds"] = round(self.low_s, 1)
+        return out
 
 
 def fmt(seconds: float) -> str:
@@ -275,11 +287,13 @@ def calibrations_by_k(history: list[dict]) -> dict[float, dict]:
     return out
 
 
-def calibration_at(known: dict[float, dict], k: float, spread: float = 0.0) -> dict | None:
+def calibration_at(known: dict[float, dict], k: float, spread: float = 0.0, cpu_scales: bool = False) -> dict | None:
     """What a calibration at k would measure: the known one at k, else its round trip
     and handler error interpolated in log k between the nearest known (the nearest one's
     beyond them), in testbed time, with the model's network in paper time at k (as
-    calibrate.summarise makes it). `spread` moves the round trip by that share."""
+    calibrate.summarise makes it). `spread` moves the round trip by that share;
+    `cpu_scales`: with one calibration, its CPU per request taken as growing in
+    proportion to k (the other end of what one calibration leaves open)."""
     from .calibrate import HOST_LEGS, WORKER_PACKETS
 
     if not known:
@@ -301,11 +315,38 @@ def calibration_at(known: dict[float, dict], k: float, spread: float = 0.0) -> d
         switch_worker_ns=round(rt * 1000 / HOST_LEGS / k),
         worker_pkt_ns=round(over * 1000 / WORKER_PACKETS / k),
     )
-    return {**base, "k": k, "round_trip_us": {**base["round_trip_us"], "mean": round(rt, 1)},
-            "service_overshoot_us": round(over, 1), "network": net}  # fmt: skip
+    out = {**base, "k": k, "round_trip_us": {**base["round_trip_us"], "mean": round(rt, 1)},
+           "service_overshoot_us": round(over, 1), "network": net}  # fmt: skip
+    if isinstance(base.get("cpu"), dict) and (per := cpu_per_request_at(known, k, cpu_scales)) is not None:
+        out["cpu"] = {**base["cpu"], "per_request_ms": round(per, 4)}
+    return out
 
 
-def auto_k(spec: Spec, shape: TestbedShape, known: dict[float, dict], k0: float, spread: float = 0.0):
+def cpu_per_request_at(known: dict[float, dict], k: float, scales: bool = False) -> float | None:
+    """The CPU per request a calibration at k would read. It grows about linearly with k
+    on the emulated testbed (on this VM 2.99 ms at k = 100, 7.94 at 1000, 13.8 at 2000:
+    a share of the testbed's busy time lasts as long as the dilated service does), so
+    it is the line through the two nearest calibrations that have it, in k, never below
+    the smallest measured; with one, that one, or with `scales` that one times k over
+    its k (None: none has it)."""
+    pts = sorted(
+        (x, float(c["cpu"]["per_request_ms"]))
+        for x, c in known.items()
+        if isinstance(c.get("cpu"), dict) and isinstance(c["cpu"].get("per_request_ms"), (int, float))
+    )
+    if not pts:
+        return None
+    if len(pts) == 1:
+        return pts[0][1] * (k / pts[0][0] if scales else 1.0)
+    near = sorted(pts, key=lambda xy: abs(math.log(xy[0]) - math.log(k)))[:2]
+    (k1, c1), (k2, c2) = sorted(near)
+    slope = (c2 - c1) / (k2 - k1)
+    return max(min(c for _, c in pts), c1 + slope * (k - k1))
+
+
+def auto_k(
+    spec: Spec, shape: TestbedShape, known: dict[float, dict], k0: float, spread: float = 0.0, cpu_scales: bool = False
+):
     """The k an automatic dilation reaches (dilation.choose_dilation's walk): calibrate
     at the planned k, plan again at the k that asks for, calibrate there, raise it while
     asked (never lower after the first), at most MAX_CALIBRATIONS times. Returns (k,
@@ -314,7 +355,7 @@ def auto_k(spec: Spec, shape: TestbedShape, known: dict[float, dict], k0: float,
     from .dilation import MAX_CALIBRATIONS
 
     k, ks = k0, [k0]
-    first = calibration_at(known, k0, spread)
+    first = calibration_at(known, k0, spread, cpu_scales)
     cal = first
     for i in range(MAX_CALIBRATIONS):
         nk, _ = calibrate.choose_k(cal, spec, shape, hold=k if i > 0 else None)
@@ -322,7 +363,7 @@ def auto_k(spec: Spec, shape: TestbedShape, known: dict[float, dict], k0: float,
             break
         k = nk
         ks.append(k)
-        cal = calibration_at(known, k, spread)
+        cal = calibration_at(known, k, spread, cpu_scales)
         cal = {**cal, "cpu": first["cpu"]} if "cpu" in first else cal  # as choose_dilation keeps it
     return k, ks, cal
 
@@ -396,6 +437,18 @@ def estimate(spec: Spec, shape: TestbedShape, history: list[dict], *, where: str
                     f"{other:g} the run takes about {fmt(alt.seconds)} (the run's log says which k it chose, and why)"
                 )
                 break
+        with_cpu = [x for x, c in known.items() if isinstance(c.get("cpu"), dict)]
+        if len(with_cpu) == 1:
+            other, oks, _ = auto_k(spec, shape, known, k0, cpu_scales=True)
+            if other != k:
+                alt = _at(spec, shape, last, known, planned, oks, "", where, cpu_scales=True)
+                est.basis.append(
+                    f"k may be {other:g} instead: the CPU a request costs was calibrated here at k = {with_cpu[0]:g} "
+                    f"only, and it grows with k; if in proportion, at k = {other:g} the run takes about "
+                    f"{fmt(alt.seconds)} (a run's calibrations at other ks settle it): the range spans both"
+                )
+                est.low_s = min(est.seconds, alt.seconds)
+                est.seconds = max(est.seconds, alt.seconds)
     return est
 
 
@@ -409,23 +462,34 @@ def _at(
     k_why: str,
     where: str,
     spread: float = 0.0,
+    cpu_scales: bool = False,
 ) -> Estimate:
     """estimate() when the run calibrates at `ks` and measures at the last of them."""
     k0, k = ks[0], ks[-1]
-    cal = calibration_at(known, k, spread)
-    points = plan(spec, shape, k=k) if k != k0 else planned
-    points, w_why = windows(spec, shape, points, cal)
-    if cal is None:
-        w_why += ", on the emulated network's defaults (no calibration yet)" if shape.emulated else ""
+    cal = calibration_at(known, k, spread, cpu_scales)
+    unsized = plan(spec, shape, k=k) if k != k0 else planned
+    points, w_why = windows(spec, shape, unsized, cal)
+    low_from = None  # the windows a range's lower end takes
+    if cal is None and shape.emulated:
+        if calibrates(spec):
+            w_why += (
+                ", on the emulated network's defaults: the run sizes them on the calibration it makes first, and "
+                "none is recorded here yet, so they may be as short as measure_s (the lower end)"
+            )
+            low_from = unsized
+        else:
+            w_why += ", on the emulated network's defaults (the run sizes them so too: its family does not calibrate)"
     cuts = {p.id: segments.cuts_of(spec, shape.emulated, p) for p in points}
-    window = {p.id: len(cuts[p.id]) * p.warmup_s + sum(cuts[p.id]) for p in points}
     basis = [k_why, w_why]
     if last is None:
         basis.append(
             f"at least: no finished run on {where} yet, so no calibration and no orchestration time to go by "
             "(each segment's start and collection, the calibration, the report): only the warm-ups and windows"
         )
-        return Estimate(sum(window.values()), True, basis, k, dict(window), 0.0)
+        least = low_from if low_from is not None else points
+        cut0 = {p.id: segments.cuts_of(spec, shape.emulated, p) for p in least}
+        floor = {p.id: len(cut0[p.id]) * p.warmup_s + sum(cut0[p.id]) for p in least}
+        return Estimate(sum(floor.values()), True, basis, k, floor, 0.0)
     costs = costs_of(last) or Costs(0.0, 0.0, 0.0)
     before = float(last.get("before_sweep_s") or 0.0)
     if shape.emulated and last.get("calibrations"):
@@ -440,15 +504,26 @@ def _at(
     per_point = {p.id: costs.point_s(p, cuts[p.id], limit) for p in points}
     basis.append(
         f"from the last run here ({last.get('spec')}, {last.get('at')}): {costs.attempt_s:.1f} s of orchestration "
-        f"per measurement, a stall every {_every(costs.stalls_per_s)} of measurement (measured again), "
+        f"per measurement, {_stalls(costs.stalls_per_s)}, "
         f"{fmt(before)} before the sweep, {fmt(after)} of analysis after it"
     )
     total = before + sum(per_point.values()) + after
-    return Estimate(total, False, basis, k, per_point, before + after)
+    low = None
+    if low_from is not None:
+        low = before + after + sum(costs.point_s(p, segments.cuts_of(spec, shape.emulated, p), limit) for p in low_from)
+    return Estimate(total, False, basis, k, per_point, before + after, low)
 
 
-def _every(rate: float) -> str:
-    return "never so far" if rate <= 0 else fmt(1.0 / rate)
+def calibrates(spec: Spec) -> bool:
+    """Whether a run of `spec` on an emulated testbed calibrates it before its sweep
+    (run.before_sweep): every family but the RPC one, whose calibration point is Rain's."""
+    return "rpc" not in spec.needs()
+
+
+def _stalls(rate: float) -> str:
+    if rate <= 0:
+        return "no measurement stalled by the host"
+    return f"a stall every {fmt(1.0 / rate)} of measurement (measured again)"
 
 
 class Eta:
@@ -489,6 +564,15 @@ def accuracy(records: list[dict]) -> list[str]:
     for r in records:
         e, w = r.get("estimated_s"), r.get("wall_s")
         if isinstance(e, (int, float)) and isinstance(w, (int, float)) and w > 0:
+            lo = r.get("estimated_low_s")
+            if isinstance(lo, (int, float)) and not r.get("estimate_at_least"):
+                inside = (
+                    "inside it"
+                    if lo <= w <= e
+                    else f"{100 * ((lo if w < lo else e) / w - 1):+.0f}% from its nearer end"
+                )
+                out.append(f"{r.get('at')} {r.get('spec')}: estimated {fmt(lo)} to {fmt(e)}, took {fmt(w)} ({inside})")
+                continue
             out.append(
                 f"{r.get('at')} {r.get('spec')}: estimated {'at least ' if r.get('estimate_at_least') else ''}"
                 f"{fmt(e)}, took {fmt(w)} ({100 * (e / w - 1):+.0f}%)"

@@ -232,3 +232,74 @@ def test_a_calibrated_k_is_raised_only_beyond_the_overheads_spread(tmp_path):
     assert k == 500 and "k stays 500" in why
     far = cal_at_k(500, 500 * 0.5 * (1 + RAISE_MARGIN) + 20, 0.0)
     assert choose_k(far, s, SHAPE, hold=500.0)[0] == 1000
+
+
+def test_with_no_calibration_recorded_a_calibrating_run_gets_a_range(tmp_path):
+    # the history has a run, but of a family that does not calibrate: the windows depend on
+    # the calibration this run makes first, so the estimate is a range, its lower end
+    # every window at measure_s (on this VM the demo: between 5.8 and 34.3 min, took 12.0)
+    s = spec_file(
+        tmp_path,
+        load={"capacity_fraction": [0.5, 0.85]},
+        emulated={"warmup_s": 1, "measure_s": 20, "measure_max_s": 400},
+    )
+    e = estimate.estimate(s, SHAPE, [last_run(calibration=None, points=2)])
+    assert e.low_s is not None and e.low_s < e.seconds
+    assert e.text().startswith("between ") and e.as_dict()["low_seconds"] == round(e.low_s, 1)
+    assert e.low_s == pytest.approx(2 * (21 + 10) + 60 + 20)  # windows at measure_s, the last run's costs
+    assert any("none is recorded here yet" in b for b in e.basis)
+    # with the calibration recorded, one number again
+    assert estimate.estimate(s, SHAPE, [last_run(points=2)]).low_s is None
+    # without history: "at least" stays a lower bound, the windows at measure_s
+    bare = estimate.estimate(s, SHAPE, [])
+    assert bare.at_least and bare.seconds == pytest.approx(2 * 21)
+
+
+def test_the_rpc_family_does_not_calibrate_so_its_defaults_are_what_the_run_uses(tmp_path):
+    s = load("experiments/rakaia-micro-20us-emulated.yaml")
+    assert not estimate.calibrates(s)
+    assert estimate.calibrates(spec_file(tmp_path))
+    e = estimate.estimate(s, SHAPE, [last_run(calibration=None)])
+    assert e.low_s is None and e.text().startswith("about ")
+    assert any("its family does not calibrate" in b for b in e.basis)
+
+
+def test_the_cpu_per_request_is_read_by_k():
+    def with_cpu(k, per):
+        return cal_at_k(k, 300.0) | {"cpu": {"cores": 2, "idle_cores": 0.03, "per_request_ms": per}}
+
+    # on this VM: 2.99 ms at k = 100, 7.94 at 1000, 13.8 at 2000
+    known = {100.0: with_cpu(100, 2.99), 1000.0: with_cpu(1000, 7.94), 2000.0: with_cpu(2000, 13.8)}
+    assert estimate.cpu_per_request_at(known, 1000) == pytest.approx(7.94)
+    assert estimate.cpu_per_request_at(known, 1500) == pytest.approx((7.94 + 13.8) / 2)
+    assert estimate.cpu_per_request_at(known, 5000) == pytest.approx(13.8 + 3000 * (13.8 - 7.94) / 1000)
+    assert estimate.cpu_per_request_at(known, 10) >= 2.99  # never below the smallest measured
+    assert estimate.calibration_at(known, 1500)["cpu"]["per_request_ms"] == pytest.approx(10.87)
+    one = {1000.0: with_cpu(1000, 7.94)}
+    assert estimate.cpu_per_request_at(one, 100) == pytest.approx(7.94)
+    assert estimate.cpu_per_request_at(one, 100, scales=True) == pytest.approx(0.794)
+    assert estimate.cpu_per_request_at({1000.0: cal_at_k(1000, 300.0)}, 100) is None
+
+
+def test_one_calibrations_cpu_leaves_k_open_and_the_estimate_says_so(tmp_path):
+    # a heavy highest load whose CPU at k = 1000's cost per request asks for a larger k
+    # than its overheads: with that calibration alone, k may be lower, and the basis says
+    s = spec_file(tmp_path, dilation={"emulated": "auto"}, load={"capacity_fraction": [0.5, 0.8]})
+    cal = cal_at_k(1000, 300.0) | {"cpu": {"cores": 2, "idle_cores": 0.03, "per_request_ms": 40.0}}
+    e = estimate.estimate(s, SHAPE, [last_run(calibration=None, calibrated=[cal])])
+    scaled, _, _ = estimate.auto_k(s, SHAPE, {1000.0: cal}, plan(s, SHAPE)[0].dilation, cpu_scales=True)
+    assert scaled < e.k
+    assert any(b.startswith(f"k may be {scaled:g} instead: the CPU a request costs") for b in e.basis)
+
+
+def test_a_range_is_judged_against_the_time_taken():
+    rows = estimate.accuracy(
+        [
+            {"at": "a", "spec": "demo", "estimated_s": 2058.0, "estimated_low_s": 348.0, "wall_s": 720.0},
+            {"at": "b", "spec": "demo", "estimated_s": 600.0, "estimated_low_s": 300.0, "wall_s": 900.0},
+            {"at": "c", "spec": "demo", "estimated_s": 600.0, "wall_s": 720.0},
+        ]
+    )
+    assert rows[0].endswith("estimated 5.8 min to 34.3 min, took 12.0 min (inside it)")
+    assert rows[1].endswith("(-33% from its nearer end)")
+    assert rows[2].endswith("estimated 10.0 min, took 12.0 min (-17%)")
