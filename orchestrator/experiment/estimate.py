@@ -426,29 +426,31 @@ def estimate(spec: Spec, shape: TestbedShape, history: list[dict], *, where: str
     k0 = planned[0].dilation if planned else 1.0
     k, ks, k_why = _k_of(spec, shape, known, k0)
     est = _at(spec, shape, last, known, planned, ks, k_why, where)
-    if known and shape.emulated and spec.dilation.emulated == "auto":
-        for f in (ROUND_TRIP_SPREAD, -ROUND_TRIP_SPREAD):
-            other, oks, _ = auto_k(spec, shape, known, k0, f)
-            if other != k:
-                alt = _at(spec, shape, last, known, planned, oks, "", where, spread=f)
-                est.basis.append(
-                    f"k may be {other:g} instead: the calibrated round trip varies by about "
-                    f"{100 * ROUND_TRIP_SPREAD:.0f}% from run to run here, and that much would move it; at k = "
-                    f"{other:g} the run takes about {fmt(alt.seconds)} (the run's log says which k it chose, and why)"
-                )
-                break
-        with_cpu = [x for x, c in known.items() if isinstance(c.get("cpu"), dict)]
-        if len(with_cpu) == 1:
-            other, oks, _ = auto_k(spec, shape, known, k0, cpu_scales=True)
-            if other != k:
-                alt = _at(spec, shape, last, known, planned, oks, "", where, cpu_scales=True)
-                est.basis.append(
-                    f"k may be {other:g} instead: the CPU a request costs was calibrated here at k = {with_cpu[0]:g} "
-                    f"only, and it grows with k; if in proportion, at k = {other:g} the run takes about "
-                    f"{fmt(alt.seconds)} (a run's calibrations at other ks settle it): the range spans both"
-                )
-                est.low_s = min(est.seconds, alt.seconds)
-                est.seconds = max(est.seconds, alt.seconds)
+    if not (known and shape.emulated and spec.dilation.emulated == "auto"):
+        return est
+
+    def other_k(**how) -> tuple[float, Estimate] | None:
+        """The k the walk reaches with the calibrations read `how`, and the run at it."""
+        other, oks, _ = auto_k(spec, shape, known, k0, **how)
+        return None if other == k else (other, _at(spec, shape, last, known, planned, oks, "", where, **how))
+
+    for f in (ROUND_TRIP_SPREAD, -ROUND_TRIP_SPREAD):
+        if alt := other_k(spread=f):
+            est.basis.append(
+                f"k may be {alt[0]:g} instead: the calibrated round trip varies by about "
+                f"{100 * ROUND_TRIP_SPREAD:.0f}% from run to run here, and that much would move it; at k = "
+                f"{alt[0]:g} the run takes about {fmt(alt[1].seconds)} (the run's log says which k it chose, and why)"
+            )
+            break
+    with_cpu = [x for x, c in known.items() if isinstance(c.get("cpu"), dict)]
+    if len(with_cpu) == 1 and (alt := other_k(cpu_scales=True)):
+        est.basis.append(
+            f"k may be {alt[0]:g} instead: the CPU a request costs was calibrated here at k = {with_cpu[0]:g} "
+            f"only, and it grows with k; if in proportion, at k = {alt[0]:g} the run takes about "
+            f"{fmt(alt[1].seconds)} (a run's calibrations at other ks settle it): the range spans both"
+        )
+        est.low_s = min(est.seconds, alt[1].seconds)
+        est.seconds = max(est.seconds, alt[1].seconds)
     return est
 
 
