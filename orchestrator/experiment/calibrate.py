@@ -331,3 +331,9 @@ def _fit_cpu(k: float, why: str, cpu: dict, top_rps: float) -> tuple[float, str]
             f"k = {k:g}, {need(k):.2f} cores busy"
         )
     return k, why + f"; at its highest load the testbed needs {need(k):.2f} of {cpu['cores']} cores"
+
+
+def calibrates(spec) -> bool:
+    """Whether a run of `spec` on an emulated testbed calibrates it before its sweep
+    (run.before_sweep): every family but the RPC one, whose calibration point is Rain's."""
+    return "rpc" not in spec.needs()

@@ -467,13 +467,15 @@ def _at(
     cpu_scales: bool = False,
 ) -> Estimate:
     """estimate() when the run calibrates at `ks` and measures at the last of them."""
+    from . import calibrate
+
     k0, k = ks[0], ks[-1]
     cal = calibration_at(known, k, spread, cpu_scales)
     unsized = plan(spec, shape, k=k) if k != k0 else planned
     points, w_why = windows(spec, shape, unsized, cal)
     low_from = None  # the windows a range's lower end takes
     if cal is None and shape.emulated:
-        if calibrates(spec):
+        if calibrate.calibrates(spec):
             w_why += (
                 ", on the emulated network's defaults: the run sizes them on the calibration it makes first, and "
                 "none is recorded here yet, so they may be as short as measure_s (the lower end)"
@@ -514,12 +516,6 @@ def _at(
     if low_from is not None:
         low = before + after + sum(costs.point_s(p, segments.cuts_of(spec, shape.emulated, p), limit) for p in low_from)
     return Estimate(total, False, basis, k, per_point, before + after, low)
-
-
-def calibrates(spec: Spec) -> bool:
-    """Whether a run of `spec` on an emulated testbed calibrates it before its sweep
-    (run.before_sweep): every family but the RPC one, whose calibration point is Rain's."""
-    return "rpc" not in spec.needs()
 
 
 def _stalls(rate: float) -> str:

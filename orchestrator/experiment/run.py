@@ -117,7 +117,7 @@ def before_sweep(s: Sweeper, rd: RunDir, shape: TestbedShape, *, auto: bool, cal
     """On a shared-core testbed, calibrate (and choose k when it is automatic); on a new
     run, measure the handler's service times when they are the testbed's own (RocksDB)
     and size the windows for the p99 interval."""
-    from .estimate import calibrates
+    from .calibrate import calibrates
 
     if not calibrates(s.spec):
         calibrate = False  # Rain's calibration point runs rain-client and rain-worker (see rpc_without_auto_k)

@@ -257,8 +257,10 @@ def test_with_no_calibration_recorded_a_calibrating_run_gets_a_range(tmp_path):
 
 def test_the_rpc_family_does_not_calibrate_so_its_defaults_are_what_the_run_uses(tmp_path):
     s = load("experiments/rakaia-micro-20us-emulated.yaml")
-    assert not estimate.calibrates(s)
-    assert estimate.calibrates(spec_file(tmp_path))
+    from orchestrator.experiment.calibrate import calibrates
+
+    assert not calibrates(s)
+    assert calibrates(spec_file(tmp_path))
     e = estimate.estimate(s, SHAPE, [last_run(calibration=None)])
     assert e.low_s is None and e.text().startswith("about ")
     assert any("its family does not calibrate" in b for b in e.basis)
