@@ -33,8 +33,10 @@ Checks:
                 spare port, down the whole time with no host behind it, does not count
   independence  successive latencies are independent draws (Lancet): no significant
                 lag-1 Spearman rank correlation once the series is thinned to every
-                2nd, 4th, ... sample, with min_samples_p99 samples left
-                (series_checks.py); needs clients/<host>/trace.csv, else 'not run'
+                2nd, 4th, ... sample, with min_samples_p99 samples left; where the
+                correlation reaches further, the p99's interval by sectioning (which
+                holds under correlation) within max_p99_ci_width (series_checks.py);
+                needs clients/<host>/trace.csv, else 'not run'
   stationarity  the p99s of the window's two halves agree within what two half
                 windows differ by from draw to draw (series_checks.py); needs the trace
   model_agreement  the measured p99 (paper time, all classes) is within model_tolerance
