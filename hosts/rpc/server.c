@@ -78,6 +78,49 @@ static struct {
 } cfg = {.threads = 1, .io_threads = 1};
 
 static atomic_ullong n_served, n_conns, n_bad;
+
+/* What the worker threads cost beyond the service asked: each thread's start, the time
+ * it spent waiting for work (epoll_wait, the queue's condition) and since when it waits
+ * now (0: busy). The done line gives their busy time and the service the requests
+ * asked for; per request, the difference is the server's own cost (the wake-up, reads,
+ * parsing, the answer, a sleep that ends late), which the model beside a point adds
+ * to the service (rpc_point.py). Only the thread itself writes its own slot. */
+static struct {
+	atomic_llong start, waited, since;
+} wt[MAX_THREADS];
+static atomic_ullong asked_ns;
+
+static void wait_begin(int me) { atomic_store_explicit(&wt[me].since, rpc_now_ns(), memory_order_relaxed); }
+
+static void wait_end(int me)
+{
+	long long since = atomic_exchange_explicit(&wt[me].since, 0, memory_order_relaxed);
+	atomic_fetch_add_explicit(&wt[me].waited, rpc_now_ns() - since, memory_order_relaxed);
+}
+
+static void thread_begin(int me)
+{
+	long long now = rpc_now_ns();
+	atomic_store_explicit(&wt[me].waited, 0, memory_order_relaxed);
+	atomic_store_explicit(&wt[me].since, 0, memory_order_relaxed);
+	atomic_store_explicit(&wt[me].start, now, memory_order_relaxed);
+}
+
+/* The worker threads' busy time until now, all of them together. */
+static unsigned long long busy_ns(void)
+{
+	long long now = rpc_now_ns(), busy = 0;
+	for (int i = 0; i < cfg.threads && i < MAX_THREADS; i++) {
+		long long start = atomic_load_explicit(&wt[i].start, memory_order_relaxed);
+		if (!start)
+			continue;
+		long long since = atomic_load_explicit(&wt[i].since, memory_order_relaxed);
+		long long b = now - start - atomic_load_explicit(&wt[i].waited, memory_order_relaxed) -
+			      (since ? now - since : 0);
+		busy += b > 0 ? b : 0;
+	}
+	return (unsigned long long)busy;
+}
 static unsigned long long n_handoff, n_queued, n_stolen; /* ms-user, under ms.lock */
 
 /* ---- a connection ----------------------------------------------------------------------- */
@@ -160,6 +203,7 @@ static void serve(const struct msg *m)
 	/* a sleep that ends up to the timer slack late (50 us by default) is not the service
 	 * asked for: every thread asks for 1 ns of slack (main(), inherited) */
 	int64_t end = rpc_now_ns() + (int64_t)m->service_ns;
+	atomic_fetch_add_explicit(&asked_ns, m->service_ns, memory_order_relaxed);
 	if (cfg.spin) {
 		while (rpc_now_ns() < end)
 			;
@@ -249,8 +293,11 @@ static void *worker_main(void *arg)
 	int epfd = cfg.mode == MODE_CS ? epfds[0] : epfds[me];
 	struct epoll_event ev[cfg.mode == MODE_CS ? 1 : 16];
 	int max = (int)(sizeof ev / sizeof ev[0]);
+	thread_begin(me);
 	for (;;) {
+		wait_begin(me);
 		int n = epoll_wait(epfd, ev, max, -1);
+		wait_end(me);
 		for (int i = 0; i < n; i++) {
 			struct conn *c = ev[i].data.ptr;
 			if (serve_conn(c, me) < 0) {
@@ -305,10 +352,15 @@ static int q_push(struct conn *c, const struct msg *m)
 static void *pool_worker_main(void *arg)
 {
 	int me = ((struct worker_arg *)arg)->index;
+	thread_begin(me);
 	for (;;) {
 		pthread_mutex_lock(&q.lock);
-		while (!q.len)
-			pthread_cond_wait(&q.ready, &q.lock);
+		if (!q.len) {
+			wait_begin(me);
+			while (!q.len)
+				pthread_cond_wait(&q.ready, &q.lock);
+			wait_end(me);
+		}
 		struct job j = q.v[q.head];
 		q.head = (q.head + 1) % q.cap;
 		q.len--;
@@ -454,10 +506,15 @@ static int ms_victim(void)
 static void *ms_worker_main(void *arg)
 {
 	int me = ((struct worker_arg *)arg)->index;
+	thread_begin(me);
 	pthread_mutex_lock(&ms.lock);
 	for (;;) {
-		while (!ms.running[me]) /* idle (ms_init: every thread starts so) until handed a message */
-			pthread_cond_wait(&ms.wake[me], &ms.lock);
+		if (!ms.running[me]) { /* idle (ms_init: every thread starts so) until handed a message */
+			wait_begin(me);
+			while (!ms.running[me])
+				pthread_cond_wait(&ms.wake[me], &ms.lock);
+			wait_end(me);
+		}
 		struct job j = ms.next[me];
 		pthread_mutex_unlock(&ms.lock);
 		serve(&j.m);
@@ -762,8 +819,9 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	int sig;
 	sigwait(&stop, &sig);
-	printf("rpc-server done served=%llu connections=%llu malformed=%llu", (unsigned long long)n_served,
-	       (unsigned long long)n_conns, (unsigned long long)n_bad);
+	printf("rpc-server done served=%llu connections=%llu malformed=%llu busy_ns=%llu asked_ns=%llu",
+	       (unsigned long long)n_served, (unsigned long long)n_conns, (unsigned long long)n_bad, busy_ns(),
+	       (unsigned long long)asked_ns);
 	if (cfg.mode == MODE_MSU) {
 		pthread_mutex_lock(&ms.lock);
 		printf(" handoffs=%llu queued=%llu stolen=%llu", n_handoff, n_queued, n_stolen);

@@ -120,8 +120,41 @@ def _durations(load_krps: float, warmup_s: float, measure_s: float, phases: bool
     return min(warmup_s, most), min(max(measure_s, min(MIN_REQUESTS / rate, MAX_STRETCH_S)), most)
 
 
-def _build(point: dict, manifest: dict, spec, drawn_rps: float | None = None) -> tuple[Any, dict, dict]:
+def server_cost(pd: PointDir) -> dict | None:
+    """rpc-server's own cost per request beyond the service asked (testbed ns): its
+    worker threads' busy time less the service the requests asked for, over the
+    requests it served (its done line, which the agent keeps in workers/<host>/
+    server.json), summed over a segmented point's segments. None where a part has no
+    such counts: a Rain point, memcached, a point measured before rpc-server counted."""
+    from . import segments
+
+    busy = asked = served = 0
+    for part in segments.parts(pd):
+        counts = [layout.read_json(part.worker(h) / SERVER_COUNTS) for h in part.worker_hosts()]
+        counts = [c for c in counts if isinstance(c, dict) and all(isinstance(c.get(k), int) for k in _COST_KEYS)]
+        if not counts:
+            return None
+        busy += sum(c["busy_ns"] for c in counts)
+        asked += sum(c["asked_ns"] for c in counts)
+        served += sum(c["served"] for c in counts)
+    if served <= 0:
+        return None
+    return {"per_request_ns": round(max(0.0, (busy - asked) / served), 1), "served": served, "busy_ns": busy}
+
+
+SERVER_COUNTS = "server.json"
+_COST_KEYS = ("busy_ns", "asked_ns", "served")
+
+
+def _build(
+    point: dict, manifest: dict, spec, drawn_rps: float | None = None, server: dict | None = None
+) -> tuple[Any, dict, dict]:
     """(SimPoint, the model point's point.json, model.json without timings).
+
+    `server`: rpc-server's own cost per request (server_cost), which a server thread
+    spends beyond the service (its wake-up, reads, the answer, a sleep that ends late):
+    the model's worker thread spends it too, half on the request's receipt and half on
+    its answer (worker_pkt_ns), as the Rain calibration's handler error is taken.
 
     `drawn_rps`: what the clients' schedule drew for the window (testbed rps). A finite
     window draws its Poisson arrivals a few percent off the planned rate (1.8% at one
@@ -142,6 +175,12 @@ def _build(point: dict, manifest: dict, spec, drawn_rps: float | None = None) ->
     tb = manifest.get("testbed") if isinstance(manifest.get("testbed"), dict) else {}
     hosts = int(tb.get("workers") or 0) or 1
     network, source = network_of(manifest, k)
+    if server is not None:
+        network = replace(network, worker_pkt_ns=round(server["per_request_ns"] / 2 / k))
+        source += (
+            f"; the server's own cost, {server['per_request_ns'] / 1000:,.1f} us of testbed time per request "
+            f"beyond its service (workers/<host>/{SERVER_COUNTS}), as the worker's per-packet cost"
+        )
     seed = seed_of(MODEL_SEED, pp.id)
     sp = build(spec, model_point, worker_hosts=hosts, network=network, seed=seed, dilation=k)
     info = {
@@ -379,7 +418,10 @@ def write(point_dir: PointDir | Path, point: dict, manifest: dict, spec=None) ->
                 "the run's manifest.json records no spec, which the model is built from",
                 fix="analyse a run folder `rainmaker run` wrote",
             )
-        sp, model_point, info = _build(point, manifest, spec, _drawn_rps(pd, point))
+        server = server_cost(pd)
+        sp, model_point, info = _build(point, manifest, spec, _drawn_rps(pd, point), server)
+        if server is not None:
+            info["server_cost"] = server
         k = float(point.get("dilation") or 1.0)
         pp = paper_point(point)
         at_window = replace(sp, warmup_ns=round(pp.warmup_s * 1e9), measure_ns=round(pp.measure_s * 1e9))

@@ -113,9 +113,9 @@ def test_merged_run_is_a_local_run_plus_its_testbeds(testbed, pool, tmp_path):
 def test_ctrl_c_stops_every_testbed_and_resume_finishes_the_run(pool, tmp_path):
     """Ctrl-C on the coordinator mid-point: every testbed goes down, the point goes back
     to todo; `--resume` on the cluster measures what is left and keeps what was done."""
-    # 6 s points: a point's start reaches sweep.json by the cluster's events, and a 2.5 s
-    # point could end before the watcher saw it running (twice in a loaded suite)
-    spec = spec_file(tmp_path, "stopped", [0.2, 0.4, 0.6], measure=6)
+    # 6 s points, four of them on two testbeds: a point's start reaches sweep.json by the
+    # cluster's events, and a 2.5 s point could end before the watcher saw it running
+    spec = spec_file(tmp_path, "stopped", [0.2, 0.4, 0.6, 0.7], measure=6)
     results = tmp_path / "results"
     ended = threading.Event()
 
@@ -127,10 +127,12 @@ def test_ctrl_c_stops_every_testbed_and_resume_finishes_the_run(pool, tmp_path):
                     state = json.loads(RunDir(d).sweep.read_text())["points"]
                 except (OSError, ValueError):
                     continue
-                if any(s["status"] == "running" and s["testbed"] for s in state.values()):
-                    time.sleep(1.0)  # its load under way
-                    if not ended.is_set():
-                        os.kill(os.getpid(), signal.SIGINT)  # what Ctrl-C sends the coordinator
+                statuses = [s["status"] for s in state.values()]
+                # a point under way on a testbed while another waits: the run has at least
+                # one more 6 s point to go, so Ctrl-C lands mid-run however late the
+                # cluster's "started" event reached sweep.json
+                if any(s["status"] == "running" and s["testbed"] for s in state.values()) and "todo" in statuses:
+                    os.kill(os.getpid(), signal.SIGINT)  # what Ctrl-C sends the coordinator
                     return
             time.sleep(0.2)
 

@@ -517,3 +517,24 @@ def test_a_time_varying_point_is_modelled_at_its_own_phase_times_with_its_reques
     assert model["phase_at_s"] == pytest.approx([0.0, 0.03])  # 3 s of testbed time at k = 100
     summary = json.loads((pd_.path / "model" / layout.CLIENTS / "client0" / layout.CLIENT_SUMMARY).read_text())
     assert [row[0] for row in summary["schedule"]] == pytest.approx([0.0, 0.03])
+
+
+def test_the_servers_own_cost_per_request_is_the_models_worker_cost(tmp_path):
+    """rpc-server's done line (server.json) gives its threads' busy time beyond the service
+    asked; the model's worker thread spends it too, half on receipt and half on the answer,
+    summed over a segmented point's segments."""
+    run = measured_run(tmp_path, fracs=(0.3,))
+    m = RunDir(run).read_manifest()
+    pd_ = RunDir(run).point("rain-f0.3-r1")
+    assert model_beside.server_cost(pd_) is None  # a Rain point: no rpc-server
+    for seg, busy in ((1, 3_000_000_000), (2, 3_400_000_000)):
+        w = pd_.path / layout.SEGMENTS / str(seg) / layout.WORKERS / "worker0"
+        w.mkdir(parents=True)
+        counts = {"served": 10_000, "busy_ns": busy, "asked_ns": 2_000_000_000, "connections": 20}
+        (w / "server.json").write_text(json.dumps(counts))
+    cost = model_beside.server_cost(pd_)
+    assert cost == {"per_request_ns": 120_000.0, "served": 20_000, "busy_ns": 6_400_000_000}
+    info = model_beside.write(pd_, pd_.read_point(), m)
+    assert info["server_cost"] == cost
+    assert info["network"]["worker_pkt_ns"] == round(120_000 / 2 / K)
+    assert "the server's own cost, 120.0 us of testbed time per request" in info["network_from"]

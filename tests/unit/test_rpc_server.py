@@ -213,3 +213,21 @@ def test_a_malformed_message_ends_its_connection_only(server, mode):
 def test_a_bad_command_line_exits_2_with_a_fix(binary, args, words):
     r = subprocess.run([str(binary), *args], capture_output=True, text=True, timeout=10)
     assert r.returncode == 2 and words in r.stderr and "usage: rpc-server" in r.stderr
+
+
+@pytest.mark.parametrize("mode", ["cp", "pool", "ms-user"])
+def test_the_done_line_counts_the_threads_busy_time_and_the_service_asked(server, mode):
+    """busy_ns covers each request's service (its sleep) and what the thread spent around
+    it; the idle time waiting for work is not in it."""
+    srv = server("--mode", mode, "--threads", "2")
+    c = srv.connect()
+    for k in range(10):  # one at a time, with idle time between: 10 x 20 ms of service
+        c.sendall(request(k, 20_000))
+        answers(c, 1)
+        time.sleep(0.05)
+    out = srv.stop()
+    counts = dict(kv.split("=") for kv in out.split("rpc-server done ")[1].split())
+    busy, asked = int(counts["busy_ns"]), int(counts["asked_ns"])
+    assert asked == 10 * 20_000_000
+    # each sleep ends after its deadline; the 0.5 s of waiting for the next request is not busy
+    assert asked <= busy < asked + 200_000_000, (busy, asked)
