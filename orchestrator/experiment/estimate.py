@@ -5,7 +5,9 @@ history when it ends.
 The history is a JSON-lines file per testbed in the state root (not in the testbed's
 slot folder, which `testbed down` removes): one line per finished run, with its
 calibration (the k it chose and the overheads it measured) and where its wall time went.
-An estimate takes from the last run on the testbed:
+An estimate takes from the last run of its family on the testbed (a Rain run or an RPC
+run: rpc-client over kernel TCP is stalled by the host several times as often as
+rain-client, so the families' stall rates differ), else from the last run of any:
 
 - the dilation k: a spec's fixed k, or for `auto` the k that run's calibration asks of
   this spec (calibrate.choose_k, the run's own rule);
@@ -164,7 +166,14 @@ class Costs:
         measured = sum(w["window_s"] + w["stalled_s"] for w in walls)
         spent = sum(w["wall_s"] - w["window_s"] - w["stalled_s"] for w in walls)
         stalls = sum(w["stalled"] for w in walls)
-        return Costs(round(max(0.0, spent) / attempts, 2), stalls / measured if measured else 0.0, round(measured, 1))
+        # An attempt is set aside once however many stalls it had, and stalls come in
+        # bursts: stalls / seconds undercounts (the Rakaia 20 us run: 0.054/s, so 42% of
+        # its 10 s attempts, where 54% stalled). The rate is the one at which an attempt
+        # of the mean length stalls as often as these did (point_s's own model).
+        q = min(stalls / attempts, attempts / (attempts + 1))
+        mean = measured / attempts
+        rate = -math.log(1.0 - q) / mean if mean > 0 else 0.0
+        return Costs(round(max(0.0, spent) / attempts, 2), rate, round(measured, 1))
 
     def pooled(self, other: Costs | None) -> Costs:
         """This run's orchestration, with the stall rate over both runs' seconds."""
@@ -204,6 +213,7 @@ def record(rd: RunDir, spec: Spec, clock: Clock, estimated: dict | None) -> dict
         "at": time.strftime("%Y-%m-%dT%H:%M:%S"),
         "run": str(rd.path),
         "spec": spec.name,
+        "family": family(spec),
         "k": (m.get("points") or [{}])[0].get("dilation"),
         "auto": bool((m.get("dilation") or {}).get("auto")),
         "calibration": {k: v for k, v in cal.items() if k != "point"} if cal else None,
@@ -224,6 +234,29 @@ def record(rd: RunDir, spec: Spec, clock: Clock, estimated: dict | None) -> dict
         "estimate_at_least": (estimated or {}).get("at_least"),
         "estimated_low_s": (estimated or {}).get("low_seconds"),
     }
+
+
+def family(spec: Spec) -> str:
+    """The kind of run a spec makes, whose costs an estimate takes: "rpc" (kernel TCP
+    RPCs to one server, rpc_point.py) or "rain" (everything rain-client loads)."""
+    return "rpc" if "rpc" in spec.needs() else "rain"
+
+
+_NAMES = {"rpc": "RPC", "rain": "Rain"}
+
+
+def _family_of(rec: dict) -> str | None:
+    # a record from before `family` was kept: only the Rain family calibrates
+    return rec.get("family") or ("rain" if rec.get("calibration") else None)
+
+
+def last_alike(history: list[dict], spec: Spec) -> tuple[dict | None, bool]:
+    """The newest record of spec's family, else the newest of any (and whether it is of
+    the family)."""
+    same = [r for r in history if _family_of(r) == family(spec)]
+    if same:
+        return same[-1], True
+    return (history[-1], False) if history else (None, False)
 
 
 def costs_of(rec: dict | None) -> Costs | None:
@@ -420,12 +453,17 @@ ROUND_TRIP_SPREAD = 0.3  # this testbed's calibrated round trip, run to run (264
 
 def estimate(spec: Spec, shape: TestbedShape, history: list[dict], *, where: str = "this testbed") -> Estimate:
     """The run's wall time on a testbed whose history is `history` (oldest first)."""
-    last = history[-1] if history else None
+    last, alike = last_alike(history, spec)
     known = calibrations_by_k(history)
     planned = plan(spec, shape)
     k0 = planned[0].dilation if planned else 1.0
     k, ks, k_why = _k_of(spec, shape, known, k0)
     est = _at(spec, shape, last, known, planned, ks, k_why, where)
+    if last is not None and not alike:
+        est.basis.append(
+            f"no {_NAMES[family(spec)]} run here yet: the orchestration "
+            f"and stalls are the last run's, of the other family ({last.get('spec')}), whose host stalls may differ"
+        )
     if not (known and shape.emulated and spec.dilation.emulated == "auto"):
         return est
 
@@ -507,7 +545,8 @@ def _at(
     limit = spec.validity.remeasure_stalled
     per_point = {p.id: costs.point_s(p, cuts[p.id], limit) for p in points}
     basis.append(
-        f"from the last run here ({last.get('spec')}, {last.get('at')}): {costs.attempt_s:.1f} s of orchestration "
+        f"from the last {_NAMES[family(spec)] + ' ' if _family_of(last) == family(spec) else ''}run here "
+        f"({last.get('spec')}, {last.get('at')}): {costs.attempt_s:.1f} s of orchestration "
         f"per measurement, {_stalls(costs.stalls_per_s)}, "
         f"{fmt(before)} before the sweep, {fmt(after)} of analysis after it"
     )
@@ -532,7 +571,7 @@ class Eta:
 
     def __init__(self, rd: RunDir, spec: Spec, emulated: bool, clock: Clock, history: list[dict]):
         self.rd, self.spec, self.emulated, self.clock = rd, spec, emulated, clock
-        last = history[-1] if history else {}
+        last = last_alike(history, spec)[0] or {}
         self.past = costs_of(last)
         self.after_s = float(last.get("after_sweep_s") or 0.0) if last else 0.0
         self.left_s: float | None = None  # the last line's ETA, in seconds from then

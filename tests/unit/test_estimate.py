@@ -160,7 +160,8 @@ def test_a_finished_run_records_its_orchestration_per_segment(tmp_path):
     r = estimate.record(rd, s, clock, {"seconds": 90.0, "at_least": False})
     # per attempt: (53 - 22 - 11 + 31 - 21) / 4 = 7.5; one stall in 22 + 11 + 21 s measured
     assert r["costs"]["attempt_s"] == pytest.approx(7.5)
-    assert r["costs"]["stalls_per_s"] == pytest.approx(1 / 54, rel=1e-4)
+    # one of 4 attempts of 13.5 s on average stalled: the rate at which that happens
+    assert r["costs"]["stalls_per_s"] == pytest.approx(-math.log(1 - 1 / 4) / (54 / 4), rel=1e-4)
     assert (r["points"], r["segments"], r["stalled"], r["k"], r["calibration"]["k"]) == (2, 3, 1, 1000, 1000)
     assert "point" not in r["calibration"]
     assert r["before_sweep_s"] == pytest.approx(20, abs=0.2) and r["sweep_s"] == pytest.approx(75, abs=0.2)
@@ -313,3 +314,20 @@ def test_a_range_is_judged_against_the_time_taken():
     assert rows[0].endswith("estimated 5.8 min to 34.3 min, took 12.0 min (inside it)")
     assert rows[1].endswith("(-33% from its nearer end)")
     assert rows[2].endswith("estimated 10.0 min, took 12.0 min (-17%)")
+
+
+def test_the_costs_come_from_the_last_run_of_the_same_family(tmp_path):
+    """rpc-client over kernel TCP stalls far more often than rain-client here: a Rain
+    spec takes the last Rain run's stall rate, not a later RPC run's."""
+    s = spec_file(tmp_path)
+    assert estimate.family(s) == "rain"
+    rain = last_run(spec="demo")  # no family recorded (an older record): it calibrated, so Rain
+    rpc = last_run(spec="rakaia", family="rpc", calibration=None, costs={"attempt_s": 10.0, "stalls_per_s": 0.1})
+    e = estimate.estimate(s, SHAPE, [rain, rpc])
+    assert e.seconds == pytest.approx(estimate.estimate(s, SHAPE, [rain]).seconds)
+    assert any(b.startswith("from the last Rain run here (demo") for b in e.basis)
+    # with no Rain run, the RPC run's costs stand in, and the basis says so
+    alone = estimate.estimate(s, SHAPE, [rpc])
+    assert alone.seconds > e.seconds
+    assert any("no Rain run here yet" in b and "(rakaia)" in b for b in alone.basis)
+    assert any(b.startswith("from the last run here (rakaia") for b in alone.basis)
