@@ -172,7 +172,7 @@ class Costs:
         # of the mean length stalls as often as these did (point_s's own model).
         q = min(stalls / attempts, attempts / (attempts + 1))
         mean = measured / attempts
-        rate = -math.log(1.0 - q) / mean if mean > 0 else 0.0
+        rate = -math.log(1.0 - q) / mean if mean > 0 and q > 0 else 0.0
         return Costs(round(max(0.0, spent) / attempts, 2), rate, round(measured, 1))
 
     def pooled(self, other: Costs | None) -> Costs:
