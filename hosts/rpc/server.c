@@ -84,7 +84,8 @@ static atomic_ullong n_served, n_conns, n_bad;
  * now (0: busy). The done line gives their busy time and the service the requests
  * asked for; per request, the difference is the server's own cost (the wake-up, reads,
  * parsing, the answer, a sleep that ends late), which the model beside a point adds
- * to the service (rpc_point.py). Only the thread itself writes its own slot. */
+ * to the service (orchestrator/experiment/model_beside.py). Only the thread itself
+ * writes its own slot. */
 static struct {
 	atomic_llong start, waited, since;
 } wt[MAX_THREADS];

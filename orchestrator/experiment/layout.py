@@ -93,6 +93,7 @@ LATENCY_HLOG = "latency.hlog"  # HdrHistogram interval log per class, ns
 SLOWDOWN_HLOG = "slowdown.hlog"  # the same, slowdown x 1000
 CLIENT_SUMMARY = "summary.json"  # rain-client's counters
 TRACE = "trace.csv"  # every first send, intended and actual (short runs)
+SERVER_COUNTS = "server.json"  # rpc-server's done line as numbers (its agent, hosts/agent/rpc.py)
 CLIENT_FILES = {
     LATENCY_HLOG: "rain-client -> analysis, validity",
     SLOWDOWN_HLOG: "rain-client -> analysis",

@@ -130,7 +130,7 @@ def server_cost(pd: PointDir) -> dict | None:
 
     busy = asked = served = 0
     for part in segments.parts(pd):
-        counts = [layout.read_json(part.worker(h) / SERVER_COUNTS) for h in part.worker_hosts()]
+        counts = [layout.read_json(part.worker(h) / layout.SERVER_COUNTS) for h in part.worker_hosts()]
         counts = [c for c in counts if isinstance(c, dict) and all(isinstance(c.get(k), int) for k in _COST_KEYS)]
         if not counts:
             return None
@@ -142,7 +142,6 @@ def server_cost(pd: PointDir) -> dict | None:
     return {"per_request_ns": round(max(0.0, (busy - asked) / served), 1), "served": served, "busy_ns": busy}
 
 
-SERVER_COUNTS = "server.json"
 _COST_KEYS = ("busy_ns", "asked_ns", "served")
 
 
@@ -179,7 +178,7 @@ def _build(
         network = replace(network, worker_pkt_ns=round(server["per_request_ns"] / 2 / k))
         source += (
             f"; the server's own cost, {server['per_request_ns'] / 1000:,.1f} us of testbed time per request "
-            f"beyond its service (workers/<host>/{SERVER_COUNTS}), as the worker's per-packet cost"
+            f"beyond its service (workers/<host>/{layout.SERVER_COUNTS}), as the worker's per-packet cost"
         )
     seed = seed_of(MODEL_SEED, pp.id)
     sp = build(spec, model_point, worker_hosts=hosts, network=network, seed=seed, dilation=k)

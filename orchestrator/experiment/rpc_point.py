@@ -164,7 +164,7 @@ def collect(b: Bench, run: Running) -> None:
     problems = []
     if how == "not running":
         problems.append(f"{s.server_host}: rpc-server's agent had ended before the load did (see its agent.log)")
-    server = layout.read_json(pd.host_dir("worker", s.server_host) / "server.json")
+    server = layout.read_json(pd.host_dir("worker", s.server_host) / layout.SERVER_COUNTS)
     if not isinstance(server, dict) or server.get("stopped_by") != "signal":
         problems.append(f"{s.server_host}: rpc-server did not serve until it was stopped (server.json: {server})")
     for n in s.clients:

@@ -111,14 +111,22 @@ def thinned(x, alpha: float, min_n: int) -> dict:
 SECTIONS_MOST, SECTIONS_LEAST = 20, 10  # sectioning's usual range: fewer sections widen Student's t
 
 
-def _rank_autocorrelation(x):
-    """rho(lag) of the series' standardized ranks, ranked once."""
+def _rank_autocorrelation(x, min_pairs: int = 2):
+    """rho(lag) of the series' standardized ranks (ranked once, each lag computed once);
+    0 where fewer than `min_pairs` pairs are that far apart."""
     import numpy as np
     from scipy.stats import rankdata
 
     r = rankdata(x)
     r = (r - r.mean()) / (r.std() or 1.0)
-    return lambda lag: float(np.mean(r[:-lag] * r[lag:])) if len(r) > lag + 1 else 0.0
+    seen: dict[int, float] = {}
+
+    def rho(lag: int) -> float:
+        if lag not in seen:
+            seen[lag] = float(np.mean(r[:-lag] * r[lag:])) if len(r) - lag >= min_pairs else 0.0
+        return seen[lag]
+
+    return rho
 
 
 def reach(x, alpha: float) -> int | None:
@@ -166,18 +174,10 @@ def requests_for_independence(x, alpha: float, min_n: int, most: int) -> tuple[i
     rho(step) x sqrt(samples) (rho at that lag, from x), the steps taken as independent
     tries. Grows by a quarter from min_n, up to `most`; returns (requests or None, the
     pass probability at the last size tried)."""
-    import numpy as np
-    from scipy.stats import norm, rankdata
+    from scipy.stats import norm
 
     z = float(norm.ppf(1 - alpha / 2))
-    r = rankdata(x)
-    r = (r - r.mean()) / (r.std() or 1.0)
-    rho: dict[int, float] = {}
-
-    def at(step: int) -> float:
-        if step not in rho:
-            rho[step] = float(np.mean(r[:-step] * r[step:])) if len(r) > step + 100 else 0.0
-        return rho[step]
+    at = _rank_autocorrelation(x, min_pairs=101)  # a lag's rho from at least 101 pairs
 
     n, p = min_n, 0.0
     while n <= most:
