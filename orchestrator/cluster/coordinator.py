@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import queue
+import re
 import socket
 import threading
 import time
@@ -43,6 +44,11 @@ WAIT_S = 1.0  # the coordinator's loop: events drained and finished points gathe
 # does not hold the coordinator, whose own machine's testbeds go down here then.
 STOP_TIMEOUT_S = 60.0
 CLOSE_TIMEOUT_S = 180.0
+# A testbed still preparing is said this often, with where its worker's task is; one
+# not prepared after PREPARE_MAX_S (a fresh machine's provisioning and build take about
+# ten minutes) is left out, and the run goes on with the testbeds that are ready.
+PREPARE_SAY_S = 60.0
+PREPARE_MAX_S = 3600.0
 
 
 class Coordinator:
@@ -61,6 +67,8 @@ class Coordinator:
         self.futures: dict = {}  # future -> point id
         self.lost_attempts: dict[str, list[dict]] = {}  # point id -> attempts a lost testbed ended
         self.on: dict[str, str] = {}  # point id -> the testbed measuring it now
+        self.unprepared: dict[str, str] = {}  # worker -> why its testbed measures nothing
+        self.said: dict[str, tuple[float, str]] = {}  # testbed id -> when it last said what
         self.t0 = time.monotonic()
 
     # -- events (Dask calls these on its own thread: they only queue) ------------------
@@ -83,6 +91,7 @@ class Coordinator:
 
     def _line(self, msg: dict) -> None:
         tb, line = msg.get("testbed"), str(msg.get("line", ""))
+        self.said[str(tb)] = (time.monotonic(), line)
         self.log(f"[{tb}] {line}")
         pid = msg.get("point")
         if msg.get("started") and pid in self.points and self.sweep.state[pid].status != DONE:
@@ -130,8 +139,9 @@ class Coordinator:
             self.log(f"taking lost testbed {tb} down: {one_line(e)}")
 
     # -- prepare ------------------------------------------------------------------------
-    def prepare(self, workers: list[str]) -> None:
-        """Every worker's testbed up and calibrated; the ones that agree are kept."""
+    def prepare(self, workers: list[str], max_s: float = PREPARE_MAX_S) -> None:
+        """Every worker's testbed up and calibrated; the ones that agree are kept. One
+        that takes longer than max_s is left out (where it was stuck, in the log)."""
         self.log(f"preparing {len(workers)} testbed(s): up, provisioned, calibrated, each on its own worker")
         futs = {
             self.client.submit(
@@ -146,6 +156,7 @@ class Coordinator:
             for w in workers
         }
         pending = set(futs)
+        t0 = said = time.monotonic()
         while pending:
             self.drain()
             done, pending = _wait(pending)
@@ -154,9 +165,19 @@ class Coordinator:
                 if futs[f] not in alive:  # its one worker is gone: it would wait for ever
                     f.cancel()
                     pending.discard(f)
-                    self.log(f"the testbed of worker {futs[f]} was not prepared: the worker left the cluster")
+                    self._unprepared(futs[f], "the worker left the cluster")
             for f in done:
                 self._prepared(f, futs[f])
+            now = time.monotonic()
+            if pending and (now - said >= PREPARE_SAY_S or now - t0 > max_s):
+                said = now
+                where = self._where({f.key for f in pending})
+                for f in sorted(pending, key=lambda f: futs[f]):
+                    self.log(f"still preparing the testbed of worker {futs[f]} after {now - t0:.0f} s: {where(f.key)}")
+                    if now - t0 > max_s:
+                        f.cancel()  # Dask cannot stop a running task: close() takes its testbed down
+                        pending.discard(f)
+                        self._unprepared(futs[f], f"not prepared in {max_s:.0f} s; {where(f.key)}")
         self.drain()
         if not self.prepared:
             raise RainmakerError(
@@ -165,9 +186,35 @@ class Coordinator:
             )
         self._agree()
 
+    def _unprepared(self, worker: str, why: str) -> None:
+        self.unprepared[worker] = why
+        self.log(f"the testbed of worker {worker} was not prepared: {why}")
+
+    def _where(self, keys: set[str]):
+        """key -> where that task is now: rainmaker's innermost frames of its call stack
+        (Dask's), and what its testbed last said."""
+        try:
+            stacks = _bounded(lambda: self.client.call_stack(keys=list(keys)), 30.0) or {}
+        except Exception as e:  # noqa: BLE001 - the worker may be too wedged to answer
+            stacks = {}
+            self.log(f"asking the workers where they are: {one_line(e)}")
+        found = {k: frames for per in stacks.values() if isinstance(per, dict) for k, frames in per.items()}
+        now = time.monotonic()
+        words = "; ".join(
+            f"{tb} said {now - t:.0f} s ago: {line[:160]!r}"
+            for tb, (t, line) in sorted(self.said.items())
+            if tb not in self.prepared
+        )
+
+        def where(key: str) -> str:
+            stack = _our_frames(found.get(key) or [])
+            return (f"in {stack}" if stack else "its call stack not known") + (f"; {words}" if words else "")
+
+        return where
+
     def _prepared(self, f, worker: str) -> None:
         if f.status != "finished":
-            self.log(f"the testbed of worker {worker} was not prepared: {_why(f)}")
+            self._unprepared(worker, _why(f))
             return
         p: st.Prepared = f.result()
         self.prepared[p.testbed] = p
@@ -324,6 +371,7 @@ class Coordinator:
             "cluster": {
                 "scheduler": self.pool.where,
                 "agreement": self.agreement.as_dict(),
+                "unprepared": dict(self.unprepared),
                 "coordinator": socket.gethostname(),
             },
         }
@@ -367,6 +415,27 @@ def _wait(futures: set) -> tuple[set, set]:
     return set(done), set(pending)
 
 
+def _our_frames(frames: list[str], most: int = 5) -> str:
+    """The innermost of rainmaker's frames of a Dask call stack (profile.repr_frame's
+    'File "F", line N, in FUNC' lines), as module.func:line, outermost first."""
+    out = []
+    for fr in frames:
+        head = str(fr).strip().splitlines()[0] if str(fr).strip() else ""
+        m = _FRAME.match(head)
+        if m is None:
+            continue
+        path, line, func = m.groups()
+        for root in ("/orchestrator/", "/hosts/", "/switch/"):
+            if root in path:
+                mod = (root.strip("/") + "/" + path.split(root, 1)[1]).removesuffix(".py").replace("/", ".")
+                out.append(f"{mod}.{func}:{line}")
+                break
+    return " > ".join(out[-most:])
+
+
+_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+
+
 def _why(f) -> str:
     try:
         e = f.exception()
@@ -397,12 +466,14 @@ def run_on_cluster(
     preflight: bool = True,
     slots: list[int] | None = None,
     station_root: str | None = None,
+    prepare_max_s: float = PREPARE_MAX_S,
 ) -> Path:
     """Run the spec's points on the pool's testbeds (the module's docstring). `inv`: an
     emulated inventory whose shape (clients, workers, link delay) every testbed takes;
     without one, 1 client and 2 workers. `at_most`: testbeds to use (default: every
     worker that offers one). `slots`: the testbeds' slots, in the workers' order (else
-    each takes a free one). The rest as experiment/run.py's run()."""
+    each takes a free one). `prepare_max_s`: how long a testbed may take to be
+    prepared before it is left out. The rest as experiment/run.py's run()."""
     from ..experiment.plan import TestbedShape, plan
     from ..experiment.progress import Progress, RunLog
     from ..experiment.run import rpc_without_auto_k, supported_or_explain, systems_fit_network
@@ -451,7 +522,7 @@ def run_on_cluster(
         co = Coordinator(pool, rd, spec, spec_path, points, sweep, order, log, bar)
         co.listen()
         try:
-            co.prepare(chosen)
+            co.prepare(chosen, prepare_max_s)
             co.measure()
         except KeyboardInterrupt:
             co.stop()

@@ -65,8 +65,18 @@ def pool(cluster):
 
 
 def _cluster_run(spec: Path, pool: Pool, results: Path, **kw) -> Path:
+    # A testbed not prepared in 5 min is left out before the test's own timeout, so that
+    # the assertions below say where it was stuck (manifest.json cluster.unprepared).
     return run_on_cluster(
-        spec, pool, results_root=results, progress=False, provision=False, retries=0, slots=SLOTS, **kw
+        spec,
+        pool,
+        results_root=results,
+        progress=False,
+        provision=False,
+        retries=0,
+        slots=SLOTS,
+        prepare_max_s=300,
+        **kw,
     )
 
 
@@ -79,7 +89,7 @@ def test_merged_run_is_a_local_run_plus_its_testbeds(testbed, pool, tmp_path):
     rd = RunDir(merged)
     m = rd.read_manifest()
     testbeds = m["testbeds"]
-    assert len(testbeds) == 2, testbeds
+    assert len(testbeds) == 2, m["cluster"]["unprepared"] or testbeds
     assert {t["slot"] for t in testbeds.values()} == set(SLOTS)
     for t in testbeds.values():  # each calibrated its own testbed, on its own core
         assert t["calibration"]["round_trip_us"]["mean"] > 0, t

@@ -203,3 +203,74 @@ def test_run_on_a_cluster_refuses_what_it_cannot_do_before_connecting(monkeypatc
     assert code == 2, (out, err)
     assert said in " ".join((out + err).split()), out + err
     assert not (tmp_path / "r").exists()
+
+
+# -- a testbed that never finishes preparing ---------------------------------------------
+def _prepare_or_stick(key: str, lock_dir: str, calibration: dict):
+    """A station's prepare (station.prepare's place): the first worker's stays in the
+    measurement lock of a core another process holds (measure_lock.measuring), as a
+    wedged calibration would; the other's is ready at once."""
+    from distributed import get_worker
+
+    from orchestrator.cluster import station as st
+    from orchestrator.testbed.measure_lock import measuring
+
+    me = get_worker().address
+    if me == min(_WORKERS):
+        with measuring(5, "calibrate", lambda m: None, cpus=[0], directory=Path(lock_dir), wait_max_s=60):
+            pass
+    return st.Prepared(
+        testbed=f"tb-{me.rsplit(':', 1)[1]}", worker=me, host="here", slot=5, cpus=[], k=100.0,
+        calibration=calibration, dilation=None, windows=None, service=None, host_facts={}, prepare_s=0.1,
+        files=shard.pack(Path(lock_dir), []), manifest={"created_unix": 0},
+    )  # fmt: skip
+
+
+_WORKERS: list[str] = []
+
+
+def test_a_testbed_stuck_while_preparing_is_said_where_and_left_out(tmp_path, monkeypatch):
+    """The coordinator says where a testbed's preparation is while it waits (its task's
+    call stack, rainmaker's frames), and past prepare's bound leaves that testbed out
+    with the reason in the manifest; the run goes on with the one that is ready."""
+    import fcntl
+
+    from distributed import Client, LocalCluster
+
+    from orchestrator.cluster import coordinator as co
+    from orchestrator.cluster import station as st
+    from orchestrator.cluster.connect import RESOURCE
+    from orchestrator.experiment.layout import RunDir
+    from orchestrator.experiment.plan import TestbedShape, plan
+    from orchestrator.experiment.spec import load as load_spec
+    from orchestrator.testbed.measure_lock import lock_path
+
+    held = open(lock_path(tmp_path, 0), "a")  # noqa: SIM115 - held for the whole test
+    fcntl.flock(held, fcntl.LOCK_EX)
+    cal = {"paper_time": {"overhead_share_of_service": 0.5}, "round_trip_us": {"mean": 1.0}}
+    monkeypatch.setattr(st, "prepare", lambda key: _prepare_or_stick(key, str(tmp_path), cal))
+    monkeypatch.setattr(co, "PREPARE_SAY_S", 1.0)
+    spec_path = REPO / "experiments/demo.yaml"
+    spec = load_spec(spec_path)
+    points = plan(spec, TestbedShape(worker_hosts=2, client_hosts=1, emulated=True))
+    rd = RunDir.new(tmp_path / "results", spec.name, "now")
+    lines: list[str] = []
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, resources={RESOURCE: 1},
+                      dashboard_address=":0") as cluster, Client(cluster) as client:  # fmt: skip
+        pool = Pool(client, "two in-process workers")
+        workers = pool.testbed_workers()
+        _WORKERS[:] = workers
+        order = st.Order(key="demo/now/1", spec_name="demo.yaml", spec_text=spec_path.read_text())
+        c = co.Coordinator(pool, rd, spec, spec_path, points, Sweep(rd.path, points, resume=False), order,
+                           lines.append, None)  # fmt: skip
+        c.prepare(workers, max_s=3.0)
+        fcntl.flock(held, fcntl.LOCK_UN)  # the stuck task ends; Dask has let it go
+    stuck, ready = min(workers), max(workers)
+    said = [x for x in lines if x.startswith(f"still preparing the testbed of worker {stuck}")]
+    assert said and "orchestrator.testbed.measure_lock.measuring:" in said[-1], lines
+    assert not [x for x in lines if x.startswith(f"still preparing the testbed of worker {ready}")]
+    assert list(c.unprepared) == [stuck] and "not prepared in 3 s" in c.unprepared[stuck]
+    assert "measure_lock.measuring" in c.unprepared[stuck]
+    m = rd.read_manifest()
+    assert list(m["testbeds"]) == [f"tb-{ready.rsplit(':', 1)[1]}"]
+    assert m["cluster"]["unprepared"] == c.unprepared
