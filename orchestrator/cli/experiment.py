@@ -289,7 +289,8 @@ def calibrate_cmd(spec: str, inv_path: str | None, results: str) -> None:
     client's lag, the idle testbed's CPU and the CPU a request costs, at the spec's
     dilation and mean service time, in testbed and paper time, with the delays the
     model takes from them. With `dilation: {emulated: auto}` it also chooses k, as
-    `run` would, and says why.
+    `run` would, and says why. The calibrations go into the testbed's history, where
+    `plan` reads them: before a long run, calibrate, then plan.
 
     \b
     It leaves a run of SPEC whose points are all todo, with the calibration in its

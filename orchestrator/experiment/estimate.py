@@ -4,7 +4,8 @@ history when it ends.
 
 The history is a JSON-lines file per testbed in the state root (not in the testbed's
 slot folder, which `testbed down` removes): one line per finished run, with its
-calibration (the k it chose and the overheads it measured) and where its wall time went.
+calibration (the k it chose and the overheads it measured) and where its wall time went,
+and one per `rainmaker calibrate` (its calibrations only).
 An estimate takes from the last run of its family on the testbed (a Rain run or an RPC
 run: rpc-client over kernel TCP is stalled by the host several times as often as
 rain-client, so the families' stall rates differ), else from the last run of any:
@@ -18,11 +19,10 @@ rain-client, so the families' stall rates differ), else from the last run of any
   the checks; stall re-measurements included on average), the calibrations, the
   service probe and the report, as that run spent them.
 
-With no history the estimate is a lower bound, said as "at least" with why: only the
-warm-ups and measurements the plan gives, at the k it was planned with. Where the history
-leaves the run open it is a range, "between A and B": a run that calibrates first with no
-calibration recorded (its windows from measure_s up), and an automatic k whose CPU bound
-rests on one calibration's CPU per request.
+With no history the estimate is "at least" the planned windows, at the planned k, and
+says why. Where the history leaves the run open it is a range, "between A and B": a
+run that calibrates first with none recorded (its windows from measure_s up), and an
+automatic k whose CPU bound rests on one calibration's CPU per request.
 """
 
 from __future__ import annotations
@@ -73,9 +73,13 @@ def read_history(path: Path) -> list[dict]:
             r = json.loads(line)
         except ValueError:
             continue
-        if isinstance(r, dict) and r.get("kind") == "run":
+        if isinstance(r, dict) and r.get("kind") in ("run", "calibration"):
             out.append(r)
     return out
+
+
+def runs(history: list[dict]) -> list[dict]:
+    return [r for r in history if r.get("kind", "run") == "run"]  # a calibration has no costs
 
 
 def append_history(path: Path, record: dict) -> None:
@@ -208,13 +212,7 @@ def record(rd: RunDir, spec: Spec, clock: Clock, estimated: dict | None) -> dict
     sweep_t0 = clock.sweep_t0 if clock.sweep_t0 is not None else now
     sweep_t1 = clock.sweep_t1 if clock.sweep_t1 is not None else now
     cal = m.get("calibration") if isinstance(m.get("calibration"), dict) else None
-    return {
-        "kind": "run",
-        "at": time.strftime("%Y-%m-%dT%H:%M:%S"),
-        "run": str(rd.path),
-        "spec": spec.name,
-        "family": family(spec),
-        "k": (m.get("points") or [{}])[0].get("dilation"),
+    return _about(rd, spec, m, "run") | {
         "auto": bool((m.get("dilation") or {}).get("auto")),
         "calibration": {k: v for k, v in cal.items() if k != "point"} if cal else None,
         "calibrations": clock.calibrations,
@@ -236,6 +234,19 @@ def record(rd: RunDir, spec: Spec, clock: Clock, estimated: dict | None) -> dict
     }
 
 
+def calibration_record(rd: RunDir, spec: Spec, calibrated: list[dict]) -> dict:
+    """The history record of `rainmaker calibrate`: each calibration it made, at its k
+    (an estimate reads them as a run's), and the k it chose."""
+    cals = [{k: v for k, v in c.items() if k != "point"} for c in calibrated]
+    return _about(rd, spec, rd.read_manifest(), "calibration") | {"calibrated": cals}
+
+
+def _about(rd: RunDir, spec: Spec, m: dict, kind: str) -> dict:
+    at = time.strftime("%Y-%m-%dT%H:%M:%S")
+    k = (m.get("points") or [{}])[0].get("dilation")
+    return {"kind": kind, "at": at, "run": str(rd.path), "spec": spec.name, "family": family(spec), "k": k}
+
+
 def family(spec: Spec) -> str:
     """The kind of run a spec makes, whose costs an estimate takes: "rpc" (kernel TCP
     RPCs to one server, rpc_point.py) or "rain" (everything rain-client loads)."""
@@ -253,10 +264,11 @@ def _family_of(rec: dict) -> str | None:
 def last_alike(history: list[dict], spec: Spec) -> tuple[dict | None, bool]:
     """The newest record of spec's family, else the newest of any (and whether it is of
     the family)."""
-    same = [r for r in history if _family_of(r) == family(spec)]
+    done = runs(history)
+    same = [r for r in done if _family_of(r) == family(spec)]
     if same:
         return same[-1], True
-    return (history[-1], False) if history else (None, False)
+    return (done[-1], False) if done else (None, False)
 
 
 def costs_of(rec: dict | None) -> Costs | None:
@@ -558,9 +570,11 @@ def _at(
 
 
 def _stalls(rate: float) -> str:
-    if rate <= 0:
-        return "no measurement stalled by the host"
-    return f"a stall every {fmt(1.0 / rate)} of measurement (measured again)"
+    return (
+        f"a stall every {fmt(1.0 / rate)} of measurement (measured again)"
+        if rate > 0
+        else "no measurement stalled by the host"
+    )
 
 
 class Eta:
@@ -598,7 +612,7 @@ class Eta:
 def accuracy(records: list[dict]) -> list[str]:
     """Each recorded run's estimate against its wall time, for people (newest last)."""
     out = []
-    for r in records:
+    for r in runs(records):
         e, w = r.get("estimated_s"), r.get("wall_s")
         if isinstance(e, (int, float)) and isinstance(w, (int, float)) and w > 0:
             lo = r.get("estimated_low_s")
@@ -624,8 +638,10 @@ __all__ = [
     "Eta",
     "accuracy",
     "append_history",
+    "calibration_record",
     "estimate",
     "history_path",
     "read_history",
     "record",
+    "runs",
 ]

@@ -143,6 +143,16 @@ def calibration_run(s: Sweeper, rd: RunDir, shape: TestbedShape, auto: bool) -> 
         choose_dilation(s, rd, s.spec, shape, cal, s.log)
 
 
+def _keep_calibrations(history_file: Path, rec: dict, log) -> None:
+    """A run's or a calibration's record, into the testbed's history (estimate.py)."""
+    from . import estimate
+
+    try:
+        estimate.append_history(history_file, rec)
+    except OSError as e:
+        log(f"the testbed's history ({history_file}) was not written: {e}")
+
+
 def run(
     spec_path: str | Path,
     inv: Inventory,
@@ -208,6 +218,7 @@ def run(
                 rd.write_manifest(m | ({"estimate": planned.as_dict()} if planned else {}))
             if calibrate_only:
                 calibration_run(s, rd, shape, auto)
+                _keep_calibrations(history_file, estimate.calibration_record(rd, s.spec, s.calibrated), log)
                 return rd.path
             before_sweep(s, rd, shape, auto=auto, calibrate=calibrate, fresh=resume is None)
             s.eta = estimate.Eta(rd, s.spec, shape.emulated, clock, history)
@@ -234,10 +245,7 @@ def run(
         # a whole run, start to end, is what the next estimate goes by
         clock.calibrations, clock.calibrated = s.calibrations, s.calibrated
         rec = estimate.record(rd, s.spec, clock, planned.as_dict())
-        try:
-            estimate.append_history(history_file, rec)
-        except OSError as e:
-            log(f"the testbed's history ({history_file}) was not written: {e}")
+        _keep_calibrations(history_file, rec, log)
         log(f"took {estimate.fmt(rec['wall_s'])}; estimated {planned.text()} (history: {history_file})")
     log.close()
     return rd.path

@@ -331,3 +331,28 @@ def test_the_costs_come_from_the_last_run_of_the_same_family(tmp_path):
     assert alone.seconds > e.seconds
     assert any("no Rain run here yet" in b and "(rakaia)" in b for b in alone.basis)
     assert any(b.startswith("from the last run here (rakaia") for b in alone.basis)
+
+
+def test_rainmaker_calibrate_leaves_its_calibrations_for_the_next_estimate(tmp_path):
+    """`rainmaker calibrate` records its calibrations (not a run: no costs, no wall
+    time): with one at a second k, the CPU per request is known by k and k is no longer
+    open; the costs still come from the last run, and plan's list skips the record."""
+    s = spec_file(tmp_path, dilation={"emulated": "auto"}, load={"capacity_fraction": [0.5, 0.8]})
+    cal = cal_at_k(1000, 300.0) | {"cpu": {"cores": 2, "idle_cores": 0.03, "per_request_ms": 40.0}}
+    run = last_run(calibration=None, calibrated=[cal], family="rain")
+    open_k = estimate.estimate(s, SHAPE, [run])
+    assert open_k.low_s is not None  # a range: k rests on one calibration's CPU
+    rd = RunDir.new(tmp_path / "results", "est", "cal")
+    rd.write_manifest({"points": [{"dilation": 2000.0}]})
+    at_2000 = cal_at_k(2000, 400.0) | {"cpu": {"cores": 2, "idle_cores": 0.03, "per_request_ms": 45.0}}
+    rec = estimate.calibration_record(rd, s, [at_2000 | {"point": {"id": "calibrate"}}])
+    assert rec["kind"] == "calibration" and rec["k"] == 2000.0 and "point" not in rec["calibrated"][0]
+    path = tmp_path / "h" / estimate.HISTORY
+    estimate.append_history(path, run)
+    estimate.append_history(path, rec)
+    history = estimate.read_history(path)
+    assert [r["kind"] for r in history] == ["run", "calibration"]
+    e = estimate.estimate(s, SHAPE, history)
+    assert e.low_s is None and not any("k may be" in b and "CPU" in b for b in e.basis)
+    assert estimate.last_alike(history, s) == (run, True)
+    assert estimate.accuracy(history) == estimate.accuracy([run])
