@@ -113,8 +113,9 @@ def plan_cmd(spec: str, inv_path: str | None, as_json: bool) -> None:
         console.print("no points")
     else:
         from ..experiment import estimate
+        from ..experiment.history import history_path, read_history
 
-        history = estimate.read_history(estimate.history_path(inv if path is not None else None))
+        history = read_history(history_path(inv if path is not None else None))
         est = estimate.estimate(s, shape, history, where=where)
         console.print(f"wall time of `rainmaker run`: {est.text()} (dilation x{est.k:g})")
         for line in est.basis:

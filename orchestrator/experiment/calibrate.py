@@ -249,7 +249,8 @@ def choose_k(
     what its clients need to send the highest load, and what fits that load's CPU in
     CPU_SHARE of the cores (with the calibration's `cpu`); at most 10,000. Returns k and
     why, for the log and the manifest (dilation.py asks again at the chosen k, with
-    `hold` that k: its overheads raise it only beyond RAISE_MARGIN)."""
+    `hold` that k: its overheads raise it only beyond RAISE_MARGIN, and never lower it;
+    the window's and the samples' bounds still may)."""
     from .plan import CLIENT_RPS_MAX, TASKS_PER_WINDOW_MIN
     from .spec import KRPS_MAX
 
@@ -268,6 +269,9 @@ def choose_k(
             f"; but k = {hold:g}, calibrated, is within {100 * RAISE_MARGIN:.0f}% of it (the overheads' run-to-run "
             f"spread): k stays {hold:g}"
         )
+    elif hold is not None and k < hold:  # smaller overheads than before: k is not lowered for them
+        k = hold
+        why += f"; but k = {hold:g} is held: smaller overheads do not lower it"
     measure_s = spec.durations(True).measure_s
     most = measure_s / (TASKS_PER_WINDOW_MIN * mean_us * 1e-6)
     if k > most:

@@ -42,7 +42,32 @@ CAL_REST_MAX_S = 3.0  # the longest the calibration waits for the pollers' long 
 MAX_CALIBRATIONS = 3  # auto dilation: the first at the planned k, then at most two raises
 
 
-def choose_dilation(runner: Measures, rd: RunDir, spec: Spec, shape: TestbedShape, cal: dict, log) -> None:
+def start_at(runner: Measures, rd: RunDir, spec: Spec, shape: TestbedShape, start: tuple[float, str], log) -> None:
+    """Before the first calibration of an automatic run: the points planned at the k
+    where this testbed's last run of the spec settled (history.settled_k), which
+    choose_dilation then holds unless its calibration asks for more. Without it, one
+    calibration's noise at the planned k could put two runs of one spec on either side
+    of a boundary (fig6a-emulated: 491 us of overheads at k = 100 in one, so k = 1000;
+    626 us in the next, so k = 2000) and their windows and wall time twice apart."""
+    k, whence = start
+    if runner.points and runner.points[0].dilation == k:
+        return
+    log(f"dilation: starting at k = {k:g}, {whence}; held unless a calibration there asks for more")
+    _replan(runner, rd, plan(spec, shape, k=k))
+
+
+def _replan(runner: Measures, rd: RunDir, points: list[Point]) -> None:
+    """The sweep planned again (nothing measured yet), its points in the manifest."""
+    rd.sweep.unlink(missing_ok=True)
+    runner.points, runner.sweep = points, Sweep(rd.path, points, resume=False)
+    m = rd.read_manifest()
+    m["points"] = [asdict(p) for p in points]
+    rd.write_manifest(m)
+
+
+def choose_dilation(
+    runner: Measures, rd: RunDir, spec: Spec, shape: TestbedShape, cal: dict, log, held: bool = False
+) -> None:
     """`dilation.emulated: auto`: the k the calibration asks for (calibrate.choose_k).
     When it is not the k planned with, the points are planned again at it, the sweep
     starts over (nothing was measured yet) and the testbed is calibrated again at the
@@ -50,13 +75,15 @@ def choose_dilation(runner: Measures, rd: RunDir, spec: Spec, shape: TestbedShap
     lower rate, at which each hop more often wakes a sleeping process: measured 443 us
     of round trip at k = 100, 797 at 2000), so that calibration is asked again: a k whose own overheads still
     ask for more is raised, up to MAX_CALIBRATIONS calibrations in all, never lowered
-    (a smaller k was found wanting). The model beside each point takes the last one."""
+    (a smaller k was found wanting). The model beside each point takes the last one.
+    `held`: the first calibration was at the k the last run settled at (start_at): it
+    too is raised only beyond the overheads' spread."""
     from . import calibrate as cal_mod
 
     whys: list[str] = []
     for i in range(MAX_CALIBRATIONS):
         planned = runner.points[0].dilation
-        k, why = cal_mod.choose_k(cal, spec, shape, hold=planned if i > 0 else None)
+        k, why = cal_mod.choose_k(cal, spec, shape, hold=planned if i > 0 or held else None)
         if k == planned or (i > 0 and k < planned):
             whys.append(why if k == planned else f"{why}; k stays {planned:g}: a smaller k was found wanting")
             break
@@ -65,12 +92,7 @@ def choose_dilation(runner: Measures, rd: RunDir, spec: Spec, shape: TestbedShap
             break
         whys.append(why)
         log(f"dilation: {why}; planning the points again at k = {k:g}")
-        points = plan(spec, shape, k=k)
-        rd.sweep.unlink()
-        runner.points, runner.sweep = points, Sweep(rd.path, points, resume=False)
-        m = rd.read_manifest()
-        m["points"] = [asdict(p) for p in points]
-        rd.write_manifest(m)
+        _replan(runner, rd, plan(spec, shape, k=k))
         again = runner.calibrate()
         if again is None:  # logged; the model beside each point takes the defaults
             break

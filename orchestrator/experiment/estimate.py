@@ -2,16 +2,15 @@
 lines, every point's progress line) from the testbed's history, and recorded into that
 history when it ends.
 
-The history is a JSON-lines file per testbed in the state root (not in the testbed's
-slot folder, which `testbed down` removes): one line per finished run, with its
-calibration (the k it chose and the overheads it measured) and where its wall time went,
-and one per `rainmaker calibrate` (its calibrations only).
-An estimate takes from the last run of its family on the testbed (a Rain run or an RPC
+The history (history.py) has one record per finished run, with its calibration (the k
+it chose and the overheads it measured) and where its wall time went, and one per
+`rainmaker calibrate` (its calibrations only). An estimate takes from the last run of its family on the testbed (a Rain run or an RPC
 run: rpc-client over kernel TCP is stalled by the host several times as often as
 rain-client, so the families' stall rates differ), else from the last run of any:
 
-- the dilation k: a spec's fixed k, or for `auto` the k that run's calibration asks of
-  this spec (calibrate.choose_k, the run's own rule);
+- the dilation k: a spec's fixed k, or for `auto` the k the run's calibrations will
+  ask of this spec (calibrate.choose_k, the run's own rule), from where the last run
+  of the spec settled (history.settled_k), as the run starts;
 - each point's window: the one the model's p99 interval asks for (model_beside.window_for,
   the run's own rule), on the network that calibration measured, in segments as the
   run cuts them;
@@ -31,65 +30,12 @@ import json
 import math
 import time
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
 
 from . import segments
+from .history import runs, settled_k
 from .layout import RunDir
 from .plan import Point, TestbedShape, plan
 from .spec import Spec
-
-HISTORY = "history.jsonl"
-KEEP = 50  # records per testbed: the newest ones count
-
-
-def history_path(inv) -> Path:
-    """The testbed's history file. An emulated testbed is one shape on this machine,
-    whatever slot it is up in (None: the nominal one, 1 client and 2 workers); a hardware
-    testbed is its inventory's name."""
-    if inv is None or inv.emulation is not None:
-        clients, workers = (1, 2) if inv is None else (len(inv.clients), len(inv.workers))
-        key = f"emulated-{clients}c{workers}w"
-    else:
-        key = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in inv.name)
-    return _root() / "history" / key / HISTORY
-
-
-def _root() -> Path:
-    from ..testbed import state
-
-    return state.root()
-
-
-def read_history(path: Path) -> list[dict]:
-    """The records, oldest first; a line that is not a record is skipped (a run cut off
-    while writing it)."""
-    out = []
-    try:
-        lines = path.read_text().splitlines()
-    except OSError:
-        return []
-    for line in lines:
-        try:
-            r = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(r, dict) and r.get("kind") in ("run", "calibration"):
-            out.append(r)
-    return out
-
-
-def runs(history: list[dict]) -> list[dict]:
-    return [r for r in history if r.get("kind", "run") == "run"]  # a calibration has no costs
-
-
-def append_history(path: Path, record: dict) -> None:
-    """Add one record, keeping the newest KEEP (written whole, then renamed)."""
-    kept = read_history(path)[-(KEEP - 1) :] + [record]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in kept))
-    tmp.replace(path)
-
 
 # -- the record of a run -----------------------------------------------------------------
 
@@ -213,7 +159,6 @@ def record(rd: RunDir, spec: Spec, clock: Clock, estimated: dict | None) -> dict
     sweep_t1 = clock.sweep_t1 if clock.sweep_t1 is not None else now
     cal = m.get("calibration") if isinstance(m.get("calibration"), dict) else None
     return _about(rd, spec, m, "run") | {
-        "auto": bool((m.get("dilation") or {}).get("auto")),
         "calibration": {k: v for k, v in cal.items() if k != "point"} if cal else None,
         "calibrations": clock.calibrations,
         # every calibration, at its k: the testbed's overheads grow with k (a lower rate
@@ -244,7 +189,10 @@ def calibration_record(rd: RunDir, spec: Spec, calibrated: list[dict]) -> dict:
 def _about(rd: RunDir, spec: Spec, m: dict, kind: str) -> dict:
     at = time.strftime("%Y-%m-%dT%H:%M:%S")
     k = (m.get("points") or [{}])[0].get("dilation")
-    return {"kind": kind, "at": at, "run": str(rd.path), "spec": spec.name, "family": family(spec), "k": k}
+    auto = bool((m.get("dilation") or {}).get("auto"))
+    return {"kind": kind, "at": at, "run": str(rd.path), "spec": spec.name, "family": family(spec), "k": k} | {
+        "auto": auto
+    }
 
 
 def family(spec: Spec) -> str:
@@ -390,12 +338,18 @@ def cpu_per_request_at(known: dict[float, dict], k: float, scales: bool = False)
 
 
 def auto_k(
-    spec: Spec, shape: TestbedShape, known: dict[float, dict], k0: float, spread: float = 0.0, cpu_scales: bool = False
+    spec: Spec,
+    shape: TestbedShape,
+    known: dict[float, dict],
+    k0: float,
+    spread: float = 0.0,
+    cpu_scales: bool = False,
+    held: bool = False,
 ):
     """The k an automatic dilation reaches (dilation.choose_dilation's walk): calibrate
-    at the planned k, plan again at the k that asks for, calibrate there, raise it while
-    asked (never lower after the first), at most MAX_CALIBRATIONS times. Returns (k,
-    the ks calibrated at, the calibration at k)."""
+    at k0 (held, when it is where the last run settled), plan again at the k that asks
+    for, calibrate there, raise it while asked (never lower after the first), at most
+    MAX_CALIBRATIONS times. Returns (k, the ks calibrated at, the calibration at k)."""
     from . import calibrate
     from .dilation import MAX_CALIBRATIONS
 
@@ -403,7 +357,7 @@ def auto_k(
     first = calibration_at(known, k0, spread, cpu_scales)
     cal = first
     for i in range(MAX_CALIBRATIONS):
-        nk, _ = calibrate.choose_k(cal, spec, shape, hold=k if i > 0 else None)
+        nk, _ = calibrate.choose_k(cal, spec, shape, hold=k if i > 0 or held else None)
         if nk == k or (i > 0 and nk < k) or i == MAX_CALIBRATIONS - 1:
             break
         k = nk
@@ -413,7 +367,9 @@ def auto_k(
     return k, ks, cal
 
 
-def _k_of(spec: Spec, shape: TestbedShape, known: dict[float, dict], planned: float) -> tuple[float, list[float], str]:
+def _k_of(
+    spec: Spec, shape: TestbedShape, known: dict[float, dict], planned: float, start: tuple[float, str] | None
+) -> tuple[float, list[float], str]:
     if not shape.emulated or spec.dilation.emulated != "auto":
         return planned, [planned], f"k = {planned:g}, the spec's"
     if not known:
@@ -422,14 +378,15 @@ def _k_of(spec: Spec, shape: TestbedShape, known: dict[float, dict], planned: fl
             [planned],
             f"k = {planned:g} as planned before any calibration (the run's calibration may raise it)",
         )
-    k, ks, _ = auto_k(spec, shape, known, planned)
+    k, ks, _ = auto_k(spec, shape, known, planned, held=start is not None)
     at = ", ".join(f"{x:g}" for x in sorted(known))
+    whence = f"starting at k = {start[0]:g}, {start[1]}, " if start else ""
     return (
         k,
         ks,
         (
-            f"k = {k:g}: what calibrations at k = {' then '.join(f'{x:g}' for x in ks)} ask of this spec, their "
-            f"overheads read from this testbed's calibrations at k = {at}"
+            f"k = {k:g}: {whence}what calibrations at k = {' then '.join(f'{x:g}' for x in ks)} ask of this spec, "
+            f"their overheads read from this testbed's calibrations at k = {at}"
         ),
     )
 
@@ -468,8 +425,9 @@ def estimate(spec: Spec, shape: TestbedShape, history: list[dict], *, where: str
     last, alike = last_alike(history, spec)
     known = calibrations_by_k(history)
     planned = plan(spec, shape)
-    k0 = planned[0].dilation if planned else 1.0
-    k, ks, k_why = _k_of(spec, shape, known, k0)
+    start = settled_k(history, spec) if known and shape.emulated and spec.dilation.emulated == "auto" else None
+    k0 = start[0] if start else planned[0].dilation if planned else 1.0
+    k, ks, k_why = _k_of(spec, shape, known, k0, start)
     est = _at(spec, shape, last, known, planned, ks, k_why, where)
     if last is not None and not alike:
         est.basis.append(
@@ -481,7 +439,7 @@ def estimate(spec: Spec, shape: TestbedShape, history: list[dict], *, where: str
 
     def other_k(**how) -> tuple[float, Estimate] | None:
         """The k the walk reaches with the calibrations read `how`, and the run at it."""
-        other, oks, _ = auto_k(spec, shape, known, k0, **how)
+        other, oks, _ = auto_k(spec, shape, known, k0, held=start is not None, **how)
         return None if other == k else (other, _at(spec, shape, last, known, planned, oks, "", where, **how))
 
     for f in (ROUND_TRIP_SPREAD, -ROUND_TRIP_SPREAD):
@@ -519,9 +477,9 @@ def _at(
     """estimate() when the run calibrates at `ks` and measures at the last of them."""
     from . import calibrate
 
-    k0, k = ks[0], ks[-1]
+    k = ks[-1]
     cal = calibration_at(known, k, spread, cpu_scales)
-    unsized = plan(spec, shape, k=k) if k != k0 else planned
+    unsized = plan(spec, shape, k=k) if not planned or k != planned[0].dilation else planned
     points, w_why = windows(spec, shape, unsized, cal)
     low_from = None  # the windows a range's lower end takes
     if cal is None and shape.emulated:
@@ -637,11 +595,7 @@ __all__ = [
     "Estimate",
     "Eta",
     "accuracy",
-    "append_history",
     "calibration_record",
     "estimate",
-    "history_path",
-    "read_history",
     "record",
-    "runs",
 ]

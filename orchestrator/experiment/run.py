@@ -18,7 +18,8 @@ from ..errors import UsageError
 from ..inventory import Inventory
 from ..systems import get as get_system
 from .bench import Bench
-from .dilation import choose_dilation, probe_service, size_windows, with_service, with_windows
+from .dilation import choose_dilation, probe_service, size_windows, start_at, with_service, with_windows
+from .history import append_history, history_path, read_history, settled_k
 from .layout import PREFLIGHT, RunDir
 from .machines import host_facts, shape_of
 from .plan import Point, TestbedShape, plan
@@ -113,26 +114,43 @@ def checked_machines(spec: Spec, inv: Inventory):
     return report
 
 
-def before_sweep(s: Sweeper, rd: RunDir, shape: TestbedShape, *, auto: bool, calibrate: bool, fresh: bool) -> None:
-    """On a shared-core testbed, calibrate (and choose k when it is automatic); on a new
-    run, measure the handler's service times when they are the testbed's own (RocksDB)
-    and size the windows for the p99 interval."""
+def before_sweep(
+    s: Sweeper,
+    rd: RunDir,
+    shape: TestbedShape,
+    *,
+    auto: bool,
+    calibrate: bool,
+    fresh: bool,
+    start: tuple[float, str] | None = None,
+) -> None:
+    """On a shared-core testbed, calibrate (and choose k when it is automatic, from
+    `start`, where the testbed's last run of the spec settled, if any); on a new run,
+    measure the handler's service times when they are the testbed's own (RocksDB) and
+    size the windows for the p99 interval."""
     from .calibrate import calibrates
 
     if not calibrates(s.spec):
         calibrate = False  # Rain's calibration point runs rain-client and rain-worker (see rpc_without_auto_k)
     if s.bench.inv.shared_system and calibrate and fresh:  # a resumed run keeps its own
+        held = auto and start is not None
+        if held:
+            start_at(s, rd, s.spec, shape, start, s.log)
         cal = s.calibrate()
         if auto and cal is not None:
-            choose_dilation(s, rd, s.spec, shape, cal, s.log)
+            choose_dilation(s, rd, s.spec, shape, cal, s.log, held=held)
     if fresh and s.points and s.points[0].handler == "rocksdb":
         probe_service(s, rd, s.spec, shape, s.log)
     if fresh:
         size_windows(s, rd, s.spec, shape, s.log)
 
 
-def calibration_run(s: Sweeper, rd: RunDir, shape: TestbedShape, auto: bool) -> None:
+def calibration_run(
+    s: Sweeper, rd: RunDir, shape: TestbedShape, auto: bool, start: tuple[float, str] | None = None
+) -> None:
     """`rainmaker calibrate`: the testbed's numbers, and a run whose points are todo."""
+    if auto and start is not None:
+        start_at(s, rd, s.spec, shape, start, s.log)
     cal = s.calibrate()
     if cal is None:
         raise PointFailed(
@@ -140,15 +158,14 @@ def calibration_run(s: Sweeper, rd: RunDir, shape: TestbedShape, auto: bool) -> 
             fix="check the testbed with `rainmaker provision --verify` and `rainmaker switch status`",
         )
     if auto:
-        choose_dilation(s, rd, s.spec, shape, cal, s.log)
+        choose_dilation(s, rd, s.spec, shape, cal, s.log, held=start is not None)
 
 
 def _keep_calibrations(history_file: Path, rec: dict, log) -> None:
     """A run's or a calibration's record, into the testbed's history (estimate.py)."""
-    from . import estimate
 
     try:
-        estimate.append_history(history_file, rec)
+        append_history(history_file, rec)
     except OSError as e:
         log(f"the testbed's history ({history_file}) was not written: {e}")
 
@@ -201,8 +218,8 @@ def run(
         log(f"{checked.summary()} ({checked.write(rd.path / PREFLIGHT).name})")
     if sweep.retried:
         log(f"resume measures failed points again: {', '.join(sweep.retried)}")
-    history_file = estimate.history_path(inv)
-    history = estimate.read_history(history_file)
+    history_file = history_path(inv)
+    history = read_history(history_file)
     planned = None
     if resume is None and not calibrate_only:
         planned = estimate.estimate(spec, shape, history, where=f"testbed {inv.name}")
@@ -216,11 +233,12 @@ def run(
                 facts = host_facts(bench.tb)
                 m = manifest(spec_path, spec, inv, inv_path, points, facts, bench.switch.bfrt_sha())
                 rd.write_manifest(m | ({"estimate": planned.as_dict()} if planned else {}))
+            start = settled_k(history, spec) if auto and resume is None else None
             if calibrate_only:
-                calibration_run(s, rd, shape, auto)
+                calibration_run(s, rd, shape, auto, start)
                 _keep_calibrations(history_file, estimate.calibration_record(rd, s.spec, s.calibrated), log)
                 return rd.path
-            before_sweep(s, rd, shape, auto=auto, calibrate=calibrate, fresh=resume is None)
+            before_sweep(s, rd, shape, auto=auto, calibrate=calibrate, fresh=resume is None, start=start)
             s.eta = estimate.Eta(rd, s.spec, shape.emulated, clock, history)
             clock.sweep_started()
             s.sweep_all()

@@ -128,7 +128,7 @@ def test_a_slower_testbed_gets_a_larger_k(testbed, tmp_path):
     assert k1 > k0, (why0, why1)
     # each `rainmaker calibrate` left its calibration in the testbed's history, where the
     # next `plan` reads it (estimate.py)
-    from orchestrator.experiment import estimate
+    from orchestrator.experiment import history
 
-    recs = [r for r in estimate.read_history(estimate.history_path(inv)) if r["kind"] == "calibration"]
+    recs = [r for r in history.read_history(history.history_path(inv)) if r["kind"] == "calibration"]
     assert [r["calibrated"][-1]["round_trip_us"]["mean"] for r in recs[-2:]] == [rt0["mean"], rt1["mean"]]

@@ -255,3 +255,39 @@ def test_each_point_and_client_draws_its_own_arrivals_the_same_in_every_run():
     by_segment = [client_seed(p, 0, i) for i in range(1, 16)]
     assert len(set(by_segment)) == 15 and client_seed(p, 0) not in by_segment
     assert client_seed(p, 0, 3) == client_seed(p, 0, 3)
+
+
+@pytest.mark.parametrize(
+    "settled, overhead_at, ks, k_final",
+    [
+        # where the last run settled, held: 695 us at k = 2000 asks for 1,390 (the k = 100
+        # calibration's 491 us, which would have asked for 1,000, is never made)
+        (2000.0, lambda k: 491.0 if k == 100 else 695.0, [2000], 2000),
+        # 622 us at 1000 asks for 1,244, within 25% of it: held
+        (1000.0, lambda k: 622.0, [1000], 1000),
+        # 700 us at 1000 asks for 1,400, beyond the spread: raised, and checked there
+        (1000.0, lambda k: 700.0, [1000, 2000], 2000),
+    ],
+)
+def test_auto_dilation_starts_where_the_last_run_of_the_spec_settled(tmp_path, settled, overhead_at, ks, k_final):
+    from orchestrator.experiment.dilation import choose_dilation, start_at
+    from orchestrator.experiment.layout import RunDir
+    from orchestrator.experiment.plan import TestbedShape, plan
+    from orchestrator.experiment.sweep import Sweep
+
+    spec = _spec(emulated={"warmup_s": 1, "measure_s": 200})
+    shape = TestbedShape(worker_hosts=2, client_hosts=1, emulated=True)
+    points = plan(spec, shape)
+    assert points[0].dilation == 100
+    rd = RunDir(tmp_path)
+    rd.write_manifest({"points": []})
+    runner = _Runner(points, overhead_at)
+    runner.sweep = Sweep(tmp_path, points, resume=False)
+    log = []
+    start_at(runner, rd, spec, shape, (settled, "where the last run settled"), log.append)
+    assert log[0].startswith(f"dilation: starting at k = {settled:g}, where the last run settled")
+    assert {p["dilation"] for p in rd.read_manifest()["points"]} == {settled}
+    cal = runner.calibrate()  # the run's first calibration, at the settled k
+    choose_dilation(runner, rd, spec, shape, cal, log.append, held=True)
+    assert runner.calibrated == ks
+    assert rd.read_manifest()["dilation"]["k"] == k_final == runner.points[0].dilation

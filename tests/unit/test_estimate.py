@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orchestrator.experiment import estimate
+from orchestrator.experiment import estimate, history
 from orchestrator.experiment.layout import RunDir
 from orchestrator.experiment.plan import TestbedShape, plan
 from orchestrator.experiment.spec import load
@@ -104,13 +104,13 @@ def test_auto_dilation_takes_the_k_the_last_calibration_asks_for(tmp_path):
 
 
 def test_history_keeps_the_newest_and_skips_a_torn_line(tmp_path, monkeypatch):
-    monkeypatch.setattr(estimate, "KEEP", 3)
-    path = tmp_path / "h" / estimate.HISTORY
+    monkeypatch.setattr(history, "KEEP", 3)
+    path = tmp_path / "h" / history.HISTORY
     for i in range(5):
-        estimate.append_history(path, last_run(spec=f"s{i}"))
+        history.append_history(path, last_run(spec=f"s{i}"))
     with path.open("a") as f:
         f.write('{"kind": "run", "spe')  # a run cut off while writing
-    got = estimate.read_history(path)
+    got = history.read_history(path)
     assert [r["spec"] for r in got] == ["s2", "s3", "s4"]
     assert estimate.accuracy(got)[-1].endswith("(-17%)")
 
@@ -121,10 +121,10 @@ def test_history_is_per_testbed_shape_not_per_slot(tmp_path, monkeypatch):
     class Inv:
         emulation, clients, workers, name = object(), [1], [1, 2], "emulated3"
 
-    assert estimate.history_path(Inv()) == tmp_path / "history" / "emulated-1c2w" / estimate.HISTORY
-    assert estimate.history_path(None) == estimate.history_path(Inv())
+    assert history.history_path(Inv()) == tmp_path / "history" / "emulated-1c2w" / history.HISTORY
+    assert history.history_path(None) == history.history_path(Inv())
     Inv.emulation, Inv.name = None, "lab/tofino 1"
-    assert estimate.history_path(Inv()).parent.name == "lab_tofino_1"
+    assert history.history_path(Inv()).parent.name == "lab_tofino_1"
 
 
 def finished_run(tmp_path, s) -> RunDir:
@@ -347,12 +347,30 @@ def test_rainmaker_calibrate_leaves_its_calibrations_for_the_next_estimate(tmp_p
     at_2000 = cal_at_k(2000, 400.0) | {"cpu": {"cores": 2, "idle_cores": 0.03, "per_request_ms": 45.0}}
     rec = estimate.calibration_record(rd, s, [at_2000 | {"point": {"id": "calibrate"}}])
     assert rec["kind"] == "calibration" and rec["k"] == 2000.0 and "point" not in rec["calibrated"][0]
-    path = tmp_path / "h" / estimate.HISTORY
-    estimate.append_history(path, run)
-    estimate.append_history(path, rec)
-    history = estimate.read_history(path)
-    assert [r["kind"] for r in history] == ["run", "calibration"]
-    e = estimate.estimate(s, SHAPE, history)
+    path = tmp_path / "h" / history.HISTORY
+    history.append_history(path, run)
+    history.append_history(path, rec)
+    recs = history.read_history(path)
+    assert [r["kind"] for r in recs] == ["run", "calibration"]
+    e = estimate.estimate(s, SHAPE, recs)
     assert e.low_s is None and not any("k may be" in b and "CPU" in b for b in e.basis)
-    assert estimate.last_alike(history, s) == (run, True)
-    assert estimate.accuracy(history) == estimate.accuracy([run])
+    assert estimate.last_alike(recs, s) == (run, True)
+    assert estimate.accuracy(recs) == estimate.accuracy([run])
+
+
+def test_an_automatic_k_starts_where_the_last_run_of_the_spec_settled(tmp_path):
+    """The estimate walks the ks as the run will: from the k the last run of this spec
+    settled at, held there within the overheads' spread, not from the planned k."""
+    s = spec_file(tmp_path, dilation={"emulated": "auto"}, emulated={"warmup_s": 1, "measure_s": 200})
+    # fig6a-emulated's: 491 us of overheads at k = 100 ask for 1,000, where 622 us ask for
+    # 1,244, within the spread: from k = 100 the walk ends at 1000; at 2000, 695 us ask
+    # for 1,390: from k = 2000 it ends there
+    cals = [cal_at_k(100, 491.0, 0.0), cal_at_k(1000, 622.0, 0.0), cal_at_k(2000, 695.0, 0.0)]
+    fresh = estimate.estimate(s, SHAPE, [last_run(calibration=None, calibrated=cals)])
+    assert fresh.k == 1000 and "calibrations at k = 100 then 1000 ask" in fresh.basis[0]
+    settled = last_run(spec="est", auto=True, k=2000.0, calibration=None, calibrated=cals)
+    assert history.settled_k([settled], s)[0] == 2000.0
+    e = estimate.estimate(s, SHAPE, [settled])
+    assert e.k == 2000 and "starting at k = 2000, where this testbed's last run of est settled" in e.basis[0]
+    assert "calibrations at k = 2000 ask" in e.basis[0]
+    assert history.settled_k([settled | {"spec": "other"}], s) is None  # another spec's k is not this one's
