@@ -290,11 +290,11 @@ def _stderr():
 
 
 def _tasks_file(inv: Inventory, work_dir: Path | None, work: Path) -> Path:
-    """An emulated testbed's counts go beside its run history (estimate.py), which
+    """An emulated testbed's counts go beside its run history (history.py), which
     outlives its slot (`testbed down` removes the slot, and so its work folder); other
     testbeds keep them in their work folder, as does a caller that chose that folder."""
     if inv.emulation is not None and work_dir is None:
-        from .experiment.estimate import history_path
+        from .experiment.history import history_path
 
         return history_path(inv).parent / TASKS_FILE
     return work / TASKS_FILE

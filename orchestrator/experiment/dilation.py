@@ -9,6 +9,7 @@ from dataclasses import asdict, replace
 from typing import Protocol
 
 from ..errors import RainmakerError, one_line
+from .history import Settled
 from .layout import RunDir
 from .plan import Point, TestbedShape, plan
 from .spec import Spec
@@ -42,17 +43,22 @@ CAL_REST_MAX_S = 3.0  # the longest the calibration waits for the pollers' long 
 MAX_CALIBRATIONS = 3  # auto dilation: the first at the planned k, then at most two raises
 
 
-def start_at(runner: Measures, rd: RunDir, spec: Spec, shape: TestbedShape, start: tuple[float, str], log) -> None:
+def start_at(runner: Measures, rd: RunDir, spec: Spec, shape: TestbedShape, start: Settled, log) -> None:
     """Before the first calibration of an automatic run: the points planned at the k
     where this testbed's last run of the spec settled (history.settled_k), which
     choose_dilation then holds unless its calibration asks for more. Without it, one
     calibration's noise at the planned k could put two runs of one spec on either side
     of a boundary (fig6a-emulated: 491 us of overheads at k = 100 in one, so k = 1000;
     626 us in the next, so k = 2000) and their windows and wall time twice apart."""
-    k, whence = start
+    from .calibrate import HELD_MARGIN
+
+    k = start.k
     if runner.points and runner.points[0].dilation == k:
         return
-    log(f"dilation: starting at k = {k:g}, {whence}; held unless a calibration there asks for more")
+    log(
+        f"dilation: starting at k = {k:g}, {start.whence}; held unless a calibration there asks for more than "
+        f"{1 + HELD_MARGIN:g} times it"
+    )
     _replan(runner, rd, plan(spec, shape, k=k))
 
 
@@ -77,13 +83,17 @@ def choose_dilation(
     ask for more is raised, up to MAX_CALIBRATIONS calibrations in all, never lowered
     (a smaller k was found wanting). The model beside each point takes the last one.
     `held`: the first calibration was at the k the last run settled at (start_at): it
-    too is raised only beyond the overheads' spread."""
+    is raised only beyond HELD_MARGIN, and the CPU bound takes the CPU per request of
+    the testbed's calibration at its smallest k (Settled.cpu), as a run from the planned
+    k would."""
     from . import calibrate as cal_mod
 
     whys: list[str] = []
     for i in range(MAX_CALIBRATIONS):
         planned = runner.points[0].dilation
-        k, why = cal_mod.choose_k(cal, spec, shape, hold=planned if i > 0 or held else None)
+        first_held = held and i == 0
+        margin = cal_mod.HELD_MARGIN if first_held else cal_mod.RAISE_MARGIN
+        k, why = cal_mod.choose_k(cal, spec, shape, hold=planned if i > 0 or held else None, margin=margin)
         if k == planned or (i > 0 and k < planned):
             whys.append(why if k == planned else f"{why}; k stays {planned:g}: a smaller k was found wanting")
             break

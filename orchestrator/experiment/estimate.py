@@ -355,9 +355,12 @@ def auto_k(
 
     k, ks = k0, [k0]
     first = calibration_at(known, k0, spread, cpu_scales)
+    if held and (low := [c for x, c in sorted(known.items()) if isinstance(c.get("cpu"), dict)]):
+        first = {**first, "cpu": low[0]["cpu"]}  # as the run takes it (history.Settled.cpu)
     cal = first
     for i in range(MAX_CALIBRATIONS):
-        nk, _ = calibrate.choose_k(cal, spec, shape, hold=k if i > 0 or held else None)
+        margin = calibrate.HELD_MARGIN if held and i == 0 else calibrate.RAISE_MARGIN
+        nk, _ = calibrate.choose_k(cal, spec, shape, hold=k if i > 0 or held else None, margin=margin)
         if nk == k or (i > 0 and nk < k) or i == MAX_CALIBRATIONS - 1:
             break
         k = nk
@@ -426,8 +429,8 @@ def estimate(spec: Spec, shape: TestbedShape, history: list[dict], *, where: str
     known = calibrations_by_k(history)
     planned = plan(spec, shape)
     start = settled_k(history, spec) if known and shape.emulated and spec.dilation.emulated == "auto" else None
-    k0 = start[0] if start else planned[0].dilation if planned else 1.0
-    k, ks, k_why = _k_of(spec, shape, known, k0, start)
+    k0 = start.k if start else planned[0].dilation if planned else 1.0
+    k, ks, k_why = _k_of(spec, shape, known, k0, (start.k, start.whence) if start else None)
     est = _at(spec, shape, last, known, planned, ks, k_why, where)
     if last is not None and not alike:
         est.basis.append(

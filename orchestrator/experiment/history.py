@@ -7,6 +7,7 @@ the last run of the same spec settled (settled_k)."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from .spec import Spec
@@ -64,13 +65,37 @@ def append_history(path: Path, record: dict) -> None:
     tmp.replace(path)
 
 
-def settled_k(history: list[dict], spec: Spec) -> tuple[float, str] | None:
+@dataclass(frozen=True)
+class Settled:
+    """Where the testbed's last automatic dilation of a spec settled (settled_k)."""
+
+    k: float
+    whence: str  # for the log: which record, and when
+    # the CPU a request costs as the testbed's calibration at its smallest k read it: the
+    # highest rate, where the CPU per request stands out best, as a run's own first
+    # calibration reads it (dilation.choose_dilation; a larger k's reads more)
+    cpu: dict | None
+
+
+def settled_k(history: list[dict], spec: Spec) -> Settled | None:
     """The k at which this testbed's last automatic dilation of this spec (a run's or
     `rainmaker calibrate`'s) settled, and whence: an automatic run starts there and holds
-    it (dilation.choose_dilation), so that its runs measure at one k."""
+    it (dilation.start_at), so that its runs measure at one k."""
     for r in reversed(history):
         k = r.get("k")
         if r.get("spec") == spec.name and r.get("auto") and isinstance(k, (int, float)) and k > 0:
             what = "run" if r.get("kind") == "run" else "`rainmaker calibrate`"
-            return float(k), f"where this testbed's last {what} of {spec.name} settled ({r.get('at')})"
+            return Settled(
+                float(k), f"where this testbed's last {what} of {spec.name} settled ({r.get('at')})", _cpu(history)
+            )
     return None
+
+
+def _cpu(history: list[dict]) -> dict | None:
+    with_cpu = [
+        c
+        for r in reversed(history)  # the newest first: min keeps it at a tie, as estimate.calibrations_by_k does
+        for c in [r.get("calibration"), *reversed(r.get("calibrated") or [])]
+        if isinstance(c, dict) and isinstance(c.get("k"), (int, float)) and isinstance(c.get("cpu"), dict)
+    ]
+    return min(with_cpu, key=lambda c: c["k"])["cpu"] if with_cpu else None

@@ -19,7 +19,7 @@ from ..inventory import Inventory
 from ..systems import get as get_system
 from .bench import Bench
 from .dilation import choose_dilation, probe_service, size_windows, start_at, with_service, with_windows
-from .history import append_history, history_path, read_history, settled_k
+from .history import Settled, append_history, history_path, read_history, settled_k
 from .layout import PREFLIGHT, RunDir
 from .machines import host_facts, shape_of
 from .plan import Point, TestbedShape, plan
@@ -122,7 +122,7 @@ def before_sweep(
     auto: bool,
     calibrate: bool,
     fresh: bool,
-    start: tuple[float, str] | None = None,
+    start: Settled | None = None,
 ) -> None:
     """On a shared-core testbed, calibrate (and choose k when it is automatic, from
     `start`, where the testbed's last run of the spec settled, if any); on a new run,
@@ -138,16 +138,20 @@ def before_sweep(
             start_at(s, rd, s.spec, shape, start, s.log)
         cal = s.calibrate()
         if auto and cal is not None:
-            choose_dilation(s, rd, s.spec, shape, cal, s.log, held=held)
+            choose_dilation(s, rd, s.spec, shape, _with_cpu(cal, start), s.log, held=held)
     if fresh and s.points and s.points[0].handler == "rocksdb":
         probe_service(s, rd, s.spec, shape, s.log)
     if fresh:
         size_windows(s, rd, s.spec, shape, s.log)
 
 
-def calibration_run(
-    s: Sweeper, rd: RunDir, shape: TestbedShape, auto: bool, start: tuple[float, str] | None = None
-) -> None:
+def _with_cpu(cal: dict, start: Settled | None) -> dict:
+    """The calibration the k is chosen on: started where the last run settled, with the
+    CPU per request of the testbed's calibration at its smallest k (Settled.cpu)."""
+    return {**cal, "cpu": start.cpu} if start is not None and start.cpu else cal
+
+
+def calibration_run(s: Sweeper, rd: RunDir, shape: TestbedShape, auto: bool, start: Settled | None = None) -> None:
     """`rainmaker calibrate`: the testbed's numbers, and a run whose points are todo."""
     if auto and start is not None:
         start_at(s, rd, s.spec, shape, start, s.log)
@@ -158,7 +162,7 @@ def calibration_run(
             fix="check the testbed with `rainmaker provision --verify` and `rainmaker switch status`",
         )
     if auto:
-        choose_dilation(s, rd, s.spec, shape, cal, s.log, held=start is not None)
+        choose_dilation(s, rd, s.spec, shape, _with_cpu(cal, start), s.log, held=start is not None)
 
 
 def _keep_calibrations(history_file: Path, rec: dict, log) -> None:

@@ -4,6 +4,7 @@ one light point, in testbed and paper time, as the model beside each point takes
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +12,8 @@ from orchestrator.experiment import calibrate
 from orchestrator.experiment.layout import PointDir
 from orchestrator.experiment.plan import Point
 from orchestrator.experiment.spec import Spec
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _first(k: float = 100.0) -> Point:
@@ -263,14 +266,16 @@ def test_each_point_and_client_draws_its_own_arrivals_the_same_in_every_run():
         # where the last run settled, held: 695 us at k = 2000 asks for 1,390 (the k = 100
         # calibration's 491 us, which would have asked for 1,000, is never made)
         (2000.0, lambda k: 491.0 if k == 100 else 695.0, [2000], 2000),
-        # 622 us at 1000 asks for 1,244, within 25% of it: held
-        (1000.0, lambda k: 622.0, [1000], 1000),
-        # 700 us at 1000 asks for 1,400, beyond the spread: raised, and checked there
-        (1000.0, lambda k: 700.0, [1000, 2000], 2000),
+        # fig6a-emulated's second run here: 828 us at 1000 ask for 1,656, within twice
+        # 1000 (the first run read 622 there): held
+        (1000.0, lambda k: 828.0, [1000], 1000),
+        # a testbed that became twice as slow: 1,100 us ask for 2,200: raised, and checked there
+        (1000.0, lambda k: 1100.0, [1000, 5000], 5000),
     ],
 )
 def test_auto_dilation_starts_where_the_last_run_of_the_spec_settled(tmp_path, settled, overhead_at, ks, k_final):
     from orchestrator.experiment.dilation import choose_dilation, start_at
+    from orchestrator.experiment.history import Settled
     from orchestrator.experiment.layout import RunDir
     from orchestrator.experiment.plan import TestbedShape, plan
     from orchestrator.experiment.sweep import Sweep
@@ -284,10 +289,35 @@ def test_auto_dilation_starts_where_the_last_run_of_the_spec_settled(tmp_path, s
     runner = _Runner(points, overhead_at)
     runner.sweep = Sweep(tmp_path, points, resume=False)
     log = []
-    start_at(runner, rd, spec, shape, (settled, "where the last run settled"), log.append)
+    start_at(runner, rd, spec, shape, Settled(settled, "where the last run settled", None), log.append)
     assert log[0].startswith(f"dilation: starting at k = {settled:g}, where the last run settled")
     assert {p["dilation"] for p in rd.read_manifest()["points"]} == {settled}
     cal = runner.calibrate()  # the run's first calibration, at the settled k
     choose_dilation(runner, rd, spec, shape, cal, log.append, held=True)
     assert runner.calibrated == ks
     assert rd.read_manifest()["dilation"]["k"] == k_final == runner.points[0].dilation
+
+
+def test_a_held_k_takes_the_cpu_per_request_of_the_highest_rate_calibration(tmp_path):
+    """The CPU a request costs, read by a light point, grows with k (2.6 ms at k = 100,
+    8.82 at 1000 here): at a held k of 1000, its own would ask fig6a-emulated's highest
+    load for k = 5000, where the run that settled at 1000 (from k = 100) measured every
+    point valid. The CPU bound takes the k = 100 calibration's, as that run did."""
+    from orchestrator.experiment.history import settled_k
+    from orchestrator.experiment.plan import TestbedShape
+    from orchestrator.experiment.run import _with_cpu
+    from orchestrator.experiment.spec import load as load_spec
+
+    spec = load_spec(REPO / "experiments/fig6a-emulated.yaml")
+    shape = TestbedShape(worker_hosts=2, client_hosts=1, emulated=True)
+    cpu = lambda per: {"cores": 2, "idle_cores": 0.011, "per_request_ms": per}  # noqa: E731
+    at_1000 = {**_cal(828.0 - 37.3), "service_overshoot_us": 37.3, "k": 1000.0, "cpu": cpu(8.82)}
+    run = {"kind": "run", "spec": spec.name, "auto": True, "k": 1000.0, "at": "then",
+           "calibration": {**_cal(600.0), "k": 1000.0, "cpu": cpu(7.06)},
+           "calibrated": [{**_cal(456.0), "k": 100.0, "cpu": cpu(2.6)}]}  # fmt: skip
+    start = settled_k([run], spec)
+    assert start.k == 1000 and start.cpu["per_request_ms"] == 2.6
+    own, _ = calibrate.choose_k(at_1000, spec, shape, hold=1000.0, margin=calibrate.HELD_MARGIN)
+    assert own == 5000
+    k, why = calibrate.choose_k(_with_cpu(at_1000, start), spec, shape, hold=1000.0, margin=calibrate.HELD_MARGIN)
+    assert k == 1000, why

@@ -369,7 +369,7 @@ def test_an_automatic_k_starts_where_the_last_run_of_the_spec_settled(tmp_path):
     fresh = estimate.estimate(s, SHAPE, [last_run(calibration=None, calibrated=cals)])
     assert fresh.k == 1000 and "calibrations at k = 100 then 1000 ask" in fresh.basis[0]
     settled = last_run(spec="est", auto=True, k=2000.0, calibration=None, calibrated=cals)
-    assert history.settled_k([settled], s)[0] == 2000.0
+    assert history.settled_k([settled], s).k == 2000.0
     e = estimate.estimate(s, SHAPE, [settled])
     assert e.k == 2000 and "starting at k = 2000, where this testbed's last run of est settled" in e.basis[0]
     assert "calibrations at k = 2000 ask" in e.basis[0]
