@@ -165,9 +165,8 @@ def calibration_run(s: Sweeper, rd: RunDir, shape: TestbedShape, auto: bool, sta
         choose_dilation(s, rd, s.spec, shape, _with_cpu(cal, start), s.log, held=start is not None)
 
 
-def _keep_calibrations(history_file: Path, rec: dict, log) -> None:
-    """A run's or a calibration's record, into the testbed's history (estimate.py)."""
-
+def _into_history(history_file: Path, rec: dict, log) -> None:
+    """A run's or a calibration's record, into the testbed's history (history.py)."""
     try:
         append_history(history_file, rec)
     except OSError as e:
@@ -240,7 +239,7 @@ def run(
             start = settled_k(history, spec) if auto and resume is None else None
             if calibrate_only:
                 calibration_run(s, rd, shape, auto, start)
-                _keep_calibrations(history_file, estimate.calibration_record(rd, s.spec, s.calibrated), log)
+                _into_history(history_file, estimate.calibration_record(rd, s.spec, s.calibrated), log)
                 return rd.path
             before_sweep(s, rd, shape, auto=auto, calibrate=calibrate, fresh=resume is None, start=start)
             s.eta = estimate.Eta(rd, s.spec, shape.emulated, clock, history)
@@ -267,7 +266,7 @@ def run(
         # a whole run, start to end, is what the next estimate goes by
         clock.calibrations, clock.calibrated = s.calibrations, s.calibrated
         rec = estimate.record(rd, s.spec, clock, planned.as_dict())
-        _keep_calibrations(history_file, rec, log)
+        _into_history(history_file, rec, log)
         log(f"took {estimate.fmt(rec['wall_s'])}; estimated {planned.text()} (history: {history_file})")
     log.close()
     return rd.path
