@@ -345,8 +345,8 @@ class Coordinator:
         for tb in self.prepared:
             if tb in self.lost or tb not in answered:  # a testbed whose worker is gone or wedged
                 self._down_if_here(tb)
-        try:
-            self.client.unregister_worker_plugin(st.PLUGIN_PREFIX + self.order.key)
+        try:  # bounded: a wedged worker never answers
+            _bounded(lambda: self.client.unregister_worker_plugin(st.PLUGIN_PREFIX + self.order.key), STOP_TIMEOUT_S)
         except Exception:  # noqa: BLE001 - a worker that left has nothing to unregister
             pass
         for topic in (st.EVENTS_PREFIX + self.order.key, "all"):  # else the scheduler writes to a closed client

@@ -29,7 +29,11 @@ from orchestrator.experiment.run import run
 from orchestrator.testbed.emulated import slot_in_use
 from tests.integration.test_sweep import spec_file
 
-pytestmark = pytest.mark.integration
+# `alone` (make test's second phase, one process): in the parallel phase, beside two
+# other test processes, a Dask worker of this file wedged twice (every thread in a futex
+# wait, its event loop deaf) while its testbed calibrated; run by itself, in a fresh
+# process, 11 of 11 passed, 5 of them with both cores kept busy. The cause is not known.
+pytestmark = [pytest.mark.integration, pytest.mark.alone]
 
 BASE = int(os.environ.get("RAINMAKER_TEST_SLOT", "9"))
 SLOTS = [(BASE + 1) % 16, (BASE + 2) % 16]
