@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import queue
-import re
 import socket
 import threading
 import time
@@ -34,7 +33,7 @@ from ..errors import RainmakerError, one_line
 from ..experiment.layout import TESTBEDS, RunDir, atomic_replace
 from ..experiment.plan import Point
 from ..experiment.sweep import DONE, FAILED, RUNNING, Sweep
-from . import agreement, shard
+from . import agreement, shard, stacks
 from . import station as st
 from .connect import RESOURCE, Pool
 
@@ -69,6 +68,7 @@ class Coordinator:
         self.on: dict[str, str] = {}  # point id -> the testbed measuring it now
         self.unprepared: dict[str, str] = {}  # worker -> why its testbed measures nothing
         self.said: dict[str, tuple[float, str]] = {}  # testbed id -> when it last said what
+        self.at: dict[str, dict] = {}  # worker -> where its station is: testbed, host, slot, pid, stacks
         self.t0 = time.monotonic()
 
     # -- events (Dask calls these on its own thread: they only queue) ------------------
@@ -92,6 +92,8 @@ class Coordinator:
     def _line(self, msg: dict) -> None:
         tb, line = msg.get("testbed"), str(msg.get("line", ""))
         self.said[str(tb)] = (time.monotonic(), line)
+        if msg.get("worker"):
+            self.at[str(msg["worker"])] = {k: msg.get(k) for k in ("testbed", "host", "slot", "pid", "stacks")}
         self.log(f"[{tb}] {line}")
         pid = msg.get("point")
         if msg.get("started") and pid in self.points and self.sweep.state[pid].status != DONE:
@@ -125,16 +127,20 @@ class Coordinator:
             self.log("no testbed is left to measure on")
 
     def _down_if_here(self, tb: str) -> None:
-        """A lost testbed on this machine goes down here: its worker cannot take it down."""
+        """A lost testbed on this machine goes down here: its worker cannot take it down.
+        A prepared one's slot is in what it returned, one that never was prepared in what
+        its station said (`at`)."""
         p = self.prepared.get(tb)
-        if p is None or p.host != socket.gethostname() or tb in self.downed:
+        host, slot = (p.host, p.slot) if p else next(((a["host"], a["slot"]) for a in self.at.values()
+                                                       if a.get("testbed") == tb), (None, None))  # fmt: skip
+        if host != socket.gethostname() or not isinstance(slot, int) or tb in self.downed:
             return
         self.downed.add(tb)
         from ..testbed.emulated import EmulatedTestbed
 
         try:
-            EmulatedTestbed(p.slot).down(log=lambda m: None)
-            self.log(f"testbed {tb} (slot {p.slot} of this machine) taken down")
+            EmulatedTestbed(slot).down(log=lambda m: None)
+            self.log(f"testbed {tb} (slot {slot} of this machine) taken down")
         except RainmakerError as e:
             self.log(f"taking lost testbed {tb} down: {one_line(e)}")
 
@@ -171,11 +177,13 @@ class Coordinator:
             now = time.monotonic()
             if pending and (now - said >= PREPARE_SAY_S or now - t0 > max_s):
                 said = now
-                where = self._where({f.key for f in pending})
+                where = self._where({f.key: futs[f] for f in pending})
                 for f in sorted(pending, key=lambda f: futs[f]):
                     self.log(f"still preparing the testbed of worker {futs[f]} after {now - t0:.0f} s: {where(f.key)}")
                     if now - t0 > max_s:
-                        f.cancel()  # Dask cannot stop a running task: close() takes its testbed down
+                        # Dask cannot stop a running task: close() takes its testbed down
+                        # (its station, or here if its worker of this machine is wedged)
+                        f.cancel()
                         pending.discard(f)
                         self._unprepared(futs[f], f"not prepared in {max_s:.0f} s; {where(f.key)}")
         self.drain()
@@ -190,15 +198,17 @@ class Coordinator:
         self.unprepared[worker] = why
         self.log(f"the testbed of worker {worker} was not prepared: {why}")
 
-    def _where(self, keys: set[str]):
+    def _where(self, workers: dict[str, str]):
         """key -> where that task is now: rainmaker's innermost frames of its call stack
-        (Dask's), and what its testbed last said."""
+        (Dask's; of every thread, by faulthandler, from a worker of this machine too
+        wedged to answer), and what its testbed last said."""
         try:
-            stacks = _bounded(lambda: self.client.call_stack(keys=list(keys)), 30.0) or {}
+            got = _bounded(lambda: self.client.call_stack(keys=list(workers)), 30.0) or {}
         except Exception as e:  # noqa: BLE001 - the worker may be too wedged to answer
-            stacks = {}
+            got = {}
             self.log(f"asking the workers where they are: {one_line(e)}")
-        found = {k: frames for per in stacks.values() if isinstance(per, dict) for k, frames in per.items()}
+        found = {k: frames for per in got.values() if isinstance(per, dict) for k, frames in per.items()}
+        dumped = {k: self._dumped(w) for k, w in workers.items() if not _our_frames(found.get(k) or [])}
         now = time.monotonic()
         words = "; ".join(
             f"{tb} said {now - t:.0f} s ago: {line[:160]!r}"
@@ -208,9 +218,29 @@ class Coordinator:
 
         def where(key: str) -> str:
             stack = _our_frames(found.get(key) or [])
-            return (f"in {stack}" if stack else "its call stack not known") + (f"; {words}" if words else "")
+            said = f"in {stack}" if stack else dumped.get(key) or "its call stack not known"
+            return said + (f"; {words}" if words else "")
 
         return where
+
+    def _dumped(self, worker: str) -> str | None:
+        """A local worker's every thread, by faulthandler (stacks.py), kept in the run
+        folder (testbeds/<id>/stacks.txt); what to say of it."""
+        a = self.at.get(worker) or {}
+        if a.get("host") != socket.gethostname() or not a.get("pid") or not a.get("stacks"):
+            return None
+        text = stacks.dump(int(a["pid"]), str(a["stacks"]))
+        if not text:
+            return None
+        d = self.rd.path / TESTBEDS / str(a.get("testbed") or worker.replace("/", "_").replace(":", "_"))
+        d.mkdir(parents=True, exist_ok=True)
+        with open(d / "stacks.txt", "a") as f:
+            f.write(f"# {time.strftime('%H:%M:%S')}, {time.monotonic() - self.t0:.0f} s into the run\n{text}\n")
+        ours = stacks.frames(text)
+        rel = (d / "stacks.txt").relative_to(self.rd.path)
+        return f"every thread's stack in {rel} (faulthandler), rainmaker's: " + (
+            " | ".join(ours) if ours else "none (the threads are all in Dask's or the libraries' code)"
+        )
 
     def _prepared(self, f, worker: str) -> None:
         if f.status != "finished":
@@ -345,6 +375,10 @@ class Coordinator:
         for tb in self.prepared:
             if tb in self.lost or tb not in answered:  # a testbed whose worker is gone or wedged
                 self._down_if_here(tb)
+        for w in self.unprepared:  # left out while preparing: its worker may be wedged (CI saw one)
+            tb = (self.at.get(w) or {}).get("testbed")
+            if tb and tb not in answered:
+                self._down_if_here(str(tb))
         try:  # bounded: a wedged worker never answers
             _bounded(lambda: self.client.unregister_worker_plugin(st.PLUGIN_PREFIX + self.order.key), STOP_TIMEOUT_S)
         except Exception:  # noqa: BLE001 - a worker that left has nothing to unregister
@@ -417,23 +451,9 @@ def _wait(futures: set) -> tuple[set, set]:
 
 def _our_frames(frames: list[str], most: int = 5) -> str:
     """The innermost of rainmaker's frames of a Dask call stack (profile.repr_frame's
-    'File "F", line N, in FUNC' lines), as module.func:line, outermost first."""
-    out = []
-    for fr in frames:
-        head = str(fr).strip().splitlines()[0] if str(fr).strip() else ""
-        m = _FRAME.match(head)
-        if m is None:
-            continue
-        path, line, func = m.groups()
-        for root in ("/orchestrator/", "/hosts/", "/switch/"):
-            if root in path:
-                mod = (root.strip("/") + "/" + path.split(root, 1)[1]).removesuffix(".py").replace("/", ".")
-                out.append(f"{mod}.{func}:{line}")
-                break
-    return " > ".join(out[-most:])
-
-
-_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+    lines), as module.func:line, outermost first."""
+    names = [n for fr in frames if (n := stacks.frame_name(str(fr).strip().split("\n", 1)[0]))]
+    return " > ".join(names[-most:])
 
 
 def _why(f) -> str:

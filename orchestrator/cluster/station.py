@@ -103,8 +103,11 @@ class TestbedPlugin(WorkerPlugin):
         self.station: Station | None = None
 
     def setup(self, worker) -> None:
+        from . import stacks
+
         self.worker = worker
         self.lock = threading.Lock()  # made here: the plugin travels pickled
+        self.stacks = stacks.arm(worker.local_directory)  # where the coordinator reads a wedged worker
 
     def teardown(self, worker) -> None:
         if self.station is not None:
@@ -128,7 +131,7 @@ def _station(key: str) -> Station:
     p = _plugin(key)
     with p.lock:
         if p.station is None:
-            p.station = Station(p.order, p.worker)
+            p.station = Station(p.order, p.worker, p.stacks)
         return p.station
 
 
@@ -160,8 +163,8 @@ async def close(key: str, dask_worker=None) -> dict | None:
 
 
 class Station:
-    def __init__(self, order: Order, worker):
-        self.order, self.worker = order, worker
+    def __init__(self, order: Order, worker, stacks: str | None = None):
+        self.order, self.worker, self.stacks = order, worker, stacks
         self.cpus = list(order.cpus.get(worker.address, []))
         self.slot: int | None = order.slots.get(worker.address)
         self.host = socket.gethostname()
@@ -180,8 +183,14 @@ class Station:
         it says in data, e.g. point and started)."""
         if self.runlog is not None:
             self.runlog(line)
+        # where this station is, so that the coordinator can read a wedged worker's stacks
+        # and take down the testbed of one that never finished preparing
+        here = {"worker": self.worker.address, "host": self.host, "slot": self.slot, "pid": os.getpid()}
         try:
-            self.worker.log_event(EVENTS_PREFIX + self.order.key, {"testbed": self.id, "line": line, **about})
+            self.worker.log_event(
+                EVENTS_PREFIX + self.order.key,
+                {"testbed": self.id, "line": line, **here, "stacks": self.stacks, **about},
+            )
         except Exception:  # noqa: BLE001 - the line is in the shard's run.log whatever the link does
             pass
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import tarfile
 from pathlib import Path
 
@@ -274,3 +275,88 @@ def test_a_testbed_stuck_while_preparing_is_said_where_and_left_out(tmp_path, mo
     m = rd.read_manifest()
     assert list(m["testbeds"]) == [f"tb-{ready.rsplit(':', 1)[1]}"]
     assert m["cluster"]["unprepared"] == c.unprepared
+
+
+# -- a worker too wedged to answer -----------------------------------------------------
+WEDGED = """
+import sys, threading
+from pathlib import Path
+from orchestrator.cluster import stacks
+from orchestrator.testbed.measure_lock import measuring
+print("armed", stacks.arm(sys.argv[1]), flush=True)
+threading.Thread(target=threading.Event().wait, daemon=True).start()  # a second thread, not ours
+with measuring(5, "calibrate", lambda m: print(m, flush=True), cpus=[0], directory=Path(sys.argv[1]), wait_max_s=60):
+    pass
+"""
+
+
+def test_a_wedged_process_writes_every_threads_stack_on_the_signal(tmp_path):
+    """stacks.py: a process that armed it writes its threads' stacks on the signal
+    while its main thread waits (faulthandler, in C); the coordinator's reading names
+    rainmaker's frames. A process that did not arm it is not signalled (the signal's
+    default action would end it)."""
+    import fcntl
+    import subprocess
+    import sys
+
+    from orchestrator.cluster import stacks
+    from orchestrator.testbed.measure_lock import lock_path
+
+    held = open(lock_path(tmp_path, 0), "a")  # noqa: SIM115 - held while the process waits for it
+    fcntl.flock(held, fcntl.LOCK_EX)
+    p = subprocess.Popen([sys.executable, "-c", WEDGED, str(tmp_path)], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    other = subprocess.Popen(["sleep", "30"])
+    try:
+        path = p.stdout.readline().split()[1]
+        assert "waiting for this machine's cores" in p.stdout.readline()  # inside measuring's wait
+        text = stacks.dump(p.pid, path)
+        assert text and text.count("Thread 0x") + text.count("Current thread 0x") == 2, text
+        ours = stacks.frames(text)
+        assert len(ours) == 1 and re.fullmatch(r"orchestrator\.testbed\.measure_lock\.measuring:\d+", ours[0]), ours
+        assert stacks.dump(p.pid, path) is not None  # again: the handler stays
+        assert stacks.dump(other.pid, path) is None and other.poll() is None  # not its file: left alone
+    finally:
+        for q in (p, other):
+            q.kill()
+            q.wait()
+        held.close()
+
+
+class _WedgedClient:
+    """A Dask client whose every worker is wedged: Client.run never answers."""
+
+    def run(self, *a, **kw):
+        raise TimeoutError("a worker did not answer in 180 s")
+
+    def unregister_worker_plugin(self, name):
+        pass
+
+    def unsubscribe_topic(self, topic):
+        pass
+
+
+def test_a_testbed_left_out_while_preparing_goes_down_here_when_its_worker_is_wedged(tmp_path, monkeypatch):
+    """A testbed that never finished preparing on this machine, whose worker answers
+    nothing, is taken down by the coordinator at close, from where its station said it
+    was (seen in CI: one stayed up until the test's fixture took its slot down); one of
+    another machine is not touched."""
+    import socket
+    from types import SimpleNamespace
+
+    from orchestrator.cluster import coordinator as co
+    from orchestrator.experiment.layout import RunDir
+    from orchestrator.testbed.emulated import EmulatedTestbed
+
+    downs: list[int] = []
+    monkeypatch.setattr(EmulatedTestbed, "down", lambda self, log=print: downs.append(self.slot) or [])
+    rd = RunDir.new(tmp_path, "demo", "now")
+    lines: list[str] = []
+    order = SimpleNamespace(key="demo/now/1")
+    c = co.Coordinator(SimpleNamespace(client=_WedgedClient()), rd, None, None, [], None, order, lines.append, None)
+    for w, host, slot in (("tcp://10.0.0.1:1", socket.gethostname(), 7), ("tcp://10.0.0.2:1", "elsewhere", 8)):
+        c._line({"testbed": f"{host}-s{slot}", "line": "calibrating the testbed...", "worker": w, "host": host,
+                 "slot": slot, "pid": 1, "stacks": None})  # fmt: skip
+        c._unprepared(w, "not prepared in 300 s")
+    c.close()
+    assert downs == [7], lines
+    assert f"testbed {socket.gethostname()}-s7 (slot 7 of this machine) taken down" in lines
