@@ -100,6 +100,29 @@ def test_a_drifting_window_is_not_stationary(tmp_path):
     assert c.detail["client0"]["second_p99_us"] > 1.4 * c.detail["client0"]["first_p99_us"]
 
 
+def _two_modes(shift_ns: float, seed: int = 11) -> np.ndarray:
+    """A bimodal 10/110 us service at k = 1000 (10 and 110 ms of testbed time, 90/10)
+    plus a host overhead of about 0.2 ms, whose second half is `shift_ns` later."""
+    rng = np.random.default_rng(seed)
+    x = np.where(rng.random(20_000) < 0.9, 10e6, 110e6) + rng.normal(2e5, 2e4, 20_000)
+    x[10_000:] += shift_ns
+    return x
+
+
+def test_halves_closer_than_the_histograms_resolve_are_not_a_drift(tmp_path):
+    """The p99 in a mode of one service time: the order statistics' spread is near
+    nothing, so a shift of 40 us on 110 ms of testbed time (0.04%, 0.04 us of paper
+    time) would fail; no quantile the run reports resolves it (1/1024), and the check
+    says the floor is the histograms'. A shift of 0.5% is beyond it, and fails."""
+    assert sc.RESOLUTION == 1 / 1024
+    tiny = _verdict(_point(tmp_path / "a", trace=trace(_two_modes(40e3)))).check("stationarity")
+    d = tiny.detail["client0"]
+    assert tiny.passed is True and d["by"] == "resolution" and d["limit"] == round(1 / 1024, 6), tiny.message
+    assert 0.0002 < d["rel_diff"] < 1 / 1024 and "the histograms' resolution" in tiny.message
+    real = _verdict(_point(tmp_path / "b", trace=trace(_two_modes(550e3)))).check("stationarity")
+    assert real.passed is False and "drifted" in real.message and real.detail["client0"]["rel_diff"] > 0.004
+
+
 def test_a_trace_without_latencies_is_not_run_and_says_why(tmp_path):
     old = "lcore,client_id,request_id,class,intended_ns,sent_ns\n0,0,0,task,600000000,600000100\n"
     v = _verdict(_point(tmp_path, trace=old))
