@@ -44,9 +44,13 @@ LONGEST_FIRST = (
     "tests/integration/test_provision_hosts.py",
     "tests/integration/test_tofino_sde.py",
     "tests/integration/test_points_back_to_back.py",
+    "tests/switch/test_p4_compile.py",
+    "tests/integration/test_bastion.py",
+    "tests/integration/test_serve_browser.py",
     "tests/integration/test_sweep.py",
-    "tests/integration/test_two_testbeds.py",
-    "tests/integration/test_cluster_run.py",
+    "tests/unit/test_sim_rpc.py",
+    "tests/integration/test_sweep_faults.py",
+    "tests/unit/test_ansible_lint.py",
 )
 
 
