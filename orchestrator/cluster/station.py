@@ -107,7 +107,10 @@ class TestbedPlugin(WorkerPlugin):
 
         self.worker = worker
         self.lock = threading.Lock()  # made here: the plugin travels pickled
-        self.stacks = stacks.arm(worker.local_directory)  # where the coordinator reads a wedged worker
+        try:  # where the coordinator reads a wedged worker's threads
+            self.stacks: str | None = stacks.arm(worker.local_directory)
+        except (OSError, ValueError, RuntimeError):  # e.g. a directory it cannot write: the run goes on
+            self.stacks = None
 
     def teardown(self, worker) -> None:
         if self.station is not None:
