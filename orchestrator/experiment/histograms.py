@@ -55,15 +55,15 @@ class Layout:
     def sub_bucket_count(self) -> int:
         return 1 << (self.half_mag + 1)
 
+    @cached_property
+    def half_count(self) -> int:
+        return self.sub_bucket_count // 2
+
     @property
     def relative_resolution(self) -> float:
         """The widest bucket as a share of its values (1/1024 at 3 significant figures):
         two values closer than this may be one value to every quantile read here."""
-        return 1.0 / (self.sub_bucket_count // 2)
-
-    @cached_property
-    def half_count(self) -> int:
-        return self.sub_bucket_count // 2
+        return 1.0 / self.half_count
 
     @cached_property
     def counts_len(self) -> int:

@@ -47,7 +47,7 @@ from pathlib import Path
 
 from .histograms import HIGHEST, LOWEST, SIGFIGS, Layout
 from .points import ALL, PointData, read_model_info
-from .verdict import Check
+from .verdict import Check, pct
 
 EXTRA_DEFAULTS = {
     # lag-1 Spearman: correlated below this p-value; the suite's goodness-of-fit level
@@ -358,8 +358,8 @@ def check_stationarity(
         src = f"the histograms' resolution, wider than {src}"
     msg = (
         f"{worst}: p99 of the window's first half {d['first_p99_us']:,.1f} us, second half "
-        f"{d['second_p99_us']:,.1f} us (testbed time): {100 * d['rel_diff']:.2g}% apart, "
-        f"{'within' if worst_r <= 1 else 'beyond'} the {100 * d['limit']:.2g}% two half windows differ by "
+        f"{d['second_p99_us']:,.1f} us (testbed time): {pct(d['rel_diff'])} apart, "
+        f"{'within' if worst_r <= 1 else 'beyond'} the {pct(d['limit'])} two half windows differ by "
         f"at {confidence:.1%} (by {src})"
     )
     if worst_r > 1:
