@@ -94,7 +94,7 @@ demo: setup
 # paused meanwhile (tests/quiet_machine.py; RAINMAKER_TEST_PAUSE=0 leaves it be). Where
 # the time went: the 15 slowest tests, and every test file's total.
 test: setup
-	$(BIN)/python -m pytest -n 3 --dist loadfile -m "not alone" --durations=15 --file-durations=1000
+	$(BIN)/python -m pytest -n 3 --dist loadfile --no-loadscope-reorder -m "not alone" --durations=15 --file-durations=1000
 	$(BIN)/python -m tests.quiet_machine -- $(BIN)/python -m pytest -m alone
 
 # The papers' figures on the simulated testbed, every system each spec lists (Rain and

@@ -10,7 +10,9 @@ test file runs whole in one process (its tests share fixtures and namespace name
 provisioning test is in tests/integration/test_provision_hosts.py, so one process
 converges its testbed from scratch, once (`provisioned`). (`--dist loadgroup` would
 keep several files together, but xdist 3.8 cannot regroup tests under pytest 9: it
-rewrites a node id attribute pytest 9 no longer has.)
+rewrites a node id attribute pytest 9 no longer has.) The files start longest first
+(LONGEST_FIRST); `--no-loadscope-reorder` keeps xdist (3.7 and later) from putting the
+files with the most tests first instead.
 
 A test marked `alone` measures timing on its testbed (an adaptation racing a load, the
 CPU an idle testbed uses): the other processes would starve its testbed of this
@@ -45,12 +47,18 @@ LONGEST_FIRST = (
     "tests/integration/test_tofino_sde.py",
     "tests/integration/test_points_back_to_back.py",
     "tests/switch/test_p4_compile.py",
-    "tests/integration/test_bastion.py",
     "tests/integration/test_serve_browser.py",
     "tests/integration/test_sweep.py",
-    "tests/unit/test_sim_rpc.py",
-    "tests/integration/test_sweep_faults.py",
+    "tests/integration/test_bastion.py",
     "tests/unit/test_ansible_lint.py",
+    "tests/unit/test_sim_rpc.py",
+    "tests/integration/test_client.py",
+    "tests/integration/test_remote_local_sshd.py",
+    "tests/unit/test_preflight.py",
+    "tests/integration/test_sweep_faults.py",
+    "tests/integration/test_worker_ibverbs.py",
+    "tests/integration/test_point_faults.py",
+    "tests/unit/test_sim_run.py",
 )
 
 
