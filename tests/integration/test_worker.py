@@ -42,8 +42,10 @@ def built():
 
 
 @pytest.fixture(scope="module")
-def pair(built):
-    with NetnsPair(TAG) as p:
+def pair(built, request):
+    # The namespaces of the module that asks (its TAG): test_worker_kv.py takes this
+    # fixture, and make test may run it in another process while this file runs.
+    with NetnsPair(getattr(request.module, "TAG", TAG)) as p:
         yield p
 
 

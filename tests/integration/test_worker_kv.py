@@ -14,6 +14,8 @@ from hosts import kv, proto
 from tests.integration.test_worker import Switch, Worker, built, pair  # noqa: F401 (fixtures)
 from tests.netpeer import parse_udp
 
+TAG = "rmtk"  # its own namespaces (test_worker.py's `pair` reads it): that file may run at the same time
+
 pytestmark = pytest.mark.integration
 
 KEYS, ITEM, SEED = 3000, 100, 5
