@@ -229,19 +229,12 @@ def start_load(b: Bench, r: Ready) -> Load:
     b.tb.parallel(lambda n: b.signal(n, s.workers[n]), list(s.workers))
     if a.system.tokens_first:  # the baselines' workers hold nothing in the switch before the load
         b.switch.await_tokens(int(p.params.get("initial_quota", 1)) * s.threads * len(inv.workers))
-    cpu = None
-    if a.kind == CALIBRATION and inv.shared_system:  # this machine's cores are the testbed's
-        machines = {m.name: m.netns for m in [inv.switch, *inv.hosts] if m.netns}
-        idle = idle_cpu(machines, agent_config.long_idle_s(agent_config.mean_service_ns(b.spec, p)))
-        cpu = {"machines": machines, "idle": idle}
+    cpu = idle_marks(b, a)
     ctl_lock = threading.Lock()
     sampler = QueueSampler(ctl, p.warmup_s + p.measure_s, ctl_lock)
     try:
         coordinator = _coordinator(b, r, ctl_lock)
-        if cpu is not None:
-            cpu["busy0"] = mark(cpu["machines"])
-        # this machine's cores (on a shared-core testbed, the testbed's), or those it is confined to
-        cpu_w0, steal0 = time.monotonic(), steal_s(confined_to(inv) or None)
+        cpu = load_marks(b, cpu)
         delivered = b.tb.parallel(lambda n: b.signal(n, s.clients[n]), list(s.clients))
     except BaseException:
         sampler.stop(a.pd)
@@ -250,8 +243,49 @@ def start_load(b: Bench, r: Ready) -> Load:
     sampler.load_started(first)
     if coordinator is not None:
         coordinator.start(first)
-    cpu = (cpu or {}) | {"w0": cpu_w0, "steal0": steal0}
     return Load(r, sampler, coordinator, links_before, t_links, first, time.monotonic() - a.t0, cpu)
+
+
+def idle_marks(b: Bench, a: Attempt) -> dict | None:
+    """A calibration's idle testbed on a shared-core testbed (idle_cpu): its programs
+    up, no load yet. None for any other measurement."""
+    inv = b.inv
+    if a.kind != CALIBRATION or not inv.shared_system:  # this machine's cores are the testbed's
+        return None
+    machines = {m.name: m.netns for m in [inv.switch, *inv.hosts] if m.netns}
+    idle = idle_cpu(machines, agent_config.long_idle_s(agent_config.mean_service_ns(b.spec, a.p)))
+    return {"machines": machines, "idle": idle}
+
+
+def load_marks(b: Bench, cpu: dict | None) -> dict:
+    """Just before the load starts: the testbed's CPU so far (a calibration's), and the
+    hypervisor's steal on this machine's cores (on a shared-core testbed, the
+    testbed's), or on those it is confined to."""
+    if cpu is not None:
+        cpu["busy0"] = mark(cpu["machines"])
+    return (cpu or {}) | {"w0": time.monotonic(), "steal0": steal_s(confined_to(b.inv) or None)}
+
+
+def write_cpu(b: Bench, a: Attempt, cpu: dict, t1: float) -> None:
+    """cpu.json, on a shared-core testbed: the hypervisor's share of the testbed's cores
+    during the load (a VM's steal time: while it runs something else, the client cannot
+    keep its schedule, and the validity checks of that schedule say so), and a
+    calibration's CPU (calibrate.summarise: the CPU a request costs)."""
+    inv, p = b.inv, a.p
+    if not inv.shared_system:
+        return
+    w0, own, n = cpu["w0"], confined_to(inv), testbed_cores(inv)
+    out = {"cores": n, "steal_share": round((steal_s(own or None) - cpu["steal0"]) / ((t1 - w0) * n), 5)}
+    if "busy0" in cpu:
+        out.update(
+            cpu["idle"],
+            load_busy_s=round(used_s(cpu["busy0"], mark(cpu["machines"])), 3),
+            load_wall_s=round(t1 - w0, 3),
+            requests=round(p.offered_rps * (p.warmup_s + p.measure_s)),
+        )
+        if own:  # the calibration: does every thread of the testbed, its programs up, stay on them?
+            out.update(cpus=own, outside=[asdict(t) for t in outside(cpu["machines"], own)])
+    a.pd.write_cpu(out)
 
 
 def _coordinator(b: Bench, r: Ready, ctl_lock: threading.Lock) -> Coordinator | None:
@@ -277,7 +311,7 @@ def _coordinator(b: Bench, r: Ready, ctl_lock: threading.Lock) -> Coordinator | 
 def measure(b: Bench, load: Load) -> Window:
     """Warm-up and measurement: until every client agent says it is done."""
     s, a = load.r.s, load.r.s.a
-    p, inv = a.p, b.inv
+    p = a.p
     b.phase(f"measure ({p.warmup_s:g} s warm-up + {p.measure_s:g} s)")
     budget = p.warmup_s + p.measure_s + 2 * agent_config.timeout_us(b.spec, p) / 1e6 + 30
     coordination = None
@@ -293,23 +327,7 @@ def measure(b: Bench, load: Load) -> Window:
             coordination = load.coordinator.stop(a.pd)
         queue_sampling = load.sampler.stop(a.pd)
     t1 = time.monotonic()
-    if inv.shared_system:
-        # The hypervisor's share of this machine's cores during the load (a VM's steal
-        # time): while it runs something else, the client cannot keep its schedule,
-        # and the validity checks of that schedule say so.
-        # On a testbed confined to some cores, those are its cores (testbed/cpu.py).
-        c, w0, own, n = load.cpu, load.cpu["w0"], confined_to(inv), testbed_cores(inv)
-        cpu = {"cores": n, "steal_share": round((steal_s(own or None) - c["steal0"]) / ((t1 - w0) * n), 5)}
-        if "busy0" in c:
-            cpu.update(
-                c["idle"],
-                load_busy_s=round(used_s(c["busy0"], mark(c["machines"])), 3),
-                load_wall_s=round(t1 - w0, 3),
-                requests=round(p.offered_rps * (p.warmup_s + p.measure_s)),
-            )
-            if own:  # the calibration: does every thread of the testbed, its programs up, stay on them?
-                cpu.update(cpus=own, outside=[asdict(t) for t in outside(c["machines"], own)])
-        a.pd.write_cpu(cpu)
+    write_cpu(b, a, load.cpu, t1)
     return Window(load, t1, queue_sampling, coordination)
 
 
