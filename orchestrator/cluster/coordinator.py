@@ -496,7 +496,7 @@ def run_on_cluster(
     prepared before it is left out. The rest as experiment/run.py's run()."""
     from ..experiment.plan import TestbedShape, plan
     from ..experiment.progress import Progress, RunLog
-    from ..experiment.run import rpc_without_auto_k, supported_or_explain, systems_fit_network
+    from ..experiment.run import auto_k_calibrates, supported_or_explain, systems_fit_network
     from ..experiment.spec import load as load_spec
 
     spec_path = Path(spec_path)
@@ -505,7 +505,7 @@ def run_on_cluster(
     clients, workers = (len(inv.clients), len(inv.workers)) if inv is not None else (1, 2)
     shape = TestbedShape(worker_hosts=workers, client_hosts=clients, emulated=True)
     supported_or_explain(spec)
-    rpc_without_auto_k(spec, spec.dilation.emulated == "auto")
+    auto_k_calibrates(spec, spec.dilation.emulated == "auto")
     if inv is not None:
         systems_fit_network(spec, inv)
     points = plan(spec, shape)

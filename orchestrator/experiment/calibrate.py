@@ -3,7 +3,8 @@ measures the testbed itself, so that the model beside every point (model_beside.
 holds the testbed's own overheads and a report can say what they are.
 
 One light point through the same path as the experiment's (rain-client -> switch ->
-rain-worker -> client), with constant tasks of the spec's mean service time at 10% of
+rain-worker -> client; for a server-side system, rpc-client -> forwarder -> rpc-server
+in the first point's mode -> client), with constant tasks of the spec's mean service time at 10% of
 the workers' capacity (at most 200 requests/s) and a token quota of 1, so that nothing
 queues: at the spec's quota 2 a worker thread takes a second task while it runs one,
 which then waits a whole service time (a tenth of the tasks at this load), and the
@@ -19,7 +20,12 @@ p99 of one service time):
 The model takes them in paper time (divided by k): each of the four host legs a
 quarter of the round trip's mean (the switch's passes included), and the handler's
 error spread over the three packets a worker thread handles per task (a task in, a
-reply and a token out). The calibration is written to manifest.json (`calibration`)
+reply and a token out). A server-side system's model (simulate/core/rpc.h) has the
+server's receive path where Rain's has the switch: the round trip is its two client
+legs (client_switch_ns, half each), its in-server handoff (switch_worker_ns) is 0, as
+the handoff's cost is in the round trip measured, and rpc-server's own cost per request
+beyond the service (its busy time less the service asked, server.json) is spread over
+the request's two packets, in and out, as model_beside.server_cost takes it per point. The calibration is written to manifest.json (`calibration`)
 and its point to calibration/ in the run folder.
 """
 
@@ -29,10 +35,11 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
+from ..systems import get as get_system
 from ..testbed.cpu import format_cpus
 from .layout import PointDir
 from .plan import Point
-from .spec import Constant, RequestClass, Spec, Workload
+from .spec import Constant, Memcached, RequestClass, Spec, Workload
 
 CAL_ID = "calibrate"
 # of the workers' capacity: a task rarely finds another before it (with constant tasks
@@ -44,6 +51,8 @@ CAL_RPS_MAX = 200.0  # testbed requests/s: short tasks need no more to be measur
 CAL_WARMUP_S, CAL_MEASURE_S = 0.3, (1.5, 20.0)  # the window: long enough for CAL_SAMPLES, within these
 HOST_LEGS = 4  # client -> switch -> worker -> switch -> client: four host links
 WORKER_PACKETS = 3  # a task in, a reply and a token out, on the worker thread
+RPC_CLIENT_LEGS = 2  # client -> server's receive path -> client, in the RPC model
+RPC_SERVER_PACKETS = 2  # a request in and its answer out, on the server thread
 
 
 def calibration_spec(spec: Spec) -> Spec:
@@ -54,15 +63,26 @@ def calibration_spec(spec: Spec) -> Spec:
 
 def calibration_point(first: Point, mean_service_us: float) -> Point:
     """A point like the run's first one, at CAL_LOAD of its workers' capacity (at most
-    CAL_RPS_MAX), for long enough to hold CAL_SAMPLES requests."""
+    CAL_RPS_MAX), for long enough to hold CAL_SAMPLES requests. Rain's family runs Rain
+    at a token quota of 1; a server-side system runs itself (rpc-server's mode and the
+    first point's connections): its round trip and its own cost are what its points
+    pay."""
     k = first.dilation
     rps = min(CAL_RPS_MAX, CAL_LOAD * first.worker_threads / (mean_service_us * 1e-6 * k))
     lo, hi = CAL_MEASURE_S
     measure_s = round(min(hi, max(lo, CAL_SAMPLES / rps)), 3)
+    server_side = get_system(first.system).server_side
+    if server_side:
+        system, params = first.system, dict(first.params)
+    else:
+        system = "rain"
+        params = (
+            {**first.params, "adaptive": False, "initial_quota": 1} if first.system == "rain" else {"initial_quota": 1}
+        )
     return Point(
         id=CAL_ID,
         index=-1,
-        system="rain",
+        system=system,
         variant=None,
         variant_label=None,
         repetition=1,
@@ -75,10 +95,47 @@ def calibration_point(first: Point, mean_service_us: float) -> Point:
         # constant tasks need a synthetic handler: a real one (rocksdb) takes requests of its own
         handler=first.handler if first.handler in ("spin", "sleep") else "sleep",
         worker_threads=first.worker_threads,
-        params={**first.params, "adaptive": False, "initial_quota": 1}
-        if first.system == "rain"
-        else {"initial_quota": 1},
+        params=params,
     )
+
+
+def _served(pd: PointDir, point: Point) -> tuple[int, int]:
+    """(busy ns, requests served) of the calibration's workers: rain-worker's threads
+    (stats.json), or rpc-server's (server.json, model_beside.server_cost)."""
+    if get_system(point.system).server_side:
+        from .model_beside import server_cost
+
+        cost = server_cost(pd)
+        return (cost["busy_ns"], cost["served"]) if cost else (0, 0)
+    busy, done = 0, 0
+    for h in pd.worker_hosts():
+        stats = pd.read_worker_stats(h) or {}
+        for w in stats.get("workers", []):
+            busy += int(w.get("busy_ns", 0))
+            done += int(w.get("tasks_done", 0))
+    return busy, done
+
+
+def _network(point: Point, rtt_mean: float, overshoot: float) -> dict:
+    """The model's network (paper ns) from the round trip's mean and the handler's
+    error per request (testbed ns): Rain's four host legs and three worker packets, or
+    a server-side system's two client legs and two server packets (the module's doc)."""
+    k = point.dilation
+    if get_system(point.system).server_side:
+        return {
+            "client_switch_ns": round(rtt_mean / RPC_CLIENT_LEGS / k),
+            "switch_worker_ns": 0,  # the handoff inside the server: in the round trip measured
+            "switch_pkt_ns": 0,
+            "worker_pkt_ns": round(overshoot / RPC_SERVER_PACKETS / k),
+            "prewrite_ns": 0,
+        }
+    return {
+        "client_switch_ns": round(rtt_mean / HOST_LEGS / k),
+        "switch_worker_ns": round(rtt_mean / HOST_LEGS / k),
+        "switch_pkt_ns": 0,  # the switch's passes are in the legs: one round trip measures them together
+        "worker_pkt_ns": round(overshoot / WORKER_PACKETS / k),
+        "prewrite_ns": 0,  # the switch's WRITE into a ring is in the switch -> worker leg measured
+    }
 
 
 def summarise(pd: PointDir, point: Point, mean_service_us: float) -> dict:
@@ -86,12 +143,7 @@ def summarise(pd: PointDir, point: Point, mean_service_us: float) -> dict:
     network in paper ns). Raises ValueError when the point lacks what it needs."""
     k = point.dilation
     planned_ns = mean_service_us * 1000.0 * k
-    busy, done = 0, 0
-    for h in pd.worker_hosts():
-        stats = pd.read_worker_stats(h) or {}
-        for w in stats.get("workers", []):
-            busy += int(w.get("busy_ns", 0))
-            done += int(w.get("tasks_done", 0))
+    busy, done = _served(pd, point)
     if done == 0:
         raise ValueError("no worker finished a task")
     actual_ns = busy / done
@@ -108,13 +160,7 @@ def summarise(pd: PointDir, point: Point, mean_service_us: float) -> dict:
         raise ValueError("no latency was measured")
     rtt_mean = max(0.0, lat[0]["mean"] - actual_ns)
     overshoot = max(0.0, actual_ns - planned_ns)
-    network = {
-        "client_switch_ns": round(rtt_mean / HOST_LEGS / k),
-        "switch_worker_ns": round(rtt_mean / HOST_LEGS / k),
-        "switch_pkt_ns": 0,  # the switch's passes are in the legs: one round trip measures them together
-        "worker_pkt_ns": round(overshoot / WORKER_PACKETS / k),
-        "prewrite_ns": 0,  # the switch's WRITE into a ring is in the switch -> worker leg measured
-    }
+    network = _network(point, rtt_mean, overshoot)
     out = {
         "k": k,
         "requests": sent,
@@ -351,5 +397,7 @@ def _fit_cpu(k: float, why: str, cpu: dict, top_rps: float) -> tuple[float, str]
 
 def calibrates(spec) -> bool:
     """Whether a run of `spec` on an emulated testbed calibrates it before its sweep
-    (run.before_sweep): every family but the RPC one, whose calibration point is Rain's."""
-    return "rpc" not in spec.needs()
+    (run.before_sweep): every spec whose service rainmaker draws. A real memcached
+    decides its own (spec.Memcached): a light point of constant tasks cannot be asked
+    of it, and no model stands beside its points to take a calibration."""
+    return not any(isinstance(c.service, Memcached) for c in spec.workload.classes)

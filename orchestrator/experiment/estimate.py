@@ -4,9 +4,11 @@ history when it ends.
 
 The history (history.py) has one record per finished run, with its calibration (the k
 it chose and the overheads it measured) and where its wall time went, and one per
-`rainmaker calibrate` (its calibrations only). An estimate takes from the last run of its family on the testbed (a Rain run or an RPC
-run: rpc-client over kernel TCP is stalled by the host several times as often as
-rain-client, so the families' stall rates differ), else from the last run of any:
+`rainmaker calibrate` (its calibrations only). An estimate takes from the last run of its
+family on the testbed (a Rain run or an RPC run: rpc-client over kernel TCP is stalled
+by the host several times as often as rain-client, so the families' stall rates
+differ), else from the last run of any; and the calibrations of its family only (their
+round trips are of different paths):
 
 - the dilation k: a spec's fixed k, or for `auto` the k the run's calibrations will
   ask of this spec (calibrate.choose_k, the run's own rule), from where the last run
@@ -32,7 +34,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 
 from . import segments
-from .history import runs, settled_k
+from .history import family, family_of, runs, settled_k
 from .layout import RunDir
 from .plan import Point, TestbedShape, plan
 from .spec import Spec
@@ -195,25 +197,14 @@ def _about(rd: RunDir, spec: Spec, m: dict, kind: str) -> dict:
     }
 
 
-def family(spec: Spec) -> str:
-    """The kind of run a spec makes, whose costs an estimate takes: "rpc" (kernel TCP
-    RPCs to one server, rpc_point.py) or "rain" (everything rain-client loads)."""
-    return "rpc" if "rpc" in spec.needs() else "rain"
-
-
 _NAMES = {"rpc": "RPC", "rain": "Rain"}
-
-
-def _family_of(rec: dict) -> str | None:
-    # a record from before `family` was kept: only the Rain family calibrates
-    return rec.get("family") or ("rain" if rec.get("calibration") else None)
 
 
 def last_alike(history: list[dict], spec: Spec) -> tuple[dict | None, bool]:
     """The newest record of spec's family, else the newest of any (and whether it is of
     the family)."""
     done = runs(history)
-    same = [r for r in done if _family_of(r) == family(spec)]
+    same = [r for r in done if family_of(r) == family(spec)]
     if same:
         return same[-1], True
     return (done[-1], False) if done else (None, False)
@@ -266,10 +257,14 @@ def fmt(seconds: float) -> str:
     return f"{h} h {m:02d} min"
 
 
-def calibrations_by_k(history: list[dict]) -> dict[float, dict]:
-    """The newest calibration at each k the testbed was calibrated at."""
+def calibrations_by_k(history: list[dict], fam: str | None = None) -> dict[float, dict]:
+    """The newest calibration at each k the testbed was calibrated at, by runs of family
+    `fam` when given: a Rain calibration's round trip is rain-client's through the
+    scheduler, an RPC one's rpc-client's over kernel TCP."""
     out: dict[float, dict] = {}
     for rec in history:  # oldest first: a newer one replaces an older at its k
+        if fam is not None and family_of(rec) != fam:
+            continue
         for c in [*(rec.get("calibrated") or []), rec.get("calibration")]:
             if (
                 isinstance(c, dict)
@@ -426,7 +421,7 @@ ROUND_TRIP_SPREAD = 0.3  # this testbed's calibrated round trip, run to run (264
 def estimate(spec: Spec, shape: TestbedShape, history: list[dict], *, where: str = "this testbed") -> Estimate:
     """The run's wall time on a testbed whose history is `history` (oldest first)."""
     last, alike = last_alike(history, spec)
-    known = calibrations_by_k(history)
+    known = calibrations_by_k(history, family(spec))
     planned = plan(spec, shape)
     start = settled_k(history, spec) if known and shape.emulated and spec.dilation.emulated == "auto" else None
     k0 = start.k if start else planned[0].dilation if planned else 1.0
@@ -493,7 +488,7 @@ def _at(
             )
             low_from = unsized
         else:
-            w_why += ", on the emulated network's defaults (the run sizes them so too: its family does not calibrate)"
+            w_why += ", on the emulated network's defaults (the run sizes them so too: a real memcached's run does not calibrate)"
     cuts = {p.id: segments.cuts_of(spec, shape.emulated, p) for p in points}
     basis = [k_why, w_why]
     if last is None:
@@ -518,7 +513,7 @@ def _at(
     limit = spec.validity.remeasure_stalled
     per_point = {p.id: costs.point_s(p, cuts[p.id], limit) for p in points}
     basis.append(
-        f"from the last {_NAMES[family(spec)] + ' ' if _family_of(last) == family(spec) else ''}run here "
+        f"from the last {_NAMES[family(spec)] + ' ' if family_of(last) == family(spec) else ''}run here "
         f"({last.get('spec')}, {last.get('at')}): {costs.attempt_s:.1f} s of orchestration "
         f"per measurement, {_stalls(costs.stalls_per_s)}, "
         f"{fmt(before)} before the sweep, {fmt(after)} of analysis after it"

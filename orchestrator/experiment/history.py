@@ -65,6 +65,18 @@ def append_history(path: Path, record: dict) -> None:
     tmp.replace(path)
 
 
+def family(spec: Spec) -> str:
+    """The kind of run a spec makes, whose costs and calibrations an estimate takes:
+    "rpc" (kernel TCP RPCs to one server, rpc_point.py) or "rain" (everything rain-client
+    loads)."""
+    return "rpc" if "rpc" in spec.needs() else "rain"
+
+
+def family_of(rec: dict) -> str | None:
+    # a record from before `family` was kept: only the Rain family calibrated then
+    return rec.get("family") or ("rain" if rec.get("calibration") or rec.get("calibrated") else None)
+
+
 @dataclass(frozen=True)
 class Settled:
     """Where the testbed's last automatic dilation of a spec settled (settled_k)."""
@@ -86,15 +98,18 @@ def settled_k(history: list[dict], spec: Spec) -> Settled | None:
         if r.get("spec") == spec.name and r.get("auto") and isinstance(k, (int, float)) and k > 0:
             what = "run" if r.get("kind") == "run" else "`rainmaker calibrate`"
             return Settled(
-                float(k), f"where this testbed's last {what} of {spec.name} settled ({r.get('at')})", _cpu(history)
+                float(k),
+                f"where this testbed's last {what} of {spec.name} settled ({r.get('at')})",
+                _cpu(history, family(spec)),
             )
     return None
 
 
-def _cpu(history: list[dict]) -> dict | None:
+def _cpu(history: list[dict], fam: str) -> dict | None:
     with_cpu = [
         c
         for r in reversed(history)  # the newest first: min keeps it at a tie, as estimate.calibrations_by_k does
+        if family_of(r) == fam  # a request of the other family costs another CPU
         for c in [r.get("calibration"), *reversed(r.get("calibrated") or [])]
         if isinstance(c, dict) and isinstance(c.get("k"), (int, float)) and isinstance(c.get("cpu"), dict)
     ]

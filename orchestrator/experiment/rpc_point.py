@@ -23,7 +23,19 @@ from . import agent_config, layout
 from .bench import AGENT_DONE, Bench
 from .layout import PointDir
 from .plan import Point
-from .point import POINT, SEGMENT, Attempt, cores_for, judge_attempt, prepare_hosts, switch_for
+from .point import (
+    CALIBRATION,
+    POINT,
+    SEGMENT,
+    Attempt,
+    cores_for,
+    idle_marks,
+    judge_attempt,
+    load_marks,
+    prepare_hosts,
+    switch_for,
+    write_cpu,
+)
 from .switch_side import PointFailed
 
 SERVER_ROLE, CLIENT_ROLE = "rpc-server", "rpc-client"
@@ -33,13 +45,15 @@ def measure_rpc_point(
     b: Bench, p: Point, attempt: int = 1, *, calibration: bool = False, probe: bool = False, segment: int | None = None
 ):
     """Measure p once (point.measure_point's contract): its verdict, or None for a
-    calibration or probe, which the RPC family does not have yet."""
-    if calibration or probe:
+    calibration (calibrate.py: rpc-client's round trip through the forwarder and
+    rpc-server's own cost). The service probe measures a real handler's times
+    (RocksDB's), which no server-side system has."""
+    if probe:
         raise PointFailed(
-            f"{p.id}: a server-side system has no {'calibration' if calibration else 'service probe'} point yet",
-            fix="give the spec's dilation.emulated a number (its k) rather than auto",
+            f"{p.id}: a server-side system has no service probe: its service times are the ones rpc-client asks for",
+            fix="give the RPC spec's workload a constant, exponential or bimodal service",
         )
-    kind = SEGMENT if segment is not None else POINT
+    kind = CALIBRATION if calibration else SEGMENT if segment is not None else POINT
     a = prepare_hosts(b, p, attempt, kind, segment)
     a = forward(b, a)
     s = start_server(b, a)
@@ -65,6 +79,7 @@ class Running:
     links_before: dict
     t_links: float
     setup_s: float
+    cpu: dict  # point.load_marks: the hypervisor's steal, and a calibration's CPU
     t1: float = 0.0
 
 
@@ -106,8 +121,9 @@ def start_load(b: Bench, s: Servers) -> Running:
     b.phase("start load")
     ctl = b.switch.ctl  # None on a plain LAN: no counters to read
     links_before, t_links = (ctl.links() if ctl is not None else {}), time.monotonic()
+    cpu = load_marks(b, idle_marks(b, s.a))  # a calibration's idle testbed: the server and clients up
     b.tb.parallel(lambda n: b.signal(n, s.clients[n]), list(s.clients))
-    return Running(s, links_before, t_links, time.monotonic() - s.a.t0)
+    return Running(s, links_before, t_links, time.monotonic() - s.a.t0, cpu)
 
 
 def measure(b: Bench, run: Running) -> Running:
@@ -123,6 +139,7 @@ def measure(b: Bench, run: Running) -> Running:
         list(s.clients),
     )
     run.t1 = time.monotonic()
+    write_cpu(b, s.a, run.cpu, run.t1)
     return run
 
 

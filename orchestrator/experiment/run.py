@@ -44,13 +44,16 @@ def supported_or_explain(spec: Spec) -> None:
         raise UsageError("\n".join(lines), fix="`rainmaker plan` shows its points; trim the spec to run part of it now")
 
 
-def rpc_without_auto_k(spec: Spec, auto: bool) -> None:
-    """The RPC family has no calibration point yet (rpc-client's round trip through the
-    forwarder), and an automatic dilation is chosen from one."""
-    if auto and "rpc" in spec.needs():
+def auto_k_calibrates(spec: Spec, auto: bool) -> None:
+    """An automatic dilation is chosen from a calibration point, and a spec of a real
+    memcached has none (calibrate.calibrates): it must give its k."""
+    from .calibrate import calibrates
+
+    if auto and not calibrates(spec):
         raise UsageError(
-            f"{spec.name}: an automatic dilation needs a calibration point, and the RPC family has none yet",
-            fix="give the spec's dilation.emulated a number (its k), as experiments/rakaia-micro-100us-emulated.yaml does",
+            f"{spec.name}: an automatic dilation is chosen from a calibration point of constant tasks, and a real "
+            "memcached decides its own service times",
+            fix="give the spec's dilation.emulated a number (its k), as experiments/memcached.yaml does",
         )
 
 
@@ -99,7 +102,7 @@ def refuse_what_cannot_run(spec: Spec, inv: Inventory, auto: bool) -> None:
     supported_or_explain(spec)
     agents_can_run(inv)
     systems_fit_network(spec, inv)
-    rpc_without_auto_k(spec, auto)
+    auto_k_calibrates(spec, auto)
 
 
 def checked_machines(spec: Spec, inv: Inventory):
@@ -131,7 +134,7 @@ def before_sweep(
     from .calibrate import calibrates
 
     if not calibrates(s.spec):
-        calibrate = False  # Rain's calibration point runs rain-client and rain-worker (see rpc_without_auto_k)
+        calibrate = False  # a real memcached's service is its own: no point of constant tasks
     if s.bench.inv.shared_system and calibrate and fresh:  # a resumed run keeps its own
         held = auto and start is not None
         if held:

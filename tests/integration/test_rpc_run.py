@@ -19,7 +19,7 @@ from orchestrator.experiment.run import run
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 
-def mechanics_spec(tmp_path, name: str, systems: list[str]):
+def mechanics_spec(tmp_path, name: str, systems: list[str], k: float | str = 200):
     """A short server-side spec: 4 threads, 100 us exponential at 0.5, 12 connections."""
     spec = {
         "name": name,
@@ -28,7 +28,7 @@ def mechanics_spec(tmp_path, name: str, systems: list[str]):
         "workload": {"classes": [{"name": "rpc", "service": {"dist": "exponential", "mean_us": 100}}]},
         "load": {"capacity_fraction": [0.5]},
         "emulated": {"warmup_s": 0.5, "measure_s": 2},
-        "dilation": {"emulated": 200},
+        "dilation": {"emulated": k},
         "rpc": {"connections": 12},
         # the mechanics, not the statistics: a short window, no re-measuring
         "validity": {"min_samples_p99": 100, "remeasure_stalled": 0},
@@ -40,7 +40,9 @@ def mechanics_spec(tmp_path, name: str, systems: list[str]):
 
 def test_a_server_side_spec_runs_each_mode_through_the_forwarder(testbed, tmp_path):
     tb, inv = testbed
-    f = mechanics_spec(tmp_path, "rpc-mechanics", ["cs", "rakaia"])
+    # k left to the calibration, as Rain's: its 2 s window holds 100 mean requests, and
+    # its p99 the samples it needs, up to k = 200
+    f = mechanics_spec(tmp_path, "rpc-mechanics", ["cs", "rakaia"], k="auto")
     switchd.stop(inv)  # what another test left on the shared testbed
     try:
         rd = RunDir(
@@ -52,11 +54,22 @@ def test_a_server_side_spec_runs_each_mode_through_the_forwarder(testbed, tmp_pa
     assert set(points) == {"cs", "rakaia"}
     assert all(v["status"] == "done" for v in rd.read_sweep().values()), rd.read_sweep()
     worker = inv.workers[0].name
+    # the calibration: the first point's mode (cs) and connections, rpc-client's round
+    # trip through the forwarder and rpc-server's own cost, as the RPC model's network
+    m = json.loads(rd.manifest.read_text())
+    cal, k = m["calibration"], m["dilation"]["k"]
+    assert m["dilation"]["auto"] is True and k in (100, 200), m["dilation"]
+    assert cal["point"]["system"] == "cs" and cal["point"]["params"]["connections"] == 12, cal["point"]
+    assert cal["k"] == k and cal["requests"] > 0 and cal["round_trip_us"]["mean"] > 0, cal
+    assert cal["network"]["client_switch_ns"] > 0 and cal["network"]["switch_worker_ns"] == 0, cal["network"]
+    assert cal["cpu"]["cores"] >= 1 and cal["cpu"]["per_request_ms"] >= 0, cal.get("cpu")
+    assert (rd.path / "calibration" / "workers" / worker / "server.json").is_file()
     for system, pd in points.items():
         s = json.loads((pd.client("client0") / "summary.json").read_text())
         t = s["totals"]
-        # 4 threads / 100 us x 0.5, dilated 200x: 100 requests/s over the 2 s window
-        assert 150 <= t["offered"] <= 250 and t["lost"] == 0 and t["received"] == t["sent"], t
+        # 4 threads / 100 us x 0.5, dilated k times: 20,000 / k requests/s over the 2 s window
+        rate = 20_000 / k
+        assert 1.5 * rate <= t["offered"] <= 2.5 * rate and t["lost"] == 0 and t["received"] == t["sent"], t
         assert s["connections"] == 12 and s["realtime"]["priority"] == 30, s
         outcome = json.loads((pd.client("client0") / "agent.json").read_text())
         assert outcome["cpu_wake_latency"] == "held at 0 us", outcome  # shared cores: idle CPUs poll
@@ -68,7 +81,10 @@ def test_a_server_side_spec_runs_each_mode_through_the_forwarder(testbed, tmp_pa
         for name in ("complete", "load", "lost", "links_up"):
             assert v[name]["passed"] is True, v[name]
         assert v["tasks_intact"]["passed"] is None and "server-side" in v["tasks_intact"]["message"]
-        assert (pd.path / "model" / "model.json").is_file()  # the model beside it: the system's policy
+        model = json.loads((pd.path / "model" / "model.json").read_text())  # beside it: the system's policy
+        assert model["network_from"].startswith("the run's calibration"), model["network_from"]
+        assert model["network"]["client_switch_ns"] == cal["network"]["client_switch_ns"], model["network"]
+        assert 0 <= json.loads((pd.path / "cpu.json").read_text())["steal_share"] < 1
         events = json.loads((pd.path / "switch" / "snapshot.json").read_text())["counters"]
         forwarded = next(v for k, v in events.items() if k.endswith("events"))["EV_FORWARDED"]["packets"]
         assert forwarded >= 2 * t["sent"]  # a request and its answer each a frame at least

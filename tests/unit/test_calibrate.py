@@ -88,6 +88,85 @@ def test_a_calibration_point_without_answers_is_refused(tmp_path):
         calibrate.summarise(pd, calibrate.calibration_point(_first(), 10.0), mean_service_us=10.0)
 
 
+def _rpc_first(k: float = 1000.0) -> Point:
+    return Point(
+        "cs-c5000-f0.4-r1", 5, "cs", "c5000", "5,000 connections", 1, 400.0, 0.4, 400.0, k, 1.0, 30.0, "sleep", 20,
+        {"connections": 5000, "zipf_s": 0.0},
+    )  # fmt: skip
+
+
+def test_a_server_side_run_calibrates_with_its_own_mode_and_connections():
+    # rpc-server's mode and the first point's connections are what its points pay; the
+    # token quota is Rain's and has no meaning here
+    p = calibrate.calibration_point(_rpc_first(), 20.0)  # 20 threads of 20 ms tasks: 10% is 100/s
+    assert p.system == "cs" and p.params == {"connections": 5000, "zipf_s": 0.0}
+    assert p.offered_rps == 100.0 and p.measure_s == 1.5 and p.worker_threads == 20 and p.handler == "sleep"
+    assert p.id == calibrate.CAL_ID and p.variant is None and p.capacity_fraction is None
+
+
+def test_rpc_servers_cost_and_round_trip_become_the_rpc_models_network(tmp_path):
+    # 20 ms requests (20 us at k = 1000) that kept rpc-server's threads 20.06 ms busy
+    # each, answered 20.26 ms after their intended send: a 200 us round trip
+    point = calibrate.calibration_point(_rpc_first(), 20.0)
+    pd = PointDir(tmp_path / "calibration")
+    pd.worker("worker0").mkdir(parents=True)
+    served = 150
+    (pd.worker("worker0") / "server.json").write_text(
+        json.dumps({"busy_ns": 20_060_000 * served, "asked_ns": 20_000_000 * served, "served": served})
+    )
+    pd.client("client0").mkdir(parents=True)
+    lat = {"count": served, "mean": 20_260_000, "p50": 20_210_000, "p99": 21_060_000}
+    summary = {
+        "totals": {"sent": served, "max_lag_ns": 90_000, "late_sends": 0},
+        "classes": {"cal": {"latency_ns": lat}},
+    }
+    (pd.client("client0") / "summary.json").write_text(json.dumps(summary))
+    cal = calibrate.summarise(pd, point, mean_service_us=20.0)
+    assert cal["service_overshoot_us"] == pytest.approx(60.0)
+    assert cal["round_trip_us"] == {"mean": 200.0, "p50": 150.0, "p99": 1000.0}
+    net = cal["network"]
+    # the RPC model's two client legs share the round trip (100 us each, / k = 1000);
+    # the handoff inside the server is in it, not a leg of its own
+    assert net["client_switch_ns"] == 100 and net["switch_worker_ns"] == 0 and net["switch_pkt_ns"] == 0
+    assert net["worker_pkt_ns"] == 30  # 60 us of rpc-server's own cost over a request in and its answer out
+    assert cal["paper_time"]["overhead_share_of_service"] == pytest.approx(0.013)
+    # a server that counted nothing (an rpc-server without its done line): refused
+    (pd.worker("worker0") / "server.json").write_text(json.dumps({"stopped_by": "signal"}))
+    with pytest.raises(ValueError, match="no worker finished"):
+        calibrate.summarise(pd, point, mean_service_us=20.0)
+
+
+def test_every_family_calibrates_but_a_real_memcached(tmp_path):
+    from orchestrator.errors import UsageError
+    from orchestrator.experiment.run import auto_k_calibrates
+    from orchestrator.experiment.spec import load
+
+    rakaia = load(REPO / "experiments/rakaia-micro-20us-emulated.yaml")
+    memcached = load(REPO / "experiments/memcached.yaml")
+    assert calibrate.calibrates(rakaia) and calibrate.calibrates(_spec())
+    assert not calibrate.calibrates(memcached)
+    auto_k_calibrates(rakaia, auto=True)  # an RPC spec may leave its k to the calibration
+    with pytest.raises(UsageError) as e:
+        auto_k_calibrates(memcached, auto=True)
+    assert "memcached decides its own service times" in e.value.message and "dilation.emulated" in e.value.fix
+    auto_k_calibrates(memcached, auto=False)
+
+
+def test_an_rpc_spec_gets_its_k_from_its_calibration():
+    from orchestrator.experiment.plan import TestbedShape
+    from orchestrator.experiment.spec import load
+
+    spec = load(REPO / "experiments/rakaia-micro-20us-emulated.yaml")
+    shape = TestbedShape(worker_hosts=2, client_hosts=1, emulated=True)
+    # 200 us of round trip and 60 us of server cost: 5% of a 20 us mean from k = 260
+    k, why = calibrate.choose_k(_cal(200.0, 60.0), spec, shape)
+    assert k == 500 and "20 us mean task" in why
+    # the capacity is one server's 20 threads (not every worker host's): 0.2 of it is
+    # 200 kRPS, whose 2,000 samples 30 s hold up to k = 3,000
+    k, why = calibrate.choose_k(_cal(2000.0, 600.0), spec, shape)
+    assert k == 2000 and "(200 kRPS) only up to k = 3,000" in why
+
+
 def test_the_calibrate_command_teaches_and_refuses_a_missing_spec(tmp_path):
     from click.testing import CliRunner
 

@@ -257,7 +257,10 @@ def test_with_no_calibration_recorded_a_calibrating_run_gets_a_range(tmp_path):
     assert bare.at_least and bare.seconds == pytest.approx(2 * 21)
 
 
-def test_the_rpc_family_does_not_calibrate_so_its_defaults_are_what_the_run_uses(tmp_path):
+def test_an_rpc_spec_takes_only_the_rpc_familys_calibrations(tmp_path):
+    """A Rain calibration's round trip is rain-client's through the scheduler, an RPC
+    one's rpc-client's over kernel TCP: an RPC spec's windows are sized on its own
+    family's, and with none recorded the estimate is a range, as any run's."""
     from orchestrator.experiment.calibrate import calibrates
 
     # the Rakaia reduced spec narrowed to one point: the model sizes each point's window
@@ -268,11 +271,13 @@ def test_the_rpc_family_does_not_calibrate_so_its_defaults_are_what_the_run_uses
     (tmp_path / "rakaia.yaml").write_text(yaml.safe_dump(d))
     s = load(tmp_path / "rakaia.yaml")
 
-    assert not calibrates(s)
-    assert calibrates(spec_file(tmp_path))
-    e = estimate.estimate(s, SHAPE, [last_run(calibration=None)])
+    assert calibrates(s) and estimate.family(s) == "rpc"
+    rain = last_run()  # calibrated at k = 1000, an older record without its family: Rain's
+    e = estimate.estimate(s, SHAPE, [rain])
+    assert e.low_s is not None and any("none is recorded here yet" in b for b in e.basis)
+    rpc = last_run(spec="rakaia", family="rpc", calibration=cal_at_k(1000, 200.0, 60.0))
+    e = estimate.estimate(s, SHAPE, [rain, rpc])
     assert e.low_s is None and e.text().startswith("about ")
-    assert any("its family does not calibrate" in b for b in e.basis)
 
 
 def test_the_cpu_per_request_is_read_by_k():

@@ -184,9 +184,8 @@ def test_the_rakaia_spec_simulates_to_a_figure_per_connection_count_and_run_need
     no calibration point to choose one from)."""
     import yaml
 
-    from orchestrator.errors import UsageError
     from orchestrator.experiment.layout import RunDir
-    from orchestrator.experiment.run import rpc_without_auto_k, supported_or_explain
+    from orchestrator.experiment.run import auto_k_calibrates, supported_or_explain
     from orchestrator.experiment.spec import load
     from orchestrator.simulate.runner import simulate
 
@@ -206,7 +205,4 @@ def test_the_rakaia_spec_simulates_to_a_figure_per_connection_count_and_run_need
     report = (rd.path / "report.md").read_text()
     assert "## Throughput under SLO" in report and "| cp (20 connections) |" in report
     supported_or_explain(load(f))  # the measured layer runs it
-    with pytest.raises(UsageError) as e:
-        rpc_without_auto_k(load(f), auto=True)
-    assert "the RPC family has none yet" in e.value.message and "dilation.emulated a number" in e.value.fix
-    rpc_without_auto_k(load(f), auto=False)
+    auto_k_calibrates(load(f), auto=True)  # its calibration point is its own: rpc-client to rpc-server
