@@ -56,8 +56,8 @@ def compare(calibrations: dict[str, dict | None], tolerance: float) -> Agreement
             {},
             shares,
             tolerance,
-            f"not compared: {', '.join(missing)} not calibrated (--no-calibrate, a failed calibration, or an "
-            "RPC spec): their points are merged unchecked",
+            f"not compared: {', '.join(missing)} not calibrated (--no-calibrate, a failed calibration, or a "
+            "real memcached's spec): their points are merged unchecked",
         )
     ref = min(known, key=lambda t: (known[t], t))
     kept, out = [], {}
