@@ -58,6 +58,35 @@ def cuts_of(spec, emulated: bool, p) -> list[float]:
     return lengths(p.measure_s, spec.durations(emulated).segment_s)
 
 
+# Segments a window the independence check found correlated is measured to: sectioning
+# (series_checks.reach) looks for the correlation's end at lags 1, 2, 4, ... up to a
+# tenth of the window, and a correlation as long as a segment ends only past its
+# length. With 20 segments of S samples a power of two lies between S and a tenth of the
+# window (2S), so sections longer than a segment can always be tried.
+REPLICATIONS = 20
+
+
+def replications_for(verdict, done: list[float], longest: float | None) -> list[float]:
+    """The segments to add to a window measured as `done` whose latencies the
+    independence check found correlated (Lancet's thinning fails, and sectioning could
+    not hold the p99's interval): enough of `done`'s first length for REPLICATIONS
+    segments in all, within `longest` (measure_max_s). Segments are independent runs,
+    each from its own warm-up (the module's doc), so a correlation that lasts tens of
+    seconds (this VM's round trip moves by 60 to 120 us of testbed time for that long)
+    ends at each one's edge, and sections of at least a segment are independent
+    replications (Law, Simulation Modeling and Analysis, 9.4). [] when the check passed,
+    the window has the segments already, or no longer window is allowed."""
+    try:
+        c = verdict.check("independence")
+    except KeyError:
+        return []
+    if c.passed is not False or not done or len(done) >= REPLICATIONS or longest is None:
+        return []
+    each = done[0]
+    room = int((longest - sum(done)) / each + 1e-9)
+    return [each] * max(0, min(REPLICATIONS - len(done), room))
+
+
 def segment_dir(pd: PointDir, index: int) -> PointDir:
     return PointDir(pd.path / layout.SEGMENTS / str(index))
 

@@ -189,30 +189,55 @@ class Sweeper:
         """Measure p as segments of `cuts` seconds, each its own measurement checked
         alone and re-measured by the stall rule; then the segments merge into p's
         folder, the model is computed beside the whole window, and the point is checked
-        whole."""
+        whole. A window whose latencies the independence check finds correlated is
+        measured longer once, by the segments segments.replications_for adds, and
+        checked whole again."""
+        pd = RunDir(self.bench.run_dir).point(p.id).fresh()
+        done: list[float] = []
+        extended = False
+        while True:
+            for seconds in cuts[len(done) :]:
+                self._segment(p, pd, len(done) + 1, seconds, len(cuts), attempt)
+                done.append(seconds)
+            verdict = self._judge_whole(pd, replace(p, measure_s=round(sum(done), 3)), done)
+            failed = not extended and "independence" in verdict.failed
+            more = segments.replications_for(verdict, done, self._longest()) if failed else []
+            if not more:
+                return verdict
+            self.log(
+                f"{p.id}: its latencies are not independent over its {sum(done):g} s window (validity.json: "
+                f"independence); measuring {len(more)} more segments, to {sum(done) + sum(more):g} s, whose "
+                "sections the p99's interval holds over"
+            )
+            cuts, extended = [*done, *more], True
+
+    def _longest(self) -> float | None:
+        return self.spec.durations(shape_of(self.bench.inv).emulated).measure_max_s
+
+    def _segment(self, p: Point, pd, i: int, seconds: float, of: int, attempt: int) -> None:
+        """Segment i of p, re-measured by the stall rule; kept, valid or not."""
+        rd = RunDir(self.bench.run_dir)
+
+        def one(again: int) -> Verdict:
+            self.log(f"{p.id}: segment {i} of {of} ({seconds:g} s)" + (f", again ({again})" if again else ""))
+            return self.attempt(replace(p, measure_s=seconds), attempt + again, segment=i)
+
+        def set_aside(again: int, v: Verdict) -> None:
+            rd.set_aside_segment(p.id, i, again)
+            self.log(f"{p.id}: segment {i}: the host stalled the client ({', '.join(v.failed)}); measuring it again")
+
+        v = remeasured(one, set_aside, self.spec.validity.remeasure_stalled)
+        if not v.valid:
+            self.log(f"{p.id}: segment {i} kept, not valid: {', '.join(v.failed)}")
+
+    def _judge_whole(self, pd, p: Point, cuts: list[float]) -> Verdict:
+        """The segments merged into p's folder, the model beside the whole window, and
+        the whole window's checks."""
         from .model_beside import write as write_model
         from .validity import check_point
 
         rd = RunDir(self.bench.run_dir)
-        pd = rd.point(p.id).fresh()
         pd.write_point(asdict(p) | {"segments": cuts})
-        for i, seconds in enumerate(cuts, 1):
-
-            def one(again: int, i=i, seconds=seconds) -> Verdict:
-                self.log(
-                    f"{p.id}: segment {i} of {len(cuts)} ({seconds:g} s)" + (f", again ({again})" if again else "")
-                )
-                return self.attempt(replace(p, measure_s=seconds), attempt + again, segment=i)
-
-            def set_aside(again: int, v: Verdict, i=i) -> None:
-                rd.set_aside_segment(p.id, i, again)
-                self.log(
-                    f"{p.id}: segment {i}: the host stalled the client ({', '.join(v.failed)}); measuring it again"
-                )
-
-            v = remeasured(one, set_aside, self.spec.validity.remeasure_stalled)
-            if not v.valid:
-                self.log(f"{p.id}: segment {i} kept, not valid: {', '.join(v.failed)}")
         self.bench.phase("merge segments")
         for problem in segments.merge(pd):
             self.log(f"{p.id}: merging the segments: {problem}")

@@ -381,6 +381,57 @@ def test_a_long_point_is_measured_in_segments_and_a_stalled_segment_again(tmp_pa
     assert any("segment 2, attempt 1, discarded" in line for line in lines)
 
 
+def test_a_window_whose_latencies_stay_correlated_is_measured_longer_once(tmp_path, monkeypatch):
+    """A drift of the testbed that lasts longer than a tenth of the window leaves the
+    p99 with no interval (independence fails, value None): the point gets segments up
+    to REPLICATIONS in all, within measure_max_s, and is judged whole again, once."""
+    from orchestrator.experiment import model_beside, segments, validity
+
+    pid = "rain-f0.1-r1"
+    ok = Verdict(pid, [Check("complete", True, 0, 0, "complete")])
+    seen = []
+
+    def measure(b, p, attempt=1, segment=None):
+        seen.append((segment, p.measure_s))
+        d = segments.segment_dir(RunDir(tmp_path).point(p.id), segment).fresh()
+        d.write_point({"id": p.id, "measure_s": p.measure_s, "segment": segment})
+        return ok
+
+    correlated = Verdict(pid, [Check("independence", False, None, 0.25, "correlated past a tenth")])
+    judged = [correlated, correlated]
+    windows = []
+
+    def check_point(path, point, validity_):
+        windows.append(point["measure_s"])
+        return judged.pop(0)
+
+    monkeypatch.setattr(segments, "merge", lambda pd: [])
+    monkeypatch.setattr(model_beside, "write", lambda *a, **k: {})
+    monkeypatch.setattr(validity, "check_point", check_point)
+    r, logs = _runner(tmp_path, {pid: [], "rain-f0.2-r1": []})
+    r.measure, r._longest = measure, lambda: 75.0
+    got = r.run_segments(_point(1), [10.0, 10.0, 10.0])
+    # 30 s in three segments, then four more of 10 s: 70 s, within measure_max_s (75 s)
+    assert [s for s, _ in seen] == [1, 2, 3, 4, 5, 6, 7] and {m for _, m in seen} == {10.0}
+    assert windows == [30.0, 70.0] and got is correlated  # judged again once; still failing, it stands
+    pd = RunDir(tmp_path).point(pid)
+    assert pd.read_point()["measure_s"] == 70.0 and pd.read_point()["segments"] == [10.0] * 7
+    assert any("not independent over its 30 s window" in line and "4 more segments" in line for line in logs)
+
+
+def test_replications_are_added_only_for_a_failed_independence_within_the_longest_window():
+    from orchestrator.experiment.segments import replications_for
+
+    bad = Verdict("x", [Check("independence", False, None, 0.25, "")])
+    good = Verdict("x", [Check("independence", True, 1000, 1000, "")])
+    assert replications_for(bad, [10.0] * 3, 240.0) == [10.0] * 17  # twenty segments in all
+    assert replications_for(bad, [10.0] * 3, 55.0) == [10.0] * 2  # no longer than measure_max_s
+    assert replications_for(bad, [10.0] * 20, 240.0) == []  # twenty already: sections can be made
+    assert replications_for(bad, [10.0] * 3, None) == []  # no longer window allowed
+    assert replications_for(good, [10.0] * 3, 240.0) == []
+    assert replications_for(Verdict("x", []), [10.0] * 3, 240.0) == []
+
+
 def test_the_r2p2_emulator_restarts_when_the_chosen_dilation_changes_its_pass_time(monkeypatch):
     """An automatic dilation chooses k after the set-up started the first point's
     program: R2P2's emulated pass (1 us x k) must follow it, not keep the set-up's."""
