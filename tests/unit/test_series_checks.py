@@ -185,3 +185,61 @@ def test_sectioned_p99_cuts_sections_at_least_as_long_as_the_reach():
     assert s["sections"] == 13 and s["section_samples"] >= 1_500
     iid = np.random.default_rng(2).exponential(1e6, 20_000)
     assert sc.reach(iid, 0.001) == 1 and sc.reach(ar1(20_000, 0.999), 0.001) is None
+
+
+TH = {"independence_alpha": 0.001, "min_samples_p99": MIN_N, "max_p99_ci_width": 0.25, "ci_confidence": 0.95}
+
+
+def wandering_overhead(n: int, seed: int) -> np.ndarray:
+    """The bimodal service of drifting_overhead, its overhead's level wandering over the
+    whole window (a noisy VM's, over minutes): no section of a tenth outlasts it."""
+    rng = np.random.default_rng(seed)
+    service = np.where(rng.random(n) < 0.9, 2e6, 22e6)
+    return service + 150e3 + 40e3 * np.sin(2 * np.pi * np.arange(n) / n) + rng.exponential(5e3, n)
+
+
+def test_segments_whose_p99s_are_independent_replications_hold_the_p99():
+    x = wandering_overhead(20_000, 5)
+    rng = np.random.default_rng(6)
+    runs = list(22.19e6 + rng.normal(0, 10e3, 20))  # each segment's p99: 0.05% apart, in no order
+    c = sc.check_independence({"client0": x}, None, TH, lambda: {"client0": runs})
+    d = c.detail["client0"]
+    assert d["step"] is None and "sectioned" not in d  # neither thinning nor sections can hold it
+    assert c.passed is True and "independent replications" in c.message and "holds over runs" in c.message
+    assert d["replicated"]["replications"] == 20 and c.value == d["replicated"]["rel_width"] < 0.001
+
+
+def test_replications_are_refused_when_the_drift_carries_from_run_to_run_or_are_too_few():
+    x = wandering_overhead(20_000, 5)
+    rising = [22.1e6 + 5e3 * i for i in range(20)]  # each run slower than the last
+    c = sc.check_independence({"client0": x}, None, TH, lambda: {"client0": rising})
+    assert c.passed is False and "correlated too" in c.message
+    few = list(22.19e6 + np.random.default_rng(7).normal(0, 10e3, sc.SECTIONS_LEAST - 1))
+    c = sc.check_independence({"client0": x}, None, TH, lambda: {"client0": few})
+    assert c.passed is False and "replicated" not in c.detail["client0"]
+    assert c.value is None and f"in at least {sc.SECTIONS_LEAST} segments" in c.message
+    # asked for only when the series itself cannot pass
+    asked = []
+    iid = np.random.default_rng(8).exponential(1e6, 5000)
+    assert sc.check_independence({"client0": iid}, None, TH, lambda: asked.append(1) or {}).passed is True
+    assert asked == []
+
+
+def test_segment_p99s_reads_each_segments_own_window(tmp_path):
+    import json
+
+    from orchestrator.experiment import segments
+    from orchestrator.experiment.layout import PointDir
+
+    pd = PointDir(tmp_path / "p")
+    assert sc.segment_p99s(pd.path) == {}  # not in segments
+    for i, scale in enumerate((1.0, 2.0, 3.0), 1):
+        seg = segments.segment_dir(pd, i).fresh()
+        seg.client("client0").mkdir(parents=True)
+        lat = np.full(2000, 1e6 * scale)
+        (seg.client("client0") / "trace.csv").write_text(trace(lat))
+        summary = {"warmup_s": WARMUP, "duration_s": DURATION}
+        (seg.client("client0") / "summary.json").write_text(json.dumps(summary))
+    assert sc.segment_p99s(pd.path) == {"client0": [1e6, 2e6, 3e6]}
+    (segments.segment_dir(pd, 2).client("client0") / "trace.csv").unlink()
+    assert sc.segment_p99s(pd.path) == {}  # a segment without its series: no replications
