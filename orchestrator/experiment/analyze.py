@@ -28,6 +28,7 @@ from . import points
 from .histograms import Hist
 from .layout import PointDir, RunDir
 from .points import ALL, PointData, curve_of, experiment_name, load_point, number, p99_interval, spec_of
+from .sweep import record_rechecked
 
 PCTS = (50.0, 99.0, 99.9)
 
@@ -168,10 +169,12 @@ def analyze(run_dir: str | Path, *, recheck: bool = False, write: bool = True, m
     spec = spec_of(manifest)
     spec_validity = spec.validity if spec is not None else None
     experiment = experiment_name(run_dir, manifest)
-    rows, ts_rows = [], []
+    rows, ts_rows, rechecked = [], [], {}
     for d in rd.points():
         data = load_point(d)
         verdict = _verdict(data, spec_validity, recheck or d.id in modelled)  # model_agreement needs the model
+        if recheck or d.id in modelled:
+            rechecked[d.id] = verdict
         p = data.point
         base = {
             "experiment": experiment,
@@ -209,6 +212,7 @@ def analyze(run_dir: str | Path, *, recheck: bool = False, write: bool = True, m
     if write:
         _write_table(df, rd.summary)
         _write_table(ts, rd.timeseries)
+        record_rechecked(run_dir, rechecked)  # sweep.json says what the checks say now
     return df
 
 

@@ -257,3 +257,34 @@ def _check_types(raw: dict, types: dict[str, tuple[type, ...]], where: str, fix:
         if not isinstance(v, ok) or (isinstance(v, bool) and bool not in ok):
             want = " or ".join("null" if t is type(None) else _TYPE_NAMES[t] for t in ok)
             raise UsageError(f"{where}: {k} is {_kind(v)}, not {want}", fix=fix)
+
+
+def record_rechecked(run_dir: Path, verdicts: dict[str, dict]) -> int:
+    """Each done point's `valid` and `reason` in sweep.json as its checks judge it now
+    (`rainmaker analyze --recheck`, its validity.json's: point id -> that dict), so the
+    sweep, the report and the summary agree. Returns how many points changed; a run
+    without a readable sweep.json is left alone (the analysis reads its points'
+    folders)."""
+    from .validity import reason_of
+
+    path = run_dir / SWEEP
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return 0
+    pts = data.get("points") if isinstance(data, dict) else None
+    if not isinstance(pts, dict):
+        return 0
+    changed = 0
+    for pid, v in verdicts.items():
+        s = pts.get(pid)
+        if not isinstance(s, dict) or s.get("status") != DONE or not isinstance(v.get("valid"), bool):
+            continue
+        failed = [(c.get("name", "?"), c.get("message", "")) for c in v.get("checks", []) if c.get("passed") is False]
+        now = (v["valid"], None if v["valid"] else reason_of(failed))
+        if (s.get("valid"), s.get("reason")) != now:
+            s["valid"], s["reason"] = now
+            changed += 1
+    if changed:
+        atomic_replace(path, json.dumps(data, indent=1))
+    return changed

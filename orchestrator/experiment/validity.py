@@ -403,11 +403,15 @@ def in_every_part(check, parts: list[PointDir]) -> Check:
 def invalid_reason(verdict: Verdict) -> str:
     """sweep.json's reason for a point that failed validity checks: each failed check
     with its message (what to do about it is in the message); a measured or simulated point."""
-    failed = [c for c in verdict.checks if c.passed is False]
+    return reason_of([(c.name, c.message) for c in verdict.checks if c.passed is False])
+
+
+def reason_of(failed: list[tuple[str, str]]) -> str:
+    """invalid_reason from the failed checks' (name, message), as validity.json holds them."""
     # every failed check keeps its name and a share of the 1,000 characters: a long
     # message (independence lists its thinning steps) must not hide the ones after it
     per = max(60, 1000 // max(1, len(failed)) - 2)
-    return "validity: " + "; ".join(f"{c.name}: {c.message}"[:per] for c in failed)
+    return "validity: " + "; ".join(f"{name}: {message}"[:per] for name, message in failed)
 
 
 def check_point(

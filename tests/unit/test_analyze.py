@@ -470,3 +470,18 @@ def test_the_points_status_comes_from_sweep_json(tmp_path):
     assert not a.loc["rain-k2000-r1", "valid"] and a.loc["rain-k2000-r1", "failed_checks"] == "complete"
     v = PointDir(run / "points" / "rain-k2000-r1").read_verdict()
     assert "the point's status is 'todo'" in next(c["message"] for c in v["checks"] if c["name"] == "complete")
+
+
+def test_a_recheck_writes_its_verdicts_into_sweep_json(tmp_path):
+    """`analyze --recheck` judges the points again: a done point's `valid` and `reason`
+    in sweep.json follow, so the sweep and the report agree; a point not done keeps its
+    own reason."""
+    run = synthetic_run(tmp_path, systems=("rain",), loads=(1000.0, 2000.0), reps=1, n=4000, with_optional=False)
+    stale = {"status": "done", "valid": False, "reason": "validity: independence: an older check"}
+    write_sweep(run, {"rain-k1000-r1": stale, "rain-k2000-r1": {"status": "todo", "reason": "interrupted"}})
+    analyze(run)  # without --recheck the runner's verdicts stand, and so does sweep.json
+    assert json.loads((run / "sweep.json").read_text())["points"]["rain-k1000-r1"]["valid"] is False
+    analyze(run, recheck=True)
+    pts = json.loads((run / "sweep.json").read_text())["points"]
+    assert pts["rain-k1000-r1"]["valid"] is True and pts["rain-k1000-r1"]["reason"] is None
+    assert pts["rain-k2000-r1"]["status"] == "todo" and pts["rain-k2000-r1"]["reason"] == "interrupted"
