@@ -232,8 +232,12 @@ class Dial:
     def explained(self, e: Exception) -> Exception:
         """`e` (a BFRuntime error), saying first that the tunnel is down and why, if it is:
         the same exception, so that whoever handles a lost session still does."""
-        why = self.tunnel.trouble() if self.tunnel is not None else None
-        if why is None or not hasattr(e, "message"):
+        if self.tunnel is None or not hasattr(e, "message"):
+            return e
+        why = self.tunnel.trouble()
+        if why is None and "UNAVAILABLE" in str(e.message):
+            why = self._probed()
+        if why is None:
             return e
         e.message = (
             f"switch {self.switch}: BFRuntime is reached through {self.tunnel}, which is down: {why}\n  {e.message}"  # type: ignore[attr-defined]
@@ -244,6 +248,20 @@ class Dial:
             "a new session opens the tunnel again"
         )
         return e
+
+    def _probed(self) -> str | None:
+        """The tunnel asked directly, for an error that lost the connection: the client
+        can see its connection end before the SSH transport has noticed its peer is gone
+        (the pump closes the client's socket first), and trouble() then still reads an
+        active transport. A forward opened now fails (bounded by FORWARD_TIMEOUT_S)
+        when the tunnel is down, and says why."""
+        if self.tunnel is None:
+            return None
+        try:
+            self.tunnel.probe()
+        except RemoteError as e:
+            return self.tunnel.trouble() or e.message
+        return None
 
 
 def dial(inv: Inventory) -> Dial:
