@@ -74,7 +74,7 @@ def replications_for(verdict, done: list[float], longest: float | None) -> list[
     each from its own warm-up (the module's doc), so a correlation that lasts tens of
     seconds (this VM's round trip moves by 60 to 120 us of testbed time for that long)
     ends at each one's edge, and sections of at least a segment are independent
-    replications (Law, Simulation Modeling and Analysis, 9.4). [] when the check passed,
+    replications (Law, Simulation Modeling and Analysis, ch. 9). [] when the check passed,
     the window has the segments already, or no longer window is allowed."""
     try:
         c = verdict.check("independence")

@@ -28,7 +28,7 @@ distribution.
   correlation reaches past what sections of the window can hold (the testbed's
   overhead wanders over minutes on a noisy VM), its segments are independent runs,
   each from its own warm-up, and the p99 of each is one replication (the method of
-  independent replications: Law, Simulation Modeling and Analysis, 9.4). With at
+  independent replications: Law, Simulation Modeling and Analysis, ch. 9). With at
   least 10 of them, the check passes when their p99s, in order, show no significant
   lag-1 rank correlation (the same test and level: the drift did not carry from one
   run to the next) and their interval by Student's t is within max_p99_ci_width.
