@@ -40,12 +40,16 @@ def test_the_handler_alone_gives_a_table_plots_and_costs_a_spec_can_use(testbed,
         (op, c, b) for b in (64, 512) for op, c in (("scan", 20), ("scan", 200), ("get", 10))
     )
     assert (df["requests"] == 102).all() and (df["rounds"] == 3).all() and (df["mean_us"] > 0).all()
-    # Keys and item size cost. Compared by the fastest request of each: this test shares
-    # the machine with the suite, and a preempted request's wall time (41.9 ms once, beside
-    # three other test processes) can bend a mean, even a median of the rounds', the wrong
-    # way; the fastest of 306 requests is one that ran undisturbed.
+    # Keys cost. Compared by the fastest request of each: this test shares the machine
+    # with the suite, and a preempted request's wall time (41.9 ms once, beside three other
+    # test processes) can bend a mean, even a median of the rounds', the wrong way. Ten
+    # times the keys is several times the time. What the item size adds (448 bytes of 200
+    # keys, a few us) is too small for a loaded machine to order: 72.5 us at 512 bytes
+    # against 81.0 at 64 in one run of the suite. The figure is the run's to report, not
+    # this test's to time.
     fastest = df[df["op"] == "scan"].set_index(["count", "item_bytes"])["min_us"]
-    assert fastest[(200, 512)] > fastest[(20, 512)] and fastest[(200, 512)] > fastest[(200, 64)], fastest
+    for size in (64, 512):
+        assert fastest[(200, size)] > 2 * fastest[(20, size)], fastest
     scan = df[df["op"] == "scan"].set_index(["count", "item_bytes"])["mean_us"]
     assert (run_dir / "plots" / "scan_service_vs_item_size.png").exists()
     report = (run_dir / "report.md").read_text()
