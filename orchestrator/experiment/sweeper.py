@@ -196,6 +196,8 @@ class Sweeper:
         done: list[float] = []
         extended = False
         while True:
+            # the point as planned, before its first segment: an interrupted point has its record
+            pd.write_point(asdict(replace(p, measure_s=round(sum(cuts), 3))) | {"segments": cuts})
             for seconds in cuts[len(done) :]:
                 self._segment(p, pd, len(done) + 1, seconds, len(cuts), attempt)
                 done.append(seconds)
@@ -206,8 +208,8 @@ class Sweeper:
                 return verdict
             self.log(
                 f"{p.id}: its latencies are not independent over its {sum(done):g} s window (validity.json: "
-                f"independence); measuring {len(more)} more segments, to {sum(done) + sum(more):g} s, whose "
-                "sections the p99's interval holds over"
+                f"independence); measuring {len(more)} more segments, to {sum(done) + sum(more):g} s: "
+                "independent runs, over which the p99's interval can hold"
             )
             cuts, extended = [*done, *more], True
 

@@ -356,6 +356,8 @@ def test_a_long_point_is_measured_in_segments_and_a_stalled_segment_again(tmp_pa
     def measure(b, p, attempt=1, segment=None):
         b.clear_leftovers(p, attempt)
         seen.append((segment, p.measure_s))
+        # the point's record is there before its first segment: an interrupted point keeps it
+        assert RunDir(tmp_path).point(p.id).read_point()["segments"] == [10.0, 10.0, 5.0]
         out = plan[segment].pop(0)
         d = segments.segment_dir(RunDir(tmp_path).point(p.id), segment).fresh()
         d.write_point({"id": p.id, "measure_s": p.measure_s, "segment": segment})
