@@ -315,16 +315,23 @@ def choose_k(
     overhead_us = cal["round_trip_us"]["mean"] + cal["service_overshoot_us"]
     mean_us = spec.workload.mean_service_us
     want = overhead_us / (target * mean_us)
-    k = _nice_above(max(1.0, want))
     why = (
         f"the testbed's overheads, {overhead_us:,.0f} us of testbed time (round trip {cal['round_trip_us']['mean']:,.0f} "
         f"+ handler {cal['service_overshoot_us']:,.0f}), stay below {100 * target:g}% of a {mean_us:g} us mean task "
-        f"from k = {want:,.0f}: k = {k:g}"
+        f"from k = {want:,.0f}"
     )
+    if (stalled := stall_k(cal, spec)) > want:
+        want = stalled
+        why += (
+            f"; the client's largest lag in it, {cal['schedule_lag_max_us']:,.0f} us of testbed time, is within "
+            f"schedule_lag's {spec.validity.max_lag_us:g} us of paper time only from k = {stalled:,.0f}"
+        )
+    k = _nice_above(max(1.0, want))
+    why += f": k = {k:g}"
     if hold is not None and hold < k and want <= hold * (1 + margin):
         k = hold
         why += (
-            f"; but k = {hold:g}, calibrated, is within {100 * margin:.0f}% of it (the overheads' run-to-run "
+            f"; but k = {hold:g}, calibrated, is within {100 * margin:.0f}% of it (the run-to-run "
             f"spread): k stays {hold:g}"
         )
     elif hold is not None and k < hold:  # smaller overheads than before: k is not lowered for them
@@ -361,6 +368,33 @@ def choose_k(
     if cpu := cal.get("cpu"):
         k, why = _fit_cpu(k, why, cpu, top_rps)
     return min(k, 10_000.0), why
+
+
+def stall_k(cal: dict, spec: Spec) -> float:
+    """The k from which the client's largest lag in the calibration (testbed time) is
+    within validity.max_lag_us of paper time: a host that stalls its client that long
+    (a busy machine; a virtual machine whose hypervisor takes its vCPUs away) fails
+    schedule_lag at any smaller k whenever a stall falls in a point's window. One light
+    point sees such stalls only when they come about as often as its window lasts, so
+    this is a lower bound."""
+    return float(cal.get("schedule_lag_max_us") or 0.0) / spec.validity.max_lag_us
+
+
+def stall_warning(cal: dict, spec: Spec) -> str | None:
+    """For a calibration at whose k the client's largest lag was already over
+    schedule_lag's limit: what that means for the run, and the k that would hold it."""
+    k, lag_us = cal["k"], float(cal.get("schedule_lag_max_us") or 0.0)
+    limit = spec.validity.max_lag_us
+    if lag_us / k <= limit:
+        return None
+    again = spec.validity.remeasure_stalled
+    return (
+        f"the client fell {lag_us / 1000:,.1f} ms behind its schedule during the calibration: "
+        f"{lag_us / k:,.3g} us of paper time at k = {k:g}, over schedule_lag's {limit:g} us. A point whose window "
+        "meets such a stall fails schedule_lag"
+        + (f" (measured again up to {again} times: validity.remeasure_stalled)" if again else "")
+        + f"; from k = {_nice_above(lag_us / limit):g} a stall that long is within the limit"
+    )
 
 
 def _fit_cpu(k: float, why: str, cpu: dict, top_rps: float) -> tuple[float, str]:

@@ -60,6 +60,9 @@ def _spec_section(spec, manifest: dict, df) -> list[str]:
         f"- testbed: **{kind}**; time dilation k = {', '.join(f'{k:g}' for k in ks) or '?'} "
         f"(tables and figures are in paper time: loads x k, latencies / k)"
     )
+    cal = manifest.get("calibration") if isinstance(manifest.get("calibration"), dict) else {}
+    if isinstance(cal.get("schedule_lag_warning"), str):
+        lines.append(f"- the client's schedule: {cal['schedule_lag_warning']}")
     if spec is None:
         lines += ["- (no spec recorded in manifest.json)", ""]
         return lines

@@ -142,6 +142,7 @@ def before_sweep(
         cal = s.calibrate()
         if auto and cal is not None:
             choose_dilation(s, rd, s.spec, shape, _with_cpu(cal, start), s.log, held=held)
+        warn_stalls(s, rd)
     if fresh and s.points and s.points[0].handler == "rocksdb":
         probe_service(s, rd, s.spec, shape, s.log)
     if fresh:
@@ -166,6 +167,25 @@ def calibration_run(s: Sweeper, rd: RunDir, shape: TestbedShape, auto: bool, sta
         )
     if auto:
         choose_dilation(s, rd, s.spec, shape, _with_cpu(cal, start), s.log, held=start is not None)
+    warn_stalls(s, rd)
+
+
+def warn_stalls(s: Sweeper, rd: RunDir) -> None:
+    """Before the sweep: whether the client's stalls in the last calibration are over
+    schedule_lag's limit at the run's k (calibrate.stall_warning), in the log and the
+    manifest's calibration, which the report shows. The points would find out one by one."""
+    from .calibrate import stall_warning
+
+    if not s.calibrated or not s.points:
+        return
+    text = stall_warning({**s.calibrated[-1], "k": s.points[0].dilation}, s.spec)
+    if text is None:
+        return
+    s.log(f"warning: {text}")
+    m = rd.read_manifest()
+    if isinstance(m.get("calibration"), dict):
+        m["calibration"]["schedule_lag_warning"] = text
+        rd.write_manifest(m)
 
 
 def _into_history(history_file: Path, rec: dict, log) -> None:

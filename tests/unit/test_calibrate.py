@@ -228,6 +228,61 @@ def test_a_slower_testbed_gets_a_larger_k():
     assert k == 50 and "only up to k = 1,000" in why and "only up to k = 60: k = 50" in why
 
 
+def test_a_client_that_stalls_gets_a_k_that_holds_its_stalls():
+    from orchestrator.experiment.plan import TestbedShape
+
+    shape = TestbedShape(worker_hosts=2, client_hosts=1, emulated=True)
+    long = _spec(emulated={"warmup_s": 1, "measure_s": 200})
+    # 40 us of overheads ask for k = 80; a 3 ms stall is 10 us of paper time from k = 300
+    k, why = calibrate.choose_k({**_cal(40.0), "schedule_lag_max_us": 3000.0}, long, shape)
+    assert k == 500 and "largest lag in it, 3,000 us of testbed time" in why and "only from k = 300: k = 500" in why
+    # a stall within the limit at the overheads' k changes nothing, and says nothing
+    k, why = calibrate.choose_k({**_cal(40.0), "schedule_lag_max_us": 500.0}, long, shape)
+    assert k == 100 and "lag" not in why
+    # held within the margin, as the overheads are: one more stall does not move a settled k
+    k, why = calibrate.choose_k({**_cal(40.0), "schedule_lag_max_us": 6000.0}, long, shape, hold=500.0)
+    assert k == 500 and "k stays 500" in why
+    # the window still bounds it: 20 s hold 2,000 requests at the lowest load up to k = 1,200
+    k, why = calibrate.choose_k({**_cal(40.0), "schedule_lag_max_us": 50_000.0}, _spec(), shape)
+    assert k == 1000 and "only from k = 5,000" in why and "only up to k = 1,200" in why
+
+
+def test_a_calibration_whose_client_stalled_past_the_limit_is_a_warning():
+    spec = _spec(validity={"remeasure_stalled": 4})
+    cal = {**_cal(40.0), "k": 200.0, "schedule_lag_max_us": 7300.0}
+    text = calibrate.stall_warning(cal, spec)
+    assert text is not None
+    assert "7.3 ms behind" in text and "36.5 us of paper time at k = 200, over schedule_lag's 10 us" in text
+    assert "up to 4 times" in text and "from k = 1000" in text
+    assert calibrate.stall_warning({**cal, "k": 1000.0}, spec) is None  # 7.3 us: within
+    assert calibrate.stall_warning({**_cal(40.0), "k": 200.0}, spec) is None  # no lag recorded
+
+
+def test_the_run_says_so_before_its_sweep_and_the_report_shows_it(tmp_path):
+    from types import SimpleNamespace
+
+    from orchestrator.experiment import report
+    from orchestrator.experiment.layout import RunDir
+    from orchestrator.experiment.run import warn_stalls
+
+    rd = RunDir(tmp_path)
+    rd.write_manifest({"calibration": {"k": 100.0, "schedule_lag_max_us": 2500.0}})
+    said: list[str] = []
+    cal = {**_cal(40.0), "k": 100.0, "schedule_lag_max_us": 2500.0}
+    runner = SimpleNamespace(calibrated=[cal], points=[SimpleNamespace(dilation=100.0)], spec=_spec(), log=said.append)
+    warn_stalls(runner, rd)
+    assert len(said) == 1 and said[0].startswith("warning: the client fell 2.5 ms behind")
+    text = rd.read_manifest()["calibration"]["schedule_lag_warning"]
+    assert "from k = 500" in text
+    lines = report._spec_section(None, rd.read_manifest(), __import__("pandas").DataFrame())
+    assert f"- the client's schedule: {text}" in lines
+    # at a k that holds the stall: nothing said, nothing written
+    rd.write_manifest({"calibration": {"k": 1000.0}})
+    runner.points = [SimpleNamespace(dilation=1000.0)]
+    warn_stalls(runner, rd)
+    assert len(said) == 1 and "schedule_lag_warning" not in rd.read_manifest()["calibration"]
+
+
 def test_the_cpu_a_request_costs_is_what_the_load_adds_to_the_idle_testbed(tmp_path):
     pd = _point_dir(tmp_path, busy_ns=1_000_000 * 300, done=300, lat_mean_ns=1_500_000, p50_ns=1, p99_ns=1)
     # 2 cores, 0.1 busy with no load; 300 requests in 2 s kept 0.4 busy: 0.6 s more, 2 ms each
