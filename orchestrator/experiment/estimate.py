@@ -17,8 +17,10 @@ round trips are of different paths):
   the run's own rule), on the network that calibration measured, in segments as the
   run cuts them;
 - the orchestration around each segment (agents started, files collected, the model and
-  the checks; stall re-measurements included on average), the calibrations, the
-  service probe and the report, as that run spent them.
+  the checks; stall re-measurements included on average), the segments a window whose
+  latencies are correlated gets (segments.replications_for; as often as that run's
+  points got them), the calibrations, the service probe and the report, as that run
+  spent them.
 
 With no history the estimate is "at least" the planned windows, at the planned k, and
 says why. Where the history leaves the run open it is a range, "between A and B": a
@@ -69,6 +71,7 @@ def point_walls(rd: RunDir) -> list[dict]:
         state = json.loads(rd.sweep.read_text()).get("points", {})
     except (OSError, ValueError):
         return []
+    planned = {q.get("id"): q.get("measure_s") for q in rd.read_manifest().get("points") or [] if isinstance(q, dict)}
     out = []
     for pid, s in state.items():
         if not isinstance(s, dict) or s.get("status") != "done" or not s.get("finished"):
@@ -94,6 +97,8 @@ def point_walls(rd: RunDir) -> list[dict]:
                 "window_s": len(cuts) * float(p.get("warmup_s") or 0) + sum(cuts),
                 "stalled": len(stalled),
                 "stalled_s": sum(stalled),
+                # measured longer than planned: its latencies were correlated (segments.replications_for)
+                "extended": isinstance(planned.get(pid), (int, float)) and sum(cuts) > planned[pid] + 0.5,
             }
         )
     return out
@@ -109,6 +114,9 @@ class Costs:
     attempt_s: float
     stalls_per_s: float
     measured_s: float  # the seconds of measurement the rate was taken over
+    # segmented points, and how many of them the independence check had measured longer
+    segmented: int = 0
+    extended: int = 0
 
     @staticmethod
     def of(walls: list[dict]) -> Costs | None:
@@ -125,7 +133,9 @@ class Costs:
         q = min(stalls / attempts, attempts / (attempts + 1))
         mean = measured / attempts
         rate = -math.log(1.0 - q) / mean if mean > 0 and q > 0 else 0.0
-        return Costs(round(max(0.0, spent) / attempts, 2), rate, round(measured, 1))
+        segmented = sum(1 for w in walls if w["segments"] > 1)
+        extended = sum(1 for w in walls if w["segments"] > 1 and w.get("extended"))
+        return Costs(round(max(0.0, spent) / attempts, 2), rate, round(measured, 1), segmented, extended)
 
     def pooled(self, other: Costs | None) -> Costs:
         """This run's orchestration, with the stall rate over both runs' seconds."""
@@ -135,20 +145,32 @@ class Costs:
         rate = (
             (self.stalls_per_s * self.measured_s + other.stalls_per_s * other.measured_s) / seconds if seconds else 0.0
         )
-        return Costs(self.attempt_s, rate, seconds)
+        return Costs(self.attempt_s, rate, seconds, self.segmented + other.segmented, self.extended + other.extended)
 
-    def point_s(self, p: Point, cuts: list[float], limit: int) -> float:
+    @property
+    def extended_share(self) -> float:
+        return self.extended / self.segmented if self.segmented else 0.0
+
+    def point_s(self, p: Point, cuts: list[float], limit: int, longest: float | None = None) -> float:
         """A point's expected wall time: each segment's attempts (1 + q + ... + q^limit,
-        q the chance the host stalls one that long), each its window and orchestration."""
-        out = 0.0
-        for length in cuts:
+        q the chance the host stalls one that long), each its window and orchestration;
+        for a segmented point, the segments the independence check would add to it
+        (segments.replications_for, within `longest`: measure_max_s) times the share of
+        segmented points it measured longer."""
+
+        def attempts_s(length: float) -> float:
             window = p.warmup_s + length
             q = 1.0 - math.exp(-self.stalls_per_s * window)
-            out += (window + self.attempt_s) * sum(q**i for i in range(limit + 1))
+            return (window + self.attempt_s) * sum(q**i for i in range(limit + 1))
+
+        out = sum(attempts_s(length) for length in cuts)
+        if len(cuts) > 1 and self.extended:
+            more = segments.more_for_correlated(list(cuts), longest)
+            out += self.extended_share * sum(attempts_s(length) for length in more)
         return out
 
     def as_dict(self) -> dict:
-        return {"attempt_s": self.attempt_s, "stalls_per_s": round(self.stalls_per_s, 6), "measured_s": self.measured_s}
+        return asdict(self) | {"stalls_per_s": round(self.stalls_per_s, 6)}
 
 
 def record(rd: RunDir, spec: Spec, clock: Clock, estimated: dict | None) -> dict:
@@ -215,7 +237,13 @@ def costs_of(rec: dict | None) -> Costs | None:
     if not isinstance(c, dict):
         return None
     try:
-        return Costs(float(c["attempt_s"]), float(c["stalls_per_s"]), float(c.get("measured_s") or 0.0))
+        return Costs(
+            float(c["attempt_s"]),
+            float(c["stalls_per_s"]),
+            float(c.get("measured_s") or 0.0),
+            int(c.get("segmented") or 0),
+            int(c.get("extended") or 0),
+        )
     except (KeyError, TypeError, ValueError):
         return None
 
@@ -511,18 +539,33 @@ def _at(
             )
     after = float(last.get("after_sweep_s") or 0.0) * len(points) / max(1, int(last.get("points") or 1))
     limit = spec.validity.remeasure_stalled
-    per_point = {p.id: costs.point_s(p, cuts[p.id], limit) for p in points}
+    longest = spec.durations(shape.emulated).measure_max_s
+    per_point = {p.id: costs.point_s(p, cuts[p.id], limit, longest) for p in points}
     basis.append(
         f"from the last {_NAMES[family(spec)] + ' ' if family_of(last) == family(spec) else ''}run here "
         f"({last.get('spec')}, {last.get('at')}): {costs.attempt_s:.1f} s of orchestration "
-        f"per measurement, {_stalls(costs.stalls_per_s)}, "
+        f"per measurement, {_stalls(costs.stalls_per_s)}, {_extended(costs)}"
         f"{fmt(before)} before the sweep, {fmt(after)} of analysis after it"
     )
     total = before + sum(per_point.values()) + after
     low = None
     if low_from is not None:
-        low = before + after + sum(costs.point_s(p, segments.cuts_of(spec, shape.emulated, p), limit) for p in low_from)
+        low = (
+            before
+            + after
+            + sum(costs.point_s(p, segments.cuts_of(spec, shape.emulated, p), limit, longest) for p in low_from)
+        )
     return Estimate(total, False, basis, k, per_point, before + after, low)
+
+
+def _extended(costs: Costs) -> str:
+    """What the last run's correlated windows add (Costs.point_s), or nothing."""
+    if not costs.extended:
+        return ""
+    return (
+        f"{costs.extended} of its {costs.segmented} segmented points measured longer for correlated latencies "
+        "(as many here, on average), "
+    )
 
 
 def _stalls(rate: float) -> str:
@@ -551,10 +594,11 @@ class Eta:
         now = Costs.of(point_walls(self.rd))
         costs = now.pooled(self.past) if now is not None else self.past
         limit = self.spec.validity.remeasure_stalled
+        longest = self.spec.durations(self.emulated).measure_max_s
         left = self.after_s
         for q in pending:
             cuts = segments.cuts_of(self.spec, self.emulated, q)
-            left += (costs or Costs(0.0, 0.0, 0.0)).point_s(q, cuts, limit)
+            left += (costs or Costs(0.0, 0.0, 0.0)).point_s(q, cuts, limit, longest)
         elapsed = time.monotonic() - self.clock.t0
         self.left_s, self.at_least = left, costs is None
         eta = (

@@ -80,7 +80,13 @@ def replications_for(verdict, done: list[float], longest: float | None) -> list[
         c = verdict.check("independence")
     except KeyError:
         return []
-    if c.passed is not False or not done or len(done) >= REPLICATIONS or longest is None:
+    return more_for_correlated(done, longest) if c.passed is False else []
+
+
+def more_for_correlated(done: list[float], longest: float | None) -> list[float]:
+    """replications_for's segments for a window whose latencies were found correlated
+    (the estimate asks it of a window not yet measured)."""
+    if not done or len(done) >= REPLICATIONS or longest is None:
         return []
     each = done[0]
     room = int((longest - sum(done)) / each + 1e-9)

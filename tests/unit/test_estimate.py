@@ -168,6 +168,35 @@ def test_a_finished_run_records_its_orchestration_per_segment(tmp_path):
     assert r["wall_s"] >= 100 and r["estimated_s"] == 90.0
 
 
+def test_a_window_measured_longer_for_its_correlation_is_expected_again(tmp_path):
+    s = spec_file(tmp_path, emulated={"warmup_s": 1, "measure_s": 20, "measure_max_s": 200, "segment_s": 10})
+    rd = finished_run(tmp_path, s)
+    points = plan(s, SHAPE)
+    rd.write_manifest({"points": [{"id": p.id, "dilation": 1000, "measure_s": 20} for p in points]})
+    # the first point planned as 2 segments of 10 s, measured to 20 (segments.REPLICATIONS)
+    rd.point(points[0].id).write_point({"id": points[0].id, "warmup_s": 1, "measure_s": 200, "segments": [10.0] * 20})
+    rd.point(points[1].id).write_point({"id": points[1].id, "warmup_s": 1, "measure_s": 20, "segments": [10.0] * 2})
+    walls = estimate.point_walls(rd)
+    assert [w["extended"] for w in walls] == [True, False]
+    costs = estimate.Costs.of(walls)
+    assert (costs.segmented, costs.extended, costs.extended_share) == (2, 1, 0.5)
+    again = estimate.costs_of({"costs": costs.as_dict()})  # through the history record
+    assert (again.segmented, again.extended) == (2, 1)
+    # a point of 2 segments (11 s and 10 s around each), and a quarter of the 18 segments
+    # that would take it to 20 (within measure_max_s, 200 s)
+    quarter = estimate.Costs(10.0, 0.0, 100.0, segmented=4, extended=1)
+    assert quarter.point_s(points[0], [10.0, 10.0], 0, 200.0) == pytest.approx(2 * 21 + 0.25 * 18 * 21)
+    assert quarter.point_s(points[0], [10.0] * 19, 0, 200.0) == pytest.approx(19 * 21 + 0.25 * 21)
+    assert quarter.point_s(points[0], [20.0], 0, 200.0) == pytest.approx(31)  # one run: never extended
+    # the estimate: more than from a record before the count, and it says why
+    last = last_run(points=2, before_sweep_s=0.0, after_sweep_s=0.0)
+    before = estimate.estimate(s, SHAPE, [last])
+    last["costs"] |= {"segmented": 4, "extended": 1}
+    e = estimate.estimate(s, SHAPE, [last])
+    assert e.seconds > before.seconds
+    assert any("1 of its 4 segmented points measured longer" in b for b in e.basis)
+
+
 def test_each_points_line_has_the_elapsed_time_and_the_eta(tmp_path):
     s = spec_file(tmp_path)
     rd = finished_run(tmp_path, s)
