@@ -316,6 +316,8 @@ class Sweeper:
             )
         elif waited > QUIET_PROBE_S * 1.5:
             self.log(f"the hypervisor gave the cores back after {waited:.0f} s (steal {share:.1%}): measuring again")
+        else:  # said too, so that a run's log shows what each re-measure followed
+            self.log(f"the hypervisor took {share:.1%} of the cores over {waited:.0f} s: measuring again")
 
     def _waiter(self) -> Waiter:
         return Waiter(self.backoff)

@@ -347,6 +347,7 @@ def test_settling_waits_only_on_a_shared_core_testbed_and_says_what_it_found(tmp
     r._settle(), r._settle(), r._settle()
     assert asked == [(None, 2, 0.03, 2.0, 60.0)] * 3
     assert logs == [
+        "the hypervisor took 1.0% of the cores over 2 s: measuring again",
         "the hypervisor gave the cores back after 14 s (steal 2.0%): measuring again",
         "the hypervisor still takes 9.0% of the cores after 60 s (quiet: at most 3%): measuring again anyway",
     ]
