@@ -164,10 +164,17 @@ class Sweeper:
                 f"measuring it again ({again} of at most {self.spec.validity.remeasure_stalled})"
             )
 
+        def settle() -> None:
+            try:
+                self._settle()
+            except KeyboardInterrupt:  # Ctrl-C while waiting for the host: the point is todo
+                self.sweep.requeue(p.id, "interrupted")
+                raise
+
         # a point in segments re-measures the stalled segment, not itself
         limit = self.spec.validity.remeasure_stalled if len(cuts) == 1 else 0
         return remeasured(
-            lambda stalls: self._with_retries(p, cuts, waiter, failures, stalls), set_aside, limit, self._settle
+            lambda stalls: self._with_retries(p, cuts, waiter, failures, stalls), set_aside, limit, settle
         )
 
     def _with_retries(self, p: Point, cuts: list[float], waiter: Waiter, failures: list[int], stalls: int) -> Verdict:

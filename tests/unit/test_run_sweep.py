@@ -353,6 +353,21 @@ def test_settling_waits_only_on_a_shared_core_testbed_and_says_what_it_found(tmp
     ]
 
 
+def test_ctrl_c_while_waiting_for_the_host_leaves_the_point_todo(tmp_path):
+    pid = "rain-f0.1-r1"
+    r, _ = _runner(tmp_path, {pid: [_stalled(pid)], "rain-f0.2-r1": []})
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    r._settle = interrupted
+    with pytest.raises(KeyboardInterrupt):
+        r.sweep_all()
+    a = _state(tmp_path)[pid]
+    assert a["status"] == "todo" and a["reason"] == "interrupted"
+    assert [d.id for d in RunDir(tmp_path).stalled(pid)] == ["1"]  # the stalled attempt is kept
+
+
 def test_remeasuring_a_stalled_point_is_bounded_and_the_last_verdict_stands(tmp_path):
     pid = "rain-f0.1-r1"
     other = Verdict("rain-f0.2-r1", [Check("complete", True, 0, 0, "complete")])
