@@ -7,8 +7,7 @@ once by each of three rules:
   goes on;
 - **stall re-measurement** (`remeasured`, the one rule for points and segments): a
   measurement whose host stalled the client (its schedule checks failed) is set aside
-  under stalled/ and measured again, up to validity.remeasure_stalled times, on a
-  shared-core testbed once the hypervisor has given the cores back (bounded);
+  under stalled/ and measured again, up to validity.remeasure_stalled times;
 - **segments**: a long window is measured as segments (segments.py), each its own
   measurement, merged and judged whole.
 
@@ -36,16 +35,10 @@ if TYPE_CHECKING:
     from .validity import Verdict
 
 
-def remeasured(
-    measure: Callable[[int], Verdict],
-    set_aside: Callable[[int, Verdict], None],
-    limit: int,
-    settle: Callable[[], None] = lambda: None,
-) -> Verdict:
+def remeasured(measure: Callable[[int], Verdict], set_aside: Callable[[int, Verdict], None], limit: int) -> Verdict:
     """The stall rule: measure(again) with again = 0, 1, ...; a verdict whose host
     stalled the client is set aside (set_aside(again, verdict), again counting from 1)
-    and, once settle() returns, measured again, at most `limit` times; the last
-    verdict stands."""
+    and measured again, at most `limit` times; the last verdict stands."""
     again = 0
     while True:
         v = measure(again)
@@ -53,16 +46,6 @@ def remeasured(
             return v
         again += 1
         set_aside(again, v)
-        settle()
-
-
-# Before measuring again what the host stalled, on a shared-core testbed: the
-# hypervisor's steal comes in episodes of a minute or two, and a measurement right after
-# a stall meets the same one (the 20 us RPC spec on this VM: one segment stalled five
-# times in a row over 70 s, at 5 to 20% steal; its measurements that held their
-# schedule saw at most 3.4%). So the run waits until a 2 s probe sees at most 3%, at
-# most 60 s, then measures again either way.
-QUIET_STEAL, QUIET_PROBE_S, QUIET_MOST_S = 0.03, 2.0, 60.0
 
 
 class _GaveUp(Exception):
@@ -164,18 +147,9 @@ class Sweeper:
                 f"measuring it again ({again} of at most {self.spec.validity.remeasure_stalled})"
             )
 
-        def settle() -> None:
-            try:
-                self._settle()
-            except KeyboardInterrupt:  # Ctrl-C while waiting for the host: the point is todo
-                self.sweep.requeue(p.id, "interrupted")
-                raise
-
         # a point in segments re-measures the stalled segment, not itself
         limit = self.spec.validity.remeasure_stalled if len(cuts) == 1 else 0
-        return remeasured(
-            lambda stalls: self._with_retries(p, cuts, waiter, failures, stalls), set_aside, limit, settle
-        )
+        return remeasured(lambda stalls: self._with_retries(p, cuts, waiter, failures, stalls), set_aside, limit)
 
     def _with_retries(self, p: Point, cuts: list[float], waiter: Waiter, failures: list[int], stalls: int) -> Verdict:
         last: str | None = None
@@ -254,7 +228,7 @@ class Sweeper:
             rd.set_aside_segment(p.id, i, again)
             self.log(f"{p.id}: segment {i}: the host stalled the client ({', '.join(v.failed)}); measuring it again")
 
-        v = remeasured(one, set_aside, self.spec.validity.remeasure_stalled, self._settle)
+        v = remeasured(one, set_aside, self.spec.validity.remeasure_stalled)
         if not v.valid:
             self.log(f"{p.id}: segment {i} kept, not valid: {', '.join(v.failed)}")
 
@@ -305,27 +279,6 @@ class Sweeper:
         return result
 
     # -- between attempts (seams the tests replace) ----------------------------------
-    def _settle(self) -> None:
-        """Before a stalled measurement is measured again: on a shared-core testbed, wait
-        until the hypervisor has given the cores back (QUIET_STEAL), at most QUIET_MOST_S."""
-        from ..testbed.cpu import confined_to, testbed_cores, until_quiet
-
-        inv = self.bench.inv
-        if inv is None or not inv.shared_system:
-            return
-        waited, share = until_quiet(
-            confined_to(inv) or None, testbed_cores(inv), QUIET_STEAL, QUIET_PROBE_S, QUIET_MOST_S
-        )
-        if share > QUIET_STEAL:
-            self.log(
-                f"the hypervisor still takes {share:.1%} of the cores after {waited:.0f} s (quiet: at most "
-                f"{QUIET_STEAL:.0%}): measuring again anyway"
-            )
-        elif waited > QUIET_PROBE_S * 1.5:
-            self.log(f"the hypervisor gave the cores back after {waited:.0f} s (steal {share:.1%}): measuring again")
-        else:  # said too, so that a run's log shows what each re-measure followed
-            self.log(f"the hypervisor took {share:.1%} of the cores over {waited:.0f} s: measuring again")
-
     def _waiter(self) -> Waiter:
         return Waiter(self.backoff)
 

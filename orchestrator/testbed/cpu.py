@@ -206,31 +206,6 @@ def steal_s(cpus: Iterable[int] | None = None) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
-def until_quiet(
-    cpus: list[int] | None,
-    cores: int,
-    quiet: float,
-    probe_s: float,
-    most_s: float,
-    *,
-    steal=steal_s,
-    sleep=time.sleep,
-    clock=time.monotonic,
-) -> tuple[float, float]:
-    """Wait until the hypervisor gives `cores` cores (`cpus`, or all of this machine's)
-    to someone else for at most `quiet` of their time over one probe_s window, and at
-    most most_s in all: its steal comes in episodes of a minute or two. Returns the
-    seconds waited and the last window's share."""
-    t0 = clock()
-    while True:
-        s0, w0 = steal(cpus), clock()
-        sleep(probe_s)
-        share = (steal(cpus) - s0) / (max(clock() - w0, 1e-9) * max(1, cores))
-        waited = clock() - t0
-        if share <= quiet or waited >= most_s:
-            return waited, share
-
-
 # -- the cores of a testbed ---------------------------------------------------------------
 def parse_cpus(text: str) -> list[int]:
     """A CPU list as the kernel writes it (and taskset -c takes it): '0-3', '0,2,4-5'

@@ -18,7 +18,7 @@ from orchestrator.experiment.report import _stalled_lines
 from orchestrator.experiment.retry import Backoff, Waiter
 from orchestrator.experiment.spec import Validity
 from orchestrator.experiment.sweep import Sweep
-from orchestrator.experiment.sweeper import Sweeper, remeasured
+from orchestrator.experiment.sweeper import Sweeper
 from orchestrator.experiment.validity import Check, Verdict
 from switch.bfrt.errors import BfrtError
 from switch.control.errors import ControllerError
@@ -311,61 +311,6 @@ def test_a_point_the_host_stalled_is_measured_again_and_the_discarded_attempt_ke
     lines = _stalled_lines(rd, ["rain-f0.1-r1", "rain-f0.2-r1"])
     assert lines[0].startswith("1 measurement(s) discarded")
     assert any("`rain-f0.1-r1` attempt 1" in line and "schedule_lag 31.5" in line for line in lines)
-
-
-def test_a_stalled_measurement_waits_for_the_host_to_settle_before_the_next():
-    pid = "rain-f0.1-r1"
-    good = Verdict(pid, [Check("complete", True, 0, 0, "complete"), Check("schedule_lag", True, 2, 10, "")])
-    verdicts, calls = [_stalled(pid), _stalled(pid), good], []
-
-    def measure(again):
-        calls.append(f"measure {again}")
-        return verdicts.pop(0)
-
-    v = remeasured(measure, lambda again, v: calls.append(f"aside {again}"), 2, lambda: calls.append("settle"))
-    assert v is good
-    assert calls == ["measure 0", "aside 1", "settle", "measure 1", "aside 2", "settle", "measure 2"]
-
-
-def test_settling_waits_only_on_a_shared_core_testbed_and_says_what_it_found(tmp_path, monkeypatch):
-    from orchestrator.testbed import cpu
-
-    r, logs = _runner(tmp_path, {})
-    asked = []
-
-    def until_quiet(cpus, cores, quiet, probe_s, most_s):
-        asked.append((cpus, cores, quiet, probe_s, most_s))
-        return answers.pop(0)
-
-    monkeypatch.setattr(cpu, "until_quiet", until_quiet)
-    monkeypatch.setattr(cpu, "confined_to", lambda inv: [])
-    monkeypatch.setattr(cpu, "testbed_cores", lambda inv: 2)
-    r._settle()  # no inventory (hardware would be the same): nothing to wait for
-    assert asked == []
-    r.bench.inv = SimpleNamespace(shared_system=True)
-    answers = [(2.0, 0.01), (14.0, 0.02), (60.0, 0.09)]
-    r._settle(), r._settle(), r._settle()
-    assert asked == [(None, 2, 0.03, 2.0, 60.0)] * 3
-    assert logs == [
-        "the hypervisor took 1.0% of the cores over 2 s: measuring again",
-        "the hypervisor gave the cores back after 14 s (steal 2.0%): measuring again",
-        "the hypervisor still takes 9.0% of the cores after 60 s (quiet: at most 3%): measuring again anyway",
-    ]
-
-
-def test_ctrl_c_while_waiting_for_the_host_leaves_the_point_todo(tmp_path):
-    pid = "rain-f0.1-r1"
-    r, _ = _runner(tmp_path, {pid: [_stalled(pid)], "rain-f0.2-r1": []})
-
-    def interrupted():
-        raise KeyboardInterrupt
-
-    r._settle = interrupted
-    with pytest.raises(KeyboardInterrupt):
-        r.sweep_all()
-    a = _state(tmp_path)[pid]
-    assert a["status"] == "todo" and a["reason"] == "interrupted"
-    assert [d.id for d in RunDir(tmp_path).stalled(pid)] == ["1"]  # the stalled attempt is kept
 
 
 def test_remeasuring_a_stalled_point_is_bounded_and_the_last_verdict_stands(tmp_path):

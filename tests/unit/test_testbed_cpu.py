@@ -94,27 +94,3 @@ def test_a_program_that_ends_between_two_marks_adds_only_what_it_used_since_the_
     finally:
         child.kill()
         child.wait()
-
-
-def test_until_quiet_waits_out_an_episode_of_steal_and_is_bounded():
-    from orchestrator.testbed.cpu import until_quiet
-
-    class Host:
-        """Steal seconds since boot on 2 cores, advancing each probe by `shares`."""
-
-        def __init__(self, shares):
-            self.now, self.stolen, self.shares = 0.0, 100.0, list(shares)
-
-        def steal(self, cpus):
-            return self.stolen
-
-        def sleep(self, s):
-            self.now += s
-            self.stolen += self.shares.pop(0) * s * 2
-
-    h = Host([0.20, 0.08, 0.01, 0.5])
-    waited, share = until_quiet(None, 2, 0.03, 2.0, 60.0, steal=h.steal, sleep=h.sleep, clock=lambda: h.now)
-    assert (waited, round(share, 6)) == (6.0, 0.01) and h.shares == [0.5]  # the third probe was quiet
-    h = Host([0.2] * 100)
-    waited, share = until_quiet(None, 2, 0.03, 2.0, 10.0, steal=h.steal, sleep=h.sleep, clock=lambda: h.now)
-    assert waited == 10.0 and round(share, 6) == 0.2  # never quiet: at most most_s
