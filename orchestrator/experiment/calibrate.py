@@ -393,7 +393,7 @@ def stall_warning(cal: dict, spec: Spec) -> str | None:
         f"{lag_us / k:,.3g} us of paper time at k = {k:g}, over schedule_lag's {limit:g} us. A point whose window "
         "meets such a stall fails schedule_lag"
         + (f" (measured again up to {again} times: validity.remeasure_stalled)" if again else "")
-        + f"; from k = {_nice_above(lag_us / limit):g} a stall that long is within the limit"
+        + f"; from k = {_nice_above(stall_k(cal, spec)):g} a stall that long is within the limit"
     )
 
 
