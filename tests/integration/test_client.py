@@ -740,7 +740,10 @@ def test_sigterm_writes_partial_summary(pair, tmp_path):
         s = c.wait(5)
     assert s["partial"] is True
     assert 500 < s["totals"]["offered"] < 3000
-    assert s["totals"]["received"] + s["totals"]["lost"] == s["totals"]["sent"]
+    # Every task sent ends in one count: answered, timed out (the Python peer has read
+    # tasks over BASE's 500 ms late on a loaded machine) or lost (in flight at SIGTERM).
+    t = s["totals"]
+    assert t["received"] + t["timed_out"] + t["lost"] == t["sent"], t
     assert len(peer.tasks) == s["totals"]["sent"]
     assert (tmp_path / "out/latency.hlog").exists()
 
