@@ -119,6 +119,12 @@ def choose_dilation(
 PROBE_SAMPLES = 60  # of the rarest class: its mean service time to a few percent
 
 
+# A probe whose class got fewer answers than this was stalled (a loaded machine held a
+# worker or the switch for a second of its 2 s window): it is measured again, at most
+# PROBE_ATTEMPTS times in all.
+PROBE_MIN_ANSWERS, PROBE_ATTEMPTS = PROBE_SAMPLES // 3, 3
+
+
 PROBE_MEASURE_S = (2.0, 60.0)
 
 
@@ -171,25 +177,34 @@ def probe_service(runner: Measures, rd: RunDir, spec: Spec, shape: TestbedShape,
         f"measuring the {first.handler} handler's service times on this testbed: {measure_s:g} s at "
         f"{load:g} of the capacity the spec's costs give"
     )
-    saved_points = runner.points
-    try:
-        runner.attempt(probe, probe=True)
-    except (RainmakerError, OSError, TimeoutError, ValueError, KeyError) as e:
-        runner.stop_all()
-        log(f"the service probe failed: {one_line(e)}; the loads stay planned from the spec's costs")
-        return
-    finally:
-        runner.points = saved_points
-    measured: dict[str, float] = {}
-    for h in rd.service_probe.client_hosts():
-        summ = json.loads((rd.service_probe.client(h) / "summary.json").read_text())
-        for name, c in summ.get("classes", {}).items():
-            if c.get("received", 0) > 0 and c.get("mean_service_ns", 0) > 0:
-                measured.setdefault(name, []).append((c["received"], c["mean_service_ns"] / 1000 / k))
-    service = {n: sum(r * us for r, us in v) / sum(r for r, _ in v) for n, v in measured.items()}
+    for attempt in range(1, PROBE_ATTEMPTS + 1):
+        saved_points = runner.points
+        try:
+            runner.attempt(probe, attempt, probe=True)
+        except (RainmakerError, OSError, TimeoutError, ValueError, KeyError) as e:
+            runner.stop_all()
+            log(f"the service probe failed: {one_line(e)}; the loads stay planned from the spec's costs")
+            return
+        finally:
+            runner.points = saved_points
+        answers, service = probed_service(rd, k)
+        short = {c.name: answers.get(c.name, 0) for c in w.classes if answers.get(c.name, 0) < PROBE_MIN_ANSWERS}
+        if not short:
+            break
+        few = ", ".join(f"{n} {a}" for n, a in short.items())
+        if attempt < PROBE_ATTEMPTS:
+            log(
+                f"the service probe got fewer than {PROBE_MIN_ANSWERS} answers ({few}): the testbed stalled; "
+                f"measuring it again ({attempt + 1} of at most {PROBE_ATTEMPTS})"
+            )
+        else:
+            log(f"the service probe got fewer than {PROBE_MIN_ANSWERS} answers ({few}) in all {attempt} attempts")
     missing = [c.name for c in w.classes if c.name not in service]
     if missing:
-        log(f"the service probe got no answers for {', '.join(missing)}; the loads stay planned from the spec's costs")
+        log(
+            f"the service probe got no answers for {', '.join(missing)} in {PROBE_ATTEMPTS} attempts; "
+            "the loads stay planned from the spec's costs"
+        )
         return
     new = with_service(spec, service)
     planned = {c.name: c.service.mean_us for c in w.classes}
@@ -206,9 +221,24 @@ def probe_service(runner: Measures, rd: RunDir, spec: Spec, shape: TestbedShape,
     m["service"] = {
         "planned_us": planned,
         "measured_us": {n: round(v, 3) for n, v in service.items()},
+        "answers": answers,
+        "attempts": attempt,
         "probe": asdict(probe),
     }
     rd.write_manifest(m)
+
+
+def probed_service(rd: RunDir, k: float) -> tuple[dict[str, int], dict[str, float]]:
+    """The service probe's answers per class, and each answered class's mean service
+    time (paper us), over every client."""
+    measured: dict[str, list[tuple[int, float]]] = {}
+    for h in rd.service_probe.client_hosts():
+        summ = json.loads((rd.service_probe.client(h) / "summary.json").read_text())
+        for name, c in summ.get("classes", {}).items():
+            if c.get("received", 0) > 0 and c.get("mean_service_ns", 0) > 0:
+                measured.setdefault(name, []).append((c["received"], c["mean_service_ns"] / 1000 / k))
+    answers = {n: sum(r for r, _ in v) for n, v in measured.items()}
+    return answers, {n: sum(r * us for r, us in v) / answers[n] for n, v in measured.items()}
 
 
 def size_windows(runner: Measures, rd: RunDir, spec: Spec, shape: TestbedShape, log) -> None:
