@@ -193,9 +193,11 @@ def probe_service(runner: Measures, rd: RunDir, spec: Spec, shape: TestbedShape,
             break
         few = ", ".join(f"{n} {a}" for n, a in short.items())
         if attempt < PROBE_ATTEMPTS:
+            rd.set_aside_probe(attempt)
             log(
                 f"the service probe got fewer than {PROBE_MIN_ANSWERS} answers ({few}): the testbed stalled; "
-                f"measuring it again ({attempt + 1} of at most {PROBE_ATTEMPTS})"
+                f"measuring it again ({attempt + 1} of at most {PROBE_ATTEMPTS}; this one is kept under "
+                f"stalled/service-probe/{attempt}/)"
             )
         else:
             log(f"the service probe got fewer than {PROBE_MIN_ANSWERS} answers ({few}) in all {attempt} attempts")

@@ -450,6 +450,16 @@ class RunDir:
         shutil.move(str(self.point(point_id).path), str(dest))
         return PointDir(dest)
 
+    def set_aside_probe(self, attempt: int) -> PointDir:
+        """Move the service probe's folder to stalled/service-probe/<attempt>/ before it is
+        measured again (dilation.probe_service), as a stalled point's is."""
+        dest = self.path / STALLED / SERVICE_PROBE / str(attempt)
+        if dest.exists():
+            shutil.rmtree(dest)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(self.service_probe.path), str(dest))
+        return PointDir(dest)
+
     def points(self) -> list[PointDir]:
         """Point folders in plan order (point.json's index, then name)."""
         root = self.path / POINTS

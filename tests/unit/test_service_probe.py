@@ -92,6 +92,9 @@ def test_a_probe_a_stall_left_short_is_measured_again(tmp_path):
     assert m["service"]["measured_us"] == {"get": 95.0, "scan": 310.0} and m["service"]["attempts"] == 2
     (again,) = [line for line in log if "measuring it again" in line]
     assert f"get {PROBE_MIN_ANSWERS - 1}" in again and f"2 of at most {PROBE_ATTEMPTS}" in again
+    # the short attempt is kept, out of the way, as a stalled point's is
+    (kept,) = RunDir(tmp_path).stalled("service-probe")
+    assert kept.id == "1" and "get" in json.loads((kept.client("client0") / "summary.json").read_text())["classes"]
 
 
 def test_a_class_never_answered_leaves_the_spec_costs(tmp_path):
