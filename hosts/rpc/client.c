@@ -3,16 +3,19 @@
  * rpc-client: an open-loop load generator for the synthetic RPC of rpc_proto.h over
  * many TCP connections (Rakaia's measured layer; the paper extends Lancet).
  *
- * Threads own the connections c with c mod threads == their index. Each thread sends
- * its share of the load on its own arrival schedule (Poisson or constant), computed
- * from the run's start, never from when the last send left: a request is sent when its
- * intended time comes, whatever is outstanding, and its latency is measured from that
- * intended time, so a stall of the server or of the client cannot hide (coordinated
- * omission). A send that leaves more than --late-ns after its intended time is counted
- * late, as rain-client counts them. Requests spread over the connections uniformly, or
- * by Zipf (connection k with weight 1 / (k + 1)^s): each thread's share of the load is
- * its connections' weight, and it draws among them by their weights, so the whole is
- * the Zipf spread.
+ * The load is one arrival schedule (Poisson or constant), drawn ahead from the run's
+ * start, never from when the last send left: a request is sent when its intended time
+ * comes, whatever is outstanding, and its latency is measured from that intended time,
+ * so a stall of the server or of the client cannot hide (coordinated omission). A send
+ * that leaves more than --late-ns after its intended time is counted late, as
+ * rain-client counts them. Each request's connection is drawn with it, uniformly or by
+ * Zipf (connection k with weight 1 / (k + 1)^s).
+ *
+ * Threads, each on its own CPU of those the process may use, read the answers of the
+ * connections c with c mod threads == their index, and every thread sends whichever
+ * request is due next, on any connection (one sender at a time on each). So a thread
+ * whose core is taken away (a hypervisor stalling one vCPU for 10 ms) delays only the
+ * request it was sending: the threads that run send the rest on time.
  *
  * --protocol memcached speaks the memcached binary protocol instead (GET and SET of
  * --keys keys, --get-fraction of them GETs, SETs of --payload bytes), so that a real
@@ -104,6 +107,7 @@ struct conn {
 	int fd;
 	uint32_t have;
 	unsigned char *buf; /* cfg.bufsize */
+	atomic_flag sending; /* any thread may send on it: one at a time */
 };
 
 /* One request in the trace (--trace), by sequence number: rain-client's columns. */
@@ -112,47 +116,134 @@ struct traced {
 	uint64_t svc;
 };
 
+/* The schedule: one arrival process for the whole client, drawn ahead into a ring.
+ * Every thread sends whichever request is due next, so a thread its core was taken
+ * from (a hypervisor's stall of one vCPU, an interrupt storm) delays none but the
+ * request it was sending; the others go out from the threads that run. */
+#define SCHED_RING (1u << 16)
+struct planned {
+	int64_t due; /* intended send time, from start_ns */
+	uint64_t svc;	 /* the service time it asks for (0: memcached) */
+	uint32_t conn;	 /* the connection it goes on */
+	uint32_t key;	 /* memcached: its key */
+	int get;	 /* memcached: a GET, else a SET */
+};
+static struct {
+	struct planned *ring;
+	_Atomic uint64_t next;	   /* the first request no thread has taken */
+	_Atomic uint64_t drawn;	   /* requests [0, drawn) are in the ring */
+	pthread_mutex_t drawing;   /* held by the thread drawing more */
+	struct rng rng;		   /* the drawer's */
+	double mean, off, prev;	   /* the arrival process: ns between sends, the last two offsets */
+	uint64_t k;
+	double *cdf;		   /* the connections' cumulative weights (Zipf), or NULL: uniform */
+	_Atomic uint64_t received; /* answers, of the `next` requests taken */
+} sched = {.drawing = PTHREAD_MUTEX_INITIALIZER};
+
 struct thread {
 	int index;
-	struct conn *conns;
+	int cpu;	     /* pinned to it, or -1 */
+	struct conn *conns; /* the connections whose answers it reads */
 	int nconns;
-	double *cdf; /* its connections' cumulative weights (Zipf), or NULL: uniform */
-	double share;  /* of the load */
-	struct rng rng;
-	int64_t *intended; /* RING: by sequence number */
-	uint64_t *svc;	   /* RING: the service time each asked for (0: memcached) */
-	uint64_t sent, received, late, in_window, overrun;
+	uint64_t sent, received, late, in_window, overrun, stray;
 	/* the sends whose intended time is in the window: how many, late, their service, worst lag */
 	uint64_t sent_in_window, late_in_window, svc_in_window;
 	int64_t max_lag_ns;
 	int rt_error;	  /* errno of a refused SCHED_FIFO (0: granted or not asked) */
 	uint64_t rests;	  /* times it had run RT_RUN_NS without sleeping and rested */
 	uint64_t gets, sets, misses, errors; /* memcached */
-	struct traced *trace;  /* --trace: by sequence number, up to trace_cap */
-	uint64_t trace_cap, trace_dropped;
 	struct hdr_hist *hist; /* one per interval */
 	struct hdr_hist *sd;   /* slowdown x 1000, one per interval */
 	pthread_t tid;
 };
 
 static struct thread th[MAX_THREADS];
-static int64_t start_ns; /* time 0 of every schedule (CLOCK_MONOTONIC) */
+static struct conn **conns; /* every connection, by number */
+static int64_t start_ns; /* time 0 of the schedule (CLOCK_MONOTONIC) */
 static int nint;
+static _Atomic int64_t *intended; /* RING: by sequence number; -1 once answered */
+static uint64_t *svcs;		  /* RING: the service time each asked for (0: memcached) */
+static struct traced *trace;	  /* --trace: by sequence number, up to trace_cap */
+static uint64_t trace_cap;
 
-static int pick(struct thread *t)
+static uint32_t pick(void)
 {
-	if (!t->cdf)
-		return (int)(rng_next(&t->rng) % (uint64_t)t->nconns);
-	double u = rng_unit(&t->rng) * t->cdf[t->nconns - 1];
-	int lo = 0, hi = t->nconns - 1;
+	if (!sched.cdf)
+		return (uint32_t)(rng_next(&sched.rng) % (uint64_t)cfg.connections);
+	double u = rng_unit(&sched.rng) * sched.cdf[cfg.connections - 1];
+	int lo = 0, hi = cfg.connections - 1;
 	while (lo < hi) {
 		int mid = lo + (hi - lo) / 2;
-		if (t->cdf[mid] >= u)
+		if (sched.cdf[mid] >= u)
 			hi = mid;
 		else
 			lo = mid + 1;
 	}
-	return lo;
+	return (uint32_t)lo;
+}
+
+/* Draw the schedule ahead, up to a ring's worth past the first untaken request. One
+ * thread draws at a time; one that finds another drawing goes on (half a ring is left). */
+static void draw_ahead(int wait)
+{
+	if (wait ? pthread_mutex_lock(&sched.drawing) : pthread_mutex_trylock(&sched.drawing))
+		return;
+	uint64_t n = atomic_load_explicit(&sched.drawn, memory_order_relaxed);
+	uint64_t limit = atomic_load_explicit(&sched.next, memory_order_acquire) + SCHED_RING;
+	for (; n < limit && isfinite(sched.off); n++) {
+		struct planned *p = &sched.ring[n % SCHED_RING];
+		p->due = (int64_t)sched.off;
+		p->svc = 0;
+		if (cfg.protocol == PROTO_RPC) {
+			uint32_t keys = 0;
+			p->svc = cfg.service.ops->draw(&cfg.service, &sched.rng, &keys);
+		} else {
+			p->get = rng_unit(&sched.rng) < cfg.get_fraction;
+			p->key = (uint32_t)(rng_next(&sched.rng) % cfg.keys);
+		}
+		p->conn = pick();
+		sched.prev = sched.off;
+		sched.off = cfg.arrival->next(&sched.rng, sched.mean, 0, ++sched.k, sched.prev);
+		if (n % 256 == 255) /* the takers see it in batches */
+			atomic_store_explicit(&sched.drawn, n + 1, memory_order_release);
+	}
+	atomic_store_explicit(&sched.drawn, n, memory_order_release);
+	pthread_mutex_unlock(&sched.drawing);
+}
+
+/* The next request, if it is due by `now` (and in the load, before w1): 1 and it is
+ * *p with sequence number *seq, taken by this thread alone; 0 and p->due the time the
+ * next one is due (INT64_MAX: none). */
+static int take(int64_t now, int64_t w1, struct planned *p, uint64_t *seq)
+{
+	for (;;) {
+		uint64_t i = atomic_load_explicit(&sched.next, memory_order_acquire);
+		uint64_t drawn = atomic_load_explicit(&sched.drawn, memory_order_acquire);
+		if (drawn - i < SCHED_RING / 2)
+			draw_ahead(i >= drawn);
+		if (i >= atomic_load_explicit(&sched.drawn, memory_order_acquire)) {
+			p->due = INT64_MAX; /* the arrival process ended */
+			return 0;
+		}
+		/* Read before taking: the drawer rewrites this slot only once next is past i,
+		 * and then the exchange below fails. */
+		*p = sched.ring[i % SCHED_RING];
+		int64_t due = start_ns + p->due;
+		if (due >= w1) {
+			p->due = INT64_MAX;
+			return 0;
+		}
+		if (due > now) {
+			p->due = due;
+			return 0;
+		}
+		if (atomic_compare_exchange_weak_explicit(&sched.next, &i, i + 1, memory_order_acq_rel,
+							  memory_order_relaxed)) {
+			p->due = due;
+			*seq = i;
+			return 1;
+		}
+	}
 }
 
 /* One answer's sequence number from the front of buf (have bytes): its length, 0 if it
@@ -208,15 +299,19 @@ static int drain(struct thread *t, struct conn *c, int64_t w0, int64_t w1)
 			if (len == 0)
 				break;
 			off += (uint32_t)len;
-			int64_t at = t->intended[seq % RING];
-			t->intended[seq % RING] = -1;
+			int64_t at = atomic_exchange_explicit(&intended[seq % RING], -1, memory_order_acq_rel);
+			if (at < 0) { /* no request outstanding: an answer to one answered already */
+				t->stray++;
+				continue;
+			}
 			t->received++;
-			if (t->trace && seq < t->trace_cap)
-				t->trace[seq].latency = now - at;
+			atomic_fetch_add_explicit(&sched.received, 1, memory_order_relaxed);
+			if (trace && seq < trace_cap)
+				trace[seq].latency = now - at;
 			if (at >= w0 && at < w1) {
 				int k = (int)((double)(at - w0) / 1e9 / cfg.interval_s);
 				k = k < nint ? k : nint - 1;
-				uint64_t lat = (uint64_t)(now - at > 0 ? now - at : 1), svc = t->svc[seq % RING];
+				uint64_t lat = (uint64_t)(now - at > 0 ? now - at : 1), svc = svcs[seq % RING];
 				hdr_record(&t->hist[k], lat);
 				if (svc > 0) {
 					uint64_t sd = (uint64_t)((double)lat * 1000.0 / (double)svc);
@@ -230,30 +325,26 @@ static int drain(struct thread *t, struct conn *c, int64_t w0, int64_t w1)
 	}
 }
 
-/* The request of sequence number seq into req: its length; *svc the service time it asks for. */
-static uint32_t request(struct thread *t, unsigned char *req, uint64_t seq, uint64_t *svc)
+/* The request of sequence number seq, as planned, into req: its length. */
+static uint32_t request(struct thread *t, unsigned char *req, uint64_t seq, const struct planned *p)
 {
-	*svc = 0;
 	if (cfg.protocol == PROTO_RPC) {
-		uint32_t keys = 0;
-		*svc = cfg.service.ops->draw(&cfg.service, &t->rng, &keys);
 		struct rpc_hdr h = {
 			.magic = htonl(RPC_REQ),
 			.len = htonl(cfg.payload),
 			.id = htobe64(((uint64_t)t->index << 48) | seq),
-			.service_ns = htobe64(*svc),
+			.service_ns = htobe64(p->svc),
 		};
 		memcpy(req, &h, sizeof h);
 		return RPC_HDR_LEN + cfg.payload;
 	}
-	int get = rng_unit(&t->rng) < cfg.get_fraction;
 	char key[32];
-	int klen = snprintf(key, sizeof key, "rm:%010u", (unsigned)(rng_next(&t->rng) % cfg.keys));
-	uint8_t extras = get ? 0 : 8; /* SET: flags and expiry, both 0 */
-	uint32_t value = get ? 0 : cfg.payload;
+	int klen = snprintf(key, sizeof key, "rm:%010u", (unsigned)p->key);
+	uint8_t extras = p->get ? 0 : 8; /* SET: flags and expiry, both 0 */
+	uint32_t value = p->get ? 0 : cfg.payload;
 	struct mc_hdr h = {
 		.magic = MC_REQ,
-		.opcode = get ? MC_GET : MC_SET,
+		.opcode = p->get ? MC_GET : MC_SET,
 		.key_len = htons((uint16_t)klen),
 		.extras_len = extras,
 		.body_len = htonl(extras + (uint32_t)klen + value),
@@ -263,7 +354,7 @@ static uint32_t request(struct thread *t, unsigned char *req, uint64_t seq, uint
 	memset(req + MC_HDR_LEN, 0, extras);
 	memcpy(req + MC_HDR_LEN + extras, key, (size_t)klen);
 	memset(req + MC_HDR_LEN + extras + klen, 'v', value);
-	if (get)
+	if (p->get)
 		t->gets++;
 	else
 		t->sets++;
@@ -289,10 +380,50 @@ static void rest(struct thread *t, int64_t *awake_since)
 	*awake_since = rpc_now_ns();
 }
 
+/* Send the request taken (seq, as p planned it, due at p->due), counting its lag. */
+static void send_one(struct thread *t, unsigned char *req, uint64_t seq, const struct planned *p, int64_t w0)
+{
+	if (seq >= RING && atomic_load_explicit(&intended[seq % RING], memory_order_relaxed) >= 0)
+		t->overrun++; /* its slot's request never came back */
+	uint32_t len = request(t, req, seq, p);
+	svcs[seq % RING] = p->svc;
+	atomic_store_explicit(&intended[seq % RING], p->due, memory_order_release);
+	struct conn *c = conns[p->conn];
+	while (atomic_flag_test_and_set_explicit(&c->sending, memory_order_acquire))
+		; /* another thread is sending on it: a few microseconds */
+	int64_t left = rpc_now_ns();
+	int64_t lag = left - p->due; /* it leaves late: counted when it starts to leave */
+	if (trace && seq < trace_cap)
+		trace[seq] = (struct traced){p->due, left, -1, p->svc};
+	int in_window = p->due >= w0;
+	if (lag > cfg.late_ns) {
+		t->late++;
+		t->late_in_window += (uint64_t)in_window;
+	}
+	if (in_window) {
+		t->sent_in_window++;
+		t->svc_in_window += p->svc;
+		t->max_lag_ns = lag > t->max_lag_ns ? lag : t->max_lag_ns;
+	}
+	int rc = rpc_write_all(c->fd, req, len);
+	atomic_flag_clear_explicit(&c->sending, memory_order_release);
+	if (rc < 0) {
+		fprintf(stderr, "rpc-client: thread %d: a connection failed while sending\n", t->index);
+		exit(1);
+	}
+	t->sent++;
+}
+
 static void *thread_main(void *arg)
 {
 	struct thread *t = arg;
 	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+	if (t->cpu >= 0) { /* apart: a stall of one core leaves the others' timers and sends alone */
+		cpu_set_t one;
+		CPU_ZERO(&one);
+		CPU_SET(t->cpu, &one);
+		pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+	}
 	if (cfg.realtime) { /* the load only: connections were made before (start-up is not real-time) */
 		struct sched_param sp = {.sched_priority = cfg.realtime};
 		t->rt_error = pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp);
@@ -303,61 +434,29 @@ static void *thread_main(void *arg)
 		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &t->conns[i]};
 		epoll_ctl(epfd, EPOLL_CTL_ADD, t->conns[i].fd, &ev);
 	}
-	double mean = t->share > 0 ? 1e9 / (cfg.rate * t->share) : INFINITY; /* ns between this thread's sends */
 	int64_t w0 = start_ns + (int64_t)(cfg.warmup_s * 1e9), w1 = w0 + (int64_t)(cfg.duration_s * 1e9);
-	uint64_t k = 0;
-	double prev = 0;
-	double off = isfinite(mean) ? cfg.arrival->next(&t->rng, mean, (double)t->index / cfg.threads, k, prev) : INFINITY;
 	unsigned char req[RPC_HDR_LEN + RPC_MAX_PAYLOAD];
 	memset(req, 'x', sizeof req);
 	struct epoll_event ev[64];
 	for (;;) {
 		int64_t now = rpc_now_ns();
-		int64_t due = start_ns + (int64_t)off;
-		while (isfinite(off) && due <= now && due < w1) {
-			uint64_t seq = t->sent;
-			if (seq >= RING && t->intended[seq % RING] >= 0) { /* its slot's request never came back */
-				t->overrun++;
-			}
-			uint64_t svc;
-			uint32_t len = request(t, req, seq, &svc);
-			t->intended[seq % RING] = due;
-			t->svc[seq % RING] = svc;
-			struct conn *c = &t->conns[pick(t)];
-			int64_t left = rpc_now_ns();
-			int64_t lag = left - due; /* it leaves late: counted when it starts to leave */
-			if (t->trace) {
-				if (seq < t->trace_cap)
-					t->trace[seq] = (struct traced){due, left, -1, svc};
-				else
-					t->trace_dropped++;
-			}
-			int in_window = due >= w0;
-			if (lag > cfg.late_ns) {
-				t->late++;
-				t->late_in_window += (uint64_t)in_window;
-			}
-			if (in_window) {
-				t->sent_in_window++;
-				t->svc_in_window += svc;
-				t->max_lag_ns = lag > t->max_lag_ns ? lag : t->max_lag_ns;
-			}
-			if (rpc_write_all(c->fd, req, len) < 0) {
-				fprintf(stderr, "rpc-client: thread %d: a connection failed while sending\n", t->index);
-				exit(1);
-			}
-			t->sent++;
+		struct planned p;
+		uint64_t seq;
+		while (take(now, w1, &p, &seq)) {
+			send_one(t, req, seq, &p, w0);
 			rest(t, &awake_since);
-			prev = off;
-			off = cfg.arrival->next(&t->rng, mean, (double)t->index / cfg.threads, ++k, prev);
-			due = start_ns + (int64_t)off;
 			now = rpc_now_ns();
 		}
+		int64_t due = p.due; /* the next one's, or INT64_MAX: the load is over */
 		int64_t until = due < w1 ? due : w1 + cfg.drain_ns;
-		if (now >= w1 + cfg.drain_ns || (due >= w1 && t->received == t->sent))
+		if (now >= w1 + cfg.drain_ns ||
+		    (due >= w1 && atomic_load_explicit(&sched.received, memory_order_acquire) ==
+					 atomic_load_explicit(&sched.next, memory_order_acquire))) /* taken: sent or about to be */
 			break;
 		struct timespec to = {0, 0};
 		int64_t wake = until - (until == due ? SPIN_NS : 0);
+		if (due >= w1 && wake > now + 1000000)
+			wake = now + 1000000; /* the others' answers end the drain: look every ms */
 		if (wake > now)
 			to = (struct timespec){.tv_sec = (wake - now) / 1000000000, .tv_nsec = (wake - now) % 1000000000};
 		int n = epoll_pwait2(epfd, ev, 64, &to, NULL);
@@ -398,7 +497,9 @@ static void usage(void)
 	       "                  [--payload BYTES] [--spread uniform|zipf:S] [--seed X] [--late-ns NS]\n"
 	       "                  [--interval S] [--protocol rpc|memcached] [--get-fraction F] [--keys N]\n"
 	       "                  [--class NAME] [--realtime PRIO] [--drain S] [--trace]\n"
-	       "  --connections  TCP connections to the server, 1..%d, over --threads (1..%d)\n"
+	       "  --connections  TCP connections to the server, 1..%d\n"
+	       "  --threads      threads (1..%d, one per CPU allowed): each reads its share of the\n"
+	       "                 connections' answers, and any of them sends whatever is due next\n"
 	       "  --rate         requests per second, all connections together (open loop)\n"
 	       "  --service      the service time each request asks for: const:NS, exp:MEAN_NS,\n"
 	       "                 bimodal:NS1:NS2:P1 (rpc only: memcached does its own work)\n"
@@ -469,16 +570,14 @@ static int write_trace(void)
 	FILE *f = fopen(path, "w");
 	if (!f)
 		return -1;
+	/* one schedule, whichever thread sent each request: its "lcore" is 0 */
 	fprintf(f, "lcore,client_id,request_id,class,intended_ns,sent_ns,service_ns,latency_ns,large\n");
-	for (int i = 0; i < cfg.threads; i++) {
-		const struct thread *t = &th[i];
-		uint64_t n = t->sent < t->trace_cap ? t->sent : t->trace_cap;
-		for (uint64_t s = 0; s < n; s++) {
-			const struct traced *r = &t->trace[s];
-			fprintf(f, "%d,0,%llu,%s,%lld,%lld,%llu,%lld,0\n", i, (unsigned long long)s, cfg.cls,
-				(long long)(r->intended - start_ns), (long long)(r->sent - start_ns),
-				(unsigned long long)r->svc, (long long)r->latency);
-		}
+	uint64_t taken = atomic_load(&sched.next), n = taken < trace_cap ? taken : trace_cap;
+	for (uint64_t s = 0; s < n; s++) {
+		const struct traced *r = &trace[s];
+		fprintf(f, "0,0,%llu,%s,%lld,%lld,%llu,%lld,0\n", (unsigned long long)s, cfg.cls,
+			(long long)(r->intended - start_ns), (long long)(r->sent - start_ns), (unsigned long long)r->svc,
+			(long long)r->latency);
 	}
 	int bad_write = ferror(f);
 	return fclose(f) == 0 && !bad_write ? 0 : -1;
@@ -550,18 +649,17 @@ static int write_summary(double elapsed_s)
 		rt_error = th[i].rt_error ? th[i].rt_error : rt_error;
 		rests += th[i].rests;
 	}
-	/* the threads' schedules, as rain-client's lcores' (validity's inter-arrival test):
-	 * given when the threads share the load evenly (not under a Zipf spread) */
-	double lo = 1, hi = 0;
-	uint64_t dropped = 0;
+	/* the schedule, as rain-client's lcores' (validity's inter-arrival test): one
+	 * arrival process at the whole rate, whichever thread sent each request */
+	uint64_t taken = atomic_load(&sched.next), stray = 0;
+	fprintf(f, ",\n \"lcores\": 1, \"schedule\": [[0, %.3f]]", cfg.rate);
+	fprintf(f, ",\n \"run\": {\"trace_dropped\": %llu, \"sent_by_thread\": [",
+		(unsigned long long)(cfg.trace && taken > trace_cap ? taken - trace_cap : 0));
 	for (int i = 0; i < cfg.threads; i++) {
-		lo = th[i].share < lo ? th[i].share : lo;
-		hi = th[i].share > hi ? th[i].share : hi;
-		dropped += th[i].trace_dropped;
+		fprintf(f, "%s%llu", i ? ", " : "", (unsigned long long)th[i].sent);
+		stray += th[i].stray;
 	}
-	if (hi <= lo * 1.01)
-		fprintf(f, ",\n \"lcores\": %d, \"schedule\": [[0, %.3f]]", cfg.threads, cfg.rate);
-	fprintf(f, ",\n \"run\": {\"trace_dropped\": %llu}", (unsigned long long)dropped);
+	fprintf(f, "], \"stray_answers\": %llu}", (unsigned long long)stray);
 	fprintf(f, ",\n \"realtime\": {\"priority\": %d, \"threads\": %d, \"rests\": %llu, \"error\": %s%s%s}",
 		cfg.realtime, rt_granted, (unsigned long long)rests, rt_error ? "\"" : "",
 		rt_error ? strerror(rt_error) : "null", rt_error ? "\"" : "");
@@ -770,46 +868,51 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	nint = (int)ceil(cfg.duration_s / cfg.interval_s - 1e-9);
+	intended = malloc(sizeof *intended * RING);
+	svcs = calloc(RING, sizeof *svcs);
+	conns = calloc((size_t)cfg.connections, sizeof *conns);
+	sched.ring = calloc(SCHED_RING, sizeof *sched.ring);
+	if (!intended || !svcs || !conns || !sched.ring)
+		return bad("out of memory", "fewer connections");
+	for (uint32_t k = 0; k < RING; k++)
+		atomic_init(&intended[k], -1);
+	/* the threads apart, over the CPUs this process may use: one stalled core holds
+	 * one thread, and the others send what is due */
+	cpu_set_t allowed;
+	int cpus[CPU_SETSIZE], ncpus = 0;
+	if (sched_getaffinity(0, sizeof allowed, &allowed) == 0)
+		for (int c = 0; c < CPU_SETSIZE; c++)
+			if (CPU_ISSET(c, &allowed))
+				cpus[ncpus++] = c;
 	for (int i = 0; i < cfg.threads; i++) {
 		struct thread *t = &th[i];
 		t->index = i;
+		t->cpu = ncpus > 1 ? cpus[i % ncpus] : -1;
 		t->nconns = (cfg.connections - i + cfg.threads - 1) / cfg.threads;
 		t->conns = calloc((size_t)t->nconns, sizeof *t->conns);
-		t->intended = malloc(sizeof *t->intended * RING);
-		t->svc = calloc(RING, sizeof *t->svc);
 		t->hist = calloc((size_t)nint, sizeof *t->hist);
 		t->sd = calloc((size_t)nint, sizeof *t->sd);
-		if (!t->conns || !t->intended || !t->svc || !t->hist || !t->sd)
+		if (!t->conns || !t->hist || !t->sd)
 			return bad("out of memory", "fewer connections or a shorter --duration");
-		for (uint32_t k = 0; k < RING; k++)
-			t->intended[k] = -1;
 		for (int k = 0; k < nint; k++)
 			if (hdr_init(&t->hist[k]) || hdr_init(&t->sd[k]))
 				return bad("out of memory", "a longer --interval");
-		rng_seed(&t->rng, cfg.seed * 0x9E3779B97F4A7C15ull + (uint64_t)i);
 	}
-	/* each thread's share: its connections' weight (uniform: their count) */
-	double total = 0;
-	for (int c = 0; c < cfg.connections; c++)
-		total += cfg.zipf_s > 0 ? pow(c + 1.0, -cfg.zipf_s) : 1.0;
-	for (int i = 0; i < cfg.threads; i++) {
-		struct thread *t = &th[i];
-		double sum = 0;
-		if (cfg.zipf_s > 0 && !(t->cdf = malloc(sizeof *t->cdf * (size_t)t->nconns)))
+	/* the schedule: its random draws, the connections' weights (uniform: none) */
+	rng_seed(&sched.rng, cfg.seed * 0x9E3779B97F4A7C15ull);
+	if (cfg.zipf_s > 0) {
+		if (!(sched.cdf = malloc(sizeof *sched.cdf * (size_t)cfg.connections)))
 			return bad("out of memory", "fewer connections");
-		for (int j = 0; j < t->nconns; j++) {
-			int c = i + j * cfg.threads;
-			sum += cfg.zipf_s > 0 ? pow(c + 1.0, -cfg.zipf_s) : 1.0;
-			if (t->cdf)
-				t->cdf[j] = sum;
-		}
-		t->share = sum / total;
-		if (cfg.trace) { /* room for its expected requests and a margin (Poisson counts vary) */
-			double expected = cfg.rate * t->share * (cfg.warmup_s + cfg.duration_s);
-			t->trace_cap = (uint64_t)(expected * 1.2 + 1024);
-			if (!(t->trace = calloc(t->trace_cap, sizeof *t->trace)))
-				return bad("out of memory for the trace", "leave --trace out, or a shorter --duration");
-		}
+		double sum = 0;
+		for (int c = 0; c < cfg.connections; c++)
+			sched.cdf[c] = sum += pow(c + 1.0, -cfg.zipf_s);
+	}
+	sched.mean = 1e9 / cfg.rate;
+	sched.off = cfg.arrival->next(&sched.rng, sched.mean, 0, 0, 0);
+	if (cfg.trace) { /* room for the expected requests and a margin (Poisson counts vary) */
+		trace_cap = (uint64_t)(cfg.rate * (cfg.warmup_s + cfg.duration_s) * 1.2 + 1024);
+		if (!(trace = calloc(trace_cap, sizeof *trace)))
+			return bad("out of memory for the trace", "leave --trace out, or a shorter --duration");
 	}
 	for (int c = 0; c < cfg.connections; c++) {
 		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -825,11 +928,14 @@ int main(int argc, char **argv)
 		}
 		struct conn *cn = &th[c % cfg.threads].conns[c / cfg.threads];
 		cn->fd = fd;
+		atomic_flag_clear(&cn->sending);
+		conns[c] = cn;
 		if (!(cn->buf = malloc(cfg.bufsize))) {
 			fprintf(stderr, "rpc-client: out of memory for connection %d\n", c);
 			return 1;
 		}
 	}
+	draw_ahead(1);
 	printf("rpc-client ready connections=%d threads=%d\n", cfg.connections, cfg.threads);
 	fflush(stdout);
 	start_ns = rpc_now_ns() + 10000000; /* every schedule from the same instant, 10 ms from now */

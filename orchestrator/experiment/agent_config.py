@@ -331,7 +331,9 @@ def rpc_client(
     c = {
         "connect": f"{srv.nic.ip}:{RPC_PORT}",
         "connections": mine,
-        "threads": max(1, min(mine, len(h.cores) if h.cores else 1)),
+        # a thread per core it may use, all sending whatever is due: a core the host's
+        # hypervisor takes away holds back no send but the one its thread was making
+        "threads": max(1, min(mine, len(testbed_cpus(inv)) if h.netns is not None else len(h.cores) or 1)),
         "rate": round(p.offered_rps / n_clients, 3),
         "arrival": spec.workload.arrival,
         # memcached's requests are its protocol's; a synthetic RPC carries its service time

@@ -15,6 +15,7 @@ import yaml
 from orchestrator import switchd
 from orchestrator.experiment.layout import RunDir
 from orchestrator.experiment.run import run
+from orchestrator.testbed import cpu
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -71,6 +72,8 @@ def test_a_server_side_spec_runs_each_mode_through_the_forwarder(testbed, tmp_pa
         rate = 20_000 / k
         assert 1.5 * rate <= t["offered"] <= 2.5 * rate and t["lost"] == 0 and t["received"] == t["sent"], t
         assert s["connections"] == 12 and s["realtime"]["priority"] == 30, s
+        # a thread on each of the testbed's cores, every one sending what falls due
+        assert s["threads"] == len(cpu.testbed_cpus(inv)) == len(s["run"]["sent_by_thread"]), s
         outcome = json.loads((pd.client("client0") / "agent.json").read_text())
         assert outcome["cpu_wake_latency"] == "held at 0 us", outcome  # shared cores: idle CPUs poll
         server = json.loads((pd.path / "workers" / worker / "server.json").read_text())

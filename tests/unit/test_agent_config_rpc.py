@@ -77,6 +77,7 @@ def test_the_client_gets_its_share_of_load_and_connections_and_the_dilated_servi
     cl = cfg["client"]
     assert cl["connect"] == f"{w.nic.ip}:{agent_config.RPC_PORT}"
     assert cl["connections"] == 80 // n + (1 if 80 % n else 0)
+    assert cl["threads"] == min(cl["connections"], len(c.cores))  # a thread on each of the host's cores
     assert cl["rate"] == pytest.approx(p.offered_rps / n, abs=1e-3)
     (a, b) = spec.workload.classes[0].service.modes
     assert cl["service"].startswith(f"bimodal:{round(a.us * 1000 * p.dilation)}:{round(b.us * 1000 * p.dilation)}:")

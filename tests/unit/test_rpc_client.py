@@ -15,6 +15,7 @@ generator that measures latency from each request's intended send time.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -271,9 +272,64 @@ def test_its_trace_is_rain_clients_and_validity_tests_its_gaps(built, server, tm
     ]  # fmt: skip
     assert len(t) == s["totals"]["sent"] and s["run"]["trace_dropped"] == 0
     assert (t["latency_ns"] > 0).all() and (t["sent_ns"] >= t["intended_ns"]).all()
-    assert set(t["lcore"]) == {0, 1} and (t["class"] == "rpc").all()
+    # one schedule at the whole rate, whichever thread sent each request (both did)
+    assert set(t["lcore"]) == {0} and s["lcores"] == 1 and (t["class"] == "rpc").all()
+    assert sum(s["run"]["sent_by_thread"]) == len(t) and min(s["run"]["sent_by_thread"]) > 0, s["run"]
+    assert list(t["request_id"]) == list(range(len(t)))
     assert abs(t["service_ns"].mean() / 20000 - 1) < 0.1  # exp:20000, about 4,800 draws
     window = t[t["intended_ns"] >= 0.2e9]
     assert abs(len(window) / 4000 - 1) < 0.06  # the window's requests at the rate asked
     gaps = rescaled_gaps(out / "trace.csv", s, "intended_ns")  # Exp(1) for a Poisson schedule
     assert len(gaps) > 3000 and abs(gaps.mean() - 1) < 0.06
+
+
+def stop_thread(tid: int, seconds: float) -> None:
+    """Hold one thread of another process still for `seconds`, the others running, as a
+    hypervisor holds one vCPU: the thread is not runnable, and its kernel cannot move it
+    elsewhere (ptrace: seized, interrupted, then let go)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+    seize, interrupt, detach, wall = 0x4206, 0x4207, 17, 0x40000000
+    if libc.ptrace(seize, tid, None, None) != 0:
+        raise OSError(ctypes.get_errno(), f"ptrace(PTRACE_SEIZE, {tid})")
+    try:
+        assert libc.ptrace(interrupt, tid, None, None) == 0
+        os.waitpid(tid, wall)  # it has stopped
+        time.sleep(seconds)
+    finally:
+        libc.ptrace(detach, tid, None, None)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_stalled_thread_holds_back_no_other_send(built, server, tmp_path, threads):
+    """One load thread is held still for 200 ms in the middle of the load, as a
+    hypervisor holds a vCPU (the kernel cannot move the thread). With one thread (the
+    control) no request leaves meanwhile: the sends leave up to 200 ms late. With two,
+    the other thread sends what falls due, on time."""
+    port = server("--mode", "pool", "--threads", "2", "--io-threads", "1")
+    out = tmp_path / f"stall{threads}"
+    cmd = [
+        str(built / "rpc-client"), "--connect", f"127.0.0.1:{port}", "--out", str(out),
+        "--connections", "8", "--threads", str(threads), "--rate", "2000", "--arrival", "constant",
+        "--service", "const:100000", "--warmup", "0", "--duration", "1",
+    ]  # fmt: skip
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().startswith("rpc-client ready"), p.stderr.read()
+        time.sleep(0.3)  # the load runs from 10 ms after "ready", for 1 s
+        tids = sorted(int(t) for t in os.listdir(f"/proc/{p.pid}/task") if int(t) != p.pid)
+        assert len(tids) == threads
+        stop_thread(tids[0], 0.2)  # the first load thread
+        assert p.wait(timeout=60) == 0, p.stderr.read()
+    finally:
+        p.kill()
+        p.wait()
+    s = json.loads((out / "summary.json").read_text())
+    lag_ms = s["totals"]["max_lag_ns"] / 1e6
+    if threads == 1:
+        assert lag_ms > 150, s["totals"]  # held for the 200 ms
+    else:
+        assert lag_ms < 50, s["totals"]  # not the 200 ms: at most the one it was sending, or a host stall
+        assert min(s["run"]["sent_by_thread"]) > 0, s["run"]
