@@ -887,7 +887,7 @@ int main(int argc, char **argv)
 	for (int i = 0; i < cfg.threads; i++) {
 		struct thread *t = &th[i];
 		t->index = i;
-		t->cpu = ncpus > 1 ? cpus[i % ncpus] : -1;
+		t->cpu = cfg.threads > 1 && ncpus > 1 ? cpus[i % ncpus] : -1; /* one thread: wherever there is room */
 		t->nconns = (cfg.connections - i + cfg.threads - 1) / cfg.threads;
 		t->conns = calloc((size_t)t->nconns, sizeof *t->conns);
 		t->hist = calloc((size_t)nint, sizeof *t->hist);
