@@ -63,7 +63,7 @@ class Clock:
 
 def point_walls(rd: RunDir) -> list[dict]:
     """Each measured point's wall time (its first attempt's start to its end, retries
-    and re-measurements included) beside its windows (segments, warm-ups, measurement)
+    and re-measurements included, an attempt a stopped run left not) beside its windows (segments, warm-ups, measurement)
     and the attempts the stall rule set aside (stalled/), with theirs."""
     from .layout import STALLED
 
@@ -76,8 +76,12 @@ def point_walls(rd: RunDir) -> list[dict]:
     for pid, s in state.items():
         if not isinstance(s, dict) or s.get("status") != "done" or not s.get("finished"):
             continue
-        log = s.get("attempts_log") or []
-        started = log[0].get("started") if log and isinstance(log[0], dict) else s.get("started")
+        log = [a for a in s.get("attempts_log") or [] if isinstance(a, dict)]
+        # from the first attempt after the run was last stopped (Ctrl-C, then --resume):
+        # the stop and the time until the resume are not the point's
+        stops = [i for i, a in enumerate(log) if a.get("reason") == "interrupted"]
+        log = log[stops[-1] + 1 :] if stops else log
+        started = log[0].get("started") if log else s.get("started")
         p = rd.point(pid).read_point() or {}
         cuts = p.get("segments") or [p.get("measure_s")]
         if not started or not all(isinstance(c, (int, float)) for c in cuts):

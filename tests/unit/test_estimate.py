@@ -168,6 +168,24 @@ def test_a_finished_run_records_its_orchestration_per_segment(tmp_path):
     assert r["wall_s"] >= 100 and r["estimated_s"] == 90.0
 
 
+def test_a_point_a_stopped_run_resumed_costs_its_attempts_after_the_resume(tmp_path):
+    s = spec_file(tmp_path)
+    rd = finished_run(tmp_path, s)
+    doc = json.loads(rd.sweep.read_text())
+    first = next(iter(doc["points"].values()))
+    t = first["finished"]
+    # stopped 40 minutes ago in its first attempt, resumed, a retry after a failure, done
+    first["attempts_log"] = [
+        {"attempt": 1, "started": t - 2400.0, "reason": "interrupted"},
+        {"attempt": 2, "started": t - 60.0, "reason": "the switch did not answer"},
+        {"attempt": 3, "started": t - 20.0, "reason": None},
+    ]
+    rd.sweep.write_text(json.dumps(doc))
+    walls = estimate.point_walls(rd)
+    assert walls[0]["wall_s"] == pytest.approx(60.0)  # the retry counts, the stop does not
+    assert walls[1]["wall_s"] == pytest.approx(31.0)
+
+
 def test_a_window_measured_longer_for_its_correlation_is_expected_again(tmp_path):
     s = spec_file(tmp_path, emulated={"warmup_s": 1, "measure_s": 20, "measure_max_s": 200, "segment_s": 10})
     rd = finished_run(tmp_path, s)
