@@ -97,8 +97,9 @@ class Sweep:
                     f"cannot resume: point {pid} is defined differently than in {self.path}",
                     fix="the spec or the testbed changed since that run: start a new run",
                 )
-            if s.status == RUNNING:  # interrupted mid-point: run it again
+            if s.status == RUNNING:  # interrupted mid-point (killed): run it again
                 s.status, s.reason = TODO, "interrupted"
+                self._note(s, "interrupted")  # its attempt too, as a Ctrl-C's (estimate.point_walls)
             elif s.status == FAILED:  # its reason stays: why it is to be measured again
                 s.status = TODO
                 self.retried.append(pid)

@@ -80,6 +80,7 @@ def test_resume_measures_failed_and_interrupted_points_again_and_keeps_done_ones
     assert st[a]["status"] == DONE
     assert st[b]["status"] == TODO and st[b]["reason"] == "worker1: connection lost" and st[b]["attempts"] == 1
     assert st[c]["status"] == TODO and st[c]["reason"] == "interrupted"
+    assert [e["reason"] for e in st[c]["attempts_log"]] == ["interrupted"]  # its attempt says so too
     again.start(b)
     again.finish(b, DONE, valid=True)
     st = _file(tmp_path)["points"][b]
