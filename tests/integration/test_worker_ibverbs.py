@@ -369,7 +369,10 @@ def test_mock_connectx_uc_registration_reregistration_teardown(pair, switch, moc
         # at the initial PSN; the others are left alone.
         n_before = {qpn: len(moves(qpn)) for qpn in ring["qpn"]}
         w.ctl.set_enabled(1, False)
-        time.sleep(0.1)
+        # until the thread has seen it (its `registered`): a thread napping past a fixed
+        # pause on a loaded machine saw it enabled throughout, and never re-registered
+        st = w.wait_stats(lambda s: s["workers"][1]["registered"] == 0, timeout=10)
+        assert st["workers"][1]["registered"] == 0, st["workers"][1]
         w.ctl.set_enabled(1, True)
         switch.wait_tokens(5, 4, timeout=3)
         qpn1 = ring["qpn"][1]

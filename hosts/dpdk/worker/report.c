@@ -177,7 +177,7 @@ int rw_write_stats(const struct rw_ctx *w, bool final)
 			", \"cpu_ns\": %" PRIu64 ", \"fetches\": %" PRIu64 ", \"fetch_replies\": %" PRIu64
 			", \"fetch_timeouts\": %" PRIu64 ", \"fetch_stale\": %" PRIu64 ", \"fetch_bad\": %" PRIu64
 			", \"fetch_refused\": %" PRIu64 ", \"other_slice\": %" PRIu64 ", \"desc_fetches\": %" PRIu64
-			", \"kv_bad\": %" PRIu64 ", \"quota\": %u, \"enabled\": %u, \"slice\": %u}%s\n",
+			", \"kv_bad\": %" PRIu64 ", \"quota\": %u, \"enabled\": %u, \"registered\": %u, \"slice\": %u}%s\n",
 			t->worker_id, t->where, RW_LOAD(st->tasks_done), RW_LOAD(st->tokens_sent), RW_LOAD(st->polls),
 			RW_LOAD(st->empty_polls), RW_LOAD(st->desc_mismatch), RW_LOAD(st->failed), RW_LOAD(st->fifo_len),
 			RW_LOAD(st->outstanding), RW_LOAD(st->busy_ns),
@@ -187,7 +187,7 @@ int rw_write_stats(const struct rw_ctx *w, bool final)
 			RW_LOAD(t->pulls_sent), RW_LOAD(t->tx_dropped), RW_LOAD(t->wakeups), rw_cycles_to_ns(w, RW_LOAD(t->loop_busy_cycles)),
 			RW_LOAD(t->cpu_ns), RW_LOAD(t->fetches_sent), RW_LOAD(t->fetch_replies), RW_LOAD(t->fetch_timeouts),
 			RW_LOAD(t->fetch_stale), RW_LOAD(t->fetch_bad), RW_LOAD(t->fetch_refused),
-			RW_LOAD(t->rx_other_slice), RW_LOAD(t->desc_fetches), RW_LOAD(t->kv_bad), RW_LOAD(cw->knobs.quota), RW_LOAD(cw->knobs.enabled), RW_LOAD(cw->knobs.slice),
+			RW_LOAD(t->rx_other_slice), RW_LOAD(t->desc_fetches), RW_LOAD(t->kv_bad), RW_LOAD(cw->knobs.quota), RW_LOAD(cw->knobs.enabled), RW_LOAD(t->last_enabled), RW_LOAD(cw->knobs.slice),
 			i + 1 < w->c.threads ? "," : "");
 	}
 	fprintf(f, "  ]\n}\n");
