@@ -433,31 +433,26 @@ class RunDir:
 
     def set_aside_segment(self, point_id: str, segment: int, attempt: int) -> PointDir:
         """Move a segment's folder (segments.py) to stalled/<point-id>/s<segment>-<attempt>/."""
-        dest = self.path / STALLED / point_id / f"s{segment}-{attempt}"
-        if dest.exists():
-            shutil.rmtree(dest)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(str(self.point(point_id).path / SEGMENTS / str(segment)), str(dest))
-        return PointDir(dest)
+        source = self.point(point_id).path / SEGMENTS / str(segment)
+        return self._stall(source, Path(point_id, f"s{segment}-{attempt}"))
 
     def set_aside(self, point_id: str, attempt: int) -> PointDir:
         """Move a point's folder to stalled/<point-id>/<attempt>/ before it is measured again:
         the discarded attempt stays on disk to be read, out of the analysis's way."""
-        dest = self.path / STALLED / point_id / str(attempt)
-        if dest.exists():
-            shutil.rmtree(dest)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(str(self.point(point_id).path), str(dest))
-        return PointDir(dest)
+        return self._stall(self.point(point_id).path, Path(point_id, str(attempt)))
 
     def set_aside_probe(self, attempt: int) -> PointDir:
         """Move the service probe's folder to stalled/service-probe/<attempt>/ before it is
         measured again (dilation.probe_service), as a stalled point's is."""
-        dest = self.path / STALLED / SERVICE_PROBE / str(attempt)
+        return self._stall(self.service_probe.path, Path(SERVICE_PROBE, str(attempt)))
+
+    def _stall(self, source: Path, under: Path) -> PointDir:
+        """Move source to stalled/<under>/, replacing what an earlier run left there."""
+        dest = self.path / STALLED / under
         if dest.exists():
             shutil.rmtree(dest)
         dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(str(self.service_probe.path), str(dest))
+        shutil.move(str(source), str(dest))
         return PointDir(dest)
 
     def points(self) -> list[PointDir]:
