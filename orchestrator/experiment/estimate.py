@@ -62,9 +62,10 @@ class Clock:
 
 
 def point_walls(rd: RunDir) -> list[dict]:
-    """Each measured point's wall time (its first attempt's start to its end, retries
-    and re-measurements included, an attempt a stopped run left not) beside its windows (segments, warm-ups, measurement)
-    and the attempts the stall rule set aside (stalled/), with theirs."""
+    """Each measured point's wall time (from its first attempt after the run's last stop
+    to its end, retries and re-measurements included) beside its windows (segments,
+    warm-ups, measurement) and the attempts the stall rule set aside (stalled/), with
+    theirs."""
     from .layout import STALLED
 
     try:
